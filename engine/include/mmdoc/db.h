@@ -1,0 +1,263 @@
+// mmdoc: an embedded document store. Start here.
+//
+// A database is one file (plus its write-ahead log, <path>-log) holding
+// collections of BSON documents. Every document has an _id (any BSON value
+// but an array; an ObjectId is generated when a document has none) and
+// lives in its collection's B+tree keyed by _id. Secondary indexes on a
+// dotted field path, unique or not, are kept in step with the documents in
+// the same transaction. Queries take MongoDB's filter syntax and use an index
+// when one constrains the filter, a full scan otherwise (Explain says which).
+//
+//   auto db = mmdoc::DB::Open("app.mmdb").value();
+//   auto doc = mmdoc::Document::FromJson(R"({"name": "ada", "age": 36})").value();
+//   mmdoc::Value id;
+//   mmdoc::Status s = db->Insert("people", doc, &id);
+//   auto found = db->Find("people", Document::FromJson(R"({"age": {"$gt": 30}})").value());
+//
+// Transactions: one writer at a time, any number of readers. A read
+// transaction (BeginRead) sees a snapshot as of its start and never blocks
+// or is blocked by the writer. A write transaction (Begin) sees its own
+// changes; Commit makes them visible and durable as its Durability says;
+// Abort (or destroying it uncommitted) discards them. The DB's own
+// Insert/Get/... methods each run in a transaction of their own.
+//
+// Errors are Status values (mmdoc/status.h); nothing throws. A database
+// reports corruption as Corruption naming the page, and a failed write or
+// sync during commit makes every later write fail with the same status
+// until the database is reopened (reads go on).
+//
+// Thread safety: a DB may be used from many threads at once. A Transaction
+// and a Cursor belong to one thread at a time.
+#ifndef MMDOC_DB_H_
+#define MMDOC_DB_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mmdoc/document.h"
+#include "mmdoc/durability.h"
+#include "mmdoc/options.h"
+#include "mmdoc/status.h"
+
+namespace mmdoc {
+
+class DBImpl;
+class TransactionImpl;
+class CursorImpl;
+
+struct UpdateResult {
+  uint64_t matched = 0;   // documents the filter matched
+  uint64_t modified = 0;  // documents whose bytes changed
+};
+
+// How a query ran (Explain, or a Cursor after it finished).
+struct ExplainInfo {
+  std::string plan;         // "IDHACK" (_id lookup), "IXSCAN" or "COLLSCAN"
+  std::string index;        // field of the index used; "" for COLLSCAN
+  uint64_t keys_examined = 0;
+  uint64_t docs_examined = 0;
+  uint64_t returned = 0;
+  // {"plan": ..., "index": ..., "keysExamined": ..., ...}
+  std::string ToJson() const;
+};
+
+struct IndexInfo {
+  std::string field;  // dotted path
+  bool unique = false;
+  uint64_t entries = 0;
+};
+
+struct CollectionStats {
+  std::string name;
+  uint64_t documents = 0;
+  uint64_t data_pages = 0;  // pages of the _id tree incl. overflow
+  std::vector<IndexInfo> indexes;
+  std::vector<uint64_t> index_pages;  // parallel to indexes
+};
+
+struct DBStats {
+  std::vector<CollectionStats> collections;
+  uint32_t page_size = 0;
+  uint64_t file_size = 0;
+  uint64_t log_size = 0;
+  uint64_t page_count = 0;
+  uint64_t free_pages = 0;      // incl. pages waiting for readers/checkpoint
+  double fill_factor = 0;       // used / capacity of tree pages
+  uint64_t txid = 0;
+  uint64_t readers = 0;
+  uint64_t oldest_reader_txid = 0;  // a reader left open pins pages
+  std::string ToJson() const;
+};
+
+// Iterates the documents a query returns. Positioned before the first; call
+// Next() until it returns false, then check status().
+class Cursor {
+ public:
+  ~Cursor();
+  // Advances; false at the end or on error.
+  bool Next();
+  // The current document's BSON bytes, valid until Next() or the cursor's
+  // transaction ends. REQUIRES: the last Next() returned true.
+  std::string_view raw() const;
+  // A copy of the current document.
+  Document document() const;
+  // OK, or the error that ended iteration early.
+  Status status() const;
+  // How the query ran so far.
+  ExplainInfo explain() const;
+
+ private:
+  friend class TransactionImpl;
+  friend class DBImpl;
+  explicit Cursor(std::unique_ptr<CursorImpl> impl);
+  std::unique_ptr<CursorImpl> impl_;
+};
+
+// A read snapshot or the write transaction. Created by DB::Begin/BeginRead.
+// Every collection argument names a collection; reading a collection that
+// does not exist behaves as an empty one, and the first Insert creates it.
+class Transaction {
+ public:
+  ~Transaction();  // aborts if not committed
+
+  bool read_only() const;
+
+  // --- reads ---
+  // The document with this _id; NotFound when there is none.
+  Result<Document> Get(std::string_view collection, const Value& id);
+  // Documents matching `filter` (MongoDB syntax; {} matches all).
+  // InvalidArgument for an unknown operator or a malformed filter.
+  Result<std::unique_ptr<Cursor>> Find(std::string_view collection, const Document& filter,
+                                       const FindOptions& options = FindOptions());
+  Result<uint64_t> Count(std::string_view collection, const Document& filter);
+  // The plan Find would use, with the counts of actually running it.
+  Result<ExplainInfo> Explain(std::string_view collection, const Document& filter,
+                              const FindOptions& options = FindOptions());
+  Result<std::vector<std::string>> ListCollections();
+  // NotFound when the collection does not exist.
+  Result<std::vector<IndexInfo>> ListIndexes(std::string_view collection);
+
+  // --- writes (NotSupported in a read-only transaction) ---
+  // Inserts; generates an ObjectId _id when the document has none and
+  // returns the _id in *id when id is non-null. AlreadyExists (naming the
+  // _id) for a duplicate _id or a unique-index violation (naming the index
+  // and value); InvalidArgument for an array _id or a document over the
+  // size limit once _id is added.
+  Status Insert(std::string_view collection, const Document& doc, Value* id = nullptr);
+  // Replaces the whole document with this _id (the new one's _id, if any,
+  // must match). NotFound when absent.
+  Status Replace(std::string_view collection, const Value& id, const Document& doc);
+  // Applies `update` ($set, $unset, $inc, or a replacement document) to the
+  // first (or, with many, every) matching document.
+  Result<UpdateResult> Update(std::string_view collection, const Document& filter,
+                              const Document& update, bool many = false);
+  // Deletes the document with this _id; NotFound when absent.
+  Status Delete(std::string_view collection, const Value& id);
+  // Deletes the first (or, with many, every) matching document; returns
+  // how many.
+  Result<uint64_t> DeleteMany(std::string_view collection, const Document& filter,
+                              bool many = true);
+  // AlreadyExists when it exists; InvalidArgument for an empty name or one
+  // containing '\0'.
+  Status CreateCollection(std::string_view collection);
+  // Drops the collection and its indexes. NotFound when absent.
+  Status DropCollection(std::string_view collection);
+  // Builds an index on `field` from the documents already there. With
+  // unique, AlreadyExists naming the duplicate value if two documents share
+  // one (nothing of the index is left behind). AlreadyExists when an index
+  // on the field exists.
+  Status CreateIndex(std::string_view collection, std::string_view field,
+                     const IndexOptions& options = IndexOptions());
+  Status DropIndex(std::string_view collection, std::string_view field);
+
+  // Commits (write) or ends (read). After Commit the transaction is
+  // finished. Errors: IOError/Full from the log or sync; the sticky error.
+  Status Commit();
+  // Discards a write transaction's changes; ends a read transaction.
+  void Abort();
+
+ private:
+  friend class DBImpl;
+  explicit Transaction(std::unique_ptr<TransactionImpl> impl);
+  std::unique_ptr<TransactionImpl> impl_;
+};
+
+// What DB::Check found.
+struct CheckReport {
+  std::vector<std::string> problems;  // empty when consistent
+  uint64_t pages_checked = 0;
+  uint64_t documents_checked = 0;
+  uint64_t index_entries_checked = 0;
+};
+
+class DB {
+ public:
+  // Opens (or, with create_if_missing, creates) the database at `path`,
+  // takes an exclusive lock, and recovers committed transactions from the
+  // log. Errors: Busy (another process or handle has it open), NotFound,
+  // Corruption (naming the page), InvalidArgument (bad options, path is a
+  // directory), IOError.
+  static Result<std::unique_ptr<DB>> Open(const std::string& path,
+                                          const Options& options = Options());
+  ~DB();  // checkpoints and closes; REQUIRES: no open transactions
+  DB(const DB&) = delete;
+  DB& operator=(const DB&) = delete;
+
+  // A write transaction. Blocks while another write transaction is open.
+  Result<std::unique_ptr<Transaction>> Begin(const WriteOptions& options = WriteOptions());
+  // A read-only snapshot of the last commit.
+  Result<std::unique_ptr<Transaction>> BeginRead();
+
+  // --- auto-committed single operations (see Transaction) ---
+  Status Insert(std::string_view collection, const Document& doc, Value* id = nullptr,
+                const WriteOptions& options = WriteOptions());
+  Result<Document> Get(std::string_view collection, const Value& id);
+  Status Replace(std::string_view collection, const Value& id, const Document& doc,
+                 const WriteOptions& options = WriteOptions());
+  Result<UpdateResult> Update(std::string_view collection, const Document& filter,
+                              const Document& update, bool many = false,
+                              const WriteOptions& options = WriteOptions());
+  Status Delete(std::string_view collection, const Value& id,
+                const WriteOptions& options = WriteOptions());
+  Result<uint64_t> DeleteMany(std::string_view collection, const Document& filter,
+                              bool many = true, const WriteOptions& options = WriteOptions());
+  // All matching documents, read from one snapshot.
+  Result<std::vector<Document>> Find(std::string_view collection, const Document& filter,
+                                     const FindOptions& options = FindOptions());
+  Result<uint64_t> Count(std::string_view collection, const Document& filter = Document());
+  Status CreateCollection(std::string_view collection);
+  Status DropCollection(std::string_view collection);
+  Result<std::vector<std::string>> ListCollections();
+  Status CreateIndex(std::string_view collection, std::string_view field,
+                     const IndexOptions& options = IndexOptions());
+  Status DropIndex(std::string_view collection, std::string_view field);
+  Result<std::vector<IndexInfo>> ListIndexes(std::string_view collection);
+
+  // Checks everything: every page's checksum and tree structure, every
+  // index entry points at a document with that value, every document is in
+  // every index, and every page is reachable or free exactly once. OK when
+  // consistent; Corruption with the first problem otherwise (all problems
+  // in *report when given).
+  Status Check(CheckReport* report = nullptr);
+  Result<DBStats> Stats();
+  // Makes every commit so far durable (syncs the log).
+  Status Flush();
+  // Writes the current state into the data file and restarts the log.
+  Status Checkpoint();
+  // Rewrites the database into a compact copy and swaps it in atomically;
+  // the file shrinks to what it holds. REQUIRES: no open transactions.
+  Status Compact();
+
+  const std::string& path() const;
+
+ private:
+  explicit DB(std::unique_ptr<DBImpl> impl);
+  std::unique_ptr<DBImpl> impl_;
+};
+
+}  // namespace mmdoc
+
+#endif  // MMDOC_DB_H_

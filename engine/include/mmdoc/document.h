@@ -1,0 +1,110 @@
+// mmdoc::Document and mmdoc::Value: BSON documents and single BSON values.
+//
+// Documents are BSON (libbson), so what mmdoc stores and exports is what
+// MongoDB's tools and drivers read. JSON in and out is MongoDB Extended JSON
+// (relaxed on output; canonical or relaxed on input).
+//
+// Limits, checked by every constructor that takes outside bytes:
+//   - a document is at most kMaxDocumentSize bytes (16 MiB, as MongoDB);
+//   - nesting (documents and arrays inside each other) at most
+//     kMaxNestingDepth levels;
+//   - keys are valid UTF-8, contain no NUL, and do not start with '$';
+//   - the top level is a document, never an array.
+// A violation is Status::InvalidArgument naming the problem (and, for JSON,
+// where it is).
+//
+// Thread safety: Document and Value are immutable values; share freely.
+#ifndef MMDOC_DOCUMENT_H_
+#define MMDOC_DOCUMENT_H_
+
+#include <bson/bson.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "mmdoc/status.h"
+
+namespace mmdoc {
+
+inline constexpr size_t kMaxDocumentSize = 16u << 20;
+inline constexpr int kMaxNestingDepth = 100;
+
+class Value;
+
+class Document {
+ public:
+  // The empty document {}.
+  Document();
+
+  // Parses one JSON object (Extended JSON). InvalidArgument for invalid
+  // JSON (with libbson's message: line and position), a top-level array,
+  // invalid UTF-8, '$'-prefixed keys, too deep or too large.
+  static Result<Document> FromJson(std::string_view json);
+  // Copies and validates BSON bytes. InvalidArgument for bad lengths, bad
+  // element types, bad UTF-8, '$'-prefixed keys, too deep or too large.
+  static Result<Document> FromBson(const uint8_t* data, size_t size);
+  static Result<Document> FromBson(const bson_t* bson);
+  // Takes bytes already known to be valid (read back from the database).
+  // REQUIRES: bytes is a valid BSON document.
+  static Document FromTrustedBytes(std::string bytes);
+
+  const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(bytes_.data()); }
+  size_t size() const { return bytes_.size(); }
+  const std::string& bytes() const { return bytes_; }
+
+  // A read-only bson_t over this document's bytes, valid while *this lives.
+  void View(bson_t* out) const;
+  // Relaxed Extended JSON on one line.
+  std::string ToJson() const;
+  // The value at a dotted path ("a.b.0.c"); NotFound when absent.
+  Result<Value> Get(std::string_view dotted_path) const;
+
+  bool operator==(const Document& o) const { return bytes_ == o.bytes_; }
+  bool operator!=(const Document& o) const { return bytes_ != o.bytes_; }
+
+ private:
+  explicit Document(std::string bytes) : bytes_(std::move(bytes)) {}
+  std::string bytes_;
+};
+
+// One BSON value: an _id, a constant in a filter. Any BSON type.
+class Value {
+ public:
+  // null
+  Value();
+  // Parses a JSON value: 42, 1.5, "abc", true, null, {"$oid": "..."},
+  // {"$numberLong": "..."}, {"$date": ...}, {"$binary": ...}, a document or
+  // an array. InvalidArgument for invalid JSON.
+  static Result<Value> FromJson(std::string_view json);
+  static Value String(std::string_view s);
+  static Value Int32(int32_t v);
+  static Value Int64(int64_t v);
+  static Value Double(double v);
+  static Value Bool(bool v);
+  static Value Null();
+  static Value ObjectId(const bson_oid_t& oid);
+  // Copies any bson_value_t.
+  static Value FromBsonValue(const bson_value_t* v);
+
+  // A view of the value, valid while *this lives.
+  const bson_value_t* get() const;
+  bson_type_t type() const;
+  // Relaxed Extended JSON, e.g. "abc" -> "\"abc\"", ObjectId -> {"$oid":"..."}.
+  std::string ToJson() const;
+
+  // Same type and same bytes (1 and 1.0 differ here; queries compare
+  // numbers numerically).
+  bool operator==(const Value& o) const { return doc_ == o.doc_; }
+  bool operator!=(const Value& o) const { return doc_ != o.doc_; }
+
+ private:
+  void Reset();
+  std::string doc_;     // BSON document {"v": <value>}
+  bson_value_t view_;   // points into doc_
+};
+
+}  // namespace mmdoc
+
+#endif  // MMDOC_DOCUMENT_H_

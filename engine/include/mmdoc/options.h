@@ -1,0 +1,79 @@
+// Options for mmdoc::DB (per database) and for single calls.
+//
+// Options is given to DB::Open; WriteOptions to Begin and to each
+// auto-committed write; FindOptions to Find. Every field has an in-class
+// default stated on its "Default:" line.
+#ifndef MMDOC_OPTIONS_H_
+#define MMDOC_OPTIONS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mmdoc/durability.h"
+
+namespace mmdoc {
+
+namespace storage {
+class FileSystem;
+}
+
+struct Options {
+  // --- Parameters that affect behavior ---
+
+  // Create the database files when they do not exist. Default: true.
+  bool create_if_missing = true;
+  // What a commit waits for before it returns (see mmdoc/durability.h for
+  // what each mode survives). Overridable per write. Default: kFsync.
+  Durability durability = Durability::kFsync;
+  // Run DB::Check() after every commit and verify every page checksum on
+  // every read. Slow; for tests and debugging. Also switched on by the
+  // environment variable MMDOC_VERIFY=1. Default: false.
+  bool paranoid_checks = false;
+  // File system seam; nullptr means the POSIX one. Tests pass a fault
+  // injecting one. Not owned. Default: nullptr.
+  storage::FileSystem* file_system = nullptr;
+
+  // --- Parameters that affect performance ---
+
+  // Page size of a new database (4096..65536, a power of two); an existing
+  // file keeps its own. Default: 4096.
+  uint32_t page_size = 4096;
+  // Size of the preallocated write-ahead log; a full log triggers a
+  // checkpoint. Default: 64 MiB.
+  uint64_t log_size = 64ull << 20;
+  // Background log flush interval for Durability::kPeriodic. Default: 100.
+  uint32_t sync_interval_ms = 100;
+};
+
+struct WriteOptions {
+  // Overrides Options::durability for this commit (MongoDB's write
+  // concern). Default: unset (the database's mode).
+  std::optional<Durability> durability;
+};
+
+struct FindOptions {
+  // Sort by this dotted field path; empty means _id order for a scan, index
+  // order for an index scan. Default: "".
+  std::string sort_field;
+  // 1 ascending, -1 descending. Default: 1.
+  int sort_direction = 1;
+  // Return at most this many documents; 0 means no limit. Default: 0.
+  uint64_t limit = 0;
+  // Skip this many matching documents first. Default: 0.
+  uint64_t skip = 0;
+  // Return only these dotted fields (and _id); empty means whole documents.
+  // Default: {}.
+  std::vector<std::string> projection;
+};
+
+struct IndexOptions {
+  // Reject two documents with the same value at the field (AlreadyExists).
+  // Default: false.
+  bool unique = false;
+};
+
+}  // namespace mmdoc
+
+#endif  // MMDOC_OPTIONS_H_

@@ -1,0 +1,146 @@
+// The query layer: BSON values compared and encoded in MongoDB's order,
+// dotted-path lookup, filters, updates, projections and sort. Pure functions
+// over BSON bytes; knows nothing of pages, trees or transactions.
+//
+// Type order (MongoDB): MinKey < Undefined,Null < Numbers (int32, int64,
+// double, decimal128 compared numerically) < Symbol,String < Object < Array
+// < Binary < ObjectId < Bool < Date < Timestamp < Regex < MaxKey.
+// Strings compare bytewise (simple binary collation).
+//
+// Thread safety: parsed Filter/Update/Projection objects are immutable and
+// may be shared between threads.
+#ifndef MMDOC_ENGINE_QUERY_H_
+#define MMDOC_ENGINE_QUERY_H_
+
+#include <bson/bson.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mmdoc/document.h"
+#include "mmdoc/status.h"
+
+namespace mmdoc::engine {
+
+// <0, 0, >0 in MongoDB's order (numbers numerically across types; NaN is
+// below every other number and equal to itself).
+int CompareValues(const bson_value_t* a, const bson_value_t* b);
+
+// Appends the order-preserving key encoding of `v` to *out: for any values
+// a, b: memcmp order of their encodings == CompareValues(a, b) order, and
+// equal values (1, 1.0, NumberLong(1)) encode to identical bytes while
+// distinct values never do. Works for every BSON type including documents
+// and arrays (element by element). Never fails.
+void AppendKey(const bson_value_t* v, std::string* out);
+// The key of a null value (missing fields are indexed as null).
+void AppendNullKey(std::string* out);
+
+// Finds the value at a dotted path ("a.b.c"; a numeric part indexes into an
+// array, "a.0"). Returns false when absent. *out points into `doc`.
+// Does not descend into arrays for non-numeric parts (see IndexKeys).
+bool LookupPath(const uint8_t* doc, size_t len, std::string_view path, bson_value_t* out);
+
+// The index keys of a document for an index on `path`, MongoDB style:
+// missing -> one null key; a scalar or document -> its key; an array -> one
+// key per distinct element (an empty array -> one null key); arrays met
+// along the path fan out too ({"a":[{"b":1},{"b":2}]} on "a.b" -> 1, 2).
+// Keys are AppendKey encodings, sorted and distinct.
+void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,
+               std::vector<std::string>* keys);
+
+// An interval of encoded keys for an index scan. An empty lo means from the
+// start, an empty hi means to the end.
+struct KeyInterval {
+  std::string lo;
+  bool lo_inclusive = true;
+  std::string hi;
+  bool hi_inclusive = true;
+};
+
+// A parsed filter in MongoDB's syntax: {field: value} (equality),
+// {field: {$eq,$gt,$gte,$lt,$lte,$ne,$in,$nin,$exists: ...}}, implicit AND
+// of fields, {$and: [...]}, {$or: [...]}, dotted paths. Array semantics as
+// MongoDB: {a: 5} matches a == 5 and a == [.., 5, ..].
+class Filter {
+ public:
+  // InvalidArgument naming the operator or field for unknown operators
+  // ("unknown operator $foo"), $in/$and/$or without an array, etc.
+  static Result<Filter> Parse(const bson_t* filter);
+  static Result<Filter> Parse(const Document& filter);
+  Filter();  // matches everything
+  ~Filter();
+  Filter(Filter&&) noexcept;
+  Filter& operator=(Filter&&) noexcept;
+
+  // Whether the document matches. Reads the bytes in place; no allocation
+  // in the common case.
+  bool Matches(const uint8_t* doc, size_t len) const;
+  // True when the filter is {} (matches all).
+  bool MatchesAll() const;
+
+  // Key intervals (sorted, non-overlapping) that contain the index key of
+  // every matching document's value at `path` (null for missing), or
+  // nullopt when the filter does not constrain `path` in a way an index can
+  // use (no predicate on it; $ne/$nin/$exists:false only; inside an $or that
+  // has branches on other paths). Candidates found this way are always
+  // re-checked with Matches, so the intervals may be wider than needed.
+  std::optional<std::vector<KeyInterval>> IndexBounds(std::string_view path) const;
+
+  struct Node;
+
+ private:
+  std::unique_ptr<Node> root_;
+};
+
+// A parsed update: operators {$set: {...}, $unset: {...}, $inc: {...}} on
+// dotted paths, or a replacement document (no '$' keys at the top level).
+class Update {
+ public:
+  // InvalidArgument for unknown operators, mixing operators and plain
+  // fields, $inc with a non-number, an update of _id, conflicting paths.
+  static Result<Update> Parse(const bson_t* update);
+  static Result<Update> Parse(const Document& update);
+  Update();
+  ~Update();
+  Update(Update&&) noexcept;
+  Update& operator=(Update&&) noexcept;
+
+  // Writes the updated document into *out (keeps _id first and unchanged).
+  // InvalidArgument when it cannot apply ($inc on a non-number field,
+  // $set through a non-document) or the result exceeds kMaxDocumentSize.
+  Status Apply(const uint8_t* doc, size_t len, std::string* out) const;
+  bool is_replacement() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Keeps only the listed dotted fields (and _id).
+class Projection {
+ public:
+  static Result<Projection> Parse(const std::vector<std::string>& fields);
+  Projection();
+  ~Projection();
+  Projection(Projection&&) noexcept;
+  Projection& operator=(Projection&&) noexcept;
+  bool empty() const;
+  void Apply(const uint8_t* doc, size_t len, std::string* out) const;
+
+ private:
+  std::vector<std::string> fields_;
+};
+
+// Adds an ObjectId _id as the first field when the document has none; moves
+// an existing _id first. InvalidArgument when _id is an array, undefined or
+// a regex, or the result is over kMaxDocumentSize. *id receives the _id.
+Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id);
+
+}  // namespace mmdoc::engine
+
+#endif  // MMDOC_ENGINE_QUERY_H_

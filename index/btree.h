@@ -1,0 +1,129 @@
+// index::BTree: a copy-on-write B+tree over storage pages, and its Cursor.
+//
+// One implementation serves every tree in a database: the catalog, each
+// collection's _id primary index and every secondary index. Keys are byte
+// strings of 1..kMaxKeySize bytes ordered by a Comparator (bytewise by
+// default); values are byte strings of 0..kMaxValueSize bytes, stored inline
+// in the leaf when small and in an overflow run (contiguous pages) when
+// large, so a value is always one contiguous span and is returned without
+// copying. The node layout is documented at the top of index/btree_page.h.
+//
+// Copy-on-write: the first change to a page in a write transaction copies it
+// (storage::Txn::Modify), so a page reachable from a reader's snapshot or
+// the durable meta is never changed (pager.h rule 1). Each change can move
+// the root; the owner reads root() after writing and stores it (the Catalog
+// does this for named trees).
+//
+// Thread safety: a BTree and its cursors belong to one Txn and one thread.
+#ifndef MMDOC_INDEX_BTREE_H_
+#define MMDOC_INDEX_BTREE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mmdoc/status.h"
+#include "storage/pager.h"
+
+namespace mmdoc::index {
+
+// Negative, zero or positive as a < b, a == b, a > b. Must be a strict weak
+// order that never changes for a tree's lifetime. nullptr means bytewise
+// (memcmp, then shorter first).
+using Comparator = int (*)(std::string_view a, std::string_view b);
+
+inline constexpr size_t kMaxKeySize = 1024;
+inline constexpr size_t kMaxValueSize = 64u << 20;
+
+enum class PutMode {
+  kUpsert,   // insert or overwrite
+  kInsert,   // AlreadyExists when the key is present
+  kUpdate,   // NotFound when the key is absent
+};
+
+struct TreeStats {
+  uint64_t entries = 0;
+  uint64_t depth = 0;           // 0 for an empty tree
+  uint64_t branch_pages = 0;
+  uint64_t leaf_pages = 0;
+  uint64_t overflow_pages = 0;  // pages in overflow runs
+  uint64_t used_bytes = 0;      // bytes in use in branch and leaf pages
+  uint64_t capacity_bytes = 0;  // usable bytes of branch and leaf pages
+};
+
+class BTree {
+ public:
+  // The tree whose root is `root` (0: empty) in `txn`. Not owned: txn must
+  // outlive the BTree.
+  BTree(storage::Txn* txn, storage::PageId root, Comparator cmp = nullptr);
+  BTree(const BTree&) = delete;
+  BTree& operator=(const BTree&) = delete;
+
+  storage::PageId root() const { return root_; }
+  storage::Txn* txn() const { return txn_; }
+  Comparator comparator() const { return cmp_; }
+
+  // Finds `key`. OK with *value pointing at the value bytes (valid until the
+  // txn ends or this tree is next written); NotFound when absent;
+  // Corruption when a page is damaged.
+  Status Get(std::string_view key, std::string_view* value);
+  // Writes key -> value as `mode` says. InvalidArgument (naming the limit)
+  // for an empty key, a key over kMaxKeySize or a value over kMaxValueSize.
+  // REQUIRES: txn()->writable()
+  Status Put(std::string_view key, std::string_view value, PutMode mode = PutMode::kUpsert);
+  // Removes `key`; NotFound when absent. Merges or rebalances underfull
+  // pages and frees emptied ones. REQUIRES: txn()->writable()
+  Status Delete(std::string_view key);
+  // Frees every page of the tree; root() becomes 0. REQUIRES: writable.
+  Status Drop();
+
+  // Checks the whole tree: page types, key order within pages and against
+  // the separators of the parents, sizes, fill of non-root pages, overflow
+  // runs. Appends every page it reaches (each page of a run) to *pages when
+  // non-null, and fills *stats when non-null. Corruption with the page
+  // number and what is wrong.
+  Status Verify(std::vector<storage::PageId>* pages, TreeStats* stats);
+
+  class Cursor;
+
+ private:
+  friend class Cursor;
+  storage::Txn* txn_;
+  storage::PageId root_;
+  Comparator cmp_;
+};
+
+// Iterates a BTree in key order, both ways. Positioned nowhere until a Seek.
+// key()/value() stay valid until the cursor moves, the tree is written, or
+// the txn ends. Writing the tree invalidates every cursor on it (re-Seek).
+class BTree::Cursor {
+ public:
+  explicit Cursor(BTree* tree);
+  // First entry with key >= target.
+  Status Seek(std::string_view target);
+  Status SeekToFirst();
+  Status SeekToLast();
+  // REQUIRES: Valid()
+  Status Next();
+  Status Prev();
+  bool Valid() const;
+  std::string_view key() const;    // REQUIRES: Valid()
+  std::string_view value() const;  // REQUIRES: Valid()
+
+ private:
+  struct Frame {
+    const uint8_t* page;
+    storage::PageId id;
+    int index;
+  };
+  BTree* tree_;
+  std::vector<Frame> path_;  // root .. leaf
+  bool valid_ = false;
+  std::string_view key_, value_;
+  Status Load();  // fills key_/value_ from the leaf frame
+};
+
+}  // namespace mmdoc::index
+
+#endif  // MMDOC_INDEX_BTREE_H_

@@ -1,0 +1,66 @@
+// index::Catalog: many named trees in one file.
+//
+// The catalog is itself a BTree whose root lives in meta root slot 0
+// (kCatalogRootSlot). It maps a tree name to an entry: the tree's root page
+// and an opaque metadata string its owner keeps beside it (the engine keeps
+// collection and index definitions there). Trees are created, opened and
+// dropped inside a write transaction and the change commits or aborts with
+// it.
+//
+// Catalog entry value encoding: u64 root (little-endian) then the metadata
+// bytes.
+//
+// Thread safety: one Catalog per Txn, used by one thread.
+#ifndef MMDOC_INDEX_CATALOG_H_
+#define MMDOC_INDEX_CATALOG_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/btree.h"
+
+namespace mmdoc::index {
+
+inline constexpr int kCatalogRootSlot = 0;
+
+class Catalog {
+ public:
+  // Reads the catalog root from txn->root(kCatalogRootSlot). Not owned.
+  explicit Catalog(storage::Txn* txn);
+  ~Catalog();
+
+  // Creates an empty tree `name` with `meta`. AlreadyExists when present.
+  Status Create(std::string_view name, std::string_view meta, Comparator cmp = nullptr);
+  // The open tree `name` (the same object on every call within this
+  // Catalog); NotFound when absent. Owned by the Catalog.
+  Status Open(std::string_view name, BTree** tree, Comparator cmp = nullptr);
+  // Frees every page of tree `name` and removes it. NotFound when absent.
+  Status Drop(std::string_view name);
+  Status GetMeta(std::string_view name, std::string* meta);
+  Status SetMeta(std::string_view name, std::string_view meta);
+  // Names starting with `prefix`, in order.
+  Status List(std::string_view prefix, std::vector<std::string>* names);
+
+  // Stores the roots of every tree opened and changed through this catalog
+  // into their entries, and the catalog's own root into the meta slot.
+  // Call before committing. REQUIRES: writable txn.
+  Status Flush();
+
+  // Verifies the catalog tree and every tree in it (BTree::Verify),
+  // appending all reachable pages to *pages.
+  Status Verify(std::vector<storage::PageId>* pages);
+
+  BTree* tree() { return &tree_; }
+
+ private:
+  storage::Txn* txn_;
+  BTree tree_;
+  std::map<std::string, std::unique_ptr<BTree>, std::less<>> open_;
+};
+
+}  // namespace mmdoc::index
+
+#endif  // MMDOC_INDEX_CATALOG_H_

@@ -1,0 +1,91 @@
+// storage::FileSystem and storage::File: the one seam between mmdoc and the OS.
+//
+// Every syscall that touches a database file (open, pread/pwrite, ftruncate,
+// fallocate, mmap/munmap/msync, fdatasync, flock, rename, unlink, directory
+// fsync) is made by storage/posix_file.cc and nowhere else. Tests substitute
+// their own FileSystem (tests/support/fault_fs.h) to drop unsynced writes,
+// tear pages, or fail the Nth write or sync with EIO or ENOSPC.
+//
+// Errors: IOError with the path and errno text; Full for ENOSPC; Busy when a
+// lock is held elsewhere; NotFound when a file to open does not exist.
+//
+// Thread safety: a File may be used from several threads at once for ReadAt,
+// WriteAt and Sync calls on disjoint ranges; Map/Unmap/Truncate/Allocate must
+// be externally serialized (the pager's writer lock does this).
+#ifndef MMDOC_STORAGE_FILE_SYSTEM_H_
+#define MMDOC_STORAGE_FILE_SYSTEM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mmdoc/status.h"
+
+namespace mmdoc::storage {
+
+class File {
+ public:
+  virtual ~File() = default;
+
+  // Reads exactly n bytes at offset into buf; Corruption-free: a short read
+  // (offset + n past the end of file) is an IOError naming the file.
+  virtual Status ReadAt(uint64_t offset, void* buf, size_t n) = 0;
+  // Writes n bytes at offset (extending the file if needed).
+  virtual Status WriteAt(uint64_t offset, const void* buf, size_t n) = 0;
+  virtual Result<uint64_t> Size() = 0;
+  virtual Status Truncate(uint64_t size) = 0;
+  // Makes sure [0, size) is backed by disk blocks (posix_fallocate), so a
+  // later write through the map cannot fail with SIGBUS on a full disk.
+  // Returns Full when the disk is full. Never shrinks the file.
+  virtual Status Allocate(uint64_t size) = 0;
+  // fdatasync: data written with WriteAt or through a writable map, and the
+  // file size, reach the disk before this returns.
+  virtual Status Sync() = 0;
+  // fsync: like Sync, and all of the file's metadata too (timestamps). Used
+  // by the sync micro-benchmark to compare with Sync (fdatasync).
+  virtual Status SyncAll() = 0;
+
+  // Maps [0, length) of the file. length may exceed the file size (address
+  // space is reserved; touching pages past end of file is the caller's bug).
+  // writable=false gives PROT_READ, true gives PROT_READ|PROT_WRITE; both
+  // MAP_SHARED, so writes through the map land in the OS page cache.
+  virtual Result<uint8_t*> Map(uint64_t length, bool writable) = 0;
+  virtual Status Unmap(uint8_t* addr, uint64_t length) = 0;
+  // msync(MS_SYNC) of [offset, offset+length) of a mapping made by Map.
+  // addr is the base returned by Map; offset/length need no alignment.
+  virtual Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) = 0;
+
+  virtual const std::string& path() const = 0;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // Opens path read-write; creates it (mode 0644) when create is true and it
+  // does not exist. NotFound when it does not exist and create is false;
+  // InvalidArgument when path is a directory; IOError otherwise.
+  virtual Result<std::unique_ptr<File>> Open(const std::string& path, bool create) = 0;
+  virtual bool Exists(const std::string& path) = 0;
+  virtual Status Remove(const std::string& path) = 0;
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // fsync of the directory holding path, so a create or rename is durable.
+  virtual Status SyncDir(const std::string& path) = 0;
+
+  // Takes an exclusive lock on path (flock on a descriptor of its own), held
+  // until the returned object is destroyed. Busy, naming the path, when any
+  // other holder (another process, or another handle in this process) has it.
+  class Lock {
+   public:
+    virtual ~Lock() = default;
+  };
+  virtual Result<std::unique_ptr<Lock>> LockFile(const std::string& path) = 0;
+
+  // The process-wide POSIX file system. Never deleted.
+  static FileSystem* Default();
+};
+
+}  // namespace mmdoc::storage
+
+#endif  // MMDOC_STORAGE_FILE_SYSTEM_H_

@@ -1,0 +1,129 @@
+// The mmdoc file formats: the data file <db> and the log <db>-log.
+//
+// All integers are little-endian, encoded with storage/coding.h (never by
+// casting structs over the map). A page is page_size bytes (4096 by default,
+// fixed when the file is created); page N starts at byte N * page_size.
+// Pages 0 and 1 are the two meta pages; pages >= 2 hold trees, overflow
+// values and the free list.
+//
+// COMMON PAGE HEADER (every page, every type; 24 bytes)
+//   offset size description
+//   0      8    checksum: XXH3-64 of bytes [8, run_length*page_size) of the
+//               run, seeded with the page number
+//   8      8    txid of the transaction that wrote the page
+//   16     1    page type (PageType below)
+//   17     1    flags (type-specific; 0 unless a type says otherwise)
+//   18     2    reserved for the type (index/ uses it; storage ignores it)
+//   20     4    run length in pages: 1, or n for an overflow run of n pages
+//   24     ...  body (type-specific)
+//
+// A page as index/ lays it out (see index/btree_page.h for the cell format):
+//
+//   +----------------+---------------------+----------------+------------+
+//   | header (24 B)  | node header + slots | free space ... |   cells    |
+//   +----------------+---------------------+----------------+------------+
+//                     slot array grows ->          <- cells grow down from the end
+//
+// META PAGE (pages 0 and 1; the one with the larger txid among valid wins)
+//   offset size description
+//   0      24   common header (type kMeta, run length 1)
+//   24     8    magic kMagic (bytes "mmdoc\0\r\n" read as LE u64: byte order,
+//               text-mode and truncation damage all show up as a bad magic)
+//   32     4    format version (kFormatVersion)
+//   36     4    page size in bytes
+//   40     8    page count: pages the file holds in use (high-water mark)
+//   48     8    free-list root: first kFreeList page, 0 when none
+//   56     8    free page count (entries over all free-list pages)
+//   64     8    log epoch: log records with this epoch follow this checkpoint
+//   72     8*kMetaRoots  root slots (0 = empty); index/ uses slot 0 for its
+//               catalog tree
+//   72+8*kMetaRoots ... zero
+//   The meta's txid (header offset 8) is the checkpoint's transaction id.
+//   Meta for txid T is written to page T % 2.
+//
+// FREE-LIST PAGE (type kFreeList; a singly linked chain)
+//   offset size description
+//   24     8    next free-list page, 0 at the end
+//   32     4    n: page numbers in this page
+//   36     4    zero
+//   40     8*n  free page numbers, ascending within a page
+//
+// OVERFLOW RUN (type kOverflow; run length n >= 1 pages): a value too large
+//   to sit in a leaf. Body of the first page and all of the following pages
+//   hold the bytes; index/ records the value length in the leaf.
+//
+// LOG FILE <db>-log: preallocated to PagerOptions::log_size and zero-filled
+//   when created; records are appended from offset 0 and the log restarts at
+//   0 after each checkpoint. Each record, 8-byte aligned:
+//   offset size description
+//   0      8    checksum: XXH3-64 of bytes [8, 32 + payload length), seeded
+//               with the epoch
+//   8      4    payload length
+//   12     4    record magic kLogRecordMagic
+//   16     8    txid
+//   24     8    epoch (equal to the meta's log epoch)
+//   32     len  payload (opaque to storage; the engine's operations)
+//   then zero padding to a multiple of 8.
+//   A record is valid when its magic, epoch and checksum match and its txid
+//   is one more than the previous record's (the first: meta txid + 1).
+#ifndef MMDOC_STORAGE_FORMAT_H_
+#define MMDOC_STORAGE_FORMAT_H_
+
+#include <cstdint>
+
+namespace mmdoc::storage {
+
+using PageId = uint64_t;
+
+// On-disk values: do not renumber.
+enum class PageType : uint8_t {
+  kFree = 0,       // never written as such; a zeroed page
+  kMeta = 1,
+  kBranch = 2,     // index/ interior node
+  kLeaf = 3,       // index/ leaf node
+  kOverflow = 4,   // large value run
+  kFreeList = 5,
+};
+
+inline constexpr uint64_t kMagic = 0x0a0d00636f646d6dull;  // "mmdoc\0\r\n"
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kLogRecordMagic = 0x4c4f4731;  // "1GOL" as LE bytes
+inline constexpr int kMetaRoots = 8;
+inline constexpr uint32_t kMinPageSize = 4096;
+inline constexpr uint32_t kMaxPageSize = 65536;
+
+// Common page header offsets.
+inline constexpr uint32_t kPageChecksumOffset = 0;
+inline constexpr uint32_t kPageTxidOffset = 8;
+inline constexpr uint32_t kPageTypeOffset = 16;
+inline constexpr uint32_t kPageFlagsOffset = 17;
+inline constexpr uint32_t kPageTypeReservedOffset = 18;
+inline constexpr uint32_t kPageRunLengthOffset = 20;
+inline constexpr uint32_t kPageHeaderSize = 24;
+
+// Meta page offsets.
+inline constexpr uint32_t kMetaMagicOffset = 24;
+inline constexpr uint32_t kMetaVersionOffset = 32;
+inline constexpr uint32_t kMetaPageSizeOffset = 36;
+inline constexpr uint32_t kMetaPageCountOffset = 40;
+inline constexpr uint32_t kMetaFreeListRootOffset = 48;
+inline constexpr uint32_t kMetaFreeCountOffset = 56;
+inline constexpr uint32_t kMetaLogEpochOffset = 64;
+inline constexpr uint32_t kMetaRootsOffset = 72;
+
+// Free-list page offsets.
+inline constexpr uint32_t kFreeListNextOffset = 24;
+inline constexpr uint32_t kFreeListCountOffset = 32;
+inline constexpr uint32_t kFreeListEntriesOffset = 40;
+
+// Log record offsets.
+inline constexpr uint32_t kLogChecksumOffset = 0;
+inline constexpr uint32_t kLogLengthOffset = 8;
+inline constexpr uint32_t kLogMagicOffset = 12;
+inline constexpr uint32_t kLogTxidOffset = 16;
+inline constexpr uint32_t kLogEpochOffset = 24;
+inline constexpr uint32_t kLogHeaderSize = 32;
+
+}  // namespace mmdoc::storage
+
+#endif  // MMDOC_STORAGE_FORMAT_H_

@@ -1,0 +1,218 @@
+// storage::Pager: pages of one database file, shadow paging, the write-ahead
+// log, checkpoints, the free list, snapshots. Knows nothing of keys or
+// documents; the B+tree (index/) and the engine build on it.
+//
+// ---------------------------------------------------------------------------
+// THE COMMIT PROTOCOL (tests and asserts cite these rules by number)
+// ---------------------------------------------------------------------------
+// Two files: the data file <db> (pages; format in storage/format.h) and the
+// log <db>-log (records; format in storage/format.h). The data file is
+// mapped MAP_SHARED read-write; the writer writes new pages through the map.
+//
+// (1) A page reachable from the durable meta page (the last checkpoint) is
+//     never written. A transaction that changes a page writes a copy to a
+//     free page (copy-on-write) and frees the old one.
+// (2) A commit appends one log record (txid, payload) to the log, then makes
+//     it durable as its Durability says (SyncForCommit). It does not write a
+//     meta page: readers in this process see the commit through the
+//     in-memory meta, and after a crash the log is replayed on top of the
+//     last checkpoint. A durable commit therefore costs one sync, of the
+//     log only, into space that was allocated and zero-filled when the log
+//     was created (no file-size change, so fdatasync writes no metadata).
+// (3) A checkpoint makes the current state the durable base: fdatasync the
+//     data file (every page written since the last checkpoint), write the
+//     free list pages, write the meta page into slot (txid % 2) with a new
+//     log epoch, fdatasync again. Only then may the log be reused from
+//     offset 0: its old records carry the old epoch and are never replayed.
+//     A commit whose record does not fit in the log is committed by a
+//     checkpoint instead (no record). Checkpoints also run at Close.
+// (4) Open reads both meta pages and uses the valid one (magic, version,
+//     checksum) with the larger txid; a torn or corrupt newer meta falls
+//     back to the older one. It then replays log records with the meta's
+//     epoch and txids meta.txid+1, +2, ... until a record is missing, torn
+//     or fails its checksum, then checkpoints.
+// (5) A page freed by transaction T is reused only when (a) no read
+//     snapshot older than T is open, and (b) if the page was written before
+//     the last checkpoint (its header txid <= checkpoint txid), a checkpoint
+//     with txid >= T has completed. Pages born after the last checkpoint are
+//     not reachable from any durable meta, so (b) does not apply to them.
+// (6) Every page >= 2 is, exactly once: reachable from the current roots
+//     (walked by the layers above), a free-list page, free, or pending (freed
+//     but waiting for rule 5). Pager::AccountedPages reports the last three;
+//     DB::Check adds the first and proves the union is [2, page_count).
+// (7) Every page carries an XXH3-64 checksum (seeded with its page number,
+//     so a page written to the wrong place fails too). A page is verified
+//     the first time this process reads it from the file (and on every read
+//     with paranoid_checks); pages this process wrote are known good.
+// (8) An I/O error during commit or checkpoint is sticky: every later write
+//     transaction fails with the same status until the database is reopened;
+//     read transactions keep working on the last good state.
+//
+// Growing: the file grows by posix_fallocate in steps (ENOSPC -> Full, never
+// SIGBUS). The map reserves address space beyond the file (at least 1 GiB,
+// doubling); when the file outgrows it, a larger map is made and the old one
+// is kept until Close, so page pointers a reader holds stay valid for the
+// life of its snapshot.
+//
+// States: Closed --Open()--> Open --BeginWrite()--> Writing --Commit/Abort-->
+// Open; Open --I/O error in Commit/Checkpoint--> Failed (reads only) --Close.
+//
+// Thread safety: Pager methods are thread-safe. One write Txn at a time
+// (BeginWrite blocks until the current writer finishes); any number of read
+// Txns in any threads. A Txn object itself is not thread-safe.
+#ifndef MMDOC_STORAGE_PAGER_H_
+#define MMDOC_STORAGE_PAGER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mmdoc/durability.h"
+#include "mmdoc/status.h"
+#include "storage/file_system.h"
+#include "storage/format.h"
+
+namespace mmdoc::storage {
+
+class PagerImpl;
+class Pager;
+
+struct PagerOptions {
+  // --- Parameters that affect behavior ---
+  // Creates the files when missing. Default: true.
+  bool create_if_missing = true;
+  // Page size for a new file (power of two, 4096..65536); an existing
+  // file's own page size wins. Default: 4096.
+  uint32_t page_size = 4096;
+  // Verify the checksum of every page on every read, not just the first.
+  // Default: false.
+  bool paranoid_checks = false;
+  // File system seam; nullptr means FileSystem::Default(). Not owned.
+  FileSystem* fs = nullptr;
+
+  // --- Parameters that affect performance ---
+  // Size of the preallocated log file. A commit whose record does not fit
+  // triggers a checkpoint. Default: 64 MiB.
+  uint64_t log_size = 64ull << 20;
+  // Interval of the background log flush in kPeriodic mode. Default: 100.
+  uint32_t sync_interval_ms = 100;
+};
+
+struct PagerStats {
+  uint64_t page_count = 0;      // pages in the file (high-water mark)
+  uint64_t free_pages = 0;      // reusable now
+  uint64_t pending_pages = 0;   // freed, waiting for rule 5
+  uint64_t freelist_pages = 0;  // pages holding the persisted free list
+  uint64_t txid = 0;            // last committed transaction
+  uint64_t checkpoint_txid = 0; // last checkpoint
+  uint64_t log_used = 0;        // bytes of the log in use
+  uint64_t oldest_reader_txid = 0;  // 0 when no reader is open
+  uint64_t readers = 0;
+  uint64_t file_size = 0;
+};
+
+// A transaction: a read snapshot, or the single writer's working state.
+// Page pointers it returns stay valid until the Txn ends.
+class Txn {
+ public:
+  virtual ~Txn() = default;  // an unfinished write Txn is aborted
+
+  virtual bool writable() const = 0;
+  // Read txn: the snapshot's txid. Write txn: the txid it will commit as.
+  virtual uint64_t txid() const = 0;
+  virtual uint32_t page_size() const = 0;
+  virtual uint64_t page_count() const = 0;
+
+  // Root slots (kMetaRoots of them) persisted in the meta page; the layers
+  // above give them meaning (index/ uses slot 0 for its catalog tree).
+  virtual PageId root(int slot) const = 0;
+  // REQUIRES: writable()
+  virtual void set_root(int slot, PageId id) = 0;
+
+  // Returns the page (the first page of a run) in *page. Corruption (naming
+  // the page) when id is out of range or its checksum fails.
+  virtual Status Get(PageId id, const uint8_t** page) = 0;
+
+  // --- write transactions only ---
+  // A new run of n contiguous pages, zeroed except the page header (type,
+  // txid and run length set). *page points to the first page; all n pages
+  // are writable through it. Full/IOError when the file cannot grow.
+  virtual Status Allocate(PageType type, uint32_t n, PageId* id, uint8_t** page) = 0;
+  // Copy-on-write: a writable version of page `id` (a run keeps its
+  // length). If this txn already wrote `id`, returns it in place
+  // (*new_id == id); otherwise copies it to a new page, frees `id`, and
+  // returns the copy.
+  virtual Status Modify(PageId id, PageId* new_id, uint8_t** page) = 0;
+  // Frees page (or run) `id`, subject to rule 5.
+  virtual Status Free(PageId id) = 0;
+  // True when this txn allocated or copied `id` (so it may be changed in
+  // place).
+  virtual bool IsDirty(PageId id) const = 0;
+
+  // Commits: appends `log_payload` as this txn's log record and syncs as
+  // `durability` says (rule 2), or checkpoints (rule 3). An empty payload
+  // is allowed. After Commit the Txn is finished (only destroy it).
+  virtual Status Commit(std::string_view log_payload, Durability durability) = 0;
+  // Discards everything the txn did. Idempotent.
+  virtual void Abort() = 0;
+};
+
+class Pager {
+ public:
+  // Opens or creates the database at `path` (and `path`-log), takes the
+  // exclusive lock, picks the meta page (rule 4). It does NOT replay the
+  // log: call Recover() next. Errors: Busy (locked), NotFound (missing and
+  // !create_if_missing), Corruption (no valid meta, bad page size, file
+  // shorter than its meta says), IOError, InvalidArgument (bad options,
+  // path is a directory).
+  static Result<std::unique_ptr<Pager>> Open(const std::string& path,
+                                             const PagerOptions& options);
+  virtual ~Pager();  // checkpoints when possible, then closes
+
+  // Replays the log (rule 4): calls apply(txid, payload) for each intact
+  // record after the checkpoint, in order. `apply` must redo the record's
+  // changes in a write txn and commit it with CommitReplayed (the payload is
+  // not logged again). Then checkpoints. Must be called once after Open and
+  // before any BeginWrite. Returns the first error apply returns.
+  using ReplayFn = std::function<Status(uint64_t txid, std::string_view payload)>;
+  virtual Status Recover(const ReplayFn& apply) = 0;
+
+  virtual Result<std::unique_ptr<Txn>> BeginRead() = 0;
+  // Blocks while another write txn is open. Fails with the sticky error
+  // (rule 8) once a commit has failed.
+  virtual Result<std::unique_ptr<Txn>> BeginWrite() = 0;
+  // Commit for a record being replayed by Recover (no new log record).
+  virtual Status CommitReplayed(Txn* txn) = 0;
+
+  // Writes a checkpoint now (rule 3). Also run at Close and when the log
+  // fills up.
+  virtual Status Checkpoint() = 0;
+  // Makes everything committed so far durable (syncs the log).
+  virtual Status Flush() = 0;
+
+  // Pages accounted for by the pager itself (rule 6): free, pending and
+  // free-list pages, each listed once, sorted.
+  virtual Status AccountedPages(std::vector<PageId>* pages) = 0;
+  // Verifies the pager's own structures: meta, free list (no duplicates, all
+  // in range, not 0 or 1), log header. Corruption with a description.
+  virtual Status Verify() = 0;
+
+  virtual PagerStats Stats() = 0;
+  virtual const std::string& path() const = 0;
+  // The sticky error (rule 8), OK when none.
+  virtual Status BackgroundError() = 0;
+
+  // The only function that turns a durability mode into syscalls on the
+  // log (rule 2). Exposed for the sync micro-benchmark and tests.
+  virtual Status SyncForCommit(Durability d, uint64_t log_offset, uint64_t length) = 0;
+
+ protected:
+  Pager() = default;
+};
+
+}  // namespace mmdoc::storage
+
+#endif  // MMDOC_STORAGE_PAGER_H_

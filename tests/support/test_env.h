@@ -1,0 +1,44 @@
+// Test helpers shared by every test folder: temporary directories, the size
+// of randomized tests and their seeds.
+//
+//   MMDOC_TEST_SCALE  multiplies the size of randomized, crash and fault
+//                     tests. Default 1 (the CI size, which still finds
+//                     bugs); use 10 or more for deep runs.
+//   MMDOC_TEST_SEED   fixes the seed of randomized tests (they print the seed
+//                     they used, so a failure replays).
+#ifndef MMDOC_TESTS_SUPPORT_TEST_ENV_H_
+#define MMDOC_TESTS_SUPPORT_TEST_ENV_H_
+
+#include <cstdint>
+#include <string>
+
+namespace mmdoc::test {
+
+// MMDOC_TEST_SCALE, at least 1.
+uint64_t Scale();
+// MMDOC_TEST_SEED when set, else a fresh random seed. Prints
+// "seed for <what>: N (replay with MMDOC_TEST_SEED=N)" to stderr.
+uint64_t Seed(const std::string& what);
+
+// A fresh empty directory under $TMPDIR (or /tmp), removed with everything in
+// it when the object is destroyed.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  // path() + "/" + name
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Directory holding the built binaries (MMDOC_BUILD_DIR, set by CTest).
+std::string BuildDir();
+
+}  // namespace mmdoc::test
+
+#endif  // MMDOC_TESTS_SUPPORT_TEST_ENV_H_
