@@ -110,8 +110,7 @@ class Cursor {
   ExplainInfo explain() const;
 
  private:
-  friend class TransactionImpl;
-  friend class DBImpl;
+  friend class Transaction;
   explicit Cursor(std::unique_ptr<CursorImpl> impl);
   std::unique_ptr<CursorImpl> impl_;
 };
@@ -180,7 +179,7 @@ class Transaction {
   void Abort();
 
  private:
-  friend class DBImpl;
+  friend class DB;
   explicit Transaction(std::unique_ptr<TransactionImpl> impl);
   std::unique_ptr<TransactionImpl> impl_;
 };

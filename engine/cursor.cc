@@ -1,0 +1,277 @@
+// CursorImpl: plans and runs one query.
+//
+// Plans, in order of preference:
+//   IDHACK   the filter pins _id to points: look them up in the _id tree;
+//   IXSCAN   an index on a field the filter constrains (equality, range or
+//            $in): walk the index intervals, fetch each document by pk;
+//            unique indexes and point intervals are preferred;
+//   COLLSCAN walk the _id tree and test every document in place.
+// Every candidate is re-checked with the full filter, so an index only has
+// to return a superset. Without a sort, documents stream; with a sort, the
+// matches are collected and sorted (MongoDB order, missing = null).
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/db_impl.h"
+
+namespace mmdoc {
+
+namespace {
+
+bool IsPoint(const engine::KeyInterval& i) {
+  return i.lo_inclusive && i.hi_inclusive && !i.lo.empty() && i.lo == i.hi;
+}
+
+// Score of an index plan: lower is better.
+int PlanScore(const std::vector<engine::KeyInterval>& iv, bool unique) {
+  bool points = std::all_of(iv.begin(), iv.end(), IsPoint);
+  if (points && unique) return 0;
+  if (points) return 1;
+  return 2;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollState* c,
+                                                       engine::Filter filter,
+                                                       const FindOptions& options) {
+  std::unique_ptr<CursorImpl> cur(new CursorImpl());
+  cur->t_ = t;
+  cur->c_ = c;
+  cur->options_ = options;
+  if (!options.projection.empty()) {
+    auto p = engine::Projection::Parse(options.projection);
+    if (!p.ok()) return p.status();
+    cur->projection_ = std::move(p.value());
+  }
+  if (options.sort_direction != 1 && options.sort_direction != -1)
+    return Status::InvalidArgument("sort direction must be 1 or -1");
+  cur->filter_ = std::move(filter);
+  if (!c->exists) {
+    cur->mode_ = Mode::kEmpty;
+    cur->explain_.plan = "EOF";
+    return cur;
+  }
+  // Choose a plan.
+  auto id_bounds = cur->filter_.IndexBounds("_id");
+  int best = 3;
+  if (id_bounds && std::all_of(id_bounds->begin(), id_bounds->end(), IsPoint)) {
+    cur->mode_ = Mode::kIndex;
+    cur->index_tree_ = c->primary;
+    cur->index_is_primary_ = true;
+    cur->index_unique_ = true;
+    cur->intervals_ = std::move(*id_bounds);
+    cur->explain_.plan = "IDHACK";
+    cur->explain_.index = "_id";
+    best = 0;
+  } else {
+    for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+      auto b = cur->filter_.IndexBounds(c->meta.indexes[i].field);
+      if (!b) continue;
+      int score = PlanScore(*b, c->meta.indexes[i].unique);
+      if (score < best) {
+        best = score;
+        cur->mode_ = Mode::kIndex;
+        cur->index_tree_ = c->index_trees[i];
+        cur->index_unique_ = c->meta.indexes[i].unique;
+        cur->index_is_primary_ = false;
+        cur->intervals_ = std::move(*b);
+        cur->explain_.plan = "IXSCAN";
+        cur->explain_.index = c->meta.indexes[i].field;
+      }
+    }
+    if (best == 3 && id_bounds) {
+      cur->mode_ = Mode::kIndex;
+      cur->index_tree_ = c->primary;
+      cur->index_is_primary_ = true;
+      cur->index_unique_ = true;
+      cur->intervals_ = std::move(*id_bounds);
+      cur->explain_.plan = "IXSCAN";
+      cur->explain_.index = "_id";
+      best = 2;
+    }
+  }
+  if (best == 3) {
+    cur->mode_ = Mode::kScan;
+    cur->explain_.plan = "COLLSCAN";
+  }
+  // A document can show up under several keys of a multikey index, or in
+  // several intervals; the _id tree has one entry per document.
+  cur->dedup_ = cur->mode_ == Mode::kIndex && !cur->index_is_primary_;
+  cur->cursor_ = std::make_unique<index::BTree::Cursor>(
+      cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary);
+  if (!options.sort_field.empty()) {
+    Status s = cur->Materialize();
+    if (!s.ok()) return s;
+  }
+  return cur;
+}
+
+Status CursorImpl::Materialize() {
+  std::vector<std::string> docs;
+  std::string_view d;
+  while (NextMatch(&d)) docs.emplace_back(d);
+  MMDOC_RETURN_IF_ERROR(status_);
+  const std::string& field = options_.sort_field;
+  const int dir = options_.sort_direction;
+  // Decorate with the sort value once per document.
+  struct Keyed {
+    bson_value_t v;
+    size_t i;
+  };
+  std::vector<Keyed> keyed;
+  keyed.reserve(docs.size());
+  for (size_t i = 0; i < docs.size(); i++) {
+    bson_value_t v;
+    if (!engine::LookupPath(reinterpret_cast<const uint8_t*>(docs[i].data()), docs[i].size(),
+                            field, &v))
+      v.value_type = BSON_TYPE_NULL;
+    keyed.push_back(Keyed{v, i});
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [dir](const Keyed& a, const Keyed& b) {
+    int c = engine::CompareValues(&a.v, &b.v);
+    return dir > 0 ? c < 0 : c > 0;
+  });
+  materialized_.reserve(docs.size());
+  for (Keyed& k : keyed) materialized_.push_back(std::move(docs[k.i]));
+  mode_ = Mode::kMaterialized;
+  return Status::OK();
+}
+
+bool CursorImpl::NextFromScan(std::string_view* doc) {
+  Status s;
+  while (true) {
+    if (!started_) {
+      started_ = true;
+      s = cursor_->SeekToFirst();
+    } else {
+      s = cursor_->Next();
+    }
+    if (!s.ok()) {
+      status_ = s;
+      return false;
+    }
+    if (!cursor_->Valid()) return false;
+    std::string_view d = cursor_->value();
+    explain_.docs_examined++;
+    if (filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size())) {
+      *doc = d;
+      return true;
+    }
+  }
+}
+
+Status CursorImpl::StartInterval() {
+  const engine::KeyInterval& iv = intervals_[interval_];
+  if (iv.lo.empty()) return cursor_->SeekToFirst();
+  MMDOC_RETURN_IF_ERROR(cursor_->Seek(iv.lo));
+  if (!iv.lo_inclusive) {
+    // Skip entries whose value part equals lo. For a non-unique index the
+    // entry key is value + pk, so compare prefixes.
+    while (cursor_->Valid()) {
+      std::string_view k = cursor_->key();
+      bool eq = index_unique_ ? k == iv.lo
+                              : (k.size() >= iv.lo.size() &&
+                                 std::memcmp(k.data(), iv.lo.data(), iv.lo.size()) == 0);
+      if (!eq) break;
+      MMDOC_RETURN_IF_ERROR(cursor_->Next());
+    }
+  }
+  return Status::OK();
+}
+
+bool CursorImpl::NextFromIndex(std::string_view* doc) {
+  while (interval_ < intervals_.size()) {
+    Status s;
+    if (!interval_started_) {
+      interval_started_ = true;
+      s = StartInterval();
+    } else {
+      s = cursor_->Next();
+    }
+    if (!s.ok()) {
+      status_ = s;
+      return false;
+    }
+    const engine::KeyInterval& iv = intervals_[interval_];
+    bool in_range = cursor_->Valid();
+    if (in_range && !iv.hi.empty()) {
+      std::string_view k = cursor_->key();
+      // Compare the value part only (a non-unique entry is value + pk).
+      // Key encodings are prefix-free, so an equal prefix means an equal
+      // value.
+      std::string_view kv = index_unique_ ? k : k.substr(0, std::min(k.size(), iv.hi.size()));
+      int c = kv.compare(std::string_view(iv.hi));
+      if (c > 0 || (c == 0 && !iv.hi_inclusive)) in_range = false;
+    }
+    if (!in_range) {
+      interval_++;
+      interval_started_ = false;
+      continue;
+    }
+    explain_.keys_examined++;
+    std::string_view d;
+    if (index_is_primary_) {
+      d = cursor_->value();
+    } else {
+      std::string_view pk = cursor_->value();
+      if (dedup_ && !seen_.insert(std::string(pk)).second) continue;
+      Status g = c_->primary->Get(pk, &d);
+      if (!g.ok()) {
+        status_ = g.IsNotFound() ? Status::Corruption("index entry points at a missing document",
+                                                      explain_.index)
+                                 : g;
+        return false;
+      }
+    }
+    explain_.docs_examined++;
+    if (filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size())) {
+      *doc = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool CursorImpl::NextMatch(std::string_view* doc) {
+  switch (mode_) {
+    case Mode::kEmpty:
+      return false;
+    case Mode::kScan:
+      return NextFromScan(doc);
+    case Mode::kIndex:
+      return NextFromIndex(doc);
+    case Mode::kMaterialized:
+      if (mat_pos_ >= materialized_.size()) return false;
+      *doc = materialized_[mat_pos_++];
+      return true;
+  }
+  return false;
+}
+
+bool CursorImpl::Next() {
+  if (!status_.ok()) return false;
+  if (options_.limit != 0 && returned_ >= options_.limit) return false;
+  std::string_view d;
+  while (true) {
+    if (!NextMatch(&d)) return false;
+    if (skipped_ < options_.skip) {
+      skipped_++;
+      continue;
+    }
+    break;
+  }
+  returned_++;
+  explain_.returned = returned_;
+  if (projection_.empty()) {
+    current_ = d;
+  } else {
+    current_storage_.clear();
+    projection_.Apply(reinterpret_cast<const uint8_t*>(d.data()), d.size(), &current_storage_);
+    current_ = current_storage_;
+  }
+  return true;
+}
+
+}  // namespace mmdoc

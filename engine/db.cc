@@ -1,0 +1,570 @@
+// DB, Transaction and Cursor (the public API) over DBImpl, plus opening,
+// recovery, the consistency checker, statistics and compaction.
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/db_impl.h"
+#include "storage/file_system.h"
+
+namespace mmdoc {
+
+namespace {
+
+std::string JsonString(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    unsigned char c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (c < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          out += b;
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string ExplainInfo::ToJson() const {
+  return "{\"plan\": " + JsonString(plan) + ", \"index\": " + JsonString(index) +
+         ", \"keysExamined\": " + std::to_string(keys_examined) +
+         ", \"docsExamined\": " + std::to_string(docs_examined) +
+         ", \"returned\": " + std::to_string(returned) + "}";
+}
+
+std::string DBStats::ToJson() const {
+  std::string s = "{\"page_size\": " + std::to_string(page_size) +
+                  ", \"file_size\": " + std::to_string(file_size) +
+                  ", \"log_size\": " + std::to_string(log_size) +
+                  ", \"page_count\": " + std::to_string(page_count) +
+                  ", \"free_pages\": " + std::to_string(free_pages);
+  char fill[32];
+  std::snprintf(fill, sizeof fill, "%.3f", fill_factor);
+  s += ", \"fill_factor\": " + std::string(fill) + ", \"txid\": " + std::to_string(txid) +
+       ", \"readers\": " + std::to_string(readers) +
+       ", \"oldest_reader_txid\": " + std::to_string(oldest_reader_txid) + ", \"collections\": [";
+  for (size_t i = 0; i < collections.size(); i++) {
+    const CollectionStats& c = collections[i];
+    if (i) s += ", ";
+    s += "{\"name\": " + JsonString(c.name) + ", \"documents\": " + std::to_string(c.documents) +
+         ", \"data_pages\": " + std::to_string(c.data_pages) + ", \"indexes\": [";
+    for (size_t j = 0; j < c.indexes.size(); j++) {
+      if (j) s += ", ";
+      s += "{\"field\": " + JsonString(c.indexes[j].field) +
+           ", \"unique\": " + (c.indexes[j].unique ? "true" : "false") +
+           ", \"entries\": " + std::to_string(c.indexes[j].entries) +
+           ", \"pages\": " + std::to_string(c.index_pages[j]) + "}";
+    }
+    s += "]}";
+  }
+  return s + "]}";
+}
+
+// ---------------------------------------------------------------- DBImpl --
+
+DBImpl::DBImpl(std::string path, const Options& options)
+    : path_(std::move(path)), options_(options) {
+  const char* v = std::getenv("MMDOC_VERIFY");
+  paranoid_ = options.paranoid_checks || (v != nullptr && std::strcmp(v, "1") == 0);
+}
+
+DBImpl::~DBImpl() = default;
+
+Status DBImpl::OpenPager() {
+  storage::PagerOptions po;
+  po.create_if_missing = options_.create_if_missing;
+  po.page_size = options_.page_size;
+  po.paranoid_checks = paranoid_;
+  po.fs = options_.file_system;
+  po.log_size = options_.log_size;
+  po.sync_interval_ms = options_.sync_interval_ms;
+  auto p = storage::Pager::Open(path_, po);
+  if (!p.ok()) return p.status();
+  pager_ = std::move(p.value());
+  return pager_->Recover(
+      [this](uint64_t txid, std::string_view payload) { return Replay(txid, payload); });
+}
+
+Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Options& options) {
+  if (path.empty()) return Status::InvalidArgument("database path is empty");
+  if (options.sync_interval_ms == 0)
+    return Status::InvalidArgument("sync_interval_ms must be positive");
+  std::unique_ptr<DBImpl> db(new DBImpl(path, options));
+  MMDOC_RETURN_IF_ERROR(db->OpenPager());
+  return db;
+}
+
+Status DBImpl::Replay(uint64_t txid, std::string_view payload) {
+  auto t = Begin(WriteOptions(), /*replaying=*/true);
+  if (!t.ok()) return t.status();
+  Status s = t.value()->ApplyLog(payload);
+  if (!s.ok()) return Status::Corruption("log record " + std::to_string(txid), s.ToString());
+  return t.value()->Commit();
+}
+
+Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, bool replaying) {
+  auto txn = pager_->BeginWrite();
+  if (!txn.ok()) return txn.status();
+  Durability d = wo.durability.value_or(options_.durability);
+  return std::make_unique<TransactionImpl>(this, std::move(txn.value()), false, d, replaying);
+}
+
+Result<std::unique_ptr<TransactionImpl>> DBImpl::BeginRead() {
+  auto txn = pager_->BeginRead();
+  if (!txn.ok()) return txn.status();
+  return std::make_unique<TransactionImpl>(this, std::move(txn.value()), true,
+                                           Durability::kNone, false);
+}
+
+Status DBImpl::Check(CheckReport* report) {
+  CheckReport local;
+  CheckReport& r = report ? *report : local;
+  r = CheckReport();
+  // A write transaction keeps writers out, so the pager's free and pending
+  // lists describe exactly the state the trees are walked in.
+  auto tr = Begin(WriteOptions());
+  if (!tr.ok()) return tr.status();
+  TransactionImpl* t = tr.value().get();
+  auto problem = [&r](std::string p) { r.problems.push_back(std::move(p)); };
+
+  Status s = pager_->Verify();
+  if (!s.ok()) problem(s.ToString());
+
+  std::vector<storage::PageId> pages;
+  s = t->catalog()->Verify(&pages);
+  if (!s.ok()) problem("catalog: " + s.ToString());
+
+  if (s.ok()) {
+    std::vector<storage::PageId> accounted;
+    Status a = pager_->AccountedPages(&accounted);
+    if (!a.ok()) problem(a.ToString());
+    pages.insert(pages.end(), accounted.begin(), accounted.end());
+    std::sort(pages.begin(), pages.end());
+    const uint64_t count = t->txn()->page_count();
+    r.pages_checked = pages.size();
+    uint64_t expect = 2;
+    int reported = 0;
+    for (size_t i = 0; i < pages.size() && reported < 20; i++) {
+      if (i > 0 && pages[i] == pages[i - 1]) {
+        problem("page " + std::to_string(pages[i]) + " is reachable or free more than once");
+        reported++;
+        continue;
+      }
+      if (pages[i] < 2 || pages[i] >= count) {
+        problem("page " + std::to_string(pages[i]) + " is out of range (page count " +
+                std::to_string(count) + ")");
+        reported++;
+        continue;
+      }
+      if (pages[i] > expect) {
+        problem("pages " + std::to_string(expect) + ".." + std::to_string(pages[i] - 1) +
+                " are neither reachable nor free (leaked)");
+        reported++;
+      }
+      expect = pages[i] + 1;
+    }
+    if (reported < 20 && expect < count)
+      problem("pages " + std::to_string(expect) + ".." + std::to_string(count - 1) +
+              " are neither reachable nor free (leaked)");
+  }
+
+  // Documents against indexes.
+  auto names = t->ListCollections();
+  if (!names.ok()) {
+    problem(names.status().ToString());
+  } else {
+    for (const std::string& name : names.value()) {
+      CollState* c;
+      Status cs = t->Collection(name, false, &c);
+      if (!cs.ok()) {
+        problem("collection " + name + ": " + cs.ToString());
+        continue;
+      }
+      std::vector<uint64_t> expected(c->meta.indexes.size(), 0);
+      uint64_t docs = 0;
+      index::BTree::Cursor cur(c->primary);
+      std::vector<std::string> keys;
+      Status it;
+      for (it = cur.SeekToFirst(); it.ok() && cur.Valid(); it = cur.Next()) {
+        docs++;
+        std::string_view d = cur.value();
+        auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+        if (!doc.ok()) {
+          problem("collection " + name + ": invalid stored document: " + doc.status().ToString());
+          continue;
+        }
+        bson_value_t id;
+        std::string pk;
+        if (!engine::LookupPath(doc.value().data(), doc.value().size(), "_id", &id)) {
+          problem("collection " + name + ": document without _id");
+          continue;
+        }
+        engine::AppendKey(&id, &pk);
+        if (pk != cur.key())
+          problem("collection " + name + ": document stored under the wrong key: " +
+                  Value::FromBsonValue(&id).ToJson());
+        for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+          const IndexMeta& m = c->meta.indexes[i];
+          keys.clear();
+          engine::IndexKeys(doc.value().data(), doc.value().size(), m.field, &keys);
+          for (std::string& k : keys) {
+            expected[i]++;
+            if (!m.unique) k.append(pk);
+            std::string_view owner;
+            Status g = c->index_trees[i]->Get(k, &owner);
+            if (!g.ok() || owner != pk) {
+              problem("collection " + name + ": document " + Value::FromBsonValue(&id).ToJson() +
+                      " missing from index '" + m.field + "'");
+            }
+            r.index_entries_checked++;
+          }
+        }
+      }
+      if (!it.ok()) problem("collection " + name + ": " + it.ToString());
+      r.documents_checked += docs;
+      if (docs != c->meta.count)
+        problem("collection " + name + ": holds " + std::to_string(docs) +
+                " documents but its count says " + std::to_string(c->meta.count));
+      for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+        index::TreeStats st;
+        Status v = c->index_trees[i]->Verify(nullptr, &st);
+        if (!v.ok()) continue;  // reported by the catalog walk
+        if (st.entries != expected[i])
+          problem("collection " + name + ": index '" + c->meta.indexes[i].field + "' has " +
+                  std::to_string(st.entries) + " entries, documents give " +
+                  std::to_string(expected[i]));
+      }
+    }
+  }
+  t->Abort();
+  if (r.problems.empty()) return Status::OK();
+  std::string first = r.problems.front();
+  if (r.problems.size() > 1) first += " (and " + std::to_string(r.problems.size() - 1) + " more)";
+  return Status::Corruption("check failed", first);
+}
+
+Result<DBStats> DBImpl::Stats() {
+  DBStats st;
+  auto tr = BeginRead();
+  if (!tr.ok()) return tr.status();
+  TransactionImpl* t = tr.value().get();
+  storage::PagerStats ps = pager_->Stats();
+  st.page_size = t->txn()->page_size();
+  st.file_size = ps.file_size;
+  st.log_size = options_.log_size;
+  st.page_count = ps.page_count;
+  st.free_pages = ps.free_pages + ps.pending_pages;
+  st.txid = ps.txid;
+  st.readers = ps.readers > 0 ? ps.readers - 1 : 0;  // not counting this one
+  st.oldest_reader_txid = ps.oldest_reader_txid;
+  uint64_t used = 0, cap = 0;
+  auto names = t->ListCollections();
+  if (!names.ok()) return names.status();
+  for (const std::string& name : names.value()) {
+    CollState* c;
+    MMDOC_RETURN_IF_ERROR(t->Collection(name, false, &c));
+    CollectionStats cs;
+    cs.name = name;
+    cs.documents = c->meta.count;
+    index::TreeStats ts;
+    MMDOC_RETURN_IF_ERROR(c->primary->Verify(nullptr, &ts));
+    cs.data_pages = ts.branch_pages + ts.leaf_pages + ts.overflow_pages;
+    used += ts.used_bytes;
+    cap += ts.capacity_bytes;
+    for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+      index::TreeStats is;
+      MMDOC_RETURN_IF_ERROR(c->index_trees[i]->Verify(nullptr, &is));
+      IndexInfo info;
+      info.field = c->meta.indexes[i].field;
+      info.unique = c->meta.indexes[i].unique;
+      info.entries = is.entries;
+      cs.indexes.push_back(info);
+      cs.index_pages.push_back(is.branch_pages + is.leaf_pages + is.overflow_pages);
+      used += is.used_bytes;
+      cap += is.capacity_bytes;
+    }
+    st.collections.push_back(std::move(cs));
+  }
+  st.fill_factor = cap ? static_cast<double>(used) / static_cast<double>(cap) : 0.0;
+  return st;
+}
+
+Status DBImpl::Compact() {
+  // Copy every collection and index definition into a fresh file, in _id
+  // order (so pages fill), then swap it in with a rename.
+  const std::string tmp = path_ + ".compact";
+  storage::FileSystem* fs = options_.file_system ? options_.file_system
+                                                 : storage::FileSystem::Default();
+  if (fs->Exists(tmp)) MMDOC_RETURN_IF_ERROR(fs->Remove(tmp));
+  if (fs->Exists(tmp + "-log")) MMDOC_RETURN_IF_ERROR(fs->Remove(tmp + "-log"));
+  {
+    Options o = options_;
+    o.create_if_missing = true;
+    o.durability = Durability::kNone;
+    auto dst = DBImpl::Open(tmp, o);
+    if (!dst.ok()) return dst.status();
+    auto src = BeginRead();
+    if (!src.ok()) return src.status();
+    auto names = src.value()->ListCollections();
+    if (!names.ok()) return names.status();
+    for (const std::string& name : names.value()) {
+      CollState* c;
+      MMDOC_RETURN_IF_ERROR(src.value()->Collection(name, false, &c));
+      auto w = dst.value()->Begin(WriteOptions());
+      if (!w.ok()) return w.status();
+      MMDOC_RETURN_IF_ERROR(w.value()->CreateCollection(name));
+      MMDOC_RETURN_IF_ERROR(w.value()->Commit());
+      index::BTree::Cursor cur(c->primary);
+      Status s = cur.SeekToFirst();
+      while (s.ok() && cur.Valid()) {
+        auto wt = dst.value()->Begin(WriteOptions());
+        if (!wt.ok()) return wt.status();
+        CollState* dc;
+        MMDOC_RETURN_IF_ERROR(wt.value()->Collection(name, false, &dc));
+        for (int n = 0; n < 10000 && s.ok() && cur.Valid(); n++, s = cur.Next()) {
+          std::string_view d = cur.value();
+          auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+          if (!doc.ok()) return Status::Corruption("compact: invalid stored document");
+          MMDOC_RETURN_IF_ERROR(wt.value()->Insert(name, doc.value(), nullptr));
+        }
+        MMDOC_RETURN_IF_ERROR(wt.value()->Commit());
+      }
+      MMDOC_RETURN_IF_ERROR(s);
+      for (const IndexMeta& m : c->meta.indexes) {
+        auto wi = dst.value()->Begin(WriteOptions());
+        if (!wi.ok()) return wi.status();
+        IndexOptions io;
+        io.unique = m.unique;
+        MMDOC_RETURN_IF_ERROR(wi.value()->CreateIndex(name, m.field, io));
+        MMDOC_RETURN_IF_ERROR(wi.value()->Commit());
+      }
+    }
+    src.value()->Abort();
+    MMDOC_RETURN_IF_ERROR(dst.value()->Checkpoint());
+  }  // closes both the copy (checkpointed) and the snapshot
+  // Close ourselves, swap the files in, reopen.
+  MMDOC_RETURN_IF_ERROR(pager_->Checkpoint());
+  pager_.reset();
+  Status s = fs->Rename(tmp, path_);
+  if (s.ok()) s = fs->Rename(tmp + "-log", path_ + "-log");
+  if (s.ok()) s = fs->SyncDir(path_);
+  Status r = OpenPager();
+  if (!s.ok()) return s;
+  return r;
+}
+
+// ------------------------------------------------------ public wrappers --
+
+Cursor::Cursor(std::unique_ptr<CursorImpl> impl) : impl_(std::move(impl)) {}
+Cursor::~Cursor() = default;
+bool Cursor::Next() { return impl_->Next(); }
+std::string_view Cursor::raw() const { return impl_->raw(); }
+Document Cursor::document() const { return Document::FromTrustedBytes(std::string(impl_->raw())); }
+Status Cursor::status() const { return impl_->status(); }
+ExplainInfo Cursor::explain() const { return impl_->explain(); }
+
+Transaction::Transaction(std::unique_ptr<TransactionImpl> impl) : impl_(std::move(impl)) {}
+Transaction::~Transaction() = default;
+bool Transaction::read_only() const { return impl_->read_only(); }
+Result<Document> Transaction::Get(std::string_view c, const Value& id) { return impl_->Get(c, id); }
+Result<std::unique_ptr<Cursor>> Transaction::Find(std::string_view c, const Document& filter,
+                                                  const FindOptions& options) {
+  auto r = impl_->Find(c, filter, options);
+  if (!r.ok()) return r.status();
+  return std::unique_ptr<Cursor>(new Cursor(std::move(r.value())));
+}
+Result<uint64_t> Transaction::Count(std::string_view c, const Document& filter) {
+  return impl_->Count(c, filter);
+}
+Result<ExplainInfo> Transaction::Explain(std::string_view c, const Document& filter,
+                                         const FindOptions& options) {
+  auto r = impl_->Find(c, filter, options);
+  if (!r.ok()) return r.status();
+  while (r.value()->Next()) {
+  }
+  MMDOC_RETURN_IF_ERROR(r.value()->status());
+  return r.value()->explain();
+}
+Result<std::vector<std::string>> Transaction::ListCollections() { return impl_->ListCollections(); }
+Result<std::vector<IndexInfo>> Transaction::ListIndexes(std::string_view c) {
+  return impl_->ListIndexes(c);
+}
+Status Transaction::Insert(std::string_view c, const Document& doc, Value* id) {
+  return impl_->Insert(c, doc, id);
+}
+Status Transaction::Replace(std::string_view c, const Value& id, const Document& doc) {
+  return impl_->Replace(c, id, doc);
+}
+Result<UpdateResult> Transaction::Update(std::string_view c, const Document& filter,
+                                         const Document& update, bool many) {
+  return impl_->Update(c, filter, update, many);
+}
+Status Transaction::Delete(std::string_view c, const Value& id) { return impl_->Delete(c, id); }
+Result<uint64_t> Transaction::DeleteMany(std::string_view c, const Document& filter, bool many) {
+  return impl_->DeleteMany(c, filter, many);
+}
+Status Transaction::CreateCollection(std::string_view c) { return impl_->CreateCollection(c); }
+Status Transaction::DropCollection(std::string_view c) { return impl_->DropCollection(c); }
+Status Transaction::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
+  return impl_->CreateIndex(c, f, o);
+}
+Status Transaction::DropIndex(std::string_view c, std::string_view f) {
+  return impl_->DropIndex(c, f);
+}
+Status Transaction::Commit() { return impl_->Commit(); }
+void Transaction::Abort() { impl_->Abort(); }
+
+DB::DB(std::unique_ptr<DBImpl> impl) : impl_(std::move(impl)) {}
+DB::~DB() = default;
+
+Result<std::unique_ptr<DB>> DB::Open(const std::string& path, const Options& options) {
+  auto impl = DBImpl::Open(path, options);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<DB>(new DB(std::move(impl.value())));
+}
+
+Result<std::unique_ptr<Transaction>> DB::Begin(const WriteOptions& o) {
+  auto t = impl_->Begin(o);
+  if (!t.ok()) return t.status();
+  return std::unique_ptr<Transaction>(new Transaction(std::move(t.value())));
+}
+
+Result<std::unique_ptr<Transaction>> DB::BeginRead() {
+  auto t = impl_->BeginRead();
+  if (!t.ok()) return t.status();
+  return std::unique_ptr<Transaction>(new Transaction(std::move(t.value())));
+}
+
+namespace {
+
+// Runs fn in a write transaction of its own and commits it.
+template <typename Fn>
+Status InWrite(DBImpl* db, const WriteOptions& o, Fn fn) {
+  auto t = db->Begin(o);
+  if (!t.ok()) return t.status();
+  Status s = fn(t.value().get());
+  if (!s.ok()) {
+    t.value()->Abort();
+    return s;
+  }
+  return t.value()->Commit();
+}
+
+}  // namespace
+
+Status DB::Insert(std::string_view c, const Document& doc, Value* id, const WriteOptions& o) {
+  return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Insert(c, doc, id); });
+}
+
+Result<Document> DB::Get(std::string_view c, const Value& id) {
+  auto t = impl_->BeginRead();
+  if (!t.ok()) return t.status();
+  return t.value()->Get(c, id);
+}
+
+Status DB::Replace(std::string_view c, const Value& id, const Document& doc,
+                   const WriteOptions& o) {
+  return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Replace(c, id, doc); });
+}
+
+Result<UpdateResult> DB::Update(std::string_view c, const Document& filter,
+                                const Document& update, bool many, const WriteOptions& o) {
+  UpdateResult r;
+  Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
+    auto u = t->Update(c, filter, update, many);
+    if (!u.ok()) return u.status();
+    r = u.value();
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return r;
+}
+
+Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {
+  return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Delete(c, id); });
+}
+
+Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, bool many,
+                                const WriteOptions& o) {
+  uint64_t n = 0;
+  Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
+    auto d = t->DeleteMany(c, filter, many);
+    if (!d.ok()) return d.status();
+    n = d.value();
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return n;
+}
+
+Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,
+                                       const FindOptions& options) {
+  auto t = impl_->BeginRead();
+  if (!t.ok()) return t.status();
+  auto cur = t.value()->Find(c, filter, options);
+  if (!cur.ok()) return cur.status();
+  std::vector<Document> out;
+  while (cur.value()->Next())
+    out.push_back(Document::FromTrustedBytes(std::string(cur.value()->raw())));
+  MMDOC_RETURN_IF_ERROR(cur.value()->status());
+  return out;
+}
+
+Result<uint64_t> DB::Count(std::string_view c, const Document& filter) {
+  auto t = impl_->BeginRead();
+  if (!t.ok()) return t.status();
+  return t.value()->Count(c, filter);
+}
+
+Status DB::CreateCollection(std::string_view c) {
+  return InWrite(impl_.get(), WriteOptions(),
+                 [&](TransactionImpl* t) { return t->CreateCollection(c); });
+}
+
+Status DB::DropCollection(std::string_view c) {
+  return InWrite(impl_.get(), WriteOptions(),
+                 [&](TransactionImpl* t) { return t->DropCollection(c); });
+}
+
+Result<std::vector<std::string>> DB::ListCollections() {
+  auto t = impl_->BeginRead();
+  if (!t.ok()) return t.status();
+  return t.value()->ListCollections();
+}
+
+Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
+  return InWrite(impl_.get(), WriteOptions(),
+                 [&](TransactionImpl* t) { return t->CreateIndex(c, f, o); });
+}
+
+Status DB::DropIndex(std::string_view c, std::string_view f) {
+  return InWrite(impl_.get(), WriteOptions(), [&](TransactionImpl* t) { return t->DropIndex(c, f); });
+}
+
+Result<std::vector<IndexInfo>> DB::ListIndexes(std::string_view c) {
+  auto t = impl_->BeginRead();
+  if (!t.ok()) return t.status();
+  return t.value()->ListIndexes(c);
+}
+
+Status DB::Check(CheckReport* report) { return impl_->Check(report); }
+Result<DBStats> DB::Stats() { return impl_->Stats(); }
+Status DB::Flush() { return impl_->Flush(); }
+Status DB::Checkpoint() { return impl_->Checkpoint(); }
+Status DB::Compact() { return impl_->Compact(); }
+const std::string& DB::path() const { return impl_->path(); }
+
+}  // namespace mmdoc

@@ -1,0 +1,234 @@
+// Internals of the engine: DBImpl (one open database), TransactionImpl (a
+// read snapshot or the write transaction over a storage::Txn), CursorImpl
+// (query execution), and the logical log payload.
+//
+// How a database maps onto trees (index::Catalog names):
+//   "c:" + collection            the _id tree: AppendKey(_id) -> BSON bytes
+//   "i:" + collection + '\0' + field
+//                                a secondary index:
+//                                unique:     AppendKey(value)        -> pk
+//                                not unique: AppendKey(value) + pk   -> pk
+//                                (pk = AppendKey(_id); arrays give one entry
+//                                per distinct element; missing -> null)
+// The catalog metadata of "c:" + collection is the CollectionMeta encoding
+// below; index trees carry no metadata of their own.
+//
+// The log payload of a write transaction is the list of logical operations
+// it did, replayed in order by DBImpl::Replay after a crash:
+//   op (u8) | collection length (u32) | collection | arg length (u32) | arg
+// where op is one of LogOp and arg is the document (insert, replace: the
+// complete new document, so updates replay exactly), the pk (delete), the
+// field name (index create/drop; the create's unique flag is the first arg
+// byte).
+//
+// Thread safety: DBImpl is thread-safe (the pager serializes writers);
+// TransactionImpl and CursorImpl belong to one thread.
+#ifndef MMDOC_ENGINE_DB_IMPL_H_
+#define MMDOC_ENGINE_DB_IMPL_H_
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/query.h"
+#include "index/btree.h"
+#include "index/catalog.h"
+#include "mmdoc/db.h"
+#include "storage/pager.h"
+
+namespace mmdoc {
+
+// Do not renumber: stored in the log.
+enum class LogOp : uint8_t {
+  kInsert = 1,
+  kReplace = 2,
+  kDelete = 3,
+  kCreateCollection = 4,
+  kDropCollection = 5,
+  kCreateIndex = 6,
+  kDropIndex = 7,
+};
+
+struct IndexMeta {
+  std::string field;
+  bool unique = false;
+};
+
+// Catalog metadata of a collection: u64 count | u32 n | n x (u8 unique |
+// u32 length | field).
+struct CollectionMeta {
+  uint64_t count = 0;
+  std::vector<IndexMeta> indexes;
+  std::string Encode() const;
+  static bool Decode(std::string_view in, CollectionMeta* out);
+};
+
+std::string CollectionTreeName(std::string_view collection);
+std::string IndexTreeName(std::string_view collection, std::string_view field);
+
+class DBImpl {
+ public:
+  static Result<std::unique_ptr<DBImpl>> Open(const std::string& path, const Options& options);
+  ~DBImpl();
+
+  Result<std::unique_ptr<TransactionImpl>> Begin(const WriteOptions& wo, bool replaying = false);
+  Result<std::unique_ptr<TransactionImpl>> BeginRead();
+
+  Status Check(CheckReport* report);
+  Result<DBStats> Stats();
+  Status Compact();
+  Status Flush() { return pager_->Flush(); }
+  Status Checkpoint() { return pager_->Checkpoint(); }
+  const std::string& path() const { return path_; }
+  const Options& options() const { return options_; }
+  storage::Pager* pager() { return pager_.get(); }
+  bool paranoid() const { return paranoid_; }
+
+ private:
+  DBImpl(std::string path, const Options& options);
+  Status OpenPager();
+  Status Replay(uint64_t txid, std::string_view payload);
+
+  std::string path_;
+  Options options_;
+  bool paranoid_ = false;
+  std::unique_ptr<storage::Pager> pager_;
+};
+
+// The state of one collection inside a transaction.
+struct CollState {
+  std::string name;
+  bool exists = false;       // false: reads see an empty collection
+  index::BTree* primary = nullptr;
+  CollectionMeta meta;
+  std::vector<index::BTree*> index_trees;  // parallel to meta.indexes
+  bool meta_dirty = false;
+};
+
+class TransactionImpl {
+ public:
+  TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn, bool read_only,
+                  Durability durability, bool replaying);
+  ~TransactionImpl();
+
+  bool read_only() const { return read_only_; }
+  storage::Txn* txn() { return txn_.get(); }
+
+  Result<Document> Get(std::string_view coll, const Value& id);
+  Result<std::unique_ptr<CursorImpl>> Find(std::string_view coll, const Document& filter,
+                                           const FindOptions& options);
+  Result<uint64_t> Count(std::string_view coll, const Document& filter);
+  Result<std::vector<std::string>> ListCollections();
+  Result<std::vector<IndexInfo>> ListIndexes(std::string_view coll);
+
+  Status Insert(std::string_view coll, const Document& doc, Value* id);
+  Status Replace(std::string_view coll, const Value& id, const Document& doc);
+  Result<UpdateResult> Update(std::string_view coll, const Document& filter,
+                              const Document& update, bool many);
+  Status Delete(std::string_view coll, const Value& id);
+  Result<uint64_t> DeleteMany(std::string_view coll, const Document& filter, bool many);
+  Status CreateCollection(std::string_view coll);
+  Status DropCollection(std::string_view coll);
+  Status CreateIndex(std::string_view coll, std::string_view field, const IndexOptions& o);
+  Status DropIndex(std::string_view coll, std::string_view field);
+
+  Status Commit();
+  void Abort();
+
+  // Redoes one logged transaction (DBImpl::Replay).
+  Status ApplyLog(std::string_view payload);
+
+  // Loads (and caches) the collection's state; with create, creates it when
+  // missing (write transactions only).
+  Status Collection(std::string_view coll, bool create, CollState** out);
+  index::Catalog* catalog() { return catalog_.get(); }
+
+ private:
+  Status Writable();
+  // Marks the transaction unusable after a failure that may have left its
+  // trees half-changed (an I/O error mid-operation).
+  Status Poison(Status s);
+  void Log(LogOp op, std::string_view coll, std::string_view arg);
+
+  // Internal writes shared by the public calls and by replay. Each checks
+  // every constraint before it changes anything, so a failed call leaves
+  // the transaction as it was.
+  Status InsertPrepared(CollState* c, std::string_view bson, std::string_view pk);
+  Status ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
+                   std::string_view new_doc);
+  Status DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc);
+  Status AddIndexEntries(CollState* c, size_t i, std::string_view pk, std::string_view doc);
+  Status CheckUnique(CollState* c, std::string_view pk, std::string_view new_doc,
+                     std::string_view old_doc);
+  Status DropCollectionState(CollState* c);
+
+  DBImpl* db_;
+  std::unique_ptr<storage::Txn> txn_;
+  std::unique_ptr<index::Catalog> catalog_;
+  bool read_only_;
+  Durability durability_;
+  bool replaying_;
+  bool finished_ = false;
+  Status poisoned_;
+  std::string log_;
+  std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls_;
+  std::vector<std::string> scratch_keys_;
+};
+
+// Executes one query over a transaction's trees.
+class CursorImpl {
+ public:
+  // Plans the query (IDHACK / IXSCAN / COLLSCAN).
+  static Result<std::unique_ptr<CursorImpl>> Create(TransactionImpl* t, CollState* c,
+                                                    engine::Filter filter,
+                                                    const FindOptions& options);
+  bool Next();
+  std::string_view raw() const { return current_; }
+  Status status() const { return status_; }
+  const ExplainInfo& explain() const { return explain_; }
+
+ private:
+  CursorImpl() = default;
+  // Produces the next matching document before skip/limit/projection.
+  bool NextMatch(std::string_view* doc);
+  bool NextFromScan(std::string_view* doc);
+  bool NextFromIndex(std::string_view* doc);
+  Status StartInterval();
+  Status Materialize();
+
+  TransactionImpl* t_ = nullptr;
+  CollState* c_ = nullptr;
+  engine::Filter filter_;
+  FindOptions options_;
+  engine::Projection projection_;
+  ExplainInfo explain_;
+  Status status_;
+
+  enum class Mode { kEmpty, kScan, kIndex, kMaterialized } mode_ = Mode::kEmpty;
+  std::unique_ptr<index::BTree::Cursor> cursor_;  // scan or index
+  index::BTree* index_tree_ = nullptr;
+  bool index_unique_ = false;
+  bool index_is_primary_ = false;
+  std::vector<engine::KeyInterval> intervals_;
+  size_t interval_ = 0;
+  bool interval_started_ = false;
+  std::unordered_set<std::string> seen_;
+  bool dedup_ = false;
+
+  std::vector<std::string> materialized_;
+  size_t mat_pos_ = 0;
+  uint64_t skipped_ = 0;
+  uint64_t returned_ = 0;
+  std::string current_storage_;
+  std::string_view current_;
+  bool started_ = false;
+};
+
+}  // namespace mmdoc
+
+#endif  // MMDOC_ENGINE_DB_IMPL_H_

@@ -1,0 +1,768 @@
+// TransactionImpl: collections, documents and secondary indexes over one
+// storage::Txn. See engine/db_impl.h for how documents map onto trees and
+// what the log payload holds.
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/db_impl.h"
+
+namespace mmdoc {
+
+namespace {
+
+void PutU32(std::string* out, uint32_t v) {
+  char b[4];
+  for (int i = 0; i < 4; i++) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->append(b, 4);
+}
+void PutU64(std::string* out, uint64_t v) {
+  char b[8];
+  for (int i = 0; i < 8; i++) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+  out->append(b, 8);
+}
+bool GetU32(std::string_view* in, uint32_t* v) {
+  if (in->size() < 4) return false;
+  *v = 0;
+  for (int i = 0; i < 4; i++) *v |= uint32_t{static_cast<uint8_t>((*in)[i])} << (8 * i);
+  in->remove_prefix(4);
+  return true;
+}
+bool GetU64(std::string_view* in, uint64_t* v) {
+  if (in->size() < 8) return false;
+  *v = 0;
+  for (int i = 0; i < 8; i++) *v |= uint64_t{static_cast<uint8_t>((*in)[i])} << (8 * i);
+  in->remove_prefix(8);
+  return true;
+}
+bool GetBytes(std::string_view* in, std::string_view* out) {
+  uint32_t n;
+  if (!GetU32(in, &n) || in->size() < n) return false;
+  *out = in->substr(0, n);
+  in->remove_prefix(n);
+  return true;
+}
+
+Status CheckCollectionName(std::string_view coll) {
+  if (coll.empty()) return Status::InvalidArgument("collection name must not be empty");
+  if (coll.find('\0') != std::string_view::npos)
+    return Status::InvalidArgument("collection name must not contain a NUL byte");
+  if (coll.size() > 200) return Status::InvalidArgument("collection name longer than 200 bytes");
+  return Status::OK();
+}
+
+Status CheckFieldPath(std::string_view field) {
+  if (field.empty()) return Status::InvalidArgument("index field must not be empty");
+  if (field.find('\0') != std::string_view::npos || field[0] == '$' || field.front() == '.' ||
+      field.back() == '.' || field.find("..") != std::string_view::npos)
+    return Status::InvalidArgument("invalid index field path", field);
+  if (field.size() > 200) return Status::InvalidArgument("index field path longer than 200 bytes");
+  return Status::OK();
+}
+
+std::string KeyTooLarge(std::string_view what, size_t n) {
+  return std::string(what) + " key is " + std::to_string(n) + " bytes; the limit is " +
+         std::to_string(index::kMaxKeySize);
+}
+
+// The _id of a stored document (always its first field).
+bool DocId(std::string_view doc, bson_value_t* id) {
+  return engine::LookupPath(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), "_id", id);
+}
+
+std::string DescribeKeyValue(std::string_view doc, std::string_view field) {
+  bson_value_t v;
+  if (!engine::LookupPath(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), field, &v))
+    return "null";
+  return Value::FromBsonValue(&v).ToJson();
+}
+
+}  // namespace
+
+std::string CollectionTreeName(std::string_view collection) {
+  std::string s = "c:";
+  s.append(collection);
+  return s;
+}
+
+std::string IndexTreeName(std::string_view collection, std::string_view field) {
+  std::string s = "i:";
+  s.append(collection);
+  s.push_back('\0');
+  s.append(field);
+  return s;
+}
+
+std::string CollectionMeta::Encode() const {
+  std::string out;
+  PutU64(&out, count);
+  PutU32(&out, static_cast<uint32_t>(indexes.size()));
+  for (const IndexMeta& i : indexes) {
+    out.push_back(i.unique ? 1 : 0);
+    PutU32(&out, static_cast<uint32_t>(i.field.size()));
+    out.append(i.field);
+  }
+  return out;
+}
+
+bool CollectionMeta::Decode(std::string_view in, CollectionMeta* out) {
+  uint32_t n;
+  if (!GetU64(&in, &out->count) || !GetU32(&in, &n)) return false;
+  out->indexes.clear();
+  for (uint32_t i = 0; i < n; i++) {
+    if (in.empty()) return false;
+    IndexMeta m;
+    m.unique = in[0] != 0;
+    in.remove_prefix(1);
+    std::string_view f;
+    if (!GetBytes(&in, &f)) return false;
+    m.field.assign(f);
+    out->indexes.push_back(std::move(m));
+  }
+  return in.empty();
+}
+
+TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn, bool read_only,
+                                 Durability durability, bool replaying)
+    : db_(db),
+      txn_(std::move(txn)),
+      catalog_(std::make_unique<index::Catalog>(txn_.get())),
+      read_only_(read_only),
+      durability_(durability),
+      replaying_(replaying) {}
+
+TransactionImpl::~TransactionImpl() { Abort(); }
+
+Status TransactionImpl::Writable() {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  if (read_only_) return Status::NotSupported("write in a read-only transaction");
+  return poisoned_;
+}
+
+Status TransactionImpl::Poison(Status s) {
+  if (!s.ok() && poisoned_.ok()) poisoned_ = s;
+  return s;
+}
+
+void TransactionImpl::Log(LogOp op, std::string_view coll, std::string_view arg) {
+  if (replaying_) return;
+  log_.push_back(static_cast<char>(op));
+  PutU32(&log_, static_cast<uint32_t>(coll.size()));
+  log_.append(coll);
+  PutU32(&log_, static_cast<uint32_t>(arg.size()));
+  log_.append(arg);
+}
+
+Status TransactionImpl::Collection(std::string_view coll, bool create, CollState** out) {
+  auto it = colls_.find(coll);
+  if (it != colls_.end() && (it->second->exists || !create)) {
+    *out = it->second.get();
+    return Status::OK();
+  }
+  MMDOC_RETURN_IF_ERROR(CheckCollectionName(coll));
+  auto c = std::make_unique<CollState>();
+  c->name.assign(coll);
+  const std::string tree_name = CollectionTreeName(coll);
+  std::string meta;
+  Status s = catalog_->GetMeta(tree_name, &meta);
+  if (s.IsNotFound()) {
+    if (!create) {
+      *out = (colls_[c->name] = std::move(c)).get();
+      return Status::OK();
+    }
+    if (read_only_) return Status::NotSupported("write in a read-only transaction");
+    c->meta = CollectionMeta();
+    s = catalog_->Create(tree_name, c->meta.Encode());
+    if (!s.ok()) return Poison(s);
+    c->meta_dirty = false;
+  } else if (!s.ok()) {
+    return s;
+  } else if (!CollectionMeta::Decode(meta, &c->meta)) {
+    return Status::Corruption("catalog entry of collection is damaged", coll);
+  }
+  c->exists = true;
+  MMDOC_RETURN_IF_ERROR(catalog_->Open(tree_name, &c->primary));
+  for (const IndexMeta& m : c->meta.indexes) {
+    index::BTree* t;
+    MMDOC_RETURN_IF_ERROR(catalog_->Open(IndexTreeName(coll, m.field), &t));
+    c->index_trees.push_back(t);
+  }
+  *out = (colls_[c->name] = std::move(c)).get();
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- reads --
+
+Result<Document> TransactionImpl::Get(std::string_view coll, const Value& id) {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return Status::NotFound("no document with _id", id.ToJson());
+  std::string pk;
+  engine::AppendKey(id.get(), &pk);
+  if (pk.size() > index::kMaxKeySize) return Status::NotFound("no document with _id", id.ToJson());
+  std::string_view v;
+  Status s = c->primary->Get(pk, &v);
+  if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
+  if (!s.ok()) return s;
+  return Document::FromTrustedBytes(std::string(v));
+}
+
+Result<std::unique_ptr<CursorImpl>> TransactionImpl::Find(std::string_view coll,
+                                                          const Document& filter,
+                                                          const FindOptions& options) {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  auto f = engine::Filter::Parse(filter);
+  if (!f.ok()) return f.status();
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  return CursorImpl::Create(this, c, std::move(f.value()), options);
+}
+
+Result<uint64_t> TransactionImpl::Count(std::string_view coll, const Document& filter) {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  auto f = engine::Filter::Parse(filter);
+  if (!f.ok()) return f.status();
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return uint64_t{0};
+  if (f.value().MatchesAll()) return c->meta.count;
+  auto cur = CursorImpl::Create(this, c, std::move(f.value()), FindOptions());
+  if (!cur.ok()) return cur.status();
+  uint64_t n = 0;
+  while (cur.value()->Next()) n++;
+  MMDOC_RETURN_IF_ERROR(cur.value()->status());
+  return n;
+}
+
+Result<std::vector<std::string>> TransactionImpl::ListCollections() {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  std::vector<std::string> names;
+  MMDOC_RETURN_IF_ERROR(catalog_->List("c:", &names));
+  for (std::string& n : names) n.erase(0, 2);
+  return names;
+}
+
+Result<std::vector<IndexInfo>> TransactionImpl::ListIndexes(std::string_view coll) {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return Status::NotFound("no such collection", coll);
+  std::vector<IndexInfo> out;
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+    IndexInfo info;
+    info.field = c->meta.indexes[i].field;
+    info.unique = c->meta.indexes[i].unique;
+    index::TreeStats st;
+    MMDOC_RETURN_IF_ERROR(c->index_trees[i]->Verify(nullptr, &st));
+    info.entries = st.entries;
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+// --------------------------------------------------------------- writes --
+
+Status TransactionImpl::CheckUnique(CollState* c, std::string_view pk, std::string_view new_doc,
+                                    std::string_view old_doc) {
+  std::vector<std::string> old_keys;
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+    const IndexMeta& m = c->meta.indexes[i];
+    scratch_keys_.clear();
+    engine::IndexKeys(reinterpret_cast<const uint8_t*>(new_doc.data()), new_doc.size(), m.field,
+                      &scratch_keys_);
+    for (const std::string& k : scratch_keys_) {
+      size_t n = m.unique ? k.size() : k.size() + pk.size();
+      if (n > index::kMaxKeySize)
+        return Status::InvalidArgument("index key too large on field '" + m.field + "'",
+                                       KeyTooLarge("index", n));
+    }
+    if (!m.unique) continue;
+    old_keys.clear();
+    if (!old_doc.empty())
+      engine::IndexKeys(reinterpret_cast<const uint8_t*>(old_doc.data()), old_doc.size(), m.field,
+                        &old_keys);
+    for (const std::string& k : scratch_keys_) {
+      if (std::binary_search(old_keys.begin(), old_keys.end(), k)) continue;
+      std::string_view owner;
+      Status s = c->index_trees[i]->Get(k, &owner);
+      if (s.ok() && owner != pk)
+        return Status::AlreadyExists("duplicate key in unique index '" + m.field + "'",
+                                     DescribeKeyValue(new_doc, m.field));
+      if (!s.ok() && !s.IsNotFound()) return s;
+    }
+  }
+  return Status::OK();
+}
+
+Status TransactionImpl::AddIndexEntries(CollState* c, size_t i, std::string_view pk,
+                                        std::string_view doc) {
+  const IndexMeta& m = c->meta.indexes[i];
+  std::vector<std::string> keys;
+  engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), m.field, &keys);
+  for (std::string& k : keys) {
+    if (!m.unique) k.append(pk);
+    Status s = c->index_trees[i]->Put(k, pk, m.unique ? index::PutMode::kInsert
+                                                         : index::PutMode::kUpsert);
+    if (s.IsAlreadyExists())
+      return Status::AlreadyExists("duplicate key in unique index '" + m.field + "'",
+                                   DescribeKeyValue(doc, m.field));
+    if (!s.ok()) return s;
+  }
+  return Status::OK();
+}
+
+Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std::string_view pk) {
+  MMDOC_RETURN_IF_ERROR(CheckUnique(c, pk, bson, {}));
+  Status s = c->primary->Put(pk, bson, index::PutMode::kInsert);
+  if (s.IsAlreadyExists()) {
+    bson_value_t id;
+    DocId(bson, &id);
+    return Status::AlreadyExists("duplicate _id", Value::FromBsonValue(&id).ToJson());
+  }
+  if (!s.ok()) return Poison(s);
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+    s = AddIndexEntries(c, i, pk, bson);
+    if (!s.ok()) return Poison(s);
+  }
+  c->meta.count++;
+  c->meta_dirty = true;
+  return Status::OK();
+}
+
+Status TransactionImpl::Insert(std::string_view coll, const Document& doc, Value* id) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  std::string bson;
+  Value idv;
+  MMDOC_RETURN_IF_ERROR(engine::PrepareForInsert(doc, &bson, &idv));
+  std::string pk;
+  engine::AppendKey(idv.get(), &pk);
+  if (pk.size() > index::kMaxKeySize)
+    return Status::InvalidArgument("_id too large", KeyTooLarge("_id", pk.size()));
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, true, &c));
+  MMDOC_RETURN_IF_ERROR(InsertPrepared(c, bson, pk));
+  Log(LogOp::kInsert, coll, bson);
+  if (id != nullptr) *id = std::move(idv);
+  return Status::OK();
+}
+
+Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
+                                  std::string_view new_doc) {
+  MMDOC_RETURN_IF_ERROR(CheckUnique(c, pk, new_doc, old_doc));
+  // Index entries first: old_doc may point into a page the primary Put
+  // rewrites, so take what we need from it before touching the primary.
+  std::vector<std::string> old_keys, new_keys;
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+    const IndexMeta& m = c->meta.indexes[i];
+    old_keys.clear();
+    new_keys.clear();
+    engine::IndexKeys(reinterpret_cast<const uint8_t*>(old_doc.data()), old_doc.size(), m.field,
+                      &old_keys);
+    engine::IndexKeys(reinterpret_cast<const uint8_t*>(new_doc.data()), new_doc.size(), m.field,
+                      &new_keys);
+    if (old_keys == new_keys) continue;
+    for (std::string& k : old_keys) {
+      if (std::binary_search(new_keys.begin(), new_keys.end(), k)) continue;
+      if (!m.unique) k.append(pk);
+      Status s = c->index_trees[i]->Delete(k);
+      if (!s.ok()) return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
+    }
+    for (std::string& k : new_keys) {
+      if (std::binary_search(old_keys.begin(), old_keys.end(), k)) continue;
+      if (!m.unique) k.append(pk);
+      Status s = c->index_trees[i]->Put(k, pk, m.unique ? index::PutMode::kInsert
+                                                           : index::PutMode::kUpsert);
+      if (!s.ok()) return Poison(s);
+    }
+  }
+  Status s = c->primary->Put(pk, new_doc, index::PutMode::kUpdate);
+  if (!s.ok()) return Poison(s);
+  return Status::OK();
+}
+
+Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Document& doc) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return Status::NotFound("no document with _id", id.ToJson());
+  std::string pk;
+  engine::AppendKey(id.get(), &pk);
+  std::string_view old;
+  Status s = pk.size() > index::kMaxKeySize ? Status::NotFound("") : c->primary->Get(pk, &old);
+  if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
+  if (!s.ok()) return s;
+  // The new document gets the same _id, first.
+  bson_value_t new_id;
+  if (engine::LookupPath(doc.data(), doc.size(), "_id", &new_id) &&
+      engine::CompareValues(&new_id, id.get()) != 0)
+    return Status::InvalidArgument("replacement changes _id", id.ToJson());
+  bson_t b;
+  doc.View(&b);
+  bson_t* with_id = bson_new();
+  bson_append_value(with_id, "_id", 3, id.get());
+  bson_iter_t it;
+  bson_iter_init(&it, &b);
+  while (bson_iter_next(&it)) {
+    if (std::strcmp(bson_iter_key(&it), "_id") == 0) continue;
+    bson_append_iter(with_id, bson_iter_key(&it), -1, &it);
+  }
+  std::string bson(reinterpret_cast<const char*>(bson_get_data(with_id)), with_id->len);
+  bson_destroy(with_id);
+  if (bson.size() > kMaxDocumentSize)
+    return Status::InvalidArgument("document larger than 16 MiB", std::to_string(bson.size()));
+  std::string old_copy(old);
+  MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, old_copy, bson));
+  Log(LogOp::kReplace, coll, bson);
+  return Status::OK();
+}
+
+Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Document& filter,
+                                             const Document& update, bool many) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  auto u = engine::Update::Parse(update);
+  if (!u.ok()) return u.status();
+  auto f = engine::Filter::Parse(filter);
+  if (!f.ok()) return f.status();
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  UpdateResult r;
+  if (!c->exists) return r;
+  // Collect the matching documents first: changing trees under a cursor
+  // invalidates it.
+  std::vector<std::pair<std::string, std::string>> targets;  // pk, doc
+  {
+    FindOptions fo;
+    if (!many) fo.limit = 1;
+    auto cur = CursorImpl::Create(this, c, std::move(f.value()), fo);
+    if (!cur.ok()) return cur.status();
+    while (cur.value()->Next()) {
+      std::string_view d = cur.value()->raw();
+      bson_value_t id;
+      if (!DocId(d, &id)) return Status::Corruption("stored document without _id");
+      std::string pk;
+      engine::AppendKey(&id, &pk);
+      targets.emplace_back(std::move(pk), std::string(d));
+    }
+    MMDOC_RETURN_IF_ERROR(cur.value()->status());
+  }
+  std::string out;
+  for (auto& [pk, doc] : targets) {
+    r.matched++;
+    out.clear();
+    MMDOC_RETURN_IF_ERROR(u.value().Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), &out));
+    if (out == doc) continue;
+    MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out));
+    Log(LogOp::kReplace, coll, out);
+    r.modified++;
+  }
+  return r;
+}
+
+Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc) {
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+    const IndexMeta& m = c->meta.indexes[i];
+    keys.clear();
+    engine::IndexKeys(reinterpret_cast<const uint8_t*>(old_doc.data()), old_doc.size(), m.field,
+                      &keys);
+    for (std::string& k : keys) {
+      if (!m.unique) k.append(pk);
+      Status s = c->index_trees[i]->Delete(k);
+      if (!s.ok()) return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
+    }
+  }
+  Status s = c->primary->Delete(pk);
+  if (!s.ok()) return Poison(s);
+  c->meta.count--;
+  c->meta_dirty = true;
+  return Status::OK();
+}
+
+Status TransactionImpl::Delete(std::string_view coll, const Value& id) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return Status::NotFound("no document with _id", id.ToJson());
+  std::string pk;
+  engine::AppendKey(id.get(), &pk);
+  std::string_view old;
+  Status s = pk.size() > index::kMaxKeySize ? Status::NotFound("") : c->primary->Get(pk, &old);
+  if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
+  if (!s.ok()) return s;
+  std::string old_copy;
+  if (!c->meta.indexes.empty()) old_copy.assign(old);
+  MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, old_copy));
+  Log(LogOp::kDelete, coll, pk);
+  return Status::OK();
+}
+
+Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Document& filter,
+                                             bool many) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  auto f = engine::Filter::Parse(filter);
+  if (!f.ok()) return f.status();
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return uint64_t{0};
+  std::vector<std::pair<std::string, std::string>> targets;
+  {
+    FindOptions fo;
+    if (!many) fo.limit = 1;
+    auto cur = CursorImpl::Create(this, c, std::move(f.value()), fo);
+    if (!cur.ok()) return cur.status();
+    while (cur.value()->Next()) {
+      std::string_view d = cur.value()->raw();
+      bson_value_t id;
+      if (!DocId(d, &id)) return Status::Corruption("stored document without _id");
+      std::string pk;
+      engine::AppendKey(&id, &pk);
+      targets.emplace_back(std::move(pk), std::string(d));
+    }
+    MMDOC_RETURN_IF_ERROR(cur.value()->status());
+  }
+  for (auto& [pk, doc] : targets) {
+    MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, doc));
+    Log(LogOp::kDelete, coll, pk);
+  }
+  return static_cast<uint64_t>(targets.size());
+}
+
+Status TransactionImpl::CreateCollection(std::string_view coll) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  MMDOC_RETURN_IF_ERROR(CheckCollectionName(coll));
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (c->exists) return Status::AlreadyExists("collection exists", coll);
+  MMDOC_RETURN_IF_ERROR(Collection(coll, true, &c));
+  Log(LogOp::kCreateCollection, coll, {});
+  return Status::OK();
+}
+
+Status TransactionImpl::DropCollectionState(CollState* c) {
+  for (const IndexMeta& m : c->meta.indexes) {
+    Status s = catalog_->Drop(IndexTreeName(c->name, m.field));
+    if (!s.ok()) return Poison(s);
+  }
+  Status s = catalog_->Drop(CollectionTreeName(c->name));
+  if (!s.ok()) return Poison(s);
+  colls_.erase(c->name);
+  return Status::OK();
+}
+
+Status TransactionImpl::DropCollection(std::string_view coll) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return Status::NotFound("no such collection", coll);
+  MMDOC_RETURN_IF_ERROR(DropCollectionState(c));
+  Log(LogOp::kDropCollection, coll, {});
+  return Status::OK();
+}
+
+Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view field,
+                                    const IndexOptions& o) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  MMDOC_RETURN_IF_ERROR(CheckFieldPath(field));
+  if (field == "_id") return Status::AlreadyExists("_id is always indexed (the primary index)");
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, true, &c));
+  for (const IndexMeta& m : c->meta.indexes)
+    if (m.field == field) return Status::AlreadyExists("index exists on field", field);
+  const std::string tree_name = IndexTreeName(coll, field);
+  Status s = catalog_->Create(tree_name, {});
+  if (!s.ok()) return Poison(s);
+  index::BTree* tree;
+  s = catalog_->Open(tree_name, &tree);
+  if (!s.ok()) return Poison(s);
+  c->meta.indexes.push_back(IndexMeta{std::string(field), o.unique});
+  c->index_trees.push_back(tree);
+  const size_t i = c->meta.indexes.size() - 1;
+  // Build from the documents already there. On a violation, drop the
+  // half-built tree so nothing of the index is left behind.
+  auto undo = [&](Status err) -> Status {
+    c->meta.indexes.pop_back();
+    c->index_trees.pop_back();
+    Status d = catalog_->Drop(tree_name);
+    if (!d.ok()) return Poison(d);
+    return err;
+  };
+  std::vector<std::string> keys;
+  index::BTree::Cursor cur(c->primary);
+  // Gather (key, pk) first: writing the index while a cursor walks the
+  // primary tree is fine (different trees), but collecting keeps the
+  // sort-then-insert path that fills index pages compactly.
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
+    std::string_view doc = cur.value();
+    keys.clear();
+    engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), field, &keys);
+    for (std::string& k : keys) {
+      std::string pk(cur.key());
+      if (!o.unique) k.append(pk);
+      if (k.size() > index::kMaxKeySize)
+        return undo(Status::InvalidArgument("index key too large on field '" + std::string(field) + "'",
+                                            KeyTooLarge("index", k.size())));
+      entries.emplace_back(std::move(k), std::move(pk));
+    }
+  }
+  if (!s.ok()) return undo(s);
+  std::sort(entries.begin(), entries.end());
+  for (size_t j = 0; j < entries.size(); j++) {
+    if (o.unique && j > 0 && entries[j].first == entries[j - 1].first) {
+      std::string_view doc;
+      Status g = c->primary->Get(entries[j].second, &doc);
+      std::string val = g.ok() ? DescribeKeyValue(doc, field) : "?";
+      return undo(Status::AlreadyExists(
+          "cannot build unique index on '" + std::string(field) + "': duplicate value", val));
+    }
+  }
+  for (auto& [k, pk] : entries) {
+    s = tree->Put(k, pk, index::PutMode::kUpsert);
+    if (!s.ok()) return Poison(s);
+  }
+  c->meta_dirty = true;
+  std::string arg(1, o.unique ? '\1' : '\0');
+  arg.append(field);
+  Log(LogOp::kCreateIndex, coll, arg);
+  (void)i;
+  return Status::OK();
+}
+
+Status TransactionImpl::DropIndex(std::string_view coll, std::string_view field) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return Status::NotFound("no such collection", coll);
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+    if (c->meta.indexes[i].field != field) continue;
+    Status s = catalog_->Drop(IndexTreeName(coll, field));
+    if (!s.ok()) return Poison(s);
+    c->meta.indexes.erase(c->meta.indexes.begin() + i);
+    c->index_trees.erase(c->index_trees.begin() + i);
+    c->meta_dirty = true;
+    Log(LogOp::kDropIndex, coll, field);
+    return Status::OK();
+  }
+  return Status::NotFound("no index on field", field);
+}
+
+// --------------------------------------------------------------- commit --
+
+Status TransactionImpl::Commit() {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  if (read_only_) {
+    Abort();
+    return Status::OK();
+  }
+  if (!poisoned_.ok()) {
+    Status s = poisoned_;
+    Abort();
+    return s;
+  }
+  Status s;
+  for (auto& [name, c] : colls_) {
+    if (!c->exists || !c->meta_dirty) continue;
+    s = catalog_->SetMeta(CollectionTreeName(name), c->meta.Encode());
+    if (!s.ok()) break;
+  }
+  if (s.ok()) s = catalog_->Flush();
+  if (s.ok()) {
+    if (replaying_) {
+      s = db_->pager()->CommitReplayed(txn_.get());
+    } else {
+      s = txn_->Commit(log_, durability_);
+    }
+  }
+  finished_ = true;
+  colls_.clear();
+  catalog_.reset();
+  if (!s.ok()) {
+    txn_->Abort();
+    txn_.reset();
+    return s;
+  }
+  txn_.reset();
+  if (db_->paranoid() && !replaying_) {
+    Status c = db_->Check(nullptr);
+    if (!c.ok()) return c;
+  }
+  return Status::OK();
+}
+
+void TransactionImpl::Abort() {
+  if (finished_) return;
+  finished_ = true;
+  colls_.clear();
+  catalog_.reset();
+  if (txn_) {
+    txn_->Abort();
+    txn_.reset();
+  }
+}
+
+Status TransactionImpl::ApplyLog(std::string_view payload) {
+  while (!payload.empty()) {
+    auto op = static_cast<LogOp>(static_cast<uint8_t>(payload[0]));
+    payload.remove_prefix(1);
+    std::string_view coll, arg;
+    if (!GetBytes(&payload, &coll) || !GetBytes(&payload, &arg))
+      return Status::Corruption("log record payload is truncated");
+    Status s;
+    switch (op) {
+      case LogOp::kInsert: {
+        auto d = Document::FromBson(reinterpret_cast<const uint8_t*>(arg.data()), arg.size());
+        if (!d.ok()) return Status::Corruption("log record holds invalid BSON", d.status().ToString());
+        s = Insert(coll, d.value(), nullptr);
+        break;
+      }
+      case LogOp::kReplace: {
+        bson_value_t id;
+        if (!DocId(arg, &id)) return Status::Corruption("log record replace without _id");
+        std::string pk;
+        engine::AppendKey(&id, &pk);
+        CollState* c;
+        MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+        std::string_view old;
+        if (!c->exists) return Status::Corruption("log replays a replace into a missing collection");
+        MMDOC_RETURN_IF_ERROR(c->primary->Get(pk, &old));
+        std::string old_copy(old);
+        s = ReplaceAt(c, pk, old_copy, arg);
+        break;
+      }
+      case LogOp::kDelete: {
+        CollState* c;
+        MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+        std::string_view old;
+        if (!c->exists) return Status::Corruption("log replays a delete from a missing collection");
+        MMDOC_RETURN_IF_ERROR(c->primary->Get(arg, &old));
+        std::string old_copy(old);
+        s = DeleteAt(c, arg, old_copy);
+        break;
+      }
+      case LogOp::kCreateCollection:
+        s = CreateCollection(coll);
+        break;
+      case LogOp::kDropCollection:
+        s = DropCollection(coll);
+        break;
+      case LogOp::kCreateIndex: {
+        if (arg.empty()) return Status::Corruption("log record create index without field");
+        IndexOptions o;
+        o.unique = arg[0] != 0;
+        s = CreateIndex(coll, arg.substr(1), o);
+        break;
+      }
+      case LogOp::kDropIndex:
+        s = DropIndex(coll, arg);
+        break;
+      default:
+        return Status::Corruption("log record has unknown operation",
+                                  std::to_string(static_cast<int>(op)));
+    }
+    if (!s.ok()) return Status::Corruption("log replay failed", s.ToString());
+  }
+  return Status::OK();
+}
+
+}  // namespace mmdoc
