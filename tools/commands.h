@@ -1,0 +1,67 @@
+// The mmdoc tool's commands, one function each. mmdoc.cc parses the command
+// line (CLI11) into these argument structs; each Run* function opens the
+// database, does its work, prints its output on stdout and any error as one
+// line on stderr, and returns the exit status (tools/tool_util.h).
+#ifndef MMDOC_TOOLS_COMMANDS_H_
+#define MMDOC_TOOLS_COMMANDS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mmdoc::tool {
+
+// Arguments every command takes.
+struct CommonArgs {
+  std::string db;                      // path of the database file
+  std::string collection = "default";  // -c
+  std::string durability = "fsync";    // --durability
+};
+
+struct InsertArgs {
+  uint64_t batch = 1;  // lines per transaction
+  bool echo = false;   // print each _id once its commit returned
+};
+
+struct FindArgs {
+  std::string filter = "{}";
+  std::string sort;  // FIELD, -FIELD, FIELD:1 or FIELD:-1
+  uint64_t limit = 0;
+  uint64_t skip = 0;
+  std::vector<std::string> project;
+  bool explain = false;
+};
+
+struct ImportArgs {
+  std::string file;
+  std::string format = "auto";  // auto, json or bson
+  uint64_t batch = 1000;        // documents per transaction
+  bool progress = true;         // when stderr is a terminal
+};
+
+struct ExportArgs {
+  std::string format = "json";  // json or bson
+  std::string output;           // -o; empty means stdout
+  bool salvage = false;
+  bool progress = true;
+};
+
+int RunInsert(const CommonArgs& c, const InsertArgs& a);
+int RunGet(const CommonArgs& c, const std::string& id);
+int RunFind(const CommonArgs& c, const FindArgs& a);
+int RunUpdate(const CommonArgs& c, const std::string& filter,
+              const std::string& update, bool many);
+int RunDelete(const CommonArgs& c, const std::string& filter, bool many);
+int RunCount(const CommonArgs& c, const std::string& filter);
+int RunIndexCreate(const CommonArgs& c, const std::string& field, bool unique);
+int RunIndexDrop(const CommonArgs& c, const std::string& field);
+int RunIndexList(const CommonArgs& c);
+int RunImport(const CommonArgs& c, const ImportArgs& a);
+int RunExport(const CommonArgs& c, const ExportArgs& a);
+int RunStats(const CommonArgs& c, bool json);
+int RunCheck(const CommonArgs& c);
+int RunCompact(const CommonArgs& c);
+
+}  // namespace mmdoc::tool
+
+#endif  // MMDOC_TOOLS_COMMANDS_H_

@@ -1,0 +1,275 @@
+// mmdoc: the command-line tool. `mmdoc COMMAND DB [args]`; `mmdoc --help`
+// lists the commands and `mmdoc COMMAND --help` explains one. This file
+// only parses the command line (CLI11); tools/commands.cc does the work.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "tools/commands.h"
+#include "tools/tool_util.h"
+
+namespace mmdoc::tool {
+namespace {
+
+constexpr const char* kFooter =
+    R"(Documents are JSON (MongoDB relaxed or canonical Extended JSON) on input and
+relaxed Extended JSON on output, one document per line. Every command takes
+-c COLL (default: the collection named "default").
+
+Exit status: 0 success; 1 not found (get, index drop, export of a missing
+collection), a failed check, or a salvage that could not read everything;
+2 bad input, bad usage, or any other error. Errors are one line on stderr:
+"mmdoc: <what>: <detail>".
+
+Examples:
+  echo '{"_id": 1, "name": "ada"}' | mmdoc insert app.mmdb --echo
+  mmdoc get app.mmdb 1
+  mmdoc find app.mmdb '{"age": {"$gt": 30}}' --sort=-age --limit 10
+  mmdoc index create app.mmdb email --unique
+  mmdoc export app.mmdb --format bson -o dump.bson && mmdoc import copy.mmdb dump.bson)";
+
+const std::vector<std::string> kCommands = {
+    "insert", "get",    "find",   "update", "delete", "count",
+    "index",  "import", "export", "stats",  "check",  "compact"};
+const std::vector<std::string> kIndexCommands = {"create", "drop", "list"};
+
+bool Contains(const std::vector<std::string>& v, const std::string& s) {
+  for (const std::string& x : v) {
+    if (x == s) return true;
+  }
+  return false;
+}
+
+// Adds DB, -c and --durability to a command.
+void AddCommon(CLI::App* cmd, CommonArgs* c) {
+  cmd->add_option("DB", c->db, "Database file")->required();
+  cmd->add_option("-c,--collection", c->collection, "Collection")
+      ->capture_default_str();
+  cmd->add_option(
+         "--durability", c->durability,
+         "What each commit waits for: none, periodic, msync, fsync or group")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "periodic", "msync", "fsync", "group"}));
+}
+
+int Main(int argc, char** argv) {
+  // Name an unknown command as such (CLI11 would call it an unexpected
+  // argument).
+  if (argc >= 2 && argv[1][0] != '-' && !Contains(kCommands, argv[1])) {
+    return Fail(kExitBadInput, "unknown command",
+                std::string(argv[1]) + " (see mmdoc --help)");
+  }
+  if (argc >= 3 && std::string(argv[1]) == "index" && argv[2][0] != '-' &&
+      !Contains(kIndexCommands, argv[2])) {
+    return Fail(kExitBadInput, "unknown command",
+                "index " + std::string(argv[2]) + " (see mmdoc index --help)");
+  }
+
+  CLI::App app{
+      "mmdoc: an embedded document store. Usage: mmdoc COMMAND DB [args]",
+      "mmdoc"};
+  app.require_subcommand(1);
+  app.footer(kFooter);
+
+  CommonArgs c;
+
+  InsertArgs insert_args;
+  CLI::App* insert =
+      app.add_subcommand("insert",
+                         "Insert JSON documents read from stdin, one per line. "
+                         "Each line (or each --batch "
+                         "lines) is one transaction. On invalid JSON or a "
+                         "duplicate on line K, the lines before "
+                         "K are committed and nothing after; exit 2.");
+  AddCommon(insert, &c);
+  insert->add_option("--batch", insert_args.batch, "Lines per transaction")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  insert->add_flag("--echo", insert_args.echo,
+                   "Print each inserted _id as JSON on stdout, flushed as soon "
+                   "as the commit "
+                   "holding it has returned (durable as --durability says)");
+
+  std::string id;
+  CLI::App* get =
+      app.add_subcommand("get",
+                         "Print the document with this _id as one line of "
+                         "JSON; exit 1 when there is none.");
+  AddCommon(get, &c);
+  get->add_option("ID", id,
+                  "The _id as JSON: '\"abc\"', 42, '{\"$oid\": \"...\"}'; a "
+                  "bare word that is "
+                  "not JSON is taken as a string")
+      ->required();
+
+  FindArgs find_args;
+  CLI::App* find = app.add_subcommand(
+      "find", "Print the documents matching FILTER, one per line.");
+  AddCommon(find, &c);
+  find->add_option("FILTER", find_args.filter,
+                   "MongoDB filter: equality, $gt, $gte, $lt, $lte, $ne, $in, "
+                   "$exists, $and, $or")
+      ->capture_default_str();
+  find->add_option(
+      "--sort", find_args.sort,
+      "Sort by FIELD; descending with --sort=-FIELD or --sort FIELD:-1");
+  find->add_option("--limit", find_args.limit,
+                   "Print at most N documents (0: all)");
+  find->add_option("--skip", find_args.skip, "Skip the first N matches");
+  find->add_option("--project", find_args.project,
+                   "Only these fields (and _id): a,b,c")
+      ->delimiter(',');
+  find->add_flag("--explain", find_args.explain,
+                 "Print the plan (index or full scan, keys and documents "
+                 "examined) as JSON "
+                 "instead of the documents");
+
+  std::string filter = "{}";
+  std::string update_doc;
+  bool many = false;
+  CLI::App* update = app.add_subcommand(
+      "update",
+      "Apply UPDATE ($set, $unset, $inc, or a replacement document) to the "
+      "first (or, with "
+      "--many, every) document matching FILTER; print the counts.");
+  AddCommon(update, &c);
+  update->add_option("FILTER", filter, "MongoDB filter")->required();
+  update->add_option("UPDATE", update_doc, "Update document")->required();
+  update->add_flag("--many", many, "Update every matching document");
+
+  CLI::App* del =
+      app.add_subcommand("delete",
+                         "Delete the first (or, with --many, every) document "
+                         "matching FILTER; print the count.");
+  AddCommon(del, &c);
+  del->add_option("FILTER", filter, "MongoDB filter")->required();
+  del->add_flag("--many", many, "Delete every matching document");
+
+  CLI::App* count = app.add_subcommand(
+      "count", "Print how many documents match FILTER (default: all).");
+  AddCommon(count, &c);
+  count->add_option("FILTER", filter, "MongoDB filter")->capture_default_str();
+
+  std::string field;
+  bool unique = false;
+  CLI::App* index =
+      app.add_subcommand("index", "Create, drop or list secondary indexes.");
+  index->require_subcommand(1);
+  CLI::App* index_create = index->add_subcommand(
+      "create",
+      "Index FIELD (a dotted path), built from the documents already there. "
+      "With --unique, "
+      "fails (exit 2, naming the value) if two documents share a value.");
+  AddCommon(index_create, &c);
+  index_create->add_option("FIELD", field, "Dotted field path")->required();
+  index_create->add_flag("--unique", unique, "Reject duplicate values");
+  CLI::App* index_drop =
+      index->add_subcommand("drop", "Drop the index on FIELD.");
+  AddCommon(index_drop, &c);
+  index_drop->add_option("FIELD", field, "Dotted field path")->required();
+  CLI::App* index_list = index->add_subcommand(
+      "list", "List the indexes as JSON lines (field, unique, entries).");
+  AddCommon(index_list, &c);
+
+  ImportArgs import_args;
+  bool no_progress = false;
+  CLI::App* import = app.add_subcommand(
+      "import",
+      "Insert the documents of FILE: JSON lines (as mongoexport writes) or "
+      "concatenated BSON "
+      "(as mongodump writes; by a .bson extension or by content).");
+  AddCommon(import, &c);
+  import->add_option("FILE", import_args.file, "File to read")->required();
+  import->add_option("--format", import_args.format, "auto, json or bson")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "json", "bson"}));
+  import->add_option("--batch", import_args.batch, "Documents per transaction")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  import->add_flag("--no-progress", no_progress,
+                   "No progress bar (shown only on a terminal)");
+
+  ExportArgs export_args;
+  CLI::App* exp = app.add_subcommand("export",
+                                     "Write a collection as JSON lines (for "
+                                     "mongoimport) or concatenated BSON (for "
+                                     "mongorestore and bsondump).");
+  AddCommon(exp, &c);
+  exp->add_option("--format", export_args.format, "json or bson")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"json", "bson"}));
+  exp->add_option("-o,--output", export_args.output,
+                  "Output file (default: stdout)");
+  exp->add_flag(
+      "--salvage", export_args.salvage,
+      "Read every document that can still be read from a damaged file; say on "
+      "stderr how many could not (exit 1 if any)");
+  exp->add_flag("--no-progress", no_progress,
+                "No progress bar (shown only on a terminal)");
+
+  bool json = false;
+  CLI::App* stats =
+      app.add_subcommand("stats",
+                         "Print collections, document counts, index sizes, "
+                         "file size, free pages and fill factor.");
+  AddCommon(stats, &c);
+  stats->add_flag("--json", json, "As one JSON object");
+
+  CLI::App* check =
+      app.add_subcommand("check",
+                         "Check checksums, tree structure, indexes against "
+                         "documents and page accounting; exit 0 "
+                         "when consistent, 1 with a list of problems.");
+  AddCommon(check, &c);
+
+  CLI::App* compact =
+      app.add_subcommand("compact",
+                         "Rewrite the database into a compact copy and swap it "
+                         "in; the file shrinks.");
+  AddCommon(compact, &c);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --help-all
+    std::string what = "usage";
+    if (argc >= 2 && Contains(kCommands, argv[1]))
+      what = std::string(argv[1]) + ": usage";
+    return Fail(kExitBadInput, what, std::string(e.what()) + " (see --help)");
+  }
+
+  import_args.progress = !no_progress;
+  export_args.progress = !no_progress;
+  if (insert->parsed()) return RunInsert(c, insert_args);
+  if (get->parsed()) return RunGet(c, id);
+  if (find->parsed()) return RunFind(c, find_args);
+  if (update->parsed()) return RunUpdate(c, filter, update_doc, many);
+  if (del->parsed()) return RunDelete(c, filter, many);
+  if (count->parsed()) return RunCount(c, filter);
+  if (index_create->parsed()) return RunIndexCreate(c, field, unique);
+  if (index_drop->parsed()) return RunIndexDrop(c, field);
+  if (index_list->parsed()) return RunIndexList(c);
+  if (import->parsed()) return RunImport(c, import_args);
+  if (exp->parsed()) return RunExport(c, export_args);
+  if (stats->parsed()) return RunStats(c, json);
+  if (check->parsed()) return RunCheck(c);
+  if (compact->parsed()) return RunCompact(c);
+  return Fail(kExitBadInput, "usage", "no command (see mmdoc --help)");
+}
+
+}  // namespace
+}  // namespace mmdoc::tool
+
+int main(int argc, char** argv) {
+  try {
+    return mmdoc::tool::Main(argc, argv);
+  } catch (const std::exception& e) {
+    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error",
+                             e.what());
+  } catch (...) {
+    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error",
+                             "unknown exception");
+  }
+}

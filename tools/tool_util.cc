@@ -1,0 +1,105 @@
+#include "tools/tool_util.h"
+
+#include <bson/bson.h>
+
+#include <algorithm>
+
+namespace mmdoc::tool {
+
+int Fail(int code, std::string_view what, std::string_view detail) {
+  std::string line = "mmdoc: ";
+  line.append(what.data(), what.size());
+  if (!detail.empty()) {
+    line += ": ";
+    line.append(detail.data(), detail.size());
+  }
+  // One line, whatever the detail holds (libbson messages may span lines).
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  std::replace(line.begin(), line.end(), '\r', ' ');
+  line += '\n';
+  std::fflush(stdout);
+  std::fputs(line.c_str(), stderr);
+  return code;
+}
+
+int ExitCodeFor(const Status& s) {
+  return s.IsNotFound() ? kExitNotFound : kExitBadInput;
+}
+
+std::string Describe(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kBusy:
+      return "database is locked by another process or handle (" + s.message() +
+             ")";
+    case Status::Code::kAlreadyExists:
+      return "already exists: " + s.message();
+    case Status::Code::kInvalidArgument:
+      return s.message();
+    case Status::Code::kFull:
+      return "disk full: " + s.message();
+    default:
+      return s.ToString();
+  }
+}
+
+int FailStatus(std::string_view what, const Status& s) {
+  return Fail(ExitCodeFor(s), what, Describe(s));
+}
+
+bool BsonToJson(const uint8_t* data, size_t size, std::string* out) {
+  bson_t b;
+  if (!bson_init_static(&b, data, size)) return false;
+  size_t len = 0;
+  char* json = bson_as_relaxed_extended_json(&b, &len);
+  if (json == nullptr) return false;
+  out->assign(json, len);
+  bson_free(json);
+  return true;
+}
+
+Progress::Progress(std::string label, uint64_t total, bool enabled)
+    : label_(std::move(label)),
+      total_(total),
+      enabled_(enabled),
+      start_(std::chrono::steady_clock::now()),
+      last_draw_(start_) {}
+
+void Progress::Draw(uint64_t done, uint64_t docs) {
+  auto now = std::chrono::steady_clock::now();
+  if (now - start_ < std::chrono::milliseconds(500)) return;
+  if (drawn_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  drawn_ = true;
+  double secs = std::chrono::duration<double>(now - start_).count();
+  char buf[160];
+  if (total_ > 0) {
+    constexpr int kWidth = 30;
+    double frac =
+        std::min(1.0, static_cast<double>(done) / static_cast<double>(total_));
+    int filled = static_cast<int>(frac * kWidth);
+    std::string bar(filled, '=');
+    if (filled < kWidth) bar += '>';
+    bar.resize(kWidth, ' ');
+    std::snprintf(
+        buf, sizeof(buf), "\r%s [%s] %3d%%  %llu docs  %.0f docs/s\x1b[K",
+        label_.c_str(), bar.c_str(), static_cast<int>(frac * 100),
+        static_cast<unsigned long long>(docs), docs / std::max(secs, 1e-9));
+  } else {
+    std::snprintf(buf, sizeof(buf), "\r%s  %llu docs  %.0f docs/s\x1b[K",
+                  label_.c_str(), static_cast<unsigned long long>(docs),
+                  docs / std::max(secs, 1e-9));
+  }
+  std::fputs(buf, stderr);
+  std::fflush(stderr);
+}
+
+void Progress::Finish() {
+  if (drawn_) {
+    std::fputs("\r\x1b[K", stderr);
+    std::fflush(stderr);
+    drawn_ = false;
+  }
+  enabled_ = false;
+}
+
+}  // namespace mmdoc::tool

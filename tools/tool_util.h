@@ -1,0 +1,78 @@
+// Helpers shared by the mmdoc tool's commands: exit statuses and the one-line
+// error messages, BSON to JSON, and the progress bar.
+//
+// Exit statuses (the contract in DESIGN.md):
+//   0  success
+//   1  not found, or a failed check
+//   2  bad input or usage (and every other failure)
+// Every failure prints exactly one line "mmdoc: <what>: <detail>" on stderr.
+#ifndef MMDOC_TOOLS_TOOL_UTIL_H_
+#define MMDOC_TOOLS_TOOL_UTIL_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+#include "mmdoc/status.h"
+
+namespace mmdoc::tool {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitNotFound = 1;  // also: a failed check
+inline constexpr int kExitBadInput = 2;  // also: usage and every other error
+
+// Prints "mmdoc: <what>: <detail>" as one line on stderr (newlines in
+// detail become spaces) and returns `code`.
+int Fail(int code, std::string_view what, std::string_view detail);
+
+// The exit status for a failed Status: NotFound -> 1, everything else -> 2.
+int ExitCodeFor(const Status& s);
+
+// A readable detail for a failed Status, e.g. Busy becomes "database is
+// locked by another process or handle (<message>)".
+std::string Describe(const Status& s);
+
+// Fail(ExitCodeFor(s), what, Describe(s)).
+int FailStatus(std::string_view what, const Status& s);
+
+// Relaxed Extended JSON of one BSON document, on one line. False when the
+// bytes are not a valid document or hold invalid UTF-8.
+bool BsonToJson(const uint8_t* data, size_t size, std::string* out);
+
+// A progress bar on stderr, drawn only when `enabled` (the caller passes
+// isatty(stderr)) and only once the job has run for half a second, so
+// short jobs never show one. Redrawn at most ten times a second; Finish()
+// erases it.
+class Progress {
+ public:
+  // `total` is the expected amount of work in the unit of Update's `done`
+  // (bytes or documents); 0 when unknown (no percentage then).
+  Progress(std::string label, uint64_t total, bool enabled);
+  ~Progress() { Finish(); }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+  // `done` units of `total`, `docs` documents so far.
+  void Update(uint64_t done, uint64_t docs) {
+    if (enabled_ && (++calls_ & 255) == 0) Draw(done, docs);
+  }
+  void Finish();
+
+ private:
+  void Draw(uint64_t done, uint64_t docs);
+
+  std::string label_;
+  uint64_t total_;
+  bool enabled_;
+  bool drawn_ = false;
+  uint64_t calls_ = 0;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_;
+};
+
+}  // namespace mmdoc::tool
+
+#endif  // MMDOC_TOOLS_TOOL_UTIL_H_
