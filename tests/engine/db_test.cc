@@ -1,0 +1,389 @@
+// Engine behaviour through the public API: documents, collections,
+// indexes, queries, transactions. Every TestDB is checked with DB::Check
+// when the test ends.
+#include <catch2/catch.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "mmdoc/db.h"
+#include "tests/support/test_db.h"
+
+using namespace mmdoc;
+using mmdoc::test::J;
+using mmdoc::test::TestDB;
+using mmdoc::test::V;
+
+namespace {
+
+std::vector<std::string> Ids(const std::vector<Document>& docs) {
+  std::vector<std::string> out;
+  for (const Document& d : docs) out.push_back(d.Get("_id").value().ToJson());
+  return out;
+}
+
+std::multiset<std::string> IdSet(const std::vector<Document>& docs) {
+  auto v = Ids(docs);
+  return std::multiset<std::string>(v.begin(), v.end());
+}
+
+Options Fast() {
+  Options o;
+  o.durability = Durability::kNone;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("insert, get, replace, delete by _id", "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->Insert("c", J(R"({"_id": "a", "x": 1})")).ok());
+  auto got = db->Get("c", V(R"("a")"));
+  REQUIRE(got.ok());
+  CHECK(got.value().ToJson() == R"({ "_id" : "a", "x" : 1 })");
+
+  REQUIRE(db->Replace("c", V(R"("a")"), J(R"({"y": 2})")).ok());
+  got = db->Get("c", V(R"("a")"));
+  REQUIRE(got.ok());
+  CHECK(got.value().Get("y").value().ToJson() == "2");
+  CHECK(got.value().Get("x").status().IsNotFound());
+
+  CHECK(db->Replace("c", V(R"("zz")"), J("{}")).IsNotFound());
+  CHECK(db->Replace("c", V(R"("a")"), J(R"({"_id": "b"})")).IsInvalidArgument());
+  REQUIRE(db->Delete("c", V(R"("a")")).ok());
+  CHECK(db->Get("c", V(R"("a")")).status().IsNotFound());
+  CHECK(db->Delete("c", V(R"("a")")).IsNotFound());
+  CHECK(db->Get("missing_collection", V("1")).status().IsNotFound());
+}
+
+TEST_CASE("_id: generated ObjectId, scalar types, duplicates", "[engine]") {
+  TestDB db(Fast());
+  Value id;
+  REQUIRE(db->Insert("c", J(R"({"x": 1})"), &id).ok());
+  CHECK(id.type() == BSON_TYPE_OID);
+  auto got = db->Get("c", id);
+  REQUIRE(got.ok());
+  CHECK(got.value().Get("x").value().ToJson() == "1");
+  // _id comes first in the stored document, as MongoDB stores it.
+  CHECK(got.value().ToJson().rfind("{ \"_id\" : { \"$oid\"", 0) == 0);
+
+  REQUIRE(db->Insert("c", J(R"({"_id": 42})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": {"$oid": "0123456789abcdef01234567"}})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": {"$binary": {"base64": "AAECAwQFBgcICQoLDA0ODw==", "subType": "04"}}})")).ok());
+  // 42, 42.0 and NumberLong(42) are the same _id, as in MongoDB.
+  Status dup = db->Insert("c", J(R"({"_id": 42.0})"));
+  CHECK(dup.IsAlreadyExists());
+  CHECK(dup.ToString().find("42") != std::string::npos);
+  CHECK(db->Insert("c", J(R"({"_id": {"$numberLong": "42"}})")).IsAlreadyExists());
+  CHECK(db->Get("c", V("42.0")).ok());
+  CHECK(db->Insert("c", J(R"({"_id": [1, 2]})")).IsInvalidArgument());
+  CHECK(db->Count("c").value() == 4);
+}
+
+TEST_CASE("collections are created, listed and dropped", "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->CreateCollection("a").ok());
+  CHECK(db->CreateCollection("a").IsAlreadyExists());
+  CHECK(db->CreateCollection("").IsInvalidArgument());
+  REQUIRE(db->Insert("b", J(R"({"_id": 1})")).ok());  // implicit create
+  REQUIRE(db->CreateIndex("b", "x").ok());
+  auto names = db->ListCollections();
+  REQUIRE(names.ok());
+  CHECK(names.value() == std::vector<std::string>{"a", "b"});
+  REQUIRE(db->DropCollection("b").ok());
+  CHECK(db->DropCollection("b").IsNotFound());
+  CHECK(db->ListCollections().value() == std::vector<std::string>{"a"});
+  CHECK(db->Count("b").value() == 0);
+  db.Reopen();
+  CHECK(db->ListCollections().value() == std::vector<std::string>{"a"});
+}
+
+TEST_CASE("secondary indexes: build, maintain, unique, drop, persist", "[engine]") {
+  TestDB db(Fast());
+  for (int i = 0; i < 200; i++)
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"k\": " +
+                              std::to_string(i * 10) + ", \"g\": " + std::to_string(i % 7) +
+                              ", \"sub\": {\"v\": " + std::to_string(i % 3) + "}}"))
+                .ok());
+  REQUIRE(db->CreateIndex("c", "k", IndexOptions{true}).ok());
+  REQUIRE(db->CreateIndex("c", "g").ok());
+  REQUIRE(db->CreateIndex("c", "sub.v").ok());
+  CHECK(db->CreateIndex("c", "g").IsAlreadyExists());
+
+  auto idx = db->ListIndexes("c");
+  REQUIRE(idx.ok());
+  REQUIRE(idx.value().size() == 3);
+  CHECK(idx.value()[0].field == "k");
+  CHECK(idx.value()[0].unique);
+  CHECK(idx.value()[0].entries == 200);
+
+  // Unique violation on insert and on update leaves nothing behind.
+  Status s = db->Insert("c", J(R"({"_id": 1000, "k": 50})"));
+  CHECK(s.IsAlreadyExists());
+  CHECK(s.ToString().find("k") != std::string::npos);
+  CHECK(db->Get("c", V("1000")).status().IsNotFound());
+  auto u = db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 20}})"));
+  CHECK(u.status().IsAlreadyExists());
+  CHECK(db->Get("c", V("1")).value().Get("k").value().ToJson() == "10");
+  // Setting a unique field to its own value is not a violation.
+  CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 10, "z": 1}})")).ok());
+
+  // Index used and right after updates and deletes.
+  REQUIRE(db->Update("c", J(R"({"_id": 5})"), J(R"({"$set": {"g": 100}})")).ok());
+  REQUIRE(db->Delete("c", V("6")).ok());
+  auto tr = db->BeginRead();
+  REQUIRE(tr.ok());
+  auto ex = tr.value()->Explain("c", J(R"({"g": 100})"));
+  REQUIRE(ex.ok());
+  CHECK(ex.value().plan == "IXSCAN");
+  CHECK(ex.value().index == "g");
+  CHECK(ex.value().returned == 1);
+  CHECK(ex.value().docs_examined == 1);
+  ex = tr.value()->Explain("c", J(R"({"sub.v": 2, "g": {"$in": [1, 2]}})"));
+  REQUIRE(ex.ok());
+  CHECK(ex.value().plan == "IXSCAN");
+  tr.value()->Abort();
+  CHECK(db->Find("c", J(R"({"g": 6})")).value().size() == 28);  // i%7==6 minus deleted 6
+  CHECK(db->Find("c", J(R"({"k": 60})")).value().empty());
+
+  // Unique build over duplicates fails whole and names the value.
+  s = db->CreateIndex("c", "g", IndexOptions{true});
+  CHECK(s.IsAlreadyExists());  // an index on g exists
+  REQUIRE(db->DropIndex("c", "g").ok());
+  s = db->CreateIndex("c", "g", IndexOptions{true});
+  CHECK(s.IsAlreadyExists());
+  CHECK(s.ToString().find("duplicate") != std::string::npos);
+  CHECK(db->ListIndexes("c").value().size() == 2);
+  CHECK(db->DropIndex("c", "g").IsNotFound());
+
+  db.Reopen();
+  idx = db->ListIndexes("c");
+  REQUIRE(idx.value().size() == 2);
+  CHECK(db->Find("c", J(R"({"k": {"$gte": 100, "$lt": 130}})")).value().size() == 3);
+}
+
+TEST_CASE("missing fields are indexed as null", "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->CreateIndex("c", "k").ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 2, "k": null})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 3, "k": 0})")).ok());
+  auto r = db->Find("c", J(R"({"k": null})"));
+  REQUIRE(r.ok());
+  CHECK(IdSet(r.value()) == std::multiset<std::string>{"1", "2"});
+  // A unique index allows one document without the field, as MongoDB's does.
+  REQUIRE(db->CreateIndex("u", "k", IndexOptions{true}).ok());
+  REQUIRE(db->Insert("u", J(R"({"_id": 1})")).ok());
+  CHECK(db->Insert("u", J(R"({"_id": 2})")).IsAlreadyExists());
+}
+
+TEST_CASE("arrays: element matching and multikey indexes", "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1, "t": [1, 2, 3]})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 2, "t": [3, 4]})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 3, "t": 5})")).ok());
+  auto scan = db->Find("c", J(R"({"t": {"$gte": 3}})"));
+  REQUIRE(db->CreateIndex("c", "t").ok());
+  auto ix = db->Find("c", J(R"({"t": {"$gte": 3}})"));
+  REQUIRE(scan.ok());
+  REQUIRE(ix.ok());
+  CHECK(IdSet(scan.value()) == std::multiset<std::string>{"1", "2", "3"});
+  CHECK(IdSet(ix.value()) == IdSet(scan.value()));  // each document once
+  REQUIRE(db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"t": [9]}})")).ok());
+  CHECK(IdSet(db->Find("c", J(R"({"t": 1})")).value()).empty());
+  CHECK(IdSet(db->Find("c", J(R"({"t": 9})")).value()) == std::multiset<std::string>{"1"});
+}
+
+TEST_CASE("queries give the same answers with and without indexes", "[engine]") {
+  TestDB db(Fast());
+  const char* docs[] = {
+      R"({"_id": 1, "a": 1, "b": "x", "n": {"c": 1}})",
+      R"({"_id": 2, "a": 2.5, "b": "y", "n": {"c": 2}})",
+      R"({"_id": 3, "a": {"$numberLong": "3"}, "b": "z"})",
+      R"({"_id": 4, "a": "str", "b": null})",
+      R"({"_id": 5, "b": "x", "n": {"c": [1, 5]}})",
+      R"({"_id": 6, "a": [2, 7], "b": true})",
+      R"({"_id": 7, "a": null, "n": {"c": {"d": 1}}})",
+      R"({"_id": 8, "a": -1, "b": {"$oid": "0123456789abcdef01234567"}})",
+      R"({"_id": 9, "a": 1.0, "b": "xx"})",
+      R"({"_id": "s", "a": true})",
+  };
+  for (const char* d : docs) {
+    REQUIRE(db->Insert("plain", J(d)).ok());
+    REQUIRE(db->Insert("indexed", J(d)).ok());
+  }
+  REQUIRE(db->CreateIndex("indexed", "a").ok());
+  REQUIRE(db->CreateIndex("indexed", "b").ok());
+  REQUIRE(db->CreateIndex("indexed", "n.c").ok());
+  const char* filters[] = {
+      "{}",
+      R"({"a": 1})",
+      R"({"a": {"$gt": 1}})",
+      R"({"a": {"$gte": 1, "$lt": 3}})",
+      R"({"a": {"$lte": 2.5}})",
+      R"({"a": {"$ne": 1}})",
+      R"({"a": {"$in": [1, "str", null]}})",
+      R"({"a": {"$nin": [1, 2.5]}})",
+      R"({"a": {"$exists": true}})",
+      R"({"a": {"$exists": false}})",
+      R"({"a": null})",
+      R"({"a": {"$gt": "a"}})",
+      R"({"b": "x"})",
+      R"({"b": {"$gte": "x", "$lte": "y"}})",
+      R"({"n.c": 1})",
+      R"({"n.c": {"$gt": 1}})",
+      R"({"n.c": {"d": 1}})",
+      R"({"$or": [{"a": 1}, {"b": "z"}]})",
+      R"({"$or": [{"a": 1}, {"a": 7}]})",
+      R"({"$and": [{"a": {"$gt": 0}}, {"a": {"$lt": 3}}]})",
+      R"({"a": {"$gt": 0}, "b": "x"})",
+      R"({"_id": {"$in": [1, 3, "s", 100]}})",
+      R"({"_id": {"$gt": 4}})",
+  };
+  for (const char* f : filters) {
+    INFO(f);
+    auto p = db->Find("plain", J(f));
+    auto i = db->Find("indexed", J(f));
+    REQUIRE(p.ok());
+    REQUIRE(i.ok());
+    CHECK(IdSet(p.value()) == IdSet(i.value()));
+    CHECK(db->Count("plain", J(f)).value() == p.value().size());
+  }
+  CHECK(db->Find("plain", J(R"({"a": {"$foo": 1}})")).status().IsInvalidArgument());
+}
+
+TEST_CASE("sort, skip, limit, projection", "[engine]") {
+  TestDB db(Fast());
+  for (int i = 0; i < 20; i++)
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"v\": " +
+                              std::to_string((i * 7) % 20) + ", \"w\": \"" + std::to_string(i) +
+                              "\"}"))
+                .ok());
+  FindOptions o;
+  o.sort_field = "v";
+  o.sort_direction = -1;
+  o.skip = 2;
+  o.limit = 3;
+  o.projection = {"v"};
+  auto r = db->Find("c", J("{}"), o);
+  REQUIRE(r.ok());
+  REQUIRE(r.value().size() == 3);
+  CHECK(r.value()[0].Get("v").value().ToJson() == "17");
+  CHECK(r.value()[2].Get("v").value().ToJson() == "15");
+  CHECK(r.value()[0].Get("w").status().IsNotFound());
+  CHECK(r.value()[0].Get("_id").ok());
+  FindOptions lim;
+  lim.limit = 5;
+  CHECK(db->Find("c", J(R"({"v": {"$gte": 0}})"), lim).value().size() == 5);
+}
+
+TEST_CASE("update operators and delete by filter", "[engine]") {
+  TestDB db(Fast());
+  for (int i = 0; i < 10; i++)
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"n\": " + std::to_string(i) + "}")).ok());
+  auto u = db->Update("c", J(R"({"n": {"$gte": 5}})"), J(R"({"$inc": {"n": 100}, "$set": {"s.t": "x"}})"), true);
+  REQUIRE(u.ok());
+  CHECK(u.value().matched == 5);
+  CHECK(u.value().modified == 5);
+  CHECK(db->Get("c", V("7")).value().Get("n").value().ToJson() == "107");
+  CHECK(db->Get("c", V("7")).value().Get("s.t").value().ToJson() == "\"x\"");
+  u = db->Update("c", J(R"({"_id": 7})"), J(R"({"$unset": {"s": ""}})"));
+  REQUIRE(u.ok());
+  CHECK(db->Get("c", V("7")).value().Get("s").status().IsNotFound());
+  CHECK(db->Update("c", J("{}"), J(R"({"$inc": {"n": "x"}})")).status().IsInvalidArgument());
+  CHECK(db->Update("c", J("{}"), J(R"({"$bogus": {"n": 1}})")).status().IsInvalidArgument());
+  auto d = db->DeleteMany("c", J(R"({"n": {"$lt": 3}})"));
+  REQUIRE(d.ok());
+  CHECK(d.value() == 3);
+  d = db->DeleteMany("c", J("{}"), false);
+  CHECK(d.value() == 1);
+  CHECK(db->Count("c").value() == 6);
+}
+
+TEST_CASE("transactions: abort discards, snapshots are isolated", "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1, "v": "old"})")).ok());
+  {
+    auto t = db->Begin();
+    REQUIRE(t.ok());
+    REQUIRE(t.value()->Insert("c", J(R"({"_id": 2})")).ok());
+    CHECK(t.value()->Get("c", V("2")).ok());  // sees its own write
+    t.value()->Abort();
+  }
+  CHECK(db->Get("c", V("2")).status().IsNotFound());
+  {
+    auto t = db->Begin();
+    REQUIRE(t.value()->Insert("c", J(R"({"_id": 3})")).ok());
+  }  // destroyed uncommitted: aborted
+  CHECK(db->Get("c", V("3")).status().IsNotFound());
+
+  auto snap = db->BeginRead();
+  REQUIRE(snap.ok());
+  REQUIRE(db->Replace("c", V("1"), J(R"({"v": "new"})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 4})")).ok());
+  CHECK(snap.value()->Get("c", V("1")).value().Get("v").value().ToJson() == "\"old\"");
+  CHECK(snap.value()->Get("c", V("4")).status().IsNotFound());
+  CHECK(snap.value()->Count("c", J("{}")).value() == 1);
+  CHECK(snap.value()->Insert("c", J("{}")).IsNotSupported());
+  snap.value()->Abort();
+  CHECK(db->Get("c", V("1")).value().Get("v").value().ToJson() == "\"new\"");
+
+  // A multi-operation transaction commits as one.
+  auto t = db->Begin(WriteOptions{Durability::kFsync});
+  REQUIRE(t.value()->Insert("c", J(R"({"_id": 10})")).ok());
+  REQUIRE(t.value()->Insert("c", J(R"({"_id": 11})")).ok());
+  REQUIRE(t.value()->Delete("c", V("4")).ok());
+  REQUIRE(t.value()->Commit().ok());
+  CHECK(t.value()->Insert("c", J("{}")).IsInvalidArgument());  // finished
+  db.Reopen();
+  CHECK(db->Count("c").value() == 3);
+}
+
+TEST_CASE("large documents use overflow pages; limits are enforced", "[engine]") {
+  TestDB db(Fast());
+  std::string big(10u << 20, 'x');
+  REQUIRE(db->Insert("c", J("{\"_id\": 1, \"s\": \"" + big + "\"}")).ok());
+  auto got = db->Get("c", V("1"));
+  REQUIRE(got.ok());
+  CHECK(got.value().size() > big.size());
+  std::string huge(17u << 20, 'y');
+  auto d = Document::FromJson("{\"s\": \"" + huge + "\"}");
+  CHECK(d.status().IsInvalidArgument());
+  // An index key over the limit is refused with a clear error.
+  REQUIRE(db->CreateIndex("c", "k").ok());
+  Status s = db->Insert("c", J("{\"_id\": 2, \"k\": \"" + std::string(2000, 'k') + "\"}"));
+  CHECK(s.IsInvalidArgument());
+  CHECK(s.ToString().find("limit") != std::string::npos);
+  CHECK(db->Get("c", V("2")).status().IsNotFound());
+  REQUIRE(db->Delete("c", V("1")).ok());
+}
+
+TEST_CASE("reopen keeps everything; compact shrinks the file", "[engine]") {
+  TestDB db(Fast());
+  for (int i = 0; i < 3000; i++)
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"pad\": \"" +
+                              std::string(200, 'p') + "\"}"))
+                .ok());
+  REQUIRE(db->CreateIndex("c", "pad").ok());
+  REQUIRE(db->DeleteMany("c", J(R"({"_id": {"$gte": 100}})")).ok());
+  db.Reopen();
+  CHECK(db->Count("c").value() == 100);
+  auto before = db->Stats();
+  REQUIRE(before.ok());
+  REQUIRE(db->Compact().ok());
+  auto after = db->Stats();
+  REQUIRE(after.ok());
+  CHECK(after.value().file_size < before.value().file_size);
+  CHECK(db->Count("c").value() == 100);
+  CHECK(db->ListIndexes("c").value().size() == 1);
+  db.Reopen();
+  CHECK(db->Get("c", V("42")).ok());
+}
+
+TEST_CASE("a second open of the same file is refused", "[engine]") {
+  TestDB db(Fast());
+  auto second = DB::Open(db.path(), Fast());
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.status().IsBusy());
+  CHECK(second.status().ToString().find(db.path()) != std::string::npos);
+}
