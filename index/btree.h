@@ -37,14 +37,14 @@ inline constexpr size_t kMaxKeySize = 1024;
 inline constexpr size_t kMaxValueSize = 64u << 20;
 
 enum class PutMode {
-  kUpsert,   // insert or overwrite
-  kInsert,   // AlreadyExists when the key is present
-  kUpdate,   // NotFound when the key is absent
+  kUpsert,  // insert or overwrite
+  kInsert,  // AlreadyExists when the key is present
+  kUpdate,  // NotFound when the key is absent
 };
 
 struct TreeStats {
   uint64_t entries = 0;
-  uint64_t depth = 0;           // 0 for an empty tree
+  uint64_t depth = 0;  // 0 for an empty tree
   uint64_t branch_pages = 0;
   uint64_t leaf_pages = 0;
   uint64_t overflow_pages = 0;  // pages in overflow runs
@@ -71,7 +71,8 @@ class BTree {
   // Writes key -> value as `mode` says. InvalidArgument (naming the limit)
   // for an empty key, a key over kMaxKeySize or a value over kMaxValueSize.
   // REQUIRES: txn()->writable()
-  Status Put(std::string_view key, std::string_view value, PutMode mode = PutMode::kUpsert);
+  Status Put(std::string_view key, std::string_view value,
+             PutMode mode = PutMode::kUpsert);
   // Removes `key`; NotFound when absent. Merges or rebalances underfull
   // pages and frees emptied ones. REQUIRES: txn()->writable()
   Status Delete(std::string_view key);
@@ -87,11 +88,27 @@ class BTree {
 
   class Cursor;
 
+  // Errors: InvalidArgument, NotFound and AlreadyExists from Put/Delete
+  // leave the tree unchanged. Any other error (Corruption, Full, IOError)
+  // may leave a write half done: abort the transaction.
+
  private:
   friend class Cursor;
+  struct Impl;  // the algorithms (index/btree.cc)
+  friend struct Impl;
+  struct Entry {  // a cell being moved by a split, merge or rebalance
+    const uint8_t* cell;
+    uint32_t size;
+  };
+
   storage::Txn* txn_;
   storage::PageId root_;
   Comparator cmp_;
+  // Writer scratch space, sized on the first write and reused, so writes
+  // allocate no heap memory in the common case.
+  std::vector<uint8_t> scratch_[2];  // page copies for splits and merges
+  std::vector<uint8_t> cell_;        // the cell being inserted
+  std::vector<Entry> entries_;       // cells being redistributed
 };
 
 // Iterates a BTree in key order, both ways. Positioned nowhere until a Seek.

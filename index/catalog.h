@@ -14,6 +14,7 @@
 #ifndef MMDOC_INDEX_CATALOG_H_
 #define MMDOC_INDEX_CATALOG_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,11 +34,13 @@ class Catalog {
   ~Catalog();
 
   // Creates an empty tree `name` with `meta`. AlreadyExists when present.
-  Status Create(std::string_view name, std::string_view meta, Comparator cmp = nullptr);
+  Status Create(std::string_view name, std::string_view meta,
+                Comparator cmp = nullptr);
   // The open tree `name` (the same object on every call within this
   // Catalog); NotFound when absent. Owned by the Catalog.
   Status Open(std::string_view name, BTree** tree, Comparator cmp = nullptr);
   // Frees every page of tree `name` and removes it. NotFound when absent.
+  // A BTree* that Open returned for `name` becomes invalid.
   Status Drop(std::string_view name);
   Status GetMeta(std::string_view name, std::string* meta);
   Status SetMeta(std::string_view name, std::string_view meta);
@@ -51,7 +54,13 @@ class Catalog {
 
   // Verifies the catalog tree and every tree in it (BTree::Verify),
   // appending all reachable pages to *pages.
+  // Trees not opened through this Catalog are checked in bytewise order;
+  // the second form asks `comparator_for(name, meta)` for their comparator.
   Status Verify(std::vector<storage::PageId>* pages);
+  using ComparatorFor =
+      std::function<Comparator(std::string_view name, std::string_view meta)>;
+  Status Verify(std::vector<storage::PageId>* pages,
+                const ComparatorFor& comparator_for);
 
   BTree* tree() { return &tree_; }
 

@@ -1,0 +1,1071 @@
+// index::BTree: lookups, copy-on-write insertion with splits, deletion with
+// merges and rebalancing, Drop and Verify. The node format is in
+// index/btree_page.h.
+//
+// Writes are recursive: each level descends to its child, and the child
+// reports a Change (its possibly new page id after copy-on-write, a new
+// right sibling when it split, and whether it fell under a quarter full).
+// A level copies its own page (Txn::Modify) only when its child reports
+// something, so a second write to the same leaf in a transaction touches no
+// parent. Every decision that can fail without damage (NotFound,
+// AlreadyExists) is made at the leaf before any page is changed.
+#include "index/btree.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "index/btree_page.h"
+
+namespace mmdoc::index {
+
+using storage::PageId;
+using storage::PageType;
+using namespace node;  // NOLINT: the page format helpers
+
+namespace {
+
+// Deeper than any legal tree (fanout >= 3 at 4 KiB pages); a cycle in a
+// damaged file stops here instead of overflowing the stack.
+constexpr int kMaxDepth = 64;
+
+inline int Bytewise(std::string_view a, std::string_view b) {
+  size_t m = std::min(a.size(), b.size());
+  int r = m == 0 ? 0 : std::memcmp(a.data(), b.data(), m);
+  if (r != 0) return r;
+  return a.size() < b.size() ? -1 : (a.size() > b.size() ? 1 : 0);
+}
+
+inline int Compare(Comparator cmp, std::string_view a, std::string_view b) {
+  return cmp == nullptr ? Bytewise(a, b) : cmp(a, b);
+}
+
+Status PageError(PageId id, const char* what) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "page %" PRIu64, id);
+  return Status::Corruption(buf, what);
+}
+
+// Checks the node header of page `id` so that the cell accessors below can
+// bound-check cells against it.
+Status CheckNode(const uint8_t* p, uint32_t ps, PageId id) {
+  PageType t = Type(p);
+  if (t != PageType::kBranch && t != PageType::kLeaf) {
+    return PageError(id, "not a B+tree node (wrong page type)");
+  }
+  uint32_t n = Count(p), upper = Upper(p);
+  if (upper > ps || kSlotsOffset + 2 * n > upper) {
+    return PageError(id, "slot array and cell area overlap");
+  }
+  if (Frag(p) > ps - upper)
+    return PageError(id, "dead bytes exceed the cell area");
+  if (t == PageType::kBranch && n == 0 && Leftmost(p) == 0) {
+    return PageError(id, "branch without children");
+  }
+  return Status::OK();
+}
+
+// The key of leaf cell i; empty when the cell is out of bounds.
+inline std::string_view LeafKey(const uint8_t* p, uint32_t ps, uint32_t i) {
+  uint32_t off = Slot(p, i);
+  if (off < Upper(p) || off + kLeafCellHeader > ps) return {};
+  uint32_t k = Load16(p + off);
+  if (k == 0 || k > kMaxKeySize || off + kLeafCellHeader + k > ps) return {};
+  return {reinterpret_cast<const char*>(p + off + kLeafCellHeader), k};
+}
+
+// The key of branch cell i; empty when the cell is out of bounds.
+inline std::string_view BranchKey(const uint8_t* p, uint32_t ps, uint32_t i) {
+  uint32_t off = Slot(p, i);
+  if (off < Upper(p) || off + kBranchCellHeader > ps) return {};
+  uint32_t k = Load16(p + off + 8);
+  if (k == 0 || k > kMaxKeySize || off + kBranchCellHeader + k > ps) return {};
+  return {reinterpret_cast<const char*>(p + off + kBranchCellHeader), k};
+}
+
+inline std::string_view NodeKey(const uint8_t* p, uint32_t ps, uint32_t i) {
+  return Type(p) == PageType::kLeaf ? LeafKey(p, ps, i) : BranchKey(p, ps, i);
+}
+
+struct LeafCell {
+  std::string_view key;
+  const uint8_t* value;  // inline bytes (when !overflow)
+  uint32_t vlen;
+  bool overflow;
+  PageId overflow_id;
+  uint32_t size;  // bytes of the cell
+};
+
+// Decodes leaf cell i with bounds checks; false when it is damaged.
+inline bool DecodeLeaf(const uint8_t* p, uint32_t ps, uint32_t i, LeafCell* c) {
+  c->key = LeafKey(p, ps, i);
+  if (c->key.empty()) return false;
+  uint32_t off = Slot(p, i);
+  uint8_t flags = p[off + 2];
+  c->vlen = Load32(p + off + 3);
+  c->overflow = (flags & kCellOverflow) != 0;
+  uint64_t body = c->overflow ? kOverflowRef : uint64_t{c->vlen};
+  uint64_t size = kLeafCellHeader + c->key.size() + body;
+  if ((flags & ~kCellOverflow) != 0 || off + size > ps ||
+      c->vlen > kMaxValueSize)
+    return false;
+  c->size = static_cast<uint32_t>(size);
+  c->value = p + off + kLeafCellHeader + c->key.size();
+  c->overflow_id = c->overflow ? Load64(c->value) : 0;
+  return true;
+}
+
+// Bytes of cell i, or 0 when it is damaged.
+inline uint32_t CellSize(const uint8_t* p, uint32_t ps, uint32_t i) {
+  if (Type(p) == PageType::kLeaf) {
+    LeafCell c;
+    return DecodeLeaf(p, ps, i, &c) ? c.size : 0;
+  }
+  std::string_view k = BranchKey(p, ps, i);
+  return k.empty() ? 0 : static_cast<uint32_t>(kBranchCellHeader + k.size());
+}
+
+// Child c of a branch (0: leftmost; c >= 1: the child of cell c-1).
+inline bool ChildAt(const uint8_t* p, uint32_t ps, uint32_t c, PageId* child) {
+  if (c == 0) {
+    *child = Leftmost(p);
+  } else {
+    uint32_t off = Slot(p, c - 1);
+    if (off < Upper(p) || off + kBranchCellHeader > ps) return false;
+    *child = Load64(p + off);
+  }
+  return *child >= 2;
+}
+
+inline void SetChild(uint8_t* w, uint32_t c, PageId child) {
+  if (c == 0) {
+    Store64(w + kLeftmostOffset, child);
+  } else {
+    Store64(w + Slot(w, c - 1), child);
+  }
+}
+
+// Binary search over the n keys of a node. *pos is the first key >= key;
+// *eq tells whether it is equal. False when a key is damaged.
+template <typename KeyAt>
+inline bool Search(uint32_t n, std::string_view key, Comparator cmp,
+                   KeyAt key_at, uint32_t* pos, bool* eq) {
+  uint32_t lo = 0, hi = n;
+  *eq = false;
+  if (cmp == nullptr) {
+    while (lo < hi) {
+      uint32_t mid = (lo + hi) / 2;
+      std::string_view k = key_at(mid);
+      if (k.empty()) return false;
+      int r = Bytewise(k, key);
+      if (r < 0) {
+        lo = mid + 1;
+      } else if (r > 0) {
+        hi = mid;
+      } else {
+        *pos = mid;
+        *eq = true;
+        return true;
+      }
+    }
+  } else {
+    while (lo < hi) {
+      uint32_t mid = (lo + hi) / 2;
+      std::string_view k = key_at(mid);
+      if (k.empty()) return false;
+      int r = cmp(k, key);
+      if (r < 0) {
+        lo = mid + 1;
+      } else if (r > 0) {
+        hi = mid;
+      } else {
+        *pos = mid;
+        *eq = true;
+        return true;
+      }
+    }
+  }
+  *pos = lo;
+  return true;
+}
+
+inline bool LeafSearch(const uint8_t* p, uint32_t ps, std::string_view key,
+                       Comparator cmp, uint32_t* pos, bool* eq) {
+  return Search(
+      Count(p), key, cmp, [p, ps](uint32_t i) { return LeafKey(p, ps, i); },
+      pos, eq);
+}
+
+// The child index (0..n) whose subtree may hold `key`.
+inline bool BranchSearch(const uint8_t* p, uint32_t ps, std::string_view key,
+                         Comparator cmp, uint32_t* child_index) {
+  uint32_t pos;
+  bool eq;
+  if (!Search(
+          Count(p), key, cmp,
+          [p, ps](uint32_t i) { return BranchKey(p, ps, i); }, &pos, &eq)) {
+    return false;
+  }
+  *child_index = eq ? pos + 1 : pos;
+  return true;
+}
+
+Status ReadOverflow(storage::Txn* txn, PageId id, uint32_t vlen,
+                    std::string_view* value) {
+  const uint8_t* q;
+  MMDOC_RETURN_IF_ERROR(txn->Get(id, &q));
+  uint64_t pages = OverflowPages(vlen, txn->page_size());
+  if (Type(q) != PageType::kOverflow)
+    return PageError(id, "overflow value: wrong page type");
+  if (RunLength(q) != pages || id + pages > txn->page_count()) {
+    return PageError(id, "overflow run length does not match the value length");
+  }
+  *value = {reinterpret_cast<const char*>(q + storage::kPageHeaderSize), vlen};
+  return Status::OK();
+}
+
+Status LeafValue(storage::Txn* txn, const LeafCell& c,
+                 std::string_view* value) {
+  if (c.overflow) return ReadOverflow(txn, c.overflow_id, c.vlen, value);
+  *value = {reinterpret_cast<const char*>(c.value), c.vlen};
+  return Status::OK();
+}
+
+// --- writing nodes (pages the txn returned from Allocate or Modify) ---
+
+void InitNode(uint8_t* w, uint32_t ps, PageType type, PageId leftmost) {
+  w[storage::kPageTypeOffset] = static_cast<uint8_t>(type);
+  Store16(w + kCountOffset, 0);
+  Store16(w + kFragOffset, 0);
+  Store32(w + kUpperOffset, ps);
+  Store64(w + kLeftmostOffset, leftmost);
+}
+
+// Appends a cell after the last slot. REQUIRES: Gap(w) >= size + 2.
+void AppendCell(uint8_t* w, const uint8_t* cell, uint32_t size) {
+  uint32_t n = Count(w);
+  uint32_t upper = Upper(w) - size;
+  std::memcpy(w + upper, cell, size);
+  Store16(w + kSlotsOffset + 2 * n, static_cast<uint16_t>(upper));
+  Store32(w + kUpperOffset, upper);
+  Store16(w + kCountOffset, static_cast<uint16_t>(n + 1));
+}
+
+// Removes cell i of `size` bytes.
+void RemoveCell(uint8_t* w, uint32_t i, uint32_t size) {
+  uint32_t n = Count(w);
+  uint32_t off = Slot(w, i);
+  std::memmove(w + kSlotsOffset + 2 * i, w + kSlotsOffset + 2 * (i + 1),
+               2 * (n - i - 1));
+  Store16(w + kCountOffset, static_cast<uint16_t>(n - 1));
+  if (off == Upper(w)) {
+    Store32(w + kUpperOffset, off + size);
+  } else {
+    Store16(w + kFragOffset, static_cast<uint16_t>(Frag(w) + size));
+  }
+}
+
+// Places a cell as cell i when there is contiguous room.
+void PlaceCell(uint8_t* w, uint32_t i, const uint8_t* cell, uint32_t size) {
+  uint32_t n = Count(w);
+  uint32_t upper = Upper(w) - size;
+  std::memcpy(w + upper, cell, size);
+  std::memmove(w + kSlotsOffset + 2 * (i + 1), w + kSlotsOffset + 2 * i,
+               2 * (n - i));
+  Store16(w + kSlotsOffset + 2 * i, static_cast<uint16_t>(upper));
+  Store32(w + kUpperOffset, upper);
+  Store16(w + kCountOffset, static_cast<uint16_t>(n + 1));
+}
+
+inline uint32_t EntryKeyLen(PageType t, const uint8_t* cell) {
+  return t == PageType::kLeaf ? Load16(cell) : Load16(cell + 8);
+}
+inline std::string_view EntryKey(PageType t, const uint8_t* cell) {
+  uint32_t h = t == PageType::kLeaf ? kLeafCellHeader : kBranchCellHeader;
+  return {reinterpret_cast<const char*>(cell + h), EntryKeyLen(t, cell)};
+}
+
+// A subtree's report to its parent after a write.
+struct Change {
+  PageId id = 0;       // the subtree's root page now (may be a copy)
+  bool split = false;  // the subtree split: `right` goes after it
+  PageId right = 0;
+  std::string sep;         // lower bound of `right`'s keys
+  bool underfull = false;  // under a quarter full (or empty): rebalance me
+};
+
+}  // namespace
+
+struct BTree::Impl {
+  BTree* t;
+  storage::Txn* txn;
+  uint32_t ps;
+
+  explicit Impl(BTree* tree)
+      : t(tree), txn(tree->txn_), ps(tree->txn_->page_size()) {
+    if (t->scratch_[0].size() != ps) {
+      t->scratch_[0].assign(ps, 0);
+      t->scratch_[1].assign(ps, 0);
+      t->cell_.assign(ps, 0);
+    }
+  }
+
+  bool Underfull(const uint8_t* w) const {
+    return Count(w) == 0 || Used(w, ps) < Usable(ps) / 4;
+  }
+
+  Status GetNode(PageId id, int depth, const uint8_t** p) {
+    if (depth > kMaxDepth) return PageError(id, "tree too deep (a cycle?)");
+    MMDOC_RETURN_IF_ERROR(txn->Get(id, p));
+    return CheckNode(*p, ps, id);
+  }
+
+  // Rewrites w with its own cells packed at the end (frag becomes 0).
+  Status Compact(uint8_t* w, PageId id) {
+    uint8_t* s = t->scratch_[1].data();
+    std::memcpy(s, w, ps);
+    uint32_t n = Count(s);
+    InitNode(w, ps, Type(s), Leftmost(s));
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t size = CellSize(s, ps, i);
+      if (size == 0) return PageError(id, "cell out of bounds");
+      AppendCell(w, s + Slot(s, i), size);
+    }
+    return Status::OK();
+  }
+
+  // Inserts a cell as cell i if it fits (compacting when that helps).
+  Status TryInsert(uint8_t* w, PageId id, uint32_t i, const uint8_t* cell,
+                   uint32_t size, bool* fitted) {
+    *fitted = false;
+    if (Gap(w) < size + 2) {
+      if (Gap(w) + Frag(w) < size + 2) return Status::OK();
+      MMDOC_RETURN_IF_ERROR(Compact(w, id));
+    }
+    PlaceCell(w, i, cell, size);
+    *fitted = true;
+    return Status::OK();
+  }
+
+  // Appends the cells of a validated node to entries_.
+  Status CollectCells(const uint8_t* s, PageId id) {
+    uint32_t n = Count(s);
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t size = CellSize(s, ps, i);
+      if (size == 0) return PageError(id, "cell out of bounds");
+      t->entries_.push_back({s + Slot(s, i), size});
+    }
+    return Status::OK();
+  }
+
+  // Picks where entries_ divides into two nodes of type `type`, both of
+  // which must fit: leaves get [0,m) and [m,n); branches get [0,m), push
+  // entry m up and get (m,n). Balances bytes unless `append` (sequential
+  // inserts: keep the left node full).
+  Status ChooseSplit(PageType type, bool append, PageId id, uint32_t* split) {
+    const auto& e = t->entries_;
+    uint32_t n = static_cast<uint32_t>(e.size());
+    bool leaf = type == PageType::kLeaf;
+    uint32_t total = 0;
+    for (const Entry& x : e) total += x.size + 2;
+    uint32_t usable = Usable(ps);
+    uint32_t lo = 1, hi = leaf ? n - 1 : n - 2;
+    if (n < (leaf ? 2u : 3u))
+      return PageError(id, "cannot split a node this small");
+    uint32_t best = 0;
+    uint64_t best_diff = UINT64_MAX;
+    uint32_t left = 0;
+    for (uint32_t m = 0; m < lo; m++) left += e[m].size + 2;
+    for (uint32_t m = lo; m <= hi; m++) {
+      uint32_t right = total - left - (leaf ? 0 : e[m].size + 2);
+      if (left <= usable && right <= usable) {
+        if (append) {
+          best = m;  // the largest legal m
+        } else {
+          uint64_t diff = left > right ? left - right : right - left;
+          if (diff < best_diff) {
+            best_diff = diff;
+            best = m;
+          }
+        }
+      }
+      left += e[m].size + 2;
+    }
+    if (best == 0) return PageError(id, "no legal split point");
+    *split = best;
+    return Status::OK();
+  }
+
+  // Builds node w (type, leftmost) from entries_[from, to).
+  void Fill(uint8_t* w, PageType type, PageId leftmost, uint32_t from,
+            uint32_t to) {
+    InitNode(w, ps, type, leftmost);
+    for (uint32_t i = from; i < to; i++)
+      AppendCell(w, t->entries_[i].cell, t->entries_[i].size);
+  }
+
+  // Node w (page id) has no room for `cell` as cell i: splits it into w and
+  // a new right sibling, reported in *out.
+  Status SplitInsert(uint8_t* w, PageId id, uint32_t i, const uint8_t* cell,
+                     uint32_t size, bool append, Change* out) {
+    uint8_t* s = t->scratch_[0].data();
+    std::memcpy(s, w, ps);
+    PageType type = Type(s);
+    auto& e = t->entries_;
+    e.clear();
+    uint32_t n = Count(s);
+    for (uint32_t j = 0; j <= n; j++) {
+      if (j == i) e.push_back({cell, size});
+      if (j == n) break;
+      uint32_t sz = CellSize(s, ps, j);
+      if (sz == 0) return PageError(id, "cell out of bounds");
+      e.push_back({s + Slot(s, j), sz});
+    }
+    uint32_t m = 0;
+    MMDOC_RETURN_IF_ERROR(ChooseSplit(type, append, id, &m));
+    PageId rid;
+    uint8_t* r;
+    MMDOC_RETURN_IF_ERROR(txn->Allocate(type, 1, &rid, &r));
+    uint32_t total = static_cast<uint32_t>(e.size());
+    Fill(w, type, Leftmost(s), 0, m);
+    if (type == PageType::kLeaf) {
+      Fill(r, type, 0, m, total);
+    } else {
+      Fill(r, type, Load64(e[m].cell), m + 1, total);
+    }
+    out->split = true;
+    out->right = rid;
+    out->sep.assign(EntryKey(type, e[m].cell));
+    return Status::OK();
+  }
+
+  uint32_t BuildBranchCell(PageId child, std::string_view key) {
+    uint8_t* c = t->cell_.data();
+    Store64(c, child);
+    Store16(c + 8, static_cast<uint16_t>(key.size()));
+    std::memcpy(c + kBranchCellHeader, key.data(), key.size());
+    return static_cast<uint32_t>(kBranchCellHeader + key.size());
+  }
+
+  // Inserts branch cell (child, key) as cell i of w, splitting when full.
+  Status InsertBranchCell(uint8_t* w, PageId id, uint32_t i, PageId child,
+                          std::string_view key, bool append, Change* out) {
+    uint32_t size = BuildBranchCell(child, key);
+    bool fitted;
+    MMDOC_RETURN_IF_ERROR(TryInsert(w, id, i, t->cell_.data(), size, &fitted));
+    if (fitted) return Status::OK();
+    return SplitInsert(w, id, i, t->cell_.data(), size, append, out);
+  }
+
+  // A new root over out->id and out->right after the old root split.
+  Status GrowRoot(const Change& ch) {
+    PageId id;
+    uint8_t* w;
+    MMDOC_RETURN_IF_ERROR(txn->Allocate(PageType::kBranch, 1, &id, &w));
+    InitNode(w, ps, PageType::kBranch, ch.id);
+    uint32_t size = BuildBranchCell(ch.right, ch.sep);
+    AppendCell(w, t->cell_.data(), size);
+    t->root_ = id;
+    return Status::OK();
+  }
+
+  // --- Put ---
+
+  Status PutLeaf(PageId id, const uint8_t* p, std::string_view key,
+                 std::string_view value, PutMode mode, bool rightmost,
+                 Change* out) {
+    uint32_t pos;
+    bool found;
+    if (!LeafSearch(p, ps, key, t->cmp_, &pos, &found))
+      return PageError(id, "cell out of bounds");
+    if (found && mode == PutMode::kInsert)
+      return Status::AlreadyExists("key already exists");
+    if (!found && mode == PutMode::kUpdate)
+      return Status::NotFound("key not found");
+    LeafCell old{};
+    if (found && !DecodeLeaf(p, ps, pos, &old))
+      return PageError(id, "cell out of bounds");
+
+    // Build the new cell (and its overflow run) before touching the leaf.
+    bool overflow =
+        kLeafCellHeader + key.size() + value.size() + 2 > MaxInlineCell(ps);
+    uint8_t* c = t->cell_.data();
+    Store16(c, static_cast<uint16_t>(key.size()));
+    c[2] = overflow ? kCellOverflow : 0;
+    Store32(c + 3, static_cast<uint32_t>(value.size()));
+    std::memcpy(c + kLeafCellHeader, key.data(), key.size());
+    uint32_t size;
+    if (overflow) {
+      uint64_t pages = OverflowPages(value.size(), ps);
+      PageId oid;
+      uint8_t* o;
+      MMDOC_RETURN_IF_ERROR(txn->Allocate(
+          PageType::kOverflow, static_cast<uint32_t>(pages), &oid, &o));
+      std::memcpy(o + storage::kPageHeaderSize, value.data(), value.size());
+      Store64(c + kLeafCellHeader + key.size(), oid);
+      size = static_cast<uint32_t>(kLeafCellHeader + key.size() + kOverflowRef);
+    } else {
+      if (!value.empty())
+        std::memcpy(c + kLeafCellHeader + key.size(), value.data(),
+                    value.size());
+      size = static_cast<uint32_t>(kLeafCellHeader + key.size() + value.size());
+    }
+
+    PageId nid;
+    uint8_t* w;
+    MMDOC_RETURN_IF_ERROR(txn->Modify(id, &nid, &w));
+    out->id = nid;
+    if (found) {
+      if (old.overflow) MMDOC_RETURN_IF_ERROR(txn->Free(old.overflow_id));
+      if (old.size == size) {
+        std::memcpy(w + Slot(w, pos), c, size);
+        return Status::OK();
+      }
+      RemoveCell(w, pos, old.size);
+    }
+    bool fitted;
+    MMDOC_RETURN_IF_ERROR(TryInsert(w, nid, pos, c, size, &fitted));
+    if (fitted) return Status::OK();
+    bool append = rightmost && !found && pos == Count(w);
+    return SplitInsert(w, nid, pos, c, size, append, out);
+  }
+
+  Status PutRec(PageId id, int depth, std::string_view key,
+                std::string_view value, PutMode mode, bool rightmost,
+                Change* out) {
+    const uint8_t* p;
+    MMDOC_RETURN_IF_ERROR(GetNode(id, depth, &p));
+    if (Type(p) == PageType::kLeaf)
+      return PutLeaf(id, p, key, value, mode, rightmost, out);
+    uint32_t c;
+    PageId child;
+    if (!BranchSearch(p, ps, key, t->cmp_, &c) || !ChildAt(p, ps, c, &child)) {
+      return PageError(id, "cell out of bounds");
+    }
+    uint32_t n = Count(p);
+    Change ch;
+    MMDOC_RETURN_IF_ERROR(
+        PutRec(child, depth + 1, key, value, mode, rightmost && c == n, &ch));
+    out->id = id;
+    if (!ch.split && ch.id == child) return Status::OK();
+    uint8_t* w;
+    MMDOC_RETURN_IF_ERROR(txn->Modify(id, &out->id, &w));
+    SetChild(w, c, ch.id);
+    if (!ch.split) return Status::OK();
+    return InsertBranchCell(w, out->id, c, ch.right, ch.sep,
+                            rightmost && c == n, out);
+  }
+
+  // --- Delete ---
+
+  // Child c of parent w fell under a quarter full: merge it with a sibling
+  // or move cells over from one. May split w (when a longer separator does
+  // not fit), reported in *out.
+  Status Rebalance(uint8_t* w, PageId wid, uint32_t c, Change* out) {
+    if (Count(w) == 0) return Status::OK();  // no sibling; w is underfull too
+    uint32_t lc = c > 0 ? c - 1 : 0, rc = lc + 1, j = lc;
+    PageId lid, rid;
+    if (!ChildAt(w, ps, lc, &lid) || !ChildAt(w, ps, rc, &rid)) {
+      return PageError(wid, "cell out of bounds");
+    }
+    std::string_view sep = BranchKey(w, ps, j);
+    if (sep.empty()) return PageError(wid, "cell out of bounds");
+    const uint8_t* l;
+    const uint8_t* r;
+    MMDOC_RETURN_IF_ERROR(GetNode(lid, 0, &l));
+    MMDOC_RETURN_IF_ERROR(GetNode(rid, 0, &r));
+    PageType type = Type(l);
+    if (Type(r) != type) return PageError(rid, "siblings of different types");
+    bool leaf = type == PageType::kLeaf;
+    uint32_t usable = Usable(ps);
+    uint32_t mid_size =
+        leaf ? 0 : kBranchCellHeader + static_cast<uint32_t>(sep.size()) + 2;
+    uint32_t sep_size = kBranchCellHeader + static_cast<uint32_t>(sep.size());
+    uint32_t mid_cell = 0;
+    if (!leaf) mid_cell = BuildBranchCell(Leftmost(r), sep);  // sep pulled down
+
+    if (Used(l, ps) + Used(r, ps) + mid_size <= usable) {
+      // Merge r into l and drop separator j.
+      PageId nlid;
+      uint8_t* lw;
+      MMDOC_RETURN_IF_ERROR(txn->Modify(lid, &nlid, &lw));
+      if (Gap(lw) < Used(r, ps) + mid_size)
+        MMDOC_RETURN_IF_ERROR(Compact(lw, nlid));
+      if (!leaf) AppendCell(lw, t->cell_.data(), mid_cell);
+      uint32_t rn = Count(r);
+      for (uint32_t i = 0; i < rn; i++) {
+        uint32_t size = CellSize(r, ps, i);
+        if (size == 0 || Gap(lw) < size + 2)
+          return PageError(rid, "cell out of bounds");
+        AppendCell(lw, r + Slot(r, i), size);
+      }
+      MMDOC_RETURN_IF_ERROR(txn->Free(rid));
+      SetChild(w, lc, nlid);
+      RemoveCell(w, j, sep_size);
+      return Status::OK();
+    }
+
+    // Redistribute the cells of l (and the separator) and r evenly.
+    PageId nlid, nrid;
+    uint8_t* lw;
+    uint8_t* rw;
+    MMDOC_RETURN_IF_ERROR(txn->Modify(lid, &nlid, &lw));
+    MMDOC_RETURN_IF_ERROR(txn->Modify(rid, &nrid, &rw));
+    uint8_t* sl = t->scratch_[0].data();
+    uint8_t* sr = t->scratch_[1].data();
+    std::memcpy(sl, lw, ps);
+    std::memcpy(sr, rw, ps);
+    t->entries_.clear();
+    MMDOC_RETURN_IF_ERROR(CollectCells(sl, nlid));
+    if (!leaf) t->entries_.push_back({t->cell_.data(), mid_cell});
+    MMDOC_RETURN_IF_ERROR(CollectCells(sr, nrid));
+    uint32_t m = 0;
+    MMDOC_RETURN_IF_ERROR(ChooseSplit(type, false, nlid, &m));
+    uint32_t total = static_cast<uint32_t>(t->entries_.size());
+    Fill(lw, type, Leftmost(sl), 0, m);
+    if (leaf) {
+      Fill(rw, type, 0, m, total);
+    } else {
+      Fill(rw, type, Load64(t->entries_[m].cell), m + 1, total);
+    }
+    std::string new_sep(EntryKey(type, t->entries_[m].cell));
+    SetChild(w, lc, nlid);
+    RemoveCell(w, j, sep_size);
+    return InsertBranchCell(w, wid, j, nrid, new_sep, false, out);
+  }
+
+  Status DelRec(PageId id, int depth, std::string_view key, Change* out) {
+    const uint8_t* p;
+    MMDOC_RETURN_IF_ERROR(GetNode(id, depth, &p));
+    if (Type(p) == PageType::kLeaf) {
+      uint32_t pos;
+      bool found;
+      LeafCell cell;
+      if (!LeafSearch(p, ps, key, t->cmp_, &pos, &found))
+        return PageError(id, "cell out of bounds");
+      if (!found) return Status::NotFound("key not found");
+      if (!DecodeLeaf(p, ps, pos, &cell))
+        return PageError(id, "cell out of bounds");
+      uint8_t* w;
+      MMDOC_RETURN_IF_ERROR(txn->Modify(id, &out->id, &w));
+      if (cell.overflow) MMDOC_RETURN_IF_ERROR(txn->Free(cell.overflow_id));
+      RemoveCell(w, pos, cell.size);
+      out->underfull = Underfull(w);
+      return Status::OK();
+    }
+    uint32_t c;
+    PageId child;
+    if (!BranchSearch(p, ps, key, t->cmp_, &c) || !ChildAt(p, ps, c, &child)) {
+      return PageError(id, "cell out of bounds");
+    }
+    Change ch;
+    MMDOC_RETURN_IF_ERROR(DelRec(child, depth + 1, key, &ch));
+    out->id = id;
+    if (!ch.split && !ch.underfull && ch.id == child) return Status::OK();
+    uint8_t* w;
+    MMDOC_RETURN_IF_ERROR(txn->Modify(id, &out->id, &w));
+    SetChild(w, c, ch.id);
+    if (ch.split) {
+      MMDOC_RETURN_IF_ERROR(
+          InsertBranchCell(w, out->id, c, ch.right, ch.sep, false, out));
+    } else if (ch.underfull) {
+      MMDOC_RETURN_IF_ERROR(Rebalance(w, out->id, c, out));
+    }
+    if (!out->split) out->underfull = Underfull(w);
+    return Status::OK();
+  }
+
+  // --- Drop and Verify ---
+
+  Status DropRec(PageId id, int depth) {
+    const uint8_t* p;
+    MMDOC_RETURN_IF_ERROR(GetNode(id, depth, &p));
+    uint32_t n = Count(p);
+    if (Type(p) == PageType::kLeaf) {
+      for (uint32_t i = 0; i < n; i++) {
+        LeafCell c;
+        if (!DecodeLeaf(p, ps, i, &c))
+          return PageError(id, "cell out of bounds");
+        if (c.overflow) MMDOC_RETURN_IF_ERROR(txn->Free(c.overflow_id));
+      }
+    } else {
+      for (uint32_t i = 0; i <= n; i++) {
+        PageId child;
+        if (!ChildAt(p, ps, i, &child))
+          return PageError(id, "cell out of bounds");
+        MMDOC_RETURN_IF_ERROR(DropRec(child, depth + 1));
+      }
+    }
+    return txn->Free(id);
+  }
+
+  struct VerifyState {
+    std::vector<PageId>* pages;
+    TreeStats stats;
+    int leaf_depth = -1;
+  };
+
+  Status VerifyRec(PageId id, int depth, const std::string_view* lo,
+                   const std::string_view* hi, VerifyState* v) {
+    const uint8_t* p;
+    MMDOC_RETURN_IF_ERROR(GetNode(id, depth, &p));
+    if (RunLength(p) != 1)
+      return PageError(id, "node with a run length other than 1");
+    if (v->pages) v->pages->push_back(id);
+    bool leaf = Type(p) == PageType::kLeaf;
+    uint32_t n = Count(p);
+    if (depth > 0 && n == 0) {
+      return PageError(
+          id, leaf ? "empty non-root leaf" : "non-root branch without keys");
+    }
+    uint64_t cell_bytes = 0;
+    std::string_view prev;
+    for (uint32_t i = 0; i < n; i++) {
+      std::string_view k = NodeKey(p, ps, i);
+      uint32_t size = CellSize(p, ps, i);
+      if (k.empty() || size == 0) return PageError(id, "cell out of bounds");
+      cell_bytes += size;
+      if (i > 0 && Compare(t->cmp_, prev, k) >= 0)
+        return PageError(id, "keys out of order");
+      if (lo && Compare(t->cmp_, k, *lo) < 0)
+        return PageError(id, "key below the parent's bound");
+      if (hi && Compare(t->cmp_, k, *hi) >= 0)
+        return PageError(id, "key above the parent's bound");
+      prev = k;
+    }
+    if (cell_bytes + Frag(p) != ps - Upper(p))
+      return PageError(id, "cells overlap");
+    v->stats.used_bytes += 2 * n + cell_bytes;
+    v->stats.capacity_bytes += Usable(ps);
+    if (leaf) {
+      if (v->leaf_depth < 0) v->leaf_depth = depth;
+      if (v->leaf_depth != depth)
+        return PageError(id, "leaves at different depths");
+      v->stats.leaf_pages++;
+      v->stats.entries += n;
+      for (uint32_t i = 0; i < n; i++) {
+        LeafCell c;
+        if (!DecodeLeaf(p, ps, i, &c))
+          return PageError(id, "cell out of bounds");
+        if (!c.overflow) continue;
+        std::string_view value;
+        MMDOC_RETURN_IF_ERROR(ReadOverflow(txn, c.overflow_id, c.vlen, &value));
+        uint64_t pages = OverflowPages(c.vlen, ps);
+        v->stats.overflow_pages += pages;
+        if (v->pages) {
+          for (uint64_t k = 0; k < pages; k++)
+            v->pages->push_back(c.overflow_id + k);
+        }
+      }
+      return Status::OK();
+    }
+    v->stats.branch_pages++;
+    for (uint32_t c = 0; c <= n; c++) {
+      PageId child;
+      if (!ChildAt(p, ps, c, &child))
+        return PageError(id, "bad child page number");
+      std::string_view clo, chi;
+      const std::string_view* plo = lo;
+      const std::string_view* phi = hi;
+      if (c > 0) {
+        clo = BranchKey(p, ps, c - 1);
+        plo = &clo;
+      }
+      if (c < n) {
+        chi = BranchKey(p, ps, c);
+        phi = &chi;
+      }
+      MMDOC_RETURN_IF_ERROR(VerifyRec(child, depth + 1, plo, phi, v));
+    }
+    return Status::OK();
+  }
+};
+
+BTree::BTree(storage::Txn* txn, PageId root, Comparator cmp)
+    : txn_(txn), root_(root), cmp_(cmp) {}
+
+Status BTree::Get(std::string_view key, std::string_view* value) {
+  if (key.empty() || key.size() > kMaxKeySize)
+    return Status::NotFound("key not found");
+  PageId id = root_;
+  if (id == 0) return Status::NotFound("key not found");
+  const uint32_t ps = txn_->page_size();
+  for (int depth = 0; depth <= kMaxDepth; depth++) {
+    const uint8_t* p;
+    MMDOC_RETURN_IF_ERROR(txn_->Get(id, &p));
+    MMDOC_RETURN_IF_ERROR(CheckNode(p, ps, id));
+    if (Type(p) == PageType::kLeaf) {
+      uint32_t pos;
+      bool found;
+      if (!LeafSearch(p, ps, key, cmp_, &pos, &found))
+        return PageError(id, "cell out of bounds");
+      if (!found) return Status::NotFound("key not found");
+      LeafCell c;
+      if (!DecodeLeaf(p, ps, pos, &c))
+        return PageError(id, "cell out of bounds");
+      return LeafValue(txn_, c, value);
+    }
+    uint32_t c;
+    if (!BranchSearch(p, ps, key, cmp_, &c) || !ChildAt(p, ps, c, &id)) {
+      return PageError(id, "cell out of bounds");
+    }
+  }
+  return PageError(id, "tree too deep (a cycle?)");
+}
+
+namespace {
+Status CheckKeyValue(std::string_view key, std::string_view value) {
+  if (key.empty())
+    return Status::InvalidArgument("empty key (keys are 1..1024 bytes)");
+  if (key.size() > kMaxKeySize) {
+    return Status::InvalidArgument("key longer than kMaxKeySize (1024 bytes)");
+  }
+  if (value.size() > kMaxValueSize) {
+    return Status::InvalidArgument("value longer than kMaxValueSize (64 MiB)");
+  }
+  return Status::OK();
+}
+}  // namespace
+
+Status BTree::Put(std::string_view key, std::string_view value, PutMode mode) {
+  MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  Impl impl(this);
+  if (root_ == 0) {
+    if (mode == PutMode::kUpdate) return Status::NotFound("key not found");
+    PageId id;
+    uint8_t* w;
+    MMDOC_RETURN_IF_ERROR(txn_->Allocate(PageType::kLeaf, 1, &id, &w));
+    InitNode(w, impl.ps, PageType::kLeaf, 0);
+    root_ = id;
+  }
+  Change ch;
+  MMDOC_RETURN_IF_ERROR(impl.PutRec(root_, 0, key, value, mode, true, &ch));
+  root_ = ch.id;
+  if (ch.split) return impl.GrowRoot(ch);
+  return Status::OK();
+}
+
+Status BTree::Delete(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeySize || root_ == 0) {
+    return Status::NotFound("key not found");
+  }
+  Impl impl(this);
+  Change ch;
+  MMDOC_RETURN_IF_ERROR(impl.DelRec(root_, 0, key, &ch));
+  root_ = ch.id;
+  if (ch.split) return impl.GrowRoot(ch);
+  // Shrink: a root branch with one child hands the root to it; an empty
+  // root leaf makes the tree empty.
+  for (;;) {
+    const uint8_t* p;
+    MMDOC_RETURN_IF_ERROR(impl.GetNode(root_, 0, &p));
+    if (Count(p) != 0) return Status::OK();
+    PageId next = Type(p) == PageType::kBranch ? Leftmost(p) : 0;
+    MMDOC_RETURN_IF_ERROR(txn_->Free(root_));
+    root_ = next;
+    if (next == 0) return Status::OK();
+  }
+}
+
+Status BTree::Drop() {
+  if (root_ == 0) return Status::OK();
+  Impl impl(this);
+  MMDOC_RETURN_IF_ERROR(impl.DropRec(root_, 0));
+  root_ = 0;
+  return Status::OK();
+}
+
+Status BTree::Verify(std::vector<PageId>* pages, TreeStats* stats) {
+  Impl::VerifyState v;
+  v.pages = pages;
+  if (root_ != 0) {
+    Impl impl(this);
+    MMDOC_RETURN_IF_ERROR(impl.VerifyRec(root_, 0, nullptr, nullptr, &v));
+    v.stats.depth = static_cast<uint64_t>(v.leaf_depth + 1);
+  }
+  if (stats) *stats = v.stats;
+  return Status::OK();
+}
+
+// --- Cursor ---
+
+BTree::Cursor::Cursor(BTree* tree) : tree_(tree) {}
+
+bool BTree::Cursor::Valid() const { return valid_; }
+std::string_view BTree::Cursor::key() const { return key_; }
+std::string_view BTree::Cursor::value() const { return value_; }
+
+Status BTree::Cursor::Load() {
+  const Frame& f = path_.back();
+  LeafCell c;
+  if (!DecodeLeaf(f.page, tree_->txn_->page_size(),
+                  static_cast<uint32_t>(f.index), &c)) {
+    valid_ = false;
+    return PageError(f.id, "cell out of bounds");
+  }
+  Status s = LeafValue(tree_->txn_, c, &value_);
+  if (!s.ok()) {
+    valid_ = false;
+    return s;
+  }
+  key_ = c.key;
+  valid_ = true;
+  return Status::OK();
+}
+
+namespace {
+// Descends from page `id` along the first (or last) edge to a leaf, pushing
+// frames; the leaf frame's index is its first (or last) cell.
+template <typename Frame>
+Status DescendEdge(storage::Txn* txn, std::vector<Frame>* path, PageId id,
+                   bool last) {
+  const uint32_t ps = txn->page_size();
+  for (;;) {
+    if (path->size() > static_cast<size_t>(kMaxDepth))
+      return PageError(id, "tree too deep");
+    const uint8_t* p;
+    MMDOC_RETURN_IF_ERROR(txn->Get(id, &p));
+    MMDOC_RETURN_IF_ERROR(CheckNode(p, ps, id));
+    uint32_t n = Count(p);
+    if (Type(p) == PageType::kLeaf) {
+      path->push_back({p, id, last ? static_cast<int>(n) - 1 : 0});
+      return Status::OK();
+    }
+    uint32_t c = last ? n : 0;
+    path->push_back({p, id, static_cast<int>(c)});
+    if (!ChildAt(p, ps, c, &id))
+      return PageError(path->back().id, "cell out of bounds");
+  }
+}
+}  // namespace
+
+Status BTree::Cursor::SeekToFirst() {
+  path_.clear();
+  valid_ = false;
+  if (tree_->root_ == 0) return Status::OK();
+  MMDOC_RETURN_IF_ERROR(DescendEdge(tree_->txn_, &path_, tree_->root_, false));
+  if (Count(path_.back().page) == 0) return Next();
+  return Load();
+}
+
+Status BTree::Cursor::SeekToLast() {
+  path_.clear();
+  valid_ = false;
+  if (tree_->root_ == 0) return Status::OK();
+  MMDOC_RETURN_IF_ERROR(DescendEdge(tree_->txn_, &path_, tree_->root_, true));
+  if (path_.back().index < 0) return Prev();
+  return Load();
+}
+
+Status BTree::Cursor::Seek(std::string_view target) {
+  path_.clear();
+  valid_ = false;
+  PageId id = tree_->root_;
+  if (id == 0) return Status::OK();
+  storage::Txn* txn = tree_->txn_;
+  const uint32_t ps = txn->page_size();
+  for (;;) {
+    if (path_.size() > static_cast<size_t>(kMaxDepth))
+      return PageError(id, "tree too deep");
+    const uint8_t* p;
+    MMDOC_RETURN_IF_ERROR(txn->Get(id, &p));
+    MMDOC_RETURN_IF_ERROR(CheckNode(p, ps, id));
+    if (Type(p) == PageType::kLeaf) {
+      uint32_t pos;
+      bool eq;
+      if (!LeafSearch(p, ps, target, tree_->cmp_, &pos, &eq)) {
+        return PageError(id, "cell out of bounds");
+      }
+      path_.push_back({p, id, static_cast<int>(pos)});
+      if (pos >= Count(p)) {
+        path_.back().index = static_cast<int>(Count(p)) - 1;
+        valid_ = true;
+        return Next();
+      }
+      return Load();
+    }
+    uint32_t c;
+    if (!BranchSearch(p, ps, target, tree_->cmp_, &c))
+      return PageError(id, "cell out of bounds");
+    path_.push_back({p, id, static_cast<int>(c)});
+    if (!ChildAt(p, ps, c, &id))
+      return PageError(path_.back().id, "cell out of bounds");
+  }
+}
+
+Status BTree::Cursor::Next() {
+  if (path_.empty()) {
+    valid_ = false;
+    return Status::OK();
+  }
+  Frame& leaf = path_.back();
+  if (leaf.index + 1 < static_cast<int>(Count(leaf.page))) {
+    leaf.index++;
+    return Load();
+  }
+  // Climb to the first ancestor with a child to the right, then go down
+  // its leftmost edge. Empty leaves (only a damaged tree has them) are
+  // skipped.
+  for (;;) {
+    path_.pop_back();
+    while (!path_.empty() &&
+           path_.back().index >= static_cast<int>(Count(path_.back().page))) {
+      path_.pop_back();
+    }
+    if (path_.empty()) {
+      valid_ = false;
+      return Status::OK();
+    }
+    Frame& f = path_.back();
+    f.index++;
+    PageId child;
+    if (!ChildAt(f.page, tree_->txn_->page_size(),
+                 static_cast<uint32_t>(f.index), &child)) {
+      valid_ = false;
+      return PageError(f.id, "cell out of bounds");
+    }
+    Status s = DescendEdge(tree_->txn_, &path_, child, false);
+    if (!s.ok()) {
+      valid_ = false;
+      return s;
+    }
+    if (Count(path_.back().page) > 0) return Load();
+  }
+}
+
+Status BTree::Cursor::Prev() {
+  if (path_.empty()) {
+    valid_ = false;
+    return Status::OK();
+  }
+  Frame& leaf = path_.back();
+  if (leaf.index > 0) {
+    leaf.index--;
+    return Load();
+  }
+  for (;;) {
+    path_.pop_back();
+    while (!path_.empty() && path_.back().index <= 0) path_.pop_back();
+    if (path_.empty()) {
+      valid_ = false;
+      return Status::OK();
+    }
+    Frame& f = path_.back();
+    f.index--;
+    PageId child;
+    if (!ChildAt(f.page, tree_->txn_->page_size(),
+                 static_cast<uint32_t>(f.index), &child)) {
+      valid_ = false;
+      return PageError(f.id, "cell out of bounds");
+    }
+    Status s = DescendEdge(tree_->txn_, &path_, child, true);
+    if (!s.ok()) {
+      valid_ = false;
+      return s;
+    }
+    if (path_.back().index >= 0) return Load();
+  }
+}
+
+}  // namespace mmdoc::index

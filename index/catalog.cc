@@ -1,0 +1,167 @@
+// index::Catalog: the tree of named trees (see index/catalog.h).
+#include "index/catalog.h"
+
+#include "index/btree_page.h"
+
+namespace mmdoc::index {
+
+using storage::PageId;
+
+namespace {
+
+constexpr size_t kEntryRootSize = 8;
+
+std::string MakeEntry(PageId root, std::string_view meta) {
+  std::string e(kEntryRootSize, '\0');
+  node::Store64(reinterpret_cast<uint8_t*>(e.data()), root);
+  e.append(meta.data(), meta.size());
+  return e;
+}
+
+// Splits a catalog entry into root and metadata.
+Status ParseEntry(std::string_view name, std::string_view entry, PageId* root,
+                  std::string_view* meta) {
+  if (entry.size() < kEntryRootSize)
+    return Status::Corruption("catalog entry too short", name);
+  *root = node::Load64(reinterpret_cast<const uint8_t*>(entry.data()));
+  if (meta) *meta = entry.substr(kEntryRootSize);
+  return Status::OK();
+}
+
+Status NoSuchTree(std::string_view name) {
+  return Status::NotFound("no such tree", name);
+}
+
+}  // namespace
+
+Catalog::Catalog(storage::Txn* txn)
+    : txn_(txn), tree_(txn, txn->root(kCatalogRootSlot)) {}
+
+Catalog::~Catalog() = default;
+
+Status Catalog::Create(std::string_view name, std::string_view meta,
+                       Comparator cmp) {
+  Status s = tree_.Put(name, MakeEntry(0, meta), PutMode::kInsert);
+  if (s.IsAlreadyExists())
+    return Status::AlreadyExists("tree already exists", name);
+  MMDOC_RETURN_IF_ERROR(s);
+  open_[std::string(name)] = std::make_unique<BTree>(txn_, 0, cmp);
+  return Status::OK();
+}
+
+Status Catalog::Open(std::string_view name, BTree** tree, Comparator cmp) {
+  auto it = open_.find(name);
+  if (it != open_.end()) {
+    *tree = it->second.get();
+    return Status::OK();
+  }
+  std::string_view entry;
+  Status s = tree_.Get(name, &entry);
+  if (s.IsNotFound()) return NoSuchTree(name);
+  MMDOC_RETURN_IF_ERROR(s);
+  PageId root;
+  MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &root, nullptr));
+  auto t = std::make_unique<BTree>(txn_, root, cmp);
+  *tree = t.get();
+  open_.emplace(std::string(name), std::move(t));
+  return Status::OK();
+}
+
+Status Catalog::Drop(std::string_view name) {
+  std::string_view entry;
+  Status s = tree_.Get(name, &entry);
+  if (s.IsNotFound()) return NoSuchTree(name);
+  MMDOC_RETURN_IF_ERROR(s);
+  PageId root;
+  MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &root, nullptr));
+  auto it = open_.find(name);
+  if (it != open_.end()) root = it->second->root();
+  BTree t(txn_, root);
+  MMDOC_RETURN_IF_ERROR(t.Drop());
+  MMDOC_RETURN_IF_ERROR(tree_.Delete(name));
+  if (it != open_.end()) open_.erase(it);
+  return Status::OK();
+}
+
+Status Catalog::GetMeta(std::string_view name, std::string* meta) {
+  std::string_view entry, m;
+  Status s = tree_.Get(name, &entry);
+  if (s.IsNotFound()) return NoSuchTree(name);
+  MMDOC_RETURN_IF_ERROR(s);
+  PageId root;
+  MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &root, &m));
+  meta->assign(m.data(), m.size());
+  return Status::OK();
+}
+
+Status Catalog::SetMeta(std::string_view name, std::string_view meta) {
+  std::string_view entry;
+  Status s = tree_.Get(name, &entry);
+  if (s.IsNotFound()) return NoSuchTree(name);
+  MMDOC_RETURN_IF_ERROR(s);
+  PageId root;
+  MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &root, nullptr));
+  auto it = open_.find(name);
+  if (it != open_.end()) root = it->second->root();
+  return tree_.Put(name, MakeEntry(root, meta), PutMode::kUpdate);
+}
+
+Status Catalog::List(std::string_view prefix, std::vector<std::string>* names) {
+  names->clear();
+  BTree::Cursor c(&tree_);
+  Status s = prefix.empty() ? c.SeekToFirst() : c.Seek(prefix);
+  for (; s.ok() && c.Valid(); s = c.Next()) {
+    if (c.key().substr(0, prefix.size()) != prefix) break;
+    names->emplace_back(c.key());
+  }
+  return s;
+}
+
+Status Catalog::Flush() {
+  for (auto& [name, tree] : open_) {
+    std::string_view entry, meta;
+    MMDOC_RETURN_IF_ERROR(tree_.Get(name, &entry));
+    PageId root;
+    MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &root, &meta));
+    if (root == tree->root()) continue;
+    MMDOC_RETURN_IF_ERROR(
+        tree_.Put(name, MakeEntry(tree->root(), meta), PutMode::kUpdate));
+  }
+  txn_->set_root(kCatalogRootSlot, tree_.root());
+  return Status::OK();
+}
+
+Status Catalog::Verify(std::vector<PageId>* pages) {
+  return Verify(pages, nullptr);
+}
+
+Status Catalog::Verify(std::vector<PageId>* pages,
+                       const ComparatorFor& comparator_for) {
+  Status s = tree_.Verify(pages, nullptr);
+  if (!s.ok()) return Status::Corruption("catalog", s.message());
+  BTree::Cursor c(&tree_);
+  for (s = c.SeekToFirst(); s.ok() && c.Valid(); s = c.Next()) {
+    std::string_view name = c.key(), meta;
+    PageId root;
+    MMDOC_RETURN_IF_ERROR(ParseEntry(name, c.value(), &root, &meta));
+    Comparator cmp = nullptr;
+    auto it = open_.find(name);
+    if (it != open_.end()) {
+      root = it->second->root();
+      cmp = it->second->comparator();
+    } else if (comparator_for) {
+      cmp = comparator_for(name, meta);
+    }
+    BTree t(txn_, root, cmp);
+    Status ts = t.Verify(pages, nullptr);
+    if (!ts.ok()) {
+      return ts.IsCorruption()
+                 ? Status::Corruption(std::string("tree ") + std::string(name),
+                                      ts.message())
+                 : ts;
+    }
+  }
+  return s;
+}
+
+}  // namespace mmdoc::index
