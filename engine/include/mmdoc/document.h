@@ -74,6 +74,12 @@ class Value {
  public:
   // null
   Value();
+  // view_ points into doc_, so copies and moves re-point it (a moved-from
+  // Value is null).
+  Value(const Value& o);
+  Value(Value&& o) noexcept;
+  Value& operator=(const Value& o);
+  Value& operator=(Value&& o) noexcept;
   // Parses a JSON value: 42, 1.5, "abc", true, null, {"$oid": "..."},
   // {"$numberLong": "..."}, {"$date": ...}, {"$binary": ...}, a document or
   // an array. InvalidArgument for invalid JSON.

@@ -1,0 +1,405 @@
+// Document and Value: BSON bytes owned by std::string, parsed from JSON with
+// libbson and validated against mmdoc's limits (see mmdoc/document.h).
+//
+// Validation of outside bytes happens in two passes:
+//   1. our own walk (CheckTree), which bounds the nesting depth before
+//      anything recursive runs, rejects '$'-prefixed keys at every depth and
+//      checks that every (sub)document is well formed, using only
+//      bson_iter's bounds-checked accessors;
+//   2. bson_validate for everything else (regex and DBPointer internals
+//      and whatever libbson checks beyond us). It recurses without a depth
+//      limit, which is why it only runs after pass 1 has bounded the depth.
+// String values' UTF-8 is checked in pass 1 as well: libbson 1.23's
+// BSON_VALIDATE_UTF8 did not catch "\xff" in a string value.
+//
+// Decisions not spelled out by the header:
+//   - empty keys ("") are accepted, as MongoDB accepts them; dotted paths
+//     simply cannot address them.
+//   - keys containing '.' are accepted (MongoDB 5.0+ does); dotted paths
+//     cannot address them either.
+//   - string values may contain NUL (legal BSON and MongoDB); keys cannot
+//     (BSON keys are C strings, and libbson's JSON parser refuses them).
+//   - DBRef keys ($ref/$id/$db) are rejected like any other '$' key, although
+//     bson_validate would let them through.
+#include "mmdoc/document.h"
+
+#include <cstring>
+#include <string>
+
+#include "query.h"
+
+namespace mmdoc {
+namespace {
+
+// Owns a bson_t initialised with bson_init (or by the JSON reader).
+struct ScopedBson {
+  bson_t b;
+  ScopedBson() { bson_init(&b); }
+  ~ScopedBson() { bson_destroy(&b); }
+  ScopedBson(const ScopedBson&) = delete;
+  ScopedBson& operator=(const ScopedBson&) = delete;
+};
+
+// The smallest valid BSON document, {}.
+const char kEmptyDoc[5] = {5, 0, 0, 0, 0};
+// {"v": null}, the representation of a default Value.
+const char kNullValueDoc[8] = {8, 0, 0, 0, 0x0A, 'v', 0, 0};
+
+// Walks the (sub)document `it` iterates, which sits at nesting level
+// `depth` (the top level is 1). Recursion is bounded by kMaxNestingDepth, so
+// it is safe on hostile input.
+Status CheckTree(bson_iter_t* it, int depth) {
+  if (depth > kMaxNestingDepth) {
+    return Status::InvalidArgument("document nested deeper than " +
+                                   std::to_string(kMaxNestingDepth) +
+                                   " levels");
+  }
+  const uint32_t len = it->len;  // bson_iter_next zeroes it at the end
+  while (bson_iter_next(it)) {
+    const char* key = bson_iter_key(it);
+    uint32_t key_len = bson_iter_key_len(it);
+    if (!bson_utf8_validate(key, key_len, false)) {
+      return Status::InvalidArgument("field name is not valid UTF-8");
+    }
+    if (key_len > 0 && key[0] == '$') {
+      return Status::InvalidArgument("field names must not start with '$'",
+                                     std::string_view(key, key_len));
+    }
+    bson_iter_t child;
+    switch (bson_iter_type(it)) {
+      case BSON_TYPE_DOCUMENT:
+      case BSON_TYPE_ARRAY:
+        if (!bson_iter_recurse(it, &child)) {
+          return Status::InvalidArgument("invalid BSON: bad subdocument",
+                                         std::string_view(key, key_len));
+        }
+        MMDOC_RETURN_IF_ERROR(CheckTree(&child, depth + 1));
+        break;
+      case BSON_TYPE_CODEWSCOPE: {
+        // The scope is a document too: count it in the depth, so that
+        // bson_validate (which recurses into it) stays bounded.
+        uint32_t code_len = 0, scope_len = 0;
+        const uint8_t* scope = nullptr;
+        const char* code =
+            bson_iter_codewscope(it, &code_len, &scope_len, &scope);
+        if (code == nullptr || !bson_utf8_validate(code, code_len, true)) {
+          return Status::InvalidArgument("code is not valid UTF-8",
+                                         std::string_view(key, key_len));
+        }
+        bson_t scope_doc;
+        if (scope == nullptr ||
+            !bson_init_static(&scope_doc, scope, scope_len) ||
+            !bson_iter_init(&child, &scope_doc)) {
+          return Status::InvalidArgument("invalid BSON: bad code scope",
+                                         std::string_view(key, key_len));
+        }
+        MMDOC_RETURN_IF_ERROR(CheckTree(&child, depth + 1));
+        break;
+      }
+      case BSON_TYPE_UTF8:
+      case BSON_TYPE_SYMBOL:
+      case BSON_TYPE_CODE: {
+        // bson_validate(BSON_VALIDATE_UTF8) in libbson 1.23 lets invalid
+        // UTF-8 in string values through, so check them here. NUL is legal
+        // inside BSON strings.
+        const bson_value_t* v = bson_iter_value(it);
+        const char* str = v->value.v_utf8.str;
+        uint32_t str_len = v->value.v_utf8.len;
+        if (v->value_type == BSON_TYPE_SYMBOL) {
+          str = v->value.v_symbol.symbol;
+          str_len = v->value.v_symbol.len;
+        } else if (v->value_type == BSON_TYPE_CODE) {
+          str = v->value.v_code.code;
+          str_len = v->value.v_code.code_len;
+        }
+        if (!bson_utf8_validate(str, str_len, true)) {
+          return Status::InvalidArgument("string is not valid UTF-8",
+                                         std::string_view(key, key_len));
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  // bson_iter_next returns false both at the end and on corrupt bytes
+  // (including an end-of-document byte before the end); only the latter sets
+  // err_off. Checking that we stopped on the last byte is belt and braces.
+  if (it->err_off != 0) {
+    return Status::InvalidArgument("invalid BSON: corrupt element at offset " +
+                                   std::to_string(it->err_off));
+  }
+  if (it->off + 1 != len) {
+    return Status::InvalidArgument(
+        "invalid BSON: document ends before its length");
+  }
+  return Status::OK();
+}
+
+Status Validate(const uint8_t* data, size_t size) {
+  if (size > kMaxDocumentSize) {
+    return Status::InvalidArgument("document is larger than 16 MiB (" +
+                                   std::to_string(size) + " bytes)");
+  }
+  bson_t b;
+  bson_iter_t it;
+  if (size < 5 || !bson_init_static(&b, data, size) ||
+      !bson_iter_init(&it, &b)) {
+    return Status::InvalidArgument("invalid BSON: bad document length");
+  }
+  MMDOC_RETURN_IF_ERROR(CheckTree(&it, 1));
+  bson_error_t err;
+  if (!bson_validate_with_error(
+          &b,
+          static_cast<bson_validate_flags_t>(BSON_VALIDATE_UTF8 |
+                                             BSON_VALIDATE_UTF8_ALLOW_NULL),
+          &err)) {
+    return Status::InvalidArgument("invalid BSON", err.message);
+  }
+  return Status::OK();
+}
+
+// Parses exactly one JSON object with libbson into *out (bson_init'ed).
+// bson_init_from_json silently ignores a second document after the first
+// ("{} {}"), so we drive the reader ourselves and insist on end of input.
+Status ParseJsonObject(std::string_view json, bson_t* out) {
+  size_t i = 0;
+  while (i < json.size() && (json[i] == ' ' || json[i] == '\t' ||
+                             json[i] == '\n' || json[i] == '\r')) {
+    ++i;
+  }
+  if (i == json.size()) return Status::InvalidArgument("invalid JSON: empty");
+  // libbson would turn a top-level array into {"0": .., "1": ..}.
+  if (json[i] != '{') {
+    return Status::InvalidArgument(
+        "invalid JSON: expected an object at the top level");
+  }
+  bson_json_reader_t* reader = bson_json_data_reader_new(false, 0x1000);
+  bson_json_data_reader_ingest(
+      reader, reinterpret_cast<const uint8_t*>(json.data()), json.size());
+  bson_error_t err;
+  int r = bson_json_reader_read(reader, out, &err);
+  Status s;
+  if (r < 0) {
+    s = Status::InvalidArgument("invalid JSON", err.message);
+  } else if (r == 0) {
+    s = Status::InvalidArgument("invalid JSON: empty");
+  } else {
+    ScopedBson extra;
+    r = bson_json_reader_read(reader, &extra.b, &err);
+    if (r != 0) {
+      s = Status::InvalidArgument(
+          "invalid JSON",
+          r < 0 ? std::string_view(err.message) : "more than one document");
+    }
+  }
+  bson_json_reader_destroy(reader);
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Document
+
+Document::Document() : bytes_(kEmptyDoc, sizeof(kEmptyDoc)) {}
+
+Result<Document> Document::FromJson(std::string_view json) {
+  ScopedBson parsed;
+  MMDOC_RETURN_IF_ERROR(ParseJsonObject(json, &parsed.b));
+  const uint8_t* data = bson_get_data(&parsed.b);
+  MMDOC_RETURN_IF_ERROR(Validate(data, parsed.b.len));
+  return Document(
+      std::string(reinterpret_cast<const char*>(data), parsed.b.len));
+}
+
+Result<Document> Document::FromBson(const uint8_t* data, size_t size) {
+  if (data == nullptr)
+    return Status::InvalidArgument("invalid BSON: null data");
+  MMDOC_RETURN_IF_ERROR(Validate(data, size));
+  return Document(std::string(reinterpret_cast<const char*>(data), size));
+}
+
+Result<Document> Document::FromBson(const bson_t* bson) {
+  if (bson == nullptr)
+    return Status::InvalidArgument("invalid BSON: null document");
+  return FromBson(bson_get_data(bson), bson->len);
+}
+
+Document Document::FromTrustedBytes(std::string bytes) {
+  return Document(std::move(bytes));
+}
+
+void Document::View(bson_t* out) const {
+  bool ok = bson_init_static(out, data(), size());
+  assert(ok);
+  (void)ok;
+}
+
+std::string Document::ToJson() const {
+  bson_t b;
+  View(&b);
+  size_t len = 0;
+  char* json = bson_as_relaxed_extended_json(&b, &len);
+  // NULL only for bytes that are not valid BSON/UTF-8, which no
+  // constructor lets in (FromTrustedBytes's caller promises validity).
+  if (json == nullptr) return "{}";
+  std::string out(json, len);
+  bson_free(json);
+  return out;
+}
+
+Result<Value> Document::Get(std::string_view dotted_path) const {
+  bson_value_t v;
+  if (!engine::LookupPath(data(), size(), dotted_path, &v)) {
+    return Status::NotFound("no field", dotted_path);
+  }
+  return Value::FromBsonValue(&v);
+}
+
+// ------------------------------------------------------------------- Value
+
+Value::Value() : doc_(kNullValueDoc, sizeof(kNullValueDoc)) { Reset(); }
+
+Value::Value(const Value& o) : doc_(o.doc_) { Reset(); }
+Value::Value(Value&& o) noexcept : doc_(std::move(o.doc_)) {
+  Reset();
+  // Leave the source a valid null rather than a view of a moved-out buffer.
+  o.doc_.assign(kNullValueDoc, sizeof(kNullValueDoc));
+  o.Reset();
+}
+Value& Value::operator=(const Value& o) {
+  if (this != &o) {
+    doc_ = o.doc_;
+    Reset();
+  }
+  return *this;
+}
+Value& Value::operator=(Value&& o) noexcept {
+  if (this != &o) {
+    doc_.swap(o.doc_);
+    Reset();
+    o.Reset();
+  }
+  return *this;
+}
+
+// Points view_ at the value inside doc_. Must run whenever doc_'s buffer may
+// have moved (copy, move, short-string optimisation), since strings,
+// documents and binaries in a bson_value_t are pointers into it.
+void Value::Reset() {
+  bson_iter_t it;
+  bool ok =
+      bson_iter_init_from_data(
+          &it, reinterpret_cast<const uint8_t*>(doc_.data()), doc_.size()) &&
+      bson_iter_next(&it);
+  assert(ok);
+  (void)ok;
+  // bson_iter_value fills a borrowed view (no copy), valid while doc_ is.
+  view_ = *bson_iter_value(&it);
+}
+
+Result<Value> Value::FromJson(std::string_view json) {
+  // libbson parses documents only: wrap the value as {"v": <json>}. A
+  // crafted input like `1, "w": 2` or `1} {` is caught below (exactly one
+  // key) and by ParseJsonObject (exactly one document).
+  std::string wrapped = "{\"v\": ";
+  wrapped.append(json.data(), json.size());
+  wrapped += "\n}";
+  ScopedBson parsed;
+  MMDOC_RETURN_IF_ERROR(ParseJsonObject(wrapped, &parsed.b));
+  if (bson_count_keys(&parsed.b) != 1) {
+    return Status::InvalidArgument("invalid JSON: not a single value");
+  }
+  const uint8_t* data = bson_get_data(&parsed.b);
+  MMDOC_RETURN_IF_ERROR(Validate(data, parsed.b.len));
+  Value v;
+  v.doc_.assign(reinterpret_cast<const char*>(data), parsed.b.len);
+  v.Reset();
+  return v;
+}
+
+Value Value::FromBsonValue(const bson_value_t* value) {
+  bson_t b;
+  bson_init(&b);
+  bson_append_value(&b, "v", 1, value);
+  Value v;
+  v.doc_.assign(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  v.Reset();
+  return v;
+}
+
+Value Value::String(std::string_view s) {
+  bson_value_t v;
+  v.value_type = BSON_TYPE_UTF8;
+  v.value.v_utf8.str = const_cast<char*>(s.data());
+  v.value.v_utf8.len = static_cast<uint32_t>(s.size());
+  return FromBsonValue(&v);
+}
+
+Value Value::Int32(int32_t i) {
+  bson_value_t v;
+  v.value_type = BSON_TYPE_INT32;
+  v.value.v_int32 = i;
+  return FromBsonValue(&v);
+}
+
+Value Value::Int64(int64_t i) {
+  bson_value_t v;
+  v.value_type = BSON_TYPE_INT64;
+  v.value.v_int64 = i;
+  return FromBsonValue(&v);
+}
+
+Value Value::Double(double d) {
+  bson_value_t v;
+  v.value_type = BSON_TYPE_DOUBLE;
+  v.value.v_double = d;
+  return FromBsonValue(&v);
+}
+
+Value Value::Bool(bool b) {
+  bson_value_t v;
+  v.value_type = BSON_TYPE_BOOL;
+  v.value.v_bool = b;
+  return FromBsonValue(&v);
+}
+
+Value Value::Null() { return Value(); }
+
+Value Value::ObjectId(const bson_oid_t& oid) {
+  bson_value_t v;
+  v.value_type = BSON_TYPE_OID;
+  bson_oid_copy(&oid, &v.value.v_oid);
+  return FromBsonValue(&v);
+}
+
+const bson_value_t* Value::get() const { return &view_; }
+
+bson_type_t Value::type() const { return view_.value_type; }
+
+std::string Value::ToJson() const {
+  bson_t b;
+  bson_init_static(&b, reinterpret_cast<const uint8_t*>(doc_.data()),
+                   doc_.size());
+  size_t len = 0;
+  char* json = bson_as_relaxed_extended_json(&b, &len);
+  if (json == nullptr) return "null";
+  // libbson prints `{ "v" : <value> }`; keep just <value>.
+  std::string_view all(json, len);
+  constexpr std::string_view kPrefix = "{ \"v\" : ";
+  constexpr std::string_view kSuffix = " }";
+  std::string out;
+  if (all.size() >= kPrefix.size() + kSuffix.size() &&
+      all.substr(0, kPrefix.size()) == kPrefix &&
+      all.substr(all.size() - kSuffix.size()) == kSuffix) {
+    out.assign(all.substr(kPrefix.size(),
+                          all.size() - kPrefix.size() - kSuffix.size()));
+  } else {
+    out.assign(all);
+  }
+  bson_free(json);
+  return out;
+}
+
+}  // namespace mmdoc

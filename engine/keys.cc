@@ -1,0 +1,499 @@
+// CompareValues, the order-preserving key encoding (AppendKey), LookupPath
+// and IndexKeys.
+//
+// Key encoding. Every key starts with one byte for the value's canonical
+// type rank (query_path.h), shifted so that 0x00 stays free as a terminator;
+// the body after it is prefix-free, so keys concatenate (inside arrays and
+// documents) without breaking memcmp order:
+//   MinKey, Undefined, Null, MaxKey  no body
+//   number      a class byte: NaN < -inf < negative < zero < positive < +inf;
+//               finite non-zero numbers then carry the binary exponent E
+//               (|x| in [2^E, 2^(E+1)), biased, 2 bytes big-endian) and the
+//               bits below the leading one, left-aligned in 8 bytes. int64
+//               magnitudes need at most 63 such bits and doubles 52, so the
+//               encoding is exact for both and 1, 1.0 and NumberLong(1)
+//               encode identically. For negatives both fields are inverted.
+//   string      bytes with 0x00 escaped as 0x00 0xFF, then 0x00 0x00; so
+//               "a" < "a\0b" < "ab" as under bytewise comparison.
+//   document    per element: type-rank byte, escaped key, value body; then
+//               0x00 (below every rank byte, so shorter documents sort first)
+//   array       per element: type-rank byte, value body; then 0x00
+//   binary      length (4 bytes BE), subtype, bytes
+//   ObjectId    12 bytes; bool 1 byte; date int64 with sign bit flipped;
+//   timestamp   seconds then increment, 4 bytes BE each
+//   regex       escaped pattern, escaped options
+//   DBPointer   escaped collection, 12 ObjectId bytes
+//   code        escaped code; code with scope: escaped code, scope document
+// Decimal128 is converted to the nearest double, both here and in
+// CompareValues (so the two agree); distinct decimals that round to the same
+// double therefore compare equal and share a key.
+#include <bson/bson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "query.h"
+#include "query_path.h"
+
+namespace mmdoc::engine {
+
+int CanonicalRank(bson_type_t t) {
+  switch (t) {
+    case BSON_TYPE_MINKEY:
+      return kRankMinKey;
+    case BSON_TYPE_UNDEFINED:
+      return kRankUndefined;
+    case BSON_TYPE_NULL:
+      return kRankNull;
+    case BSON_TYPE_INT32:
+    case BSON_TYPE_INT64:
+    case BSON_TYPE_DOUBLE:
+    case BSON_TYPE_DECIMAL128:
+      return kRankNumber;
+    case BSON_TYPE_UTF8:
+    case BSON_TYPE_SYMBOL:
+      return kRankString;
+    case BSON_TYPE_DOCUMENT:
+      return kRankObject;
+    case BSON_TYPE_ARRAY:
+      return kRankArray;
+    case BSON_TYPE_BINARY:
+      return kRankBinary;
+    case BSON_TYPE_OID:
+      return kRankOid;
+    case BSON_TYPE_BOOL:
+      return kRankBool;
+    case BSON_TYPE_DATE_TIME:
+      return kRankDate;
+    case BSON_TYPE_TIMESTAMP:
+      return kRankTimestamp;
+    case BSON_TYPE_REGEX:
+      return kRankRegex;
+    case BSON_TYPE_DBPOINTER:
+      return kRankDbPointer;
+    case BSON_TYPE_CODE:
+      return kRankCode;
+    case BSON_TYPE_CODEWSCOPE:
+      return kRankCodeWScope;
+    case BSON_TYPE_MAXKEY:
+      return kRankMaxKey;
+    case BSON_TYPE_EOD:
+      break;
+  }
+  return kRankMaxKey;  // unreachable for valid BSON
+}
+
+namespace {
+
+// ------------------------------------------------------------- numbers
+
+// A number as either an exact int64 or a double (decimal128 rounds).
+struct Num {
+  bool is_int;
+  int64_t i;
+  double d;
+};
+
+double DecimalToDouble(const bson_decimal128_t* dec) {
+  char buf[BSON_DECIMAL128_STRING];
+  bson_decimal128_to_string(dec, buf);
+  // strtod understands "NaN", "Infinity", "-Infinity" and exponents.
+  return std::strtod(buf, nullptr);
+}
+
+Num ToNum(const bson_value_t* v) {
+  switch (v->value_type) {
+    case BSON_TYPE_INT32:
+      return {true, v->value.v_int32, 0};
+    case BSON_TYPE_INT64:
+      return {true, v->value.v_int64, 0};
+    case BSON_TYPE_DOUBLE:
+      return {false, 0, v->value.v_double};
+    default:
+      return {false, 0, DecimalToDouble(&v->value.v_decimal128)};
+  }
+}
+
+template <typename T>
+int Cmp(T a, T b) {
+  return a < b ? -1 : (b < a ? 1 : 0);
+}
+
+// Exact comparison of an int64 with a double, without converting the int
+// (2^63-1 is not a double: converting would round it to 2^63).
+int CompareIntDouble(int64_t i, double d) {
+  if (std::isnan(d)) return 1;                // NaN is below every number
+  if (d >= 9223372036854775808.0) return -1;  // d >= 2^63 > any int64
+  if (d < -9223372036854775808.0) return 1;   // d < -2^63 <= any int64
+  // Now |d| < 2^63 (or d == -2^63): truncation is exact and in range.
+  int64_t t = static_cast<int64_t>(d);
+  if (i != t) return i < t ? -1 : 1;
+  double frac = d - static_cast<double>(t);  // exact: same binade or less
+  return frac > 0 ? -1 : (frac < 0 ? 1 : 0);
+}
+
+int CompareDoubles(double a, double b) {
+  bool an = std::isnan(a), bn = std::isnan(b);
+  if (an || bn) return an && bn ? 0 : (an ? -1 : 1);
+  return Cmp(a, b);  // -0.0 == 0.0
+}
+
+int CompareNumbers(const bson_value_t* a, const bson_value_t* b) {
+  Num x = ToNum(a), y = ToNum(b);
+  if (x.is_int && y.is_int) return Cmp(x.i, y.i);
+  if (!x.is_int && !y.is_int) return CompareDoubles(x.d, y.d);
+  if (x.is_int) return CompareIntDouble(x.i, y.d);
+  return -CompareIntDouble(y.i, x.d);
+}
+
+// ------------------------------------------------------------- compare
+
+int CompareBytes(const void* a, size_t alen, const void* b, size_t blen) {
+  int c = std::memcmp(a, b, std::min(alen, blen));
+  if (c != 0) return c < 0 ? -1 : 1;
+  return Cmp(alen, blen);
+}
+
+int CompareCStr(const char* a, const char* b) {
+  return CompareBytes(a, std::strlen(a), b, std::strlen(b));
+}
+
+// Element by element: for documents rank, then key, then value; arrays the
+// same without keys (positions line up). Fewer elements sort first.
+int CompareContainers(const uint8_t* a, uint32_t alen, const uint8_t* b,
+                      uint32_t blen, bool with_keys) {
+  bson_iter_t ia, ib;
+  if (!bson_iter_init_from_data(&ia, a, alen) ||
+      !bson_iter_init_from_data(&ib, b, blen)) {
+    return Cmp(alen, blen);  // unreachable for valid BSON
+  }
+  while (true) {
+    bool has_a = bson_iter_next(&ia), has_b = bson_iter_next(&ib);
+    if (!has_a || !has_b) return Cmp(has_a, has_b);
+    int c = Cmp(CanonicalRank(bson_iter_type(&ia)),
+                CanonicalRank(bson_iter_type(&ib)));
+    if (c != 0) return c;
+    if (with_keys) {
+      c = CompareBytes(bson_iter_key(&ia), bson_iter_key_len(&ia),
+                       bson_iter_key(&ib), bson_iter_key_len(&ib));
+      if (c != 0) return c;
+    }
+    c = CompareValues(bson_iter_value(&ia), bson_iter_value(&ib));
+    if (c != 0) return c;
+  }
+}
+
+// ------------------------------------------------------------- encode
+
+void PutU32(uint32_t v, std::string* out) {
+  for (int s = 24; s >= 0; s -= 8) out->push_back(static_cast<char>(v >> s));
+}
+
+void PutU64(uint64_t v, std::string* out) {
+  for (int s = 56; s >= 0; s -= 8) out->push_back(static_cast<char>(v >> s));
+}
+
+void PutEscaped(const char* s, size_t len, std::string* out) {
+  for (size_t i = 0; i < len; ++i) {
+    out->push_back(s[i]);
+    if (s[i] == '\0') out->push_back('\xFF');
+  }
+  out->push_back('\0');
+  out->push_back('\0');
+}
+
+void PutCStr(const char* s, std::string* out) {
+  PutEscaped(s, std::strlen(s), out);
+}
+
+// The rank byte: ranks start at 1, +0x0F keeps them clear of the 0x00
+// container terminator and readable in hex dumps.
+char RankByte(int rank) { return static_cast<char>(rank + 0x0F); }
+
+enum NumClass : char {
+  kNaN = 1,
+  kNegInf = 2,
+  kNegative = 3,
+  kZero = 4,
+  kPositive = 5,
+  kPosInf = 6,
+};
+
+// Exponent bias: finite doubles reach down to 2^-1074 and up to 2^1023.
+constexpr int kExpBias = 1100;
+
+void PutFinite(bool negative, int exp, uint64_t frac, std::string* out) {
+  uint16_t e = static_cast<uint16_t>(exp + kExpBias);
+  if (negative) {
+    out->push_back(kNegative);
+    e = static_cast<uint16_t>(~e);
+    frac = ~frac;
+  } else {
+    out->push_back(kPositive);
+  }
+  out->push_back(static_cast<char>(e >> 8));
+  out->push_back(static_cast<char>(e));
+  PutU64(frac, out);
+}
+
+void PutInt(int64_t i, std::string* out) {
+  if (i == 0) {
+    out->push_back(kZero);
+    return;
+  }
+  bool neg = i < 0;
+  // Magnitude without overflow for INT64_MIN.
+  uint64_t mag =
+      neg ? static_cast<uint64_t>(-(i + 1)) + 1 : static_cast<uint64_t>(i);
+  int exp = 63 - __builtin_clzll(mag);
+  uint64_t frac = exp == 0 ? 0 : mag << (64 - exp);  // drops the leading one
+  PutFinite(neg, exp, frac, out);
+}
+
+void PutDouble(double d, std::string* out) {
+  if (std::isnan(d)) {
+    out->push_back(kNaN);
+  } else if (std::isinf(d)) {
+    out->push_back(d < 0 ? kNegInf : kPosInf);
+  } else if (d == 0) {
+    out->push_back(kZero);  // -0.0 too
+  } else {
+    int e2 = 0;
+    double m = std::frexp(std::fabs(d), &e2);  // m in [0.5, 1), subnormals too
+    uint64_t mant = static_cast<uint64_t>(std::ldexp(m, 53));  // bit 52 set
+    PutFinite(d < 0, e2 - 1, mant << 11 << 1, out);            // drop bit 52
+  }
+}
+
+void AppendBody(const bson_value_t* v, std::string* out);
+
+void AppendContainerBody(const uint8_t* data, uint32_t len, bool with_keys,
+                         std::string* out) {
+  bson_iter_t it;
+  if (bson_iter_init_from_data(&it, data, len)) {
+    while (bson_iter_next(&it)) {
+      out->push_back(RankByte(CanonicalRank(bson_iter_type(&it))));
+      if (with_keys)
+        PutEscaped(bson_iter_key(&it), bson_iter_key_len(&it), out);
+      AppendBody(bson_iter_value(&it), out);
+    }
+  }
+  out->push_back('\0');
+}
+
+void AppendBody(const bson_value_t* v, std::string* out) {
+  const auto& u = v->value;
+  switch (v->value_type) {
+    case BSON_TYPE_INT32:
+      PutInt(u.v_int32, out);
+      break;
+    case BSON_TYPE_INT64:
+      PutInt(u.v_int64, out);
+      break;
+    case BSON_TYPE_DOUBLE:
+      PutDouble(u.v_double, out);
+      break;
+    case BSON_TYPE_DECIMAL128:
+      PutDouble(DecimalToDouble(&u.v_decimal128), out);
+      break;
+    case BSON_TYPE_UTF8:
+      PutEscaped(u.v_utf8.str, u.v_utf8.len, out);
+      break;
+    case BSON_TYPE_SYMBOL:
+      PutEscaped(u.v_symbol.symbol, u.v_symbol.len, out);
+      break;
+    case BSON_TYPE_DOCUMENT:
+      AppendContainerBody(u.v_doc.data, u.v_doc.data_len, true, out);
+      break;
+    case BSON_TYPE_ARRAY:
+      AppendContainerBody(u.v_doc.data, u.v_doc.data_len, false, out);
+      break;
+    case BSON_TYPE_BINARY:
+      PutU32(u.v_binary.data_len, out);
+      out->push_back(static_cast<char>(u.v_binary.subtype));
+      out->append(reinterpret_cast<const char*>(u.v_binary.data),
+                  u.v_binary.data_len);
+      break;
+    case BSON_TYPE_OID:
+      out->append(reinterpret_cast<const char*>(u.v_oid.bytes), 12);
+      break;
+    case BSON_TYPE_BOOL:
+      out->push_back(u.v_bool ? 1 : 0);
+      break;
+    case BSON_TYPE_DATE_TIME:
+      PutU64(static_cast<uint64_t>(u.v_datetime) ^ (1ull << 63), out);
+      break;
+    case BSON_TYPE_TIMESTAMP:
+      PutU32(u.v_timestamp.timestamp, out);
+      PutU32(u.v_timestamp.increment, out);
+      break;
+    case BSON_TYPE_REGEX:
+      PutCStr(u.v_regex.regex, out);
+      PutCStr(u.v_regex.options ? u.v_regex.options : "", out);
+      break;
+    case BSON_TYPE_DBPOINTER:
+      PutEscaped(u.v_dbpointer.collection, u.v_dbpointer.collection_len, out);
+      out->append(reinterpret_cast<const char*>(u.v_dbpointer.oid.bytes), 12);
+      break;
+    case BSON_TYPE_CODE:
+      PutEscaped(u.v_code.code, u.v_code.code_len, out);
+      break;
+    case BSON_TYPE_CODEWSCOPE:
+      PutEscaped(u.v_codewscope.code, u.v_codewscope.code_len, out);
+      AppendContainerBody(u.v_codewscope.scope_data, u.v_codewscope.scope_len,
+                          true, out);
+      break;
+    default:  // MinKey, MaxKey, Null, Undefined: the rank says it all
+      break;
+  }
+}
+
+}  // namespace
+
+int CompareValues(const bson_value_t* a, const bson_value_t* b) {
+  int ra = CanonicalRank(a->value_type), rb = CanonicalRank(b->value_type);
+  if (ra != rb) return Cmp(ra, rb);
+  const auto& x = a->value;
+  const auto& y = b->value;
+  switch (ra) {
+    case kRankNumber:
+      return CompareNumbers(a, b);
+    case kRankString: {
+      auto str = [](const bson_value_t* v, uint32_t* len) -> const char* {
+        if (v->value_type == BSON_TYPE_SYMBOL) {
+          *len = v->value.v_symbol.len;
+          return v->value.v_symbol.symbol;
+        }
+        *len = v->value.v_utf8.len;
+        return v->value.v_utf8.str;
+      };
+      uint32_t la = 0, lb = 0;
+      const char* sa = str(a, &la);
+      const char* sb = str(b, &lb);
+      return CompareBytes(sa, la, sb, lb);
+    }
+    case kRankObject:
+      return CompareContainers(x.v_doc.data, x.v_doc.data_len, y.v_doc.data,
+                               y.v_doc.data_len, true);
+    case kRankArray:
+      return CompareContainers(x.v_doc.data, x.v_doc.data_len, y.v_doc.data,
+                               y.v_doc.data_len, false);
+    case kRankBinary: {
+      int c = Cmp(x.v_binary.data_len, y.v_binary.data_len);
+      if (c == 0) c = Cmp<int>(x.v_binary.subtype, y.v_binary.subtype);
+      if (c == 0 && x.v_binary.data_len > 0) {
+        c = std::memcmp(x.v_binary.data, y.v_binary.data, x.v_binary.data_len);
+        c = Cmp(c, 0);
+      }
+      return c;
+    }
+    case kRankOid:
+      return Cmp(bson_oid_compare(&x.v_oid, &y.v_oid), 0);
+    case kRankBool:
+      return Cmp(x.v_bool, y.v_bool);
+    case kRankDate:
+      return Cmp(x.v_datetime, y.v_datetime);
+    case kRankTimestamp: {
+      int c = Cmp(x.v_timestamp.timestamp, y.v_timestamp.timestamp);
+      return c != 0 ? c : Cmp(x.v_timestamp.increment, y.v_timestamp.increment);
+    }
+    case kRankRegex: {
+      int c = CompareCStr(x.v_regex.regex, y.v_regex.regex);
+      return c != 0 ? c
+                    : CompareCStr(x.v_regex.options ? x.v_regex.options : "",
+                                  y.v_regex.options ? y.v_regex.options : "");
+    }
+    case kRankDbPointer: {
+      int c =
+          CompareBytes(x.v_dbpointer.collection, x.v_dbpointer.collection_len,
+                       y.v_dbpointer.collection, y.v_dbpointer.collection_len);
+      return c != 0
+                 ? c
+                 : Cmp(bson_oid_compare(&x.v_dbpointer.oid, &y.v_dbpointer.oid),
+                       0);
+    }
+    case kRankCode:
+      return CompareBytes(x.v_code.code, x.v_code.code_len, y.v_code.code,
+                          y.v_code.code_len);
+    case kRankCodeWScope: {
+      int c = CompareBytes(x.v_codewscope.code, x.v_codewscope.code_len,
+                           y.v_codewscope.code, y.v_codewscope.code_len);
+      return c != 0 ? c
+                    : CompareContainers(x.v_codewscope.scope_data,
+                                        x.v_codewscope.scope_len,
+                                        y.v_codewscope.scope_data,
+                                        y.v_codewscope.scope_len, true);
+    }
+    default:  // MinKey, Undefined, Null, MaxKey: one value each
+      return 0;
+  }
+}
+
+void AppendKey(const bson_value_t* v, std::string* out) {
+  out->push_back(RankByte(CanonicalRank(v->value_type)));
+  AppendBody(v, out);
+}
+
+void AppendNullKey(std::string* out) { out->push_back(RankByte(kRankNull)); }
+
+bool LookupPath(const uint8_t* doc, size_t len, std::string_view path,
+                bson_value_t* out) {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, doc, len)) return false;
+  while (true) {
+    size_t dot = path.find('.');
+    if (!FindKey(&it, path.substr(0, dot))) return false;
+    if (dot == std::string_view::npos) {
+      *out = *bson_iter_value(&it);  // a view into doc: no copy
+      return true;
+    }
+    path = path.substr(dot + 1);
+    bson_type_t t = bson_iter_type(&it);
+    if (t == BSON_TYPE_ARRAY) {
+      // Only positions index arrays here (no fan-out).
+      if (!IsNumeric(path.substr(0, path.find('.')))) return false;
+    } else if (t != BSON_TYPE_DOCUMENT) {
+      return false;
+    }
+    bson_iter_t child;
+    if (!bson_iter_recurse(&it, &child)) return false;
+    it = child;
+  }
+}
+
+void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,
+               std::vector<std::string>* keys) {
+  keys->clear();
+  auto collect = [keys](const bson_value_t* v) {
+    std::string key;
+    if (v == nullptr) {
+      AppendNullKey(&key);
+    } else if (v->value_type == BSON_TYPE_ARRAY) {
+      // One key per element; an empty array is indexed as null.
+      bson_iter_t it;
+      bool any = false;
+      if (bson_iter_init_from_data(&it, v->value.v_doc.data,
+                                   v->value.v_doc.data_len)) {
+        while (bson_iter_next(&it)) {
+          any = true;
+          std::string elem;
+          AppendKey(bson_iter_value(&it), &elem);
+          keys->push_back(std::move(elem));
+        }
+      }
+      if (any) return false;
+      AppendNullKey(&key);
+    } else {
+      AppendKey(v, &key);
+    }
+    keys->push_back(std::move(key));
+    return false;  // visit every branch
+  };
+  VisitPath(doc, len, path, collect);
+  std::sort(keys->begin(), keys->end());
+  keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
+}
+
+}  // namespace mmdoc::engine
