@@ -54,6 +54,26 @@
 // is kept until Close, so page pointers a reader holds stay valid for the
 // life of its snapshot.
 //
+// Implementation notes (added by the storage implementation):
+//  - Meta slots never overwrite the newest durable meta: a checkpoint whose
+//    txid has the same parity as the previous checkpoint's first advances the
+//    txid by one (an empty transaction that changes nothing), so consecutive
+//    checkpoints always alternate between pages 0 and 1 and a torn meta write
+//    always falls back to the previous checkpoint. Txids are therefore
+//    increasing but not necessarily dense across checkpoints (Recover and a
+//    log-full commit may each consume one).
+//  - Rule 3 ordering: the free-list pages are written BEFORE the first
+//    fdatasync (data pages + free-list pages), then the meta page, then the
+//    second fdatasync; so a durable meta never points at an unsynced free
+//    list page.
+//  - Recover always checkpoints (with a new epoch), even when it replayed
+//    nothing, so stale records of the old epoch can never follow new ones.
+//  - In kGroup mode the commit is published to readers before its log sync
+//    completes (the writer lock is released first, so the next writer can
+//    append); the other modes publish after SyncForCommit succeeds.
+//  - Write Txns must be finished (committed, aborted or destroyed) and read
+//    Txns destroyed before the Pager is destroyed.
+//
 // States: Closed --Open()--> Open --BeginWrite()--> Writing --Commit/Abort-->
 // Open; Open --I/O error in Commit/Checkpoint--> Failed (reads only) --Close.
 //
@@ -99,6 +119,11 @@ struct PagerOptions {
   uint64_t log_size = 64ull << 20;
   // Interval of the background log flush in kPeriodic mode. Default: 100.
   uint32_t sync_interval_ms = 100;
+  // Address space the data file map reserves when the pager opens (rounded
+  // up to a power-of-two multiple of the file size when the file is larger).
+  // When the file outgrows the map, a map twice as large is made. Tests use
+  // small values to exercise remapping. Default: 1 GiB.
+  uint64_t initial_map_size = 1ull << 30;
 };
 
 struct PagerStats {
@@ -208,6 +233,12 @@ class Pager {
   // The only function that turns a durability mode into syscalls on the
   // log (rule 2). Exposed for the sync micro-benchmark and tests.
   virtual Status SyncForCommit(Durability d, uint64_t log_offset, uint64_t length) = 0;
+
+  // Testing hook: the destructor will then close the files without a
+  // checkpoint, a log flush or any sync, like a process killed at this
+  // point (the OS page cache keeps what was written). Crash tests combine it
+  // with tests/support/fault_fs.h to simulate power loss.
+  virtual void TEST_CrashOnClose() = 0;
 
  protected:
   Pager() = default;

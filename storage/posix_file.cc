@@ -1,0 +1,243 @@
+// The POSIX FileSystem: the only place in mmdoc that makes file syscalls
+// (open, pread, pwrite, ftruncate, posix_fallocate, mmap, munmap, msync,
+// fdatasync, fsync, flock, rename, unlink). See storage/file_system.h.
+//
+// Thread safety: PosixFile methods may be called concurrently for disjoint
+// ranges (pread/pwrite/fdatasync are thread-safe); Map/Unmap/Truncate/
+// Allocate are serialized by the caller.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+
+#include "storage/file_system.h"
+
+namespace mmdoc::storage {
+namespace {
+
+Status ErrnoStatus(const std::string& path, int err, const char* what) {
+  std::string msg = std::string(what) + ": " + std::strerror(err);
+  if (err == ENOSPC) return Status::Full(path, msg);
+  if (err == ENOENT) return Status::NotFound(path, msg);
+  return Status::IOError(path, msg);
+}
+
+class PosixFile final : public File {
+ public:
+  PosixFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixFile() override { ::close(fd_); }
+
+  Status ReadAt(uint64_t offset, void* buf, size_t n) override {
+    auto* p = static_cast<uint8_t*>(buf);
+    while (n > 0) {
+      ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(offset));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(path_, errno, "pread");
+      }
+      if (r == 0) {
+        return Status::IOError(
+            path_, "pread: short read at offset " + std::to_string(offset));
+      }
+      p += r;
+      n -= static_cast<size_t>(r);
+      offset += static_cast<uint64_t>(r);
+    }
+    return Status::OK();
+  }
+
+  Status WriteAt(uint64_t offset, const void* buf, size_t n) override {
+    const auto* p = static_cast<const uint8_t*>(buf);
+    while (n > 0) {
+      ssize_t r = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(path_, errno, "pwrite");
+      }
+      p += r;
+      n -= static_cast<size_t>(r);
+      offset += static_cast<uint64_t>(r);
+    }
+    return Status::OK();
+  }
+
+  Result<uint64_t> Size() override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return ErrnoStatus(path_, errno, "fstat");
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+  Status Truncate(uint64_t size) override {
+    while (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+      if (errno != EINTR) return ErrnoStatus(path_, errno, "ftruncate");
+    }
+    return Status::OK();
+  }
+
+  Status Allocate(uint64_t size) override {
+    Result<uint64_t> cur = Size();
+    if (!cur.ok()) return cur.status();
+    if (*cur >= size) return Status::OK();
+    int err;
+    do {
+      err = ::posix_fallocate(fd_, static_cast<off_t>(*cur),
+                              static_cast<off_t>(size - *cur));
+    } while (err == EINTR);
+    if (err != 0) return ErrnoStatus(path_, err, "posix_fallocate");
+    return Status::OK();
+  }
+
+  Status Sync() override {
+    while (::fdatasync(fd_) != 0) {
+      if (errno != EINTR) return ErrnoStatus(path_, errno, "fdatasync");
+    }
+    return Status::OK();
+  }
+
+  Status SyncAll() override {
+    while (::fsync(fd_) != 0) {
+      if (errno != EINTR) return ErrnoStatus(path_, errno, "fsync");
+    }
+    return Status::OK();
+  }
+
+  Result<uint8_t*> Map(uint64_t length, bool writable) override {
+    int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+    void* p = ::mmap(nullptr, length, prot, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) return ErrnoStatus(path_, errno, "mmap");
+    return static_cast<uint8_t*>(p);
+  }
+
+  Status Unmap(uint8_t* addr, uint64_t length) override {
+    if (::munmap(addr, length) != 0) return ErrnoStatus(path_, errno, "munmap");
+    return Status::OK();
+  }
+
+  Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
+    static const uint64_t kOsPage =
+        static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    uint64_t begin = offset / kOsPage * kOsPage;
+    uint64_t end = offset + length;
+    if (end == begin) return Status::OK();
+    if (::msync(addr + begin, end - begin, MS_SYNC) != 0) {
+      return ErrnoStatus(path_, errno, "msync");
+    }
+    return Status::OK();
+  }
+
+  const std::string& path() const override { return path_; }
+
+ private:
+  const std::string path_;
+  const int fd_;
+};
+
+class PosixLock final : public FileSystem::Lock {
+ public:
+  explicit PosixLock(int fd) : fd_(fd) {}
+  ~PosixLock() override {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+
+ private:
+  const int fd_;
+};
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+class PosixFileSystem final : public FileSystem {
+ public:
+  Result<std::unique_ptr<File>> Open(const std::string& path,
+                                     bool create) override {
+    int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+    int fd;
+    do {
+      fd = ::open(path.c_str(), flags, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+      int err = errno;
+      if (err == EISDIR) return Status::InvalidArgument(path, "is a directory");
+      return ErrnoStatus(path, err, "open");
+    }
+    struct stat st;
+    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return Status::InvalidArgument(path, "is a directory");
+    }
+    return std::unique_ptr<File>(new PosixFile(path, fd));
+  }
+
+  bool Exists(const std::string& path) override {
+    return ::access(path.c_str(), F_OK) == 0;
+  }
+
+  Status Remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return ErrnoStatus(path, errno, "unlink");
+    return Status::OK();
+  }
+
+  Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return ErrnoStatus(from, errno, ("rename to " + to).c_str());
+    }
+    return Status::OK();
+  }
+
+  Status SyncDir(const std::string& path) override {
+    std::string dir = DirName(path);
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoStatus(dir, errno, "open directory");
+    Status s;
+    while (::fsync(fd) != 0) {
+      if (errno != EINTR) {
+        s = ErrnoStatus(dir, errno, "fsync directory");
+        break;
+      }
+    }
+    ::close(fd);
+    return s;
+  }
+
+  Result<std::unique_ptr<Lock>> LockFile(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      int err = errno;
+      if (err == EISDIR) return Status::InvalidArgument(path, "is a directory");
+      return ErrnoStatus(path, err, "open for lock");
+    }
+    int r;
+    do {
+      r = ::flock(fd, LOCK_EX | LOCK_NB);
+    } while (r != 0 && errno == EINTR);
+    if (r != 0) {
+      int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) {
+        return Status::Busy("database is locked by another process or handle",
+                            path);
+      }
+      return ErrnoStatus(path, err, "flock");
+    }
+    return std::unique_ptr<Lock>(new PosixLock(fd));
+  }
+};
+
+}  // namespace
+
+FileSystem* FileSystem::Default() {
+  static FileSystem* fs = new PosixFileSystem();
+  return fs;
+}
+
+}  // namespace mmdoc::storage

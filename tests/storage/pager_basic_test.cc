@@ -1,0 +1,266 @@
+// Pager basics: create, reopen, allocate/modify/free, runs, roots, stats,
+// the lock, option errors.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <random>
+
+#include "storage/pager.h"
+#include "tests/storage/storage_test_util.h"
+#include "tests/support/test_env.h"
+
+namespace mmdoc::storage {
+namespace {
+
+using testutil::BodyMatches;
+using testutil::FillBody;
+using testutil::OpenOrDie;
+using testutil::SmallOptions;
+using testutil::WriteTagged;
+
+TEST_CASE("pager: create and reopen keep roots, page count and txid") {
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  uint64_t txid, page_count;
+  PageId a, b;
+  {
+    auto p = OpenOrDie(path);
+    a = WriteTagged(p.get(), 0, 11);
+    b = WriteTagged(p.get(), 3, 22, Durability::kFsync);
+    PagerStats st = p->Stats();
+    txid = st.txid;
+    page_count = st.page_count;
+    REQUIRE(txid >= 2);
+  }
+  auto p = OpenOrDie(path);
+  auto r = p->BeginRead();
+  REQUIRE(r.ok());
+  Txn* t = r.value().get();
+  CHECK(t->root(0) == a);
+  CHECK(t->root(3) == b);
+  CHECK(t->root(1) == 0);
+  // Close and Recover may each add an empty checkpoint transaction.
+  CHECK(t->txid() >= txid);
+  CHECK(t->txid() <= txid + 2);
+  CHECK(t->page_count() >= page_count);
+  const uint8_t* pg;
+  REQUIRE(t->Get(a, &pg).ok());
+  CHECK(BodyMatches(pg, t->page_size(), 11));
+  CHECK(pg[kPageTypeOffset] == static_cast<uint8_t>(PageType::kLeaf));
+  REQUIRE(t->Get(b, &pg).ok());
+  CHECK(BodyMatches(pg, t->page_size(), 22));
+  CHECK(p->Verify().ok());
+}
+
+TEST_CASE("pager: page size is chosen at creation and kept") {
+  test::TempDir dir;
+  PagerOptions o = SmallOptions();
+  o.page_size = 16384;
+  {
+    auto p = OpenOrDie(dir.File("db"), o);
+    WriteTagged(p.get(), 0, 5);
+  }
+  auto p = OpenOrDie(dir.File("db"));  // asks for 4096; the file's wins
+  auto r = p->BeginRead();
+  CHECK(r.value()->page_size() == 16384);
+  const uint8_t* pg;
+  REQUIRE(r.value()->Get(r.value()->root(0), &pg).ok());
+  CHECK(BodyMatches(pg, 16384, 5));
+}
+
+TEST_CASE("pager: bad options and paths") {
+  test::TempDir dir;
+  PagerOptions o = SmallOptions();
+  o.page_size = 5000;
+  CHECK(Pager::Open(dir.File("db"), o).status().IsInvalidArgument());
+  o = SmallOptions();
+  o.create_if_missing = false;
+  CHECK(Pager::Open(dir.File("missing"), o).status().IsNotFound());
+  Status s = Pager::Open(dir.path(), SmallOptions()).status();
+  CHECK(s.IsInvalidArgument());
+}
+
+TEST_CASE("pager: write txn allocate, modify in place and copy-on-write") {
+  test::TempDir dir;
+  auto p = OpenOrDie(dir.File("db"));
+  PageId id = WriteTagged(p.get(), 0, 1);
+  auto w = p->BeginWrite();
+  REQUIRE(w.ok());
+  Txn* t = w.value().get();
+  CHECK_FALSE(t->IsDirty(id));
+  PageId nid;
+  uint8_t* pg;
+  REQUIRE(t->Modify(id, &nid, &pg).ok());
+  CHECK(nid != id);
+  CHECK(t->IsDirty(nid));
+  CHECK(BodyMatches(pg, t->page_size(), 1));
+  FillBody(pg, t->page_size(), 2);
+  PageId nid2;
+  uint8_t* pg2;
+  REQUIRE(t->Modify(nid, &nid2, &pg2).ok());
+  CHECK(nid2 == nid);
+  CHECK(pg2 == pg);
+  t->set_root(0, nid);
+  // A reader opened now still sees the old page.
+  auto r = p->BeginRead();
+  REQUIRE(t->Commit("x", Durability::kNone).ok());
+  const uint8_t* rp;
+  REQUIRE(r.value()->Get(r.value()->root(0), &rp).ok());
+  CHECK(r.value()->root(0) == id);
+  CHECK(BodyMatches(rp, 4096, 1));
+  auto r2 = p->BeginRead();
+  REQUIRE(r2.value()->Get(r2.value()->root(0), &rp).ok());
+  CHECK(BodyMatches(rp, 4096, 2));
+}
+
+TEST_CASE("pager: abort rolls back page count, free list and roots") {
+  test::TempDir dir;
+  auto p = OpenOrDie(dir.File("db"));
+  for (int i = 0; i < 5; i++) WriteTagged(p.get(), 0, i);
+  REQUIRE(p->Checkpoint().ok());
+  PagerStats before = p->Stats();
+  std::vector<PageId> acc_before;
+  REQUIRE(p->AccountedPages(&acc_before).ok());
+  {
+    auto w = p->BeginWrite();
+    REQUIRE(w.ok());
+    for (int i = 0; i < 50; i++) {
+      PageId id;
+      uint8_t* pg;
+      REQUIRE(w.value()->Allocate(PageType::kLeaf, 1 + i % 3, &id, &pg).ok());
+    }
+    REQUIRE(w.value()->Free(w.value()->root(0)).ok());
+    w.value()->set_root(0, 0);
+    w.value()->Abort();
+    w.value()->Abort();  // idempotent
+  }
+  PagerStats after = p->Stats();
+  CHECK(after.txid == before.txid);
+  CHECK(after.page_count == before.page_count);
+  CHECK(after.free_pages == before.free_pages);
+  std::vector<PageId> acc_after;
+  REQUIRE(p->AccountedPages(&acc_after).ok());
+  CHECK(acc_after == acc_before);
+  auto r = p->BeginRead();
+  CHECK(r.value()->root(0) != 0);
+  // A destroyed, unfinished write txn aborts too.
+  {
+    auto w = p->BeginWrite();
+    REQUIRE(w.ok());
+    w.value()->set_root(0, 0);
+  }
+  auto r2 = p->BeginRead();
+  CHECK(r2.value()->root(0) != 0);
+}
+
+TEST_CASE(
+    "pager: overflow runs are contiguous and reuse contiguous free runs") {
+  test::TempDir dir;
+  auto p = OpenOrDie(dir.File("db"));
+  PageId run =
+      WriteTagged(p.get(), 1, 7, Durability::kNone, PageType::kOverflow, 5);
+  {
+    auto r = p->BeginRead();
+    const uint8_t* pg;
+    REQUIRE(r.value()->Get(run, &pg).ok());
+    CHECK(DecodeFixed32(pg + kPageRunLengthOffset) == 5);
+    CHECK(BodyMatches(pg, 5 * 4096, 7));
+  }
+  // Free it (no readers, born after the checkpoint: reusable right away).
+  {
+    auto w = p->BeginWrite();
+    REQUIRE(w.value()->Free(run).ok());
+    w.value()->set_root(1, 0);
+    REQUIRE(w.value()->Commit("", Durability::kNone).ok());
+  }
+  auto w = p->BeginWrite();
+  PageId id;
+  uint8_t* pg;
+  REQUIRE(w.value()->Allocate(PageType::kOverflow, 4, &id, &pg).ok());
+  CHECK(id >= run);
+  CHECK(id + 4 <= run + 5);
+  REQUIRE(w.value()->Commit("", Durability::kNone).ok());
+}
+
+TEST_CASE("pager: accounted pages plus reachable pages cover the file") {
+  test::TempDir dir;
+  auto p = OpenOrDie(dir.File("db"));
+  uint64_t seed = test::Seed("pager accounting");
+  std::mt19937_64 rng(seed);
+  const int rounds = 200 * static_cast<int>(test::Scale());
+  for (int i = 0; i < rounds; i++) {
+    int slot = static_cast<int>(rng() % kMetaRoots);
+    uint32_t n = rng() % 4 == 0 ? 1 + rng() % 6 : 1;
+    WriteTagged(p.get(), slot, i, Durability::kNone,
+                n > 1 ? PageType::kOverflow : PageType::kLeaf, n);
+    if (rng() % 37 == 0) REQUIRE(p->Checkpoint().ok());
+    if (rng() % 50 == 0) {
+      p.reset();
+      p = OpenOrDie(dir.File("db"));
+    }
+  }
+  auto r = p->BeginRead();
+  std::vector<PageId> pages;
+  REQUIRE(p->AccountedPages(&pages).ok());
+  for (int s = 0; s < kMetaRoots; s++) {
+    PageId id = r.value()->root(s);
+    if (id == 0) continue;
+    const uint8_t* pg;
+    REQUIRE(r.value()->Get(id, &pg).ok());
+    uint32_t n = DecodeFixed32(pg + kPageRunLengthOffset);
+    for (uint32_t k = 0; k < n; k++) pages.push_back(id + k);
+  }
+  std::sort(pages.begin(), pages.end());
+  REQUIRE(pages.size() == r.value()->page_count() - 2);
+  for (size_t i = 0; i < pages.size(); i++) REQUIRE(pages[i] == i + 2);
+  CHECK(p->Verify().ok());
+}
+
+TEST_CASE(
+    "pager: a second open of a locked file is Busy, in-process and from a "
+    "child") {
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  auto p = OpenOrDie(path);
+  auto second = Pager::Open(path, SmallOptions());
+  REQUIRE(second.status().IsBusy());
+  CHECK(second.status().message().find(path) != std::string::npos);
+  CHECK(second.status().message().find("locked") != std::string::npos);
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto r = Pager::Open(path, SmallOptions());
+    _exit(static_cast<int>(r.status().code()));
+  }
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  REQUIRE(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == static_cast<int>(Status::Code::kBusy));
+  p.reset();
+  CHECK(Pager::Open(path, SmallOptions()).ok());
+}
+
+TEST_CASE("pager: stats report readers and log use") {
+  test::TempDir dir;
+  auto p = OpenOrDie(dir.File("db"));
+  WriteTagged(p.get(), 0, 1);
+  auto r1 = p->BeginRead();
+  WriteTagged(p.get(), 0, 2);
+  auto r2 = p->BeginRead();
+  PagerStats st = p->Stats();
+  CHECK(st.readers == 2);
+  CHECK(st.oldest_reader_txid == r1.value()->txid());
+  CHECK(st.log_used > 0);
+  CHECK(st.pending_pages >= 1);
+  r1.value().reset();
+  st = p->Stats();
+  CHECK(st.readers == 1);
+  CHECK(st.oldest_reader_txid == r2.value()->txid());
+}
+
+}  // namespace
+}  // namespace mmdoc::storage
