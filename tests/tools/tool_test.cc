@@ -1,0 +1,567 @@
+// The mmdoc tool, run as a separate process for every command and every
+// error path of issue 4: exit statuses 0/1/2 and one-line errors on stderr
+// (DESIGN.md "Contracts"), and that nothing committed before an error is
+// lost.
+#include <bson/bson.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mmdoc/db.h"
+#include "tests/support/test_env.h"
+
+namespace mmdoc::test {
+namespace {
+
+struct Run {
+  int status = -1;  // exit status; -1 when killed by a signal
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in),
+                     std::istreambuf_iterator<char>());
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+std::string ToolPath() { return BuildDir() + "/tools/mmdoc"; }
+
+// Runs the tool with `args`, `input` on stdin; stdout and stderr go to
+// files (no pipe can fill up and deadlock). Kills it after 60 s.
+Run RunTool(const std::vector<std::string>& args,
+            const std::string& input = "") {
+  static TempDir io;
+  static int n = 0;
+  const std::string base = io.File("run" + std::to_string(++n));
+  WriteFile(base + ".in", input);
+  std::vector<std::string> argv_s = {ToolPath()};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int in = open((base + ".in").c_str(), O_RDONLY);
+    int out = open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) _exit(126);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int wstatus = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (;;) {
+    pid_t r = waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &wstatus, 0);
+      FAIL("mmdoc timed out");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  Run r;
+  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  r.out = ReadFile(base + ".out");
+  r.err = ReadFile(base + ".err");
+  return r;
+}
+
+std::string Show(const Run& r) {
+  return "status " + std::to_string(r.status) + "\nstdout: " + r.out +
+         "\nstderr: " + r.err;
+}
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> lines;
+  std::istringstream in(s);
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+// The failure contract: the status, and exactly one line on stderr that
+// starts with "mmdoc: " and contains every one of `parts`.
+void ExpectError(const Run& r, int status,
+                 const std::vector<std::string>& parts) {
+  INFO(Show(r));
+  CHECK(r.status == status);
+  CHECK(r.err.rfind("mmdoc: ", 0) == 0);
+  CHECK(Lines(r.err).size() == 1);
+  CHECK(r.err.back() == '\n');
+  for (const std::string& p : parts) CHECK(Contains(r.err, p));
+}
+
+Run MustRun(const std::vector<std::string>& args,
+            const std::string& input = "") {
+  Run r = RunTool(args, input);
+  INFO("mmdoc " << args.at(0) << ": " << Show(r));
+  REQUIRE(r.status == 0);
+  return r;
+}
+
+uint64_t CountOf(const std::string& db, const std::string& filter = "{}",
+                 const std::string& coll = "default") {
+  Run r = MustRun({"count", db, filter, "-c", coll});
+  return std::stoull(r.out);
+}
+
+void ExpectCheckOk(const std::string& db) {
+  Run r = RunTool({"check", db});
+  INFO(Show(r));
+  CHECK(r.status == 0);
+  CHECK(Contains(r.out, "ok"));
+}
+
+// Documents of many BSON types, one per line.
+const char* kMixedDocs =
+    R"({"_id": 1, "name": "ada", "age": 36, "tags": ["x", "y"]}
+{"_id": "two", "name": "bob", "age": 41.5, "nested": {"a": {"b": [1, {"c": null}]}}}
+{"_id": {"$oid": "507f1f77bcf86cd799439011"}, "when": {"$date": "2011-03-01T12:00:00Z"}}
+{"_id": 4, "big": {"$numberLong": "9007199254740993"}, "flag": true, "bin": {"$binary": {"base64": "AAEC", "subType": "00"}}}
+{"_id": 5, "unicode": "h\u00e9llo \u4e16\u754c", "neg": -7, "empty": {}}
+)";
+
+TEST_CASE("tool: help and usage errors", "[tools]") {
+  Run help = RunTool({"--help"});
+  INFO(Show(help));
+  CHECK(help.status == 0);
+  for (const char* cmd :
+       {"insert", "get", "find", "update", "delete", "count", "index", "import",
+        "export", "stats", "check", "compact", "Exit status"}) {
+    CHECK(Contains(help.out, cmd));
+  }
+  Run insert_help = RunTool({"insert", "--help"});
+  CHECK(insert_help.status == 0);
+  CHECK(Contains(insert_help.out, "--echo"));
+  CHECK(Contains(insert_help.out, "--batch"));
+  Run find_help = RunTool({"find", "--help"});
+  CHECK(find_help.status == 0);
+  CHECK(Contains(find_help.out, "--sort=-FIELD"));
+  Run index_help = RunTool({"index", "create", "--help"});
+  CHECK(index_help.status == 0);
+  CHECK(Contains(index_help.out, "--unique"));
+
+  ExpectError(RunTool({"frobnicate", "x.mmdb"}), 2,
+              {"unknown command", "frobnicate"});
+  ExpectError(RunTool({"index", "rebuild", "x.mmdb", "a"}), 2,
+              {"unknown command", "rebuild"});
+  ExpectError(RunTool({}), 2, {"usage"});
+  ExpectError(RunTool({"insert"}), 2, {"insert", "DB"});
+  ExpectError(RunTool({"get", "x.mmdb"}), 2, {"get", "ID"});
+  ExpectError(RunTool({"update", "x.mmdb", "{}"}), 2, {"update", "UPDATE"});
+  ExpectError(RunTool({"insert", "x.mmdb", "--durability", "sometimes"}), 2,
+              {"durability"});
+  ExpectError(RunTool({"insert", "x.mmdb", "--batch", "0"}), 2, {"batch"});
+  ExpectError(RunTool({"find", "x.mmdb", "--bogus"}), 2, {"--bogus"});
+}
+
+TEST_CASE("tool: insert, get, find, count", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  Run ins = MustRun({"insert", db, "--echo"}, kMixedDocs);
+  std::vector<std::string> ids = Lines(ins.out);
+  REQUIRE(ids.size() == 5);
+  CHECK(ids[0] == "1");
+  CHECK(ids[1] == "\"two\"");
+  CHECK(Contains(ids[2], "507f1f77bcf86cd799439011"));
+
+  // A document without _id gets an ObjectId, echoed.
+  Run gen = MustRun({"insert", db, "--echo", "-c", "other"}, "{\"x\": 1}\n");
+  CHECK(Contains(gen.out, "$oid"));
+  CHECK(CountOf(db, "{}", "other") == 1);
+
+  Run g1 = MustRun({"get", db, "1"});
+  CHECK(Lines(g1.out).size() == 1);
+  CHECK(Contains(g1.out, "\"ada\""));
+  // A JSON string, and a bare word taken as a string.
+  CHECK(Contains(MustRun({"get", db, "\"two\""}).out, "\"bob\""));
+  CHECK(Contains(MustRun({"get", db, "two"}).out, "\"bob\""));
+  Run oid = MustRun({"get", db, R"({"$oid": "507f1f77bcf86cd799439011"})"});
+  CHECK(Contains(oid.out, "2011-03-01"));
+
+  CHECK(CountOf(db) == 5);
+  CHECK(CountOf(db, R"({"age": {"$gt": 36}})") == 1);
+
+  Run all = MustRun({"find", db});
+  CHECK(Lines(all.out).size() == 5);
+  Run sorted = MustRun({"find", db, R"({"age": {"$exists": true}})",
+                        "--sort=-age", "--project", "name"});
+  std::vector<std::string> lines = Lines(sorted.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(Contains(lines[0], "bob"));
+  CHECK(Contains(lines[1], "ada"));
+  CHECK_FALSE(Contains(sorted.out, "tags"));
+  Run colon = MustRun({"find", db, "{}", "--sort", "age:-1", "--limit", "1"});
+  REQUIRE(Lines(colon.out).size() == 1);
+  CHECK(Contains(colon.out, "bob"));
+  Run skip = MustRun({"find", db, "{}", "--sort", "age", "--skip", "4"});
+  CHECK(Lines(skip.out).size() == 1);
+
+  Run explain = MustRun({"find", db, R"({"name": "ada"})", "--explain"});
+  CHECK(Contains(explain.out, "COLLSCAN"));
+  MustRun({"index", "create", db, "name"});
+  explain = MustRun({"find", db, R"({"name": "ada"})", "--explain"});
+  CHECK(Contains(explain.out, "IXSCAN"));
+
+  ExpectError(RunTool({"find", db, "{}", "--sort", "age:sideways"}), 2,
+              {"sort"});
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: get of a missing id exits 1", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1}\n");
+  ExpectError(RunTool({"get", db, "2"}), 1, {"2"});
+  ExpectError(RunTool({"get", db, "1", "-c", "nope"}), 1, {"nope"});
+  ExpectError(RunTool({"get", db, "{\"$oid\": "}), 2, {"invalid JSON"});
+}
+
+TEST_CASE("tool: invalid JSON on line K keeps what came before", "[tools]") {
+  for (const char* batch : {"1", "2", "100"}) {
+    SECTION(std::string("batch ") + batch) {
+      TempDir dir;
+      const std::string db = dir.File("t.mmdb");
+      Run r = RunTool({"insert", db, "--batch", batch, "--echo"},
+                      "{\"_id\": 1}\n\n{\"_id\": 2}\n{\"_id\": 3, oops}\n"
+                      "{\"_id\": 4}\n");
+      ExpectError(r, 2, {"line 4", "invalid JSON"});
+      // Lines before K are committed (and echoed), nothing after.
+      CHECK(Lines(r.out) == std::vector<std::string>{"1", "2"});
+      CHECK(CountOf(db) == 2);
+      CHECK(RunTool({"get", db, "4"}).status == 1);
+      ExpectCheckOk(db);
+    }
+  }
+}
+
+TEST_CASE("tool: bad input to insert", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  ExpectError(RunTool({"insert", db}, "[1, 2]\n"), 2, {"line 1"});
+  ExpectError(RunTool({"insert", db}, "{\"$set\": 1}\n"), 2, {"line 1"});
+  ExpectError(RunTool({"insert", db}, "{\"a\": \"\xff\xfe\"}\n"), 2,
+              {"line 1"});
+  std::string deep;
+  for (int i = 0; i < 150; ++i) deep += "{\"a\": ";
+  deep += "1";
+  for (int i = 0; i < 150; ++i) deep += "}";
+  ExpectError(RunTool({"insert", db}, "{\"_id\": 0}\n" + deep + "\n"), 2,
+              {"line 2"});
+  CHECK(CountOf(db) == 1);
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: duplicate _id and unique-index violations", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": \"k1\", \"email\": \"a@x\"}\n");
+  Run dup = RunTool({"insert", db},
+                    "{\"_id\": \"k2\", \"email\": \"b@x\"}\n"
+                    "{\"_id\": \"k1\", \"email\": \"c@x\"}\n");
+  ExpectError(dup, 2, {"line 2", "duplicate _id", "k1"});
+  CHECK(CountOf(db) == 2);
+
+  MustRun({"index", "create", db, "email", "--unique"});
+  Run uniq = RunTool({"insert", db, "--batch", "10"},
+                     "{\"_id\": \"k3\", \"email\": \"d@x\"}\n"
+                     "{\"_id\": \"k4\", \"email\": \"a@x\"}\n");
+  ExpectError(uniq, 2, {"line 2", "unique", "a@x"});
+  CHECK(CountOf(db) == 3);
+  CHECK(RunTool({"get", db, "k4"}).status == 1);
+
+  // A unique index cannot be built over duplicates; nothing is left.
+  MustRun({"insert", db},
+          "{\"_id\": \"k5\", \"n\": 7}\n{\"_id\": \"k6\", \"n\": 7}\n");
+  ExpectError(RunTool({"index", "create", db, "n", "--unique"}), 2, {"7"});
+  Run list = MustRun({"index", "list", db});
+  CHECK(Contains(list.out, "email"));
+  CHECK_FALSE(Contains(list.out, "\"n\""));
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: bad filters and updates", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1, \"a\": 1}\n");
+  ExpectError(RunTool({"find", db, "{bad"}), 2, {"filter", "invalid JSON"});
+  ExpectError(RunTool({"find", db, R"({"a": {"$frob": 1}})"}), 2, {"$frob"});
+  ExpectError(RunTool({"count", db, "not json"}), 2, {"filter"});
+  ExpectError(RunTool({"delete", db, "{"}), 2, {"filter"});
+  ExpectError(RunTool({"update", db, "{}", "{oops"}), 2, {"update"});
+  ExpectError(RunTool({"update", db, "{}", R"({"$frob": {"a": 1}})"}), 2,
+              {"$frob"});
+  CHECK(Contains(MustRun({"get", db, "1"}).out, "\"a\""));
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: update, delete, index drop and list", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db},
+          "{\"_id\": 1, \"n\": 1}\n{\"_id\": 2, \"n\": 1}\n"
+          "{\"_id\": 3, \"n\": 2}\n");
+  MustRun({"index", "create", db, "n"});
+  Run one = MustRun({"update", db, R"({"n": 1})", R"({"$inc": {"n": 10}})"});
+  CHECK(Contains(one.out, "\"matched\": 1"));
+  Run many =
+      MustRun({"update", db, "{}", R"({"$set": {"tag": "t"}})", "--many"});
+  CHECK(Contains(many.out, "\"matched\": 3"));
+  CHECK(Contains(many.out, "\"modified\": 3"));
+  CHECK(CountOf(db, R"({"tag": "t"})") == 3);
+
+  Run del = MustRun({"delete", db, R"({"n": {"$lt": 5}})", "--many"});
+  CHECK(Contains(del.out, "\"deleted\": 2"));
+  CHECK(CountOf(db) == 1);
+
+  Run list = MustRun({"index", "list", db});
+  CHECK(Contains(list.out, "\"n\""));
+  CHECK(Contains(list.out, "\"entries\""));
+  MustRun({"index", "drop", db, "n"});
+  CHECK(MustRun({"index", "list", db}).out.empty());
+  ExpectError(RunTool({"index", "drop", db, "n"}), 1, {"index drop", "n"});
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: locked database", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1}\n");
+  auto held = DB::Open(db);
+  REQUIRE(held.ok());
+  ExpectError(RunTool({"get", db, "1"}), 2, {"lock"});
+  ExpectError(RunTool({"insert", db}, "{\"_id\": 2}\n"), 2, {"lock"});
+  ExpectError(RunTool({"check", db}), 2, {"lock"});
+  held.value().reset();
+  CHECK(CountOf(db) == 1);
+}
+
+TEST_CASE("tool: paths that are directories or missing", "[tools]") {
+  TempDir dir;
+  ExpectError(RunTool({"insert", dir.path()}, "{}\n"), 2, {"directory"});
+  ExpectError(RunTool({"get", dir.path(), "1"}), 2, {"directory"});
+  ExpectError(RunTool({"check", dir.path()}), 2, {"directory"});
+  ExpectError(RunTool({"find", dir.File("missing.mmdb")}), 2,
+              {"no such database"});
+  struct stat st;
+  CHECK(stat(dir.File("missing.mmdb").c_str(), &st) != 0);  // not created
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1}\n");
+  ExpectError(RunTool({"import", db, dir.path()}), 2, {"directory"});
+  ExpectError(RunTool({"import", db, dir.File("nope.json")}), 2, {"nope.json"});
+  ExpectError(RunTool({"export", db, "-o", dir.path()}), 2, {"directory"});
+}
+
+TEST_CASE("tool: import of empty, binary and malformed files", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 0}\n");
+  WriteFile(dir.File("empty.json"), "");
+  ExpectError(RunTool({"import", db, dir.File("empty.json")}), 2, {"empty"});
+  WriteFile(dir.File("blank.json"), "\n  \n");
+  ExpectError(RunTool({"import", db, dir.File("blank.json")}), 2, {"empty"});
+  WriteFile(dir.File("empty.bson"), "");
+  ExpectError(RunTool({"import", db, dir.File("empty.bson")}), 2, {"empty"});
+  std::string binary;
+  for (int i = 0; i < 4096; ++i)
+    binary.push_back(static_cast<char>((i * 7919 + 13) % 256));
+  binary[0] = '\x89';
+  binary[4] = '\x42';  // not a BSON type
+  WriteFile(dir.File("image.png"), binary);
+  ExpectError(RunTool({"import", db, dir.File("image.png")}), 2,
+              {"image.png", "neither JSON"});
+  WriteFile(dir.File("array.json"), "[{\"a\": 1}]\n");
+  ExpectError(RunTool({"import", db, dir.File("array.json")}), 2, {"array"});
+  WriteFile(dir.File("bad.json"), "{\"_id\": 1}\n{\"_id\": 2}\n{\"_id\"\n");
+  ExpectError(RunTool({"import", db, dir.File("bad.json")}), 2,
+              {"bad.json", "line 3", "invalid JSON"});
+  CHECK(CountOf(db) == 3);  // 0, 1, 2
+  // A .bson file cut short in its second document.
+  bson_t* doc = BCON_NEW("_id", BCON_INT32(10));
+  std::string one(reinterpret_cast<const char*>(bson_get_data(doc)), doc->len);
+  bson_destroy(doc);
+  WriteFile(dir.File("cut.bson"), one + one.substr(0, one.size() - 3));
+  ExpectError(RunTool({"import", db, dir.File("cut.bson")}), 2,
+              {"cut.bson", "document 2", "truncated"});
+  CHECK(RunTool({"get", db, "10"}).status == 0);  // the first one stays
+  ExpectCheckOk(db);
+}
+
+// Splits concatenated BSON with libbson's reader (as bsondump would).
+std::vector<std::string> ReadBsonFile(const std::string& path) {
+  std::vector<std::string> docs;
+  bson_error_t error;
+  bson_reader_t* reader = bson_reader_new_from_file(path.c_str(), &error);
+  REQUIRE(reader != nullptr);
+  const bson_t* b;
+  bool eof = false;
+  while ((b = bson_reader_read(reader, &eof)) != nullptr) {
+    REQUIRE(bson_validate(b, BSON_VALIDATE_NONE, nullptr));
+    docs.emplace_back(reinterpret_cast<const char*>(bson_get_data(b)), b->len);
+  }
+  CHECK(eof);
+  bson_reader_destroy(reader);
+  return docs;
+}
+
+TEST_CASE("tool: export and import round trip", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("src.mmdb");
+  MustRun({"insert", db}, kMixedDocs);
+  MustRun({"index", "create", db, "name"});
+
+  SECTION("json") {
+    Run exp = MustRun({"export", db});
+    std::vector<std::string> lines = Lines(exp.out);
+    REQUIRE(lines.size() == 5);
+    for (const std::string& line : lines) {  // every line parses as JSON
+      bson_error_t error;
+      bson_t* b =
+          bson_new_from_json(reinterpret_cast<const uint8_t*>(line.data()),
+                             static_cast<ssize_t>(line.size()), &error);
+      CHECK(b != nullptr);
+      if (b) bson_destroy(b);
+    }
+    MustRun({"export", db, "-o", dir.File("dump.json"), "--format", "json"});
+    CHECK(ReadFile(dir.File("dump.json")) == exp.out);
+    const std::string copy = dir.File("copy.mmdb");
+    MustRun({"import", copy, dir.File("dump.json")});
+    CHECK(MustRun({"export", copy}).out == exp.out);
+    ExpectCheckOk(copy);
+  }
+  SECTION("bson") {
+    MustRun({"export", db, "--format", "bson", "-o", dir.File("dump.bson")});
+    std::vector<std::string> docs = ReadBsonFile(dir.File("dump.bson"));
+    CHECK(docs.size() == 5);
+    // By extension, and by content under another name.
+    const std::string copy = dir.File("copy.mmdb");
+    MustRun({"import", copy, dir.File("dump.bson")});
+    std::rename(dir.File("dump.bson").c_str(), dir.File("dump.data").c_str());
+    const std::string copy2 = dir.File("copy2.mmdb");
+    MustRun({"import", copy2, dir.File("dump.data"), "-c", "c2"});
+    MustRun({"export", copy, "--format", "bson", "-o", dir.File("again.bson")});
+    CHECK(ReadBsonFile(dir.File("again.bson")) == docs);
+    CHECK(MustRun({"export", copy}).out == MustRun({"export", db}).out);
+    CHECK(MustRun({"export", copy2, "-c", "c2"}).out ==
+          MustRun({"export", db}).out);
+    ExpectCheckOk(copy);
+    ExpectCheckOk(copy2);
+  }
+  ExpectError(RunTool({"export", db, "-c", "nope"}), 1, {"nope"});
+}
+
+TEST_CASE("tool: import in batches of many documents", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  std::string json;
+  const int n = 2500;
+  for (int i = 0; i < n; ++i) {
+    json += "{\"_id\": " + std::to_string(i) + ", \"v\": \"" +
+            std::string(i % 50, 'x') + "\"}\n";
+  }
+  WriteFile(dir.File("many.json"), json);
+  Run r = MustRun({"import", db, dir.File("many.json"), "--batch", "1000"});
+  CHECK(r.err.empty());  // no progress bar: stderr is not a terminal
+  CHECK(CountOf(db) == static_cast<uint64_t>(n));
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: check, stats and compact on a good database", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  std::string json;
+  for (int i = 0; i < 500; ++i) {
+    json += "{\"_id\": " + std::to_string(i) +
+            ", \"k\": " + std::to_string(i % 10) + ", \"pad\": \"" +
+            std::string(200, 'p') + "\"}\n";
+  }
+  MustRun({"insert", db, "--batch", "100", "--durability", "none"}, json);
+  MustRun({"index", "create", db, "k"});
+  ExpectCheckOk(db);
+
+  Run stats = MustRun({"stats", db, "--json"});
+  bson_error_t error;
+  bson_t* b =
+      bson_new_from_json(reinterpret_cast<const uint8_t*>(stats.out.data()),
+                         static_cast<ssize_t>(stats.out.size()), &error);
+  CHECK(b != nullptr);
+  if (b) bson_destroy(b);
+  Run table = MustRun({"stats", db});
+  CHECK(Contains(table.out, "default"));
+  CHECK(Contains(table.out, "fill factor"));
+
+  MustRun({"delete", db, R"({"k": {"$ne": 0}})", "--many"});
+  MustRun({"compact", db});
+  CHECK(CountOf(db) == 50);
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: check and export --salvage on a damaged file", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  std::string json;
+  for (int i = 0; i < 400; ++i) {
+    json += "{\"_id\": " + std::to_string(i) + ", \"pad\": \"" +
+            std::string(300, 'p') + "\"}\n";
+  }
+  MustRun({"insert", db, "--batch", "400"}, json);
+  ExpectCheckOk(db);
+  // Damage a few pages in the middle of the file (the tool has closed it,
+  // so everything is checkpointed into it).
+  struct stat st;
+  REQUIRE(stat(db.c_str(), &st) == 0);
+  REQUIRE(st.st_size > 8 * 4096);
+  {
+    std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+    for (off_t off = st.st_size / 2; off < st.st_size / 2 + 3 * 4096;
+         off += 512) {
+      f.seekp(off);
+      f.write("\xde\xad\xbe\xef", 4);
+    }
+  }
+  Run check = RunTool({"check", db});
+  INFO(Show(check));
+  CHECK(check.status == 1);
+  CHECK(Contains(check.out, "problem"));
+  CHECK(Lines(check.err).size() == 1);
+
+  Run salvage = RunTool({"export", db, "--salvage"});
+  INFO(Show(salvage));
+  CHECK(salvage.status != 0);
+  CHECK(Lines(salvage.err).size() == 1);
+  if (salvage.status == 1) {
+    CHECK(Contains(salvage.err, "could not be read"));
+    CHECK(Lines(salvage.out).size() < 400);
+  }
+}
+
+}  // namespace
+}  // namespace mmdoc::test
