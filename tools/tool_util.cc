@@ -5,6 +5,11 @@
 #include <algorithm>
 
 namespace mmdoc::tool {
+namespace {
+// The bar on screen, erased before an error message is printed so that the
+// message gets a line of its own.
+Progress* active_progress = nullptr;
+}  // namespace
 
 int Fail(int code, std::string_view what, std::string_view detail) {
   std::string line = "mmdoc: ";
@@ -17,6 +22,7 @@ int Fail(int code, std::string_view what, std::string_view detail) {
   std::replace(line.begin(), line.end(), '\n', ' ');
   std::replace(line.begin(), line.end(), '\r', ' ');
   line += '\n';
+  if (active_progress != nullptr) active_progress->Finish();
   std::fflush(stdout);
   std::fputs(line.c_str(), stderr);
   return code;
@@ -62,7 +68,9 @@ Progress::Progress(std::string label, uint64_t total, bool enabled)
       total_(total),
       enabled_(enabled),
       start_(std::chrono::steady_clock::now()),
-      last_draw_(start_) {}
+      last_draw_(start_) {
+  if (enabled_) active_progress = this;
+}
 
 void Progress::Draw(uint64_t done, uint64_t docs) {
   auto now = std::chrono::steady_clock::now();
@@ -100,6 +108,7 @@ void Progress::Finish() {
     drawn_ = false;
   }
   enabled_ = false;
+  if (active_progress == this) active_progress = nullptr;
 }
 
 }  // namespace mmdoc::tool
