@@ -54,6 +54,9 @@ Status CheckNode(const uint8_t* p, uint32_t ps, PageId id) {
   if (t != PageType::kBranch && t != PageType::kLeaf) {
     return PageError(id, "not a B+tree node (wrong page type)");
   }
+  if (RunLength(p) != 1) {
+    return PageError(id, "node with a run length other than 1");
+  }
   uint32_t n = Count(p), upper = Upper(p);
   if (upper > ps || kSlotsOffset + 2 * n > upper) {
     return PageError(id, "slot array and cell area overlap");
@@ -710,8 +713,6 @@ struct BTree::Impl {
                    const std::string_view* hi, VerifyState* v) {
     const uint8_t* p;
     MMDOC_RETURN_IF_ERROR(GetNode(id, depth, &p));
-    if (RunLength(p) != 1)
-      return PageError(id, "node with a run length other than 1");
     if (v->pages) v->pages->push_back(id);
     bool leaf = Type(p) == PageType::kLeaf;
     uint32_t n = Count(p);
