@@ -3,9 +3,8 @@
 //
 // Validation of outside bytes happens in two passes:
 //   1. our own walk (CheckTree), which bounds the nesting depth before
-//      anything recursive runs, rejects '$'-prefixed keys at every depth and
-//      checks that every (sub)document is well formed, using only
-//      bson_iter's bounds-checked accessors;
+//      anything recursive runs and checks that every (sub)document is well
+//      formed, using only bson_iter's bounds-checked accessors;
 //   2. bson_validate for everything else (regex and DBPointer internals
 //      and whatever libbson checks beyond us). It recurses without a depth
 //      limit, which is why it only runs after pass 1 has bounded the depth.
@@ -19,8 +18,11 @@
 //     cannot address them either.
 //   - string values may contain NUL (legal BSON and MongoDB); keys cannot
 //     (BSON keys are C strings, and libbson's JSON parser refuses them).
-//   - DBRef keys ($ref/$id/$db) are rejected like any other '$' key, although
-//     bson_validate would let them through.
+//   - '$'-prefixed keys are accepted here, because filters ({"a": {"$gt":
+//     1}}) and updates ({"$set": ...}) are Documents too (DB::Find,
+//     DB::Update, the mmdoc tool). They are rejected where a document is
+//     about to be stored: PrepareForInsert, Update (replacements and $set
+//     values) and engine::CheckFieldNames (query.h) for other callers.
 #include "mmdoc/document.h"
 
 #include <cstring>
@@ -60,10 +62,6 @@ Status CheckTree(bson_iter_t* it, int depth) {
     uint32_t key_len = bson_iter_key_len(it);
     if (!bson_utf8_validate(key, key_len, false)) {
       return Status::InvalidArgument("field name is not valid UTF-8");
-    }
-    if (key_len > 0 && key[0] == '$') {
-      return Status::InvalidArgument("field names must not start with '$'",
-                                     std::string_view(key, key_len));
     }
     bson_iter_t child;
     switch (bson_iter_type(it)) {

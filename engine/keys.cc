@@ -208,9 +208,7 @@ void PutCStr(const char* s, std::string* out) {
   PutEscaped(s, std::strlen(s), out);
 }
 
-// The rank byte: ranks start at 1, +0x0F keeps them clear of the 0x00
-// container terminator and readable in hex dumps.
-char RankByte(int rank) { return static_cast<char>(rank + 0x0F); }
+char RankByte(int rank) { return KeyRankByte(rank); }
 
 enum NumClass : char {
   kNaN = 1,

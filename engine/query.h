@@ -88,7 +88,15 @@ class Filter {
   // use (no predicate on it; $ne/$nin/$exists:false only; inside an $or that
   // has branches on other paths). Candidates found this way are always
   // re-checked with Matches, so the intervals may be wider than needed.
+  // Assumes the index may be multikey (a document may have several keys),
+  // where predicates ANDed on the path may each be met by a different array
+  // element ({"a": [1, 10]} matches {"a": {"$gt": 5, "$lt": 3}}): then the
+  // bounds of one conjunct are used, not their intersection.
   std::optional<std::vector<KeyInterval>> IndexBounds(std::string_view path) const;
+  // With multikey == false (no document has more than one key in this
+  // index) ANDed predicates on the path intersect their bounds.
+  std::optional<std::vector<KeyInterval>> IndexBounds(std::string_view path,
+                                                      bool multikey) const;
 
   struct Node;
 
@@ -136,9 +144,17 @@ class Projection {
   std::vector<std::string> fields_;
 };
 
+// InvalidArgument ("field names must not start with '$': $foo") when a key
+// at any depth of the (valid) document starts with '$'. Documents accept
+// such keys because filters and updates need them; stored documents must
+// not have them. PrepareForInsert and Update::Apply call this; so should
+// any other path that stores a caller's document (Replace).
+Status CheckFieldNames(const uint8_t* doc, size_t len);
+
 // Adds an ObjectId _id as the first field when the document has none; moves
 // an existing _id first. InvalidArgument when _id is an array, undefined or
-// a regex, or the result is over kMaxDocumentSize. *id receives the _id.
+// a regex, a key starts with '$', or the result is over kMaxDocumentSize.
+// *id receives the _id.
 Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id);
 
 }  // namespace mmdoc::engine

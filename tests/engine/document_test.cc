@@ -89,14 +89,25 @@ TEST_CASE("Document: FromJson rejects bad input", "[document]") {
   bad("  [1]", "object");
   bad("42", "object");
   bad("\"s\"", "object");
-  bad("{\"$foo\": 1}", "field names must not start with '$': $foo");
-  bad("{\"a\": {\"b\": [{\"$bar\": 1}]}}", "$bar");
-  bad("{\"a\": {\"$ref\": \"c\", \"$id\": 1}}", "$ref");
   bad(std::string("{\"a\": \"\xff\"}"), "invalid JSON");
   bad(std::string("{\"\xc3\": 1}"), "invalid JSON");
   bad(std::string("{\"a\": \"\xed\xa0\x80\"}"), "invalid JSON");  // surrogate
   bad(Nested(101), "");
   bad(Nested(200), "");
+}
+
+TEST_CASE("Document: '$' keys are allowed (filters and updates need them)",
+          "[document]") {
+  CHECK(Parse(R"({"a": {"$gt": 1}})").ToJson() == R"({ "a" : { "$gt" : 1 } })");
+  CHECK(Parse(R"({"$set": {"a": 1}})").size() > 5);
+  CHECK(Parse(R"({"a": {"b": [{"$bar": 1}]}})").size() > 5);
+  // Extended JSON still becomes typed values.
+  bson_t b;
+  Document oid = Parse(R"({"a": {"$oid": "0123456789abcdef01234567"}})");
+  oid.View(&b);
+  bson_iter_t it;
+  REQUIRE(bson_iter_init_find(&it, &b, "a"));
+  CHECK(bson_iter_type(&it) == BSON_TYPE_OID);
 }
 
 TEST_CASE("Document: size limit", "[document]") {
@@ -154,13 +165,7 @@ TEST_CASE("Document: FromBson validates", "[document]") {
   bson_append_utf8(&b, "s", 1, "\xff\xfe", 2);
   CHECK_FALSE(Document::FromBson(&b).ok());
   bson_destroy(&b);
-  // '$' key and empty key.
-  bson_init(&b);
-  BSON_APPEND_INT32(&b, "$x", 1);
-  auto r = Document::FromBson(&b);
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.status().message() == "field names must not start with '$': $x");
-  bson_destroy(&b);
+  // Empty keys are legal.
   bson_init(&b);
   bson_append_int32(&b, "", 0, 1);
   CHECK(Document::FromBson(&b).ok());  // MongoDB allows empty field names
@@ -269,8 +274,8 @@ TEST_CASE("Value: FromJson", "[document]") {
         BSON_TYPE_DOCUMENT);
   CHECK(Value::FromJson("[1, 2]").value().type() == BSON_TYPE_ARRAY);
   CHECK(Value::FromJson(" [1, 2] ").value().ToJson() == "[ 1, 2 ]");
-  for (const char* bad : {"", "x", "1,", "1, \"w\": 2", "1} {\"v\": 2", "{",
-                          "[1,", "{\"$foo\": 1}", "\"\xff\""}) {
+  for (const char* bad :
+       {"", "x", "1,", "1, \"w\": 2", "1} {\"v\": 2", "{", "[1,", "\"\xff\""}) {
     INFO(bad);
     auto r = Value::FromJson(bad);
     CHECK_FALSE(r.ok());

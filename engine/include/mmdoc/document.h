@@ -8,8 +8,12 @@
 //   - a document is at most kMaxDocumentSize bytes (16 MiB, as MongoDB);
 //   - nesting (documents and arrays inside each other) at most
 //     kMaxNestingDepth levels;
-//   - keys are valid UTF-8, contain no NUL, and do not start with '$';
+//   - keys are valid UTF-8 and contain no NUL;
 //   - the top level is a document, never an array.
+// Keys starting with '$' are accepted here, because filters and updates
+// ({"a": {"$gt": 1}}, {"$set": ...}) are Documents too; a document to be
+// stored may not have them at any depth ("field names must not start with
+// '$': $foo"): Insert, Replace and Update check that.
 // A violation is Status::InvalidArgument naming the problem (and, for JSON,
 // where it is).
 //
@@ -40,10 +44,10 @@ class Document {
 
   // Parses one JSON object (Extended JSON). InvalidArgument for invalid
   // JSON (with libbson's message: line and position), a top-level array,
-  // invalid UTF-8, '$'-prefixed keys, too deep or too large.
+  // a second document after the first, invalid UTF-8, too deep or too large.
   static Result<Document> FromJson(std::string_view json);
   // Copies and validates BSON bytes. InvalidArgument for bad lengths, bad
-  // element types, bad UTF-8, '$'-prefixed keys, too deep or too large.
+  // element types, bad UTF-8, too deep or too large.
   static Result<Document> FromBson(const uint8_t* data, size_t size);
   static Result<Document> FromBson(const bson_t* bson);
   // Takes bytes already known to be valid (read back from the database).
