@@ -1,0 +1,592 @@
+// Update ($set/$unset/$inc or replacement), Projection, PrepareForInsert and
+// CheckFieldNames.
+//
+// Operator updates are applied in one pass over the original document: the
+// update's paths form a tree (PathTree), and Rewrite copies the document
+// element by element, replacing, dropping or descending where the tree says,
+// then appends the fields the tree still holds (in the update's order) at
+// the end of their subdocument. So untouched fields keep their order and
+// bytes.
+//
+// Arrays: a numeric path part addresses an array element ("a.1"); $set past
+// the end pads with nulls, as MongoDB does. $set/$inc through a scalar is
+// InvalidArgument; $unset through anything absent is a no-op.
+// $inc: int32+int32 stays int32 unless it overflows (then int64); with an
+// int64 the result is int64 (overflow is InvalidArgument); with a double it
+// is a double. Decimal128 is not supported by $inc.
+#include <bson/bson.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "query.h"
+#include "query_path.h"
+
+namespace mmdoc::engine {
+namespace {
+
+std::string_view Key(const bson_iter_t* it) {
+  return std::string_view(bson_iter_key(it), bson_iter_key_len(it));
+}
+
+Status CheckNamesIn(bson_iter_t* it) {
+  while (bson_iter_next(it)) {
+    if (bson_iter_key_len(it) > 0 && bson_iter_key(it)[0] == '$') {
+      return Status::InvalidArgument("field names must not start with '$'",
+                                     Key(it));
+    }
+    bson_iter_t child;
+    if ((BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it)) &&
+        bson_iter_recurse(it, &child)) {
+      MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child));
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckValueNames(const bson_value_t* v) {
+  if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY) {
+    return Status::OK();
+  }
+  return CheckFieldNames(v->value.v_doc.data, v->value.v_doc.data_len);
+}
+
+// Nesting levels inside a value (a scalar is 0, {} is 1).
+int ValueDepth(const bson_value_t* v) {
+  if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY)
+    return 0;
+  int deepest = 0;
+  bson_iter_t it;
+  if (bson_iter_init_from_data(&it, v->value.v_doc.data,
+                               v->value.v_doc.data_len)) {
+    while (bson_iter_next(&it))
+      deepest = std::max(deepest, ValueDepth(bson_iter_value(&it)));
+  }
+  return 1 + deepest;
+}
+
+std::string Bytes(const bson_t* b) {
+  return std::string(reinterpret_cast<const char*>(bson_get_data(b)), b->len);
+}
+
+Status SizeOk(size_t size) {
+  if (size > kMaxDocumentSize) {
+    return Status::InvalidArgument("document is larger than 16 MiB (" +
+                                   std::to_string(size) + " bytes)");
+  }
+  return Status::OK();
+}
+
+// Splits "a.b.c"; InvalidArgument for empty parts.
+Status SplitPath(std::string_view path, std::vector<std::string>* parts) {
+  parts->clear();
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string_view part =
+        path.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    if (part.empty()) return Status::InvalidArgument("bad field path", path);
+    parts->emplace_back(part);
+    if (dot == std::string_view::npos) return Status::OK();
+    start = dot + 1;
+  }
+}
+
+// The paths of an update or projection as a tree, children in the order
+// they were first named.
+struct PathTree {
+  enum Op { kNone, kSet, kUnset, kInc };
+  Op op = kNone;
+  Value value;  // kSet, kInc
+  std::string path;
+  std::vector<std::pair<std::string, std::unique_ptr<PathTree>>> children;
+
+  PathTree* Find(std::string_view name) const {
+    for (const auto& c : children) {
+      if (c.first == name) return c.second.get();
+    }
+    return nullptr;
+  }
+  PathTree* Child(std::string_view name) {
+    if (PathTree* c = Find(name)) return c;
+    children.emplace_back(std::string(name), std::make_unique<PathTree>());
+    return children.back().second.get();
+  }
+  // Whether anything below creates fields ($set/$inc), as opposed to $unset.
+  bool Creates() const {
+    if (op == kSet || op == kInc) return true;
+    for (const auto& c : children) {
+      if (c.second->Creates()) return true;
+    }
+    return false;
+  }
+};
+
+// Adds `path` to the tree; InvalidArgument when it equals, contains or lies
+// inside a path already there (MongoDB's "conflict" error).
+Status AddPath(PathTree* root, std::string_view path, PathTree** leaf) {
+  std::vector<std::string> parts;
+  MMDOC_RETURN_IF_ERROR(SplitPath(path, &parts));
+  PathTree* n = root;
+  for (const std::string& part : parts) {
+    n = n->Child(part);
+    if (n->op != PathTree::kNone) {
+      return Status::InvalidArgument("conflicting update paths " + n->path +
+                                     " and " + std::string(path));
+    }
+  }
+  if (!n->children.empty()) {
+    return Status::InvalidArgument("conflicting update paths", path);
+  }
+  n->path.assign(path);
+  *leaf = n;
+  return Status::OK();
+}
+
+bool IsNumber(bson_type_t t) {
+  return t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE;
+}
+
+// current + delta with MongoDB's type promotion, into *out.
+Status Add(const bson_value_t* current, const bson_value_t* delta,
+           const std::string& path, bson_value_t* out) {
+  bson_type_t a = current->value_type, b = delta->value_type;
+  if (!IsNumber(a)) {
+    return Status::InvalidArgument("$inc on a non-number field", path);
+  }
+  if (a == BSON_TYPE_DOUBLE || b == BSON_TYPE_DOUBLE) {
+    auto as_double = [](const bson_value_t* v) {
+      return v->value_type == BSON_TYPE_DOUBLE ? v->value.v_double
+             : v->value_type == BSON_TYPE_INT64
+                 ? static_cast<double>(v->value.v_int64)
+                 : static_cast<double>(v->value.v_int32);
+    };
+    out->value_type = BSON_TYPE_DOUBLE;
+    out->value.v_double = as_double(current) + as_double(delta);
+    return Status::OK();
+  }
+  int64_t x =
+      a == BSON_TYPE_INT64 ? current->value.v_int64 : current->value.v_int32;
+  int64_t y =
+      b == BSON_TYPE_INT64 ? delta->value.v_int64 : delta->value.v_int32;
+  int64_t sum;
+  if (__builtin_add_overflow(x, y, &sum)) {
+    return Status::InvalidArgument("integer overflow in $inc", path);
+  }
+  if (a == BSON_TYPE_INT32 && b == BSON_TYPE_INT32 && sum >= INT32_MIN &&
+      sum <= INT32_MAX) {
+    out->value_type = BSON_TYPE_INT32;
+    out->value.v_int32 = static_cast<int32_t>(sum);
+  } else {
+    out->value_type = BSON_TYPE_INT64;
+    out->value.v_int64 = sum;
+  }
+  return Status::OK();
+}
+
+void Append(bson_t* out, std::string_view key, const bson_value_t* v) {
+  bson_append_value(out, key.data(), static_cast<int>(key.size()), v);
+}
+
+Status Create(const PathTree& n, std::string_view key, bson_t* out);
+
+// Appends the fields of `n` not yet in the container (is_array: elements
+// "0".."len-1" exist; numeric names beyond pad with null).
+Status AppendMissing(const PathTree& n,
+                     const std::vector<const PathTree*>& seen, bool is_array,
+                     uint32_t array_len, const std::string& where,
+                     bson_t* out) {
+  if (!is_array) {
+    for (const auto& [name, child] : n.children) {
+      if (std::find(seen.begin(), seen.end(), child.get()) != seen.end())
+        continue;
+      MMDOC_RETURN_IF_ERROR(Create(*child, name, out));
+    }
+    return Status::OK();
+  }
+  std::vector<std::pair<uint64_t, const PathTree*>> extra;
+  for (const auto& [name, child] : n.children) {
+    if (std::find(seen.begin(), seen.end(), child.get()) != seen.end())
+      continue;
+    if (!child->Creates()) continue;
+    if (!IsNumeric(name) || name.size() > 7) {
+      return Status::InvalidArgument(
+          "cannot create field " + name + " in array", where);
+    }
+    extra.emplace_back(std::stoull(name), child.get());
+  }
+  std::sort(extra.begin(), extra.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
+  uint64_t next = array_len;
+  for (const auto& [index, child] : extra) {
+    for (; next < index; ++next) {
+      std::string k = std::to_string(next);
+      bson_append_null(out, k.data(), static_cast<int>(k.size()));
+    }
+    MMDOC_RETURN_IF_ERROR(Create(*child, std::to_string(index), out));
+    next = index + 1;
+  }
+  return Status::OK();
+}
+
+// Creates field `key` from scratch: a value ($set, $inc on a missing field)
+// or a new subdocument holding the fields below.
+Status Create(const PathTree& n, std::string_view key, bson_t* out) {
+  switch (n.op) {
+    case PathTree::kSet:
+    case PathTree::kInc:
+      Append(out, key, n.value.get());
+      return Status::OK();
+    case PathTree::kUnset:
+      return Status::OK();
+    case PathTree::kNone:
+      break;
+  }
+  if (!n.Creates()) return Status::OK();
+  bson_t sub;
+  bson_append_document_begin(out, key.data(), static_cast<int>(key.size()),
+                             &sub);
+  Status s = AppendMissing(n, {}, false, 0, std::string(key), &sub);
+  bson_append_document_end(out, &sub);
+  return s;
+}
+
+// Copies the container `it` iterates into `out`, applying the tree `n`.
+Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array,
+               const std::string& where, bson_t* out) {
+  std::vector<const PathTree*> seen;
+  uint32_t count = 0;
+  while (bson_iter_next(it)) {
+    ++count;
+    std::string_view key = Key(it);
+    const PathTree* c = n.Find(key);
+    if (c == nullptr) {
+      bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
+      continue;
+    }
+    seen.push_back(c);
+    const bson_value_t* cur = bson_iter_value(it);
+    switch (c->op) {
+      case PathTree::kSet:
+        Append(out, key, c->value.get());
+        continue;
+      case PathTree::kUnset:
+        continue;
+      case PathTree::kInc: {
+        bson_value_t sum;
+        MMDOC_RETURN_IF_ERROR(Add(cur, c->value.get(), c->path, &sum));
+        Append(out, key, &sum);
+        continue;
+      }
+      case PathTree::kNone:
+        break;
+    }
+    std::string sub_where =
+        where.empty() ? std::string(key) : where + "." + std::string(key);
+    bool sub_array = BSON_ITER_HOLDS_ARRAY(it);
+    bson_iter_t sub_it;
+    if ((!sub_array && !BSON_ITER_HOLDS_DOCUMENT(it)) ||
+        !bson_iter_recurse(it, &sub_it)) {
+      if (!c->Creates()) {  // $unset below a scalar: nothing to remove
+        bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
+        continue;
+      }
+      return Status::InvalidArgument(
+          "cannot create a field inside the non-document field", sub_where);
+    }
+    bson_t sub;
+    if (sub_array) {
+      bson_append_array_begin(out, key.data(), static_cast<int>(key.size()),
+                              &sub);
+    } else {
+      bson_append_document_begin(out, key.data(), static_cast<int>(key.size()),
+                                 &sub);
+    }
+    Status s = Rewrite(&sub_it, *c, sub_array, sub_where, &sub);
+    if (sub_array) {
+      bson_append_array_end(out, &sub);
+    } else {
+      bson_append_document_end(out, &sub);
+    }
+    MMDOC_RETURN_IF_ERROR(s);
+  }
+  return AppendMissing(n, seen, is_array, count, where, out);
+}
+
+}  // namespace
+
+Status CheckFieldNames(const uint8_t* doc, size_t len) {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, doc, len)) {
+    return Status::InvalidArgument("invalid BSON document");
+  }
+  return CheckNamesIn(&it);
+}
+
+// ------------------------------------------------------------------ Update
+
+struct Update::Impl {
+  bool replacement = false;
+  std::string replacement_doc;  // BSON
+  PathTree tree;
+};
+
+Update::Update() : impl_(std::make_unique<Impl>()) {
+  impl_->replacement = true;
+  impl_->replacement_doc = Document().bytes();
+}
+Update::~Update() = default;
+Update::Update(Update&&) noexcept = default;
+Update& Update::operator=(Update&&) noexcept = default;
+
+bool Update::is_replacement() const { return impl_->replacement; }
+
+Result<Update> Update::Parse(const bson_t* update) {
+  bson_iter_t it;
+  if (update == nullptr || !bson_iter_init(&it, update)) {
+    return Status::InvalidArgument("update is not a BSON document");
+  }
+  Update u;
+  bson_iter_t peek = it;
+  bool operators = bson_iter_next(&peek) && bson_iter_key(&peek)[0] == '$';
+  if (!operators) {
+    // A replacement document: stored as given (minus _id handling in Apply).
+    MMDOC_RETURN_IF_ERROR(CheckFieldNames(bson_get_data(update), update->len));
+    u.impl_->replacement = true;
+    u.impl_->replacement_doc = Bytes(update);
+    return u;
+  }
+  u.impl_->replacement = false;
+  while (bson_iter_next(&it)) {
+    std::string_view op_name = Key(&it);
+    PathTree::Op op;
+    if (op_name == "$set") {
+      op = PathTree::kSet;
+    } else if (op_name == "$unset") {
+      op = PathTree::kUnset;
+    } else if (op_name == "$inc") {
+      op = PathTree::kInc;
+    } else if (op_name.empty() || op_name[0] != '$') {
+      return Status::InvalidArgument("cannot mix update operators and fields",
+                                     op_name);
+    } else {
+      return Status::InvalidArgument("unknown operator " +
+                                     std::string(op_name));
+    }
+    bson_iter_t fields;
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &fields)) {
+      return Status::InvalidArgument(std::string(op_name) +
+                                     " needs a document");
+    }
+    while (bson_iter_next(&fields)) {
+      std::string_view path = Key(&fields);
+      if (path == "_id" || path.substr(0, 4) == "_id.") {
+        return Status::InvalidArgument("cannot modify _id");
+      }
+      if (path.empty() || path[0] == '$' ||
+          path.find(".$") != std::string_view::npos) {
+        return Status::InvalidArgument("field names must not start with '$'",
+                                       path);
+      }
+      const bson_value_t* v = bson_iter_value(&fields);
+      if (op == PathTree::kInc && !IsNumber(v->value_type)) {
+        return Status::InvalidArgument("$inc needs a number for field", path);
+      }
+      if (op == PathTree::kSet) {
+        MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
+        size_t parts = std::count(path.begin(), path.end(), '.') + 1;
+        if (static_cast<int>(parts) + ValueDepth(v) >= kMaxNestingDepth) {
+          return Status::InvalidArgument("update nests deeper than 100 levels",
+                                         path);
+        }
+      }
+      PathTree* leaf = nullptr;
+      MMDOC_RETURN_IF_ERROR(AddPath(&u.impl_->tree, path, &leaf));
+      leaf->op = op;
+      if (op != PathTree::kUnset) leaf->value = Value::FromBsonValue(v);
+    }
+  }
+  return u;
+}
+
+Result<Update> Update::Parse(const Document& update) {
+  bson_t b;
+  update.View(&b);
+  return Parse(&b);
+}
+
+Status Update::Apply(const uint8_t* doc, size_t len, std::string* out) const {
+  bson_t src;
+  bson_iter_t it;
+  if (!bson_init_static(&src, doc, len) || !bson_iter_init(&it, &src)) {
+    return Status::InvalidArgument("invalid BSON document");
+  }
+  bson_t result;
+  bson_init(&result);
+  Status s;
+  if (impl_->replacement) {
+    // _id stays first and unchanged; a replacement may repeat it, not
+    // change it.
+    bson_value_t old_id, new_id;
+    bool has_old = LookupPath(doc, len, "_id", &old_id);
+    const auto* rep =
+        reinterpret_cast<const uint8_t*>(impl_->replacement_doc.data());
+    size_t rep_len = impl_->replacement_doc.size();
+    if (LookupPath(rep, rep_len, "_id", &new_id) &&
+        (!has_old || CompareValues(&old_id, &new_id) != 0)) {
+      s = Status::InvalidArgument("replacement changes _id");
+    } else {
+      if (has_old) Append(&result, "_id", &old_id);
+      bson_iter_t rit;
+      bson_iter_init_from_data(&rit, rep, rep_len);
+      while (bson_iter_next(&rit)) {
+        if (Key(&rit) == "_id") continue;
+        bson_append_iter(&result, bson_iter_key(&rit), -1, &rit);
+      }
+    }
+  } else {
+    s = Rewrite(&it, impl_->tree, false, "", &result);
+  }
+  if (s.ok()) s = SizeOk(result.len);
+  if (s.ok()) *out = Bytes(&result);
+  bson_destroy(&result);
+  return s;
+}
+
+// -------------------------------------------------------------- Projection
+
+Projection::Projection() = default;
+Projection::~Projection() = default;
+Projection::Projection(Projection&&) noexcept = default;
+Projection& Projection::operator=(Projection&&) noexcept = default;
+
+Result<Projection> Projection::Parse(const std::vector<std::string>& fields) {
+  Projection p;
+  std::vector<std::string> parts;
+  for (const std::string& f : fields) {
+    MMDOC_RETURN_IF_ERROR(SplitPath(f, &parts));
+    p.fields_.push_back(f);
+  }
+  return p;
+}
+
+bool Projection::empty() const { return fields_.empty(); }
+
+namespace {
+
+// Copies the parts of the container `it` iterates that `n` selects (a leaf
+// selects the whole field). Array elements that are documents are projected
+// one by one; other elements are dropped, as MongoDB does.
+void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array,
+             bson_t* out) {
+  uint32_t index = 0;
+  while (bson_iter_next(it)) {
+    std::string_view key = Key(it);
+    const PathTree* c = is_array ? &n : n.Find(key);
+    if (top && key == "_id") {
+      bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
+      continue;
+    }
+    if (c == nullptr) continue;
+    if (c->op != PathTree::kNone) {
+      bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
+      continue;
+    }
+    bool sub_array = BSON_ITER_HOLDS_ARRAY(it);
+    bson_iter_t sub_it;
+    if (!(sub_array || BSON_ITER_HOLDS_DOCUMENT(it)) ||
+        !bson_iter_recurse(it, &sub_it)) {
+      continue;
+    }
+    if (is_array && sub_array)
+      continue;  // arrays in arrays are not projected into
+    std::string k = is_array ? std::to_string(index++) : std::string(key);
+    bson_t sub;
+    if (sub_array) {
+      bson_append_array_begin(out, k.data(), static_cast<int>(k.size()), &sub);
+      Project(&sub_it, *c, false, true, &sub);
+      bson_append_array_end(out, &sub);
+    } else {
+      bson_append_document_begin(out, k.data(), static_cast<int>(k.size()),
+                                 &sub);
+      Project(&sub_it, *c, false, false, &sub);
+      bson_append_document_end(out, &sub);
+    }
+  }
+}
+
+}  // namespace
+
+void Projection::Apply(const uint8_t* doc, size_t len, std::string* out) const {
+  if (fields_.empty()) {
+    out->assign(reinterpret_cast<const char*>(doc), len);
+    return;
+  }
+  // Built per call: projections are small and applied to returned documents
+  // only. A shorter path wins over a longer one below it ("a" over "a.b").
+  PathTree tree;
+  std::vector<std::string> parts;
+  for (const std::string& f : fields_) {
+    (void)SplitPath(f, &parts);  // validated in Parse
+    PathTree* n = &tree;
+    for (const std::string& part : parts) {
+      if (n->op != PathTree::kNone) break;
+      n = n->Child(part);
+    }
+    n->op = PathTree::kSet;
+    n->children.clear();
+  }
+  bson_iter_t it;
+  bson_t result;
+  bson_init(&result);
+  if (bson_iter_init_from_data(&it, doc, len))
+    Project(&it, tree, true, false, &result);
+  *out = Bytes(&result);
+  bson_destroy(&result);
+}
+
+// -------------------------------------------------------- PrepareForInsert
+
+Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id) {
+  MMDOC_RETURN_IF_ERROR(CheckFieldNames(in.data(), in.size()));
+  bson_value_t existing;
+  bson_value_t fresh;
+  const bson_value_t* idv = &existing;
+  if (LookupPath(in.data(), in.size(), "_id", &existing)) {
+    switch (existing.value_type) {
+      case BSON_TYPE_ARRAY:
+      case BSON_TYPE_UNDEFINED:
+      case BSON_TYPE_REGEX:
+        return Status::InvalidArgument(
+            "_id cannot be an array, undefined or a regex");
+      default:
+        break;
+    }
+  } else {
+    fresh.value_type = BSON_TYPE_OID;
+    bson_oid_init(&fresh.value.v_oid, nullptr);
+    idv = &fresh;
+  }
+  bson_t result;
+  bson_init(&result);
+  Append(&result, "_id", idv);
+  bson_iter_t it;
+  if (bson_iter_init_from_data(&it, in.data(), in.size())) {
+    while (bson_iter_next(&it)) {
+      if (Key(&it) == "_id") continue;
+      bson_append_iter(&result, bson_iter_key(&it),
+                       static_cast<int>(bson_iter_key_len(&it)), &it);
+    }
+  }
+  Status s = SizeOk(result.len);
+  if (s.ok()) {
+    *out_bson = Bytes(&result);
+    if (id != nullptr) *id = Value::FromBsonValue(idv);
+  }
+  bson_destroy(&result);
+  return s;
+}
+
+}  // namespace mmdoc::engine
