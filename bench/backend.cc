@@ -1,0 +1,48 @@
+#include "bench/backend.h"
+
+#include "bench/backends.h"
+
+namespace mmdoc::bench {
+
+#ifndef MMDOC_BENCH_WITH_MMDOC
+// Built without the engine: the mmdoc adapter is absent.
+std::unique_ptr<Backend> NewMmdocBackend() { return nullptr; }
+#endif
+
+Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
+  std::unique_ptr<Backend> b;
+  if (name == "mmdoc") {
+    b = NewMmdocBackend();
+    if (b == nullptr) {
+      return Status::NotSupported(
+          "mmdoc-bench was built without the mmdoc engine");
+    }
+  } else if (name == "lmdb") {
+    b = NewLmdbBackend(true);
+  } else if (name == "lmdb-nowritemap") {
+    b = NewLmdbBackend(false);
+  } else if (name == "rocksdb") {
+    b = NewRocksDbBackend();
+  } else if (name == "sqlite") {
+    b = NewSqliteBackend(true);
+  } else if (name == "sqlite-norowid") {
+    b = NewSqliteBackend(false);
+  } else {
+    return Status::InvalidArgument("unknown engine", name);
+  }
+  return b;
+}
+
+std::vector<std::string> BackendNames() {
+  return {"mmdoc",           "lmdb",          "rocksdb", "sqlite",
+          "lmdb-nowritemap", "sqlite-norowid"};
+}
+
+std::vector<std::string> DefaultBackendNames() {
+  std::vector<std::string> names;
+  if (NewMmdocBackend() != nullptr) names.push_back("mmdoc");
+  for (const char* n : {"lmdb", "rocksdb", "sqlite"}) names.push_back(n);
+  return names;
+}
+
+}  // namespace mmdoc::bench

@@ -1,0 +1,121 @@
+// bench::Backend: one interface over every engine mmdoc-bench measures.
+//
+// An engine (mmdoc, LMDB, RocksDB, SQLite) keeps the seed workload's
+// documents {_id, key, value} (GUID strings) as the same BSON bytes, keyed by
+// _id, plus a unique secondary index on `key`; `value` is not indexed. An
+// adapter does what the engine's documentation recommends for that (its
+// best-known settings) and says so in settings().
+//
+//   auto backend = bench::NewBackend("lmdb").value();
+//   BackendConfig config;  // durability, expected size, ...
+//   Status s = backend->Open(dir, config);
+//   auto session = backend->NewSession().value();   // one per thread
+//   s = session->Begin();
+//   s = session->Insert(doc);   // ... B documents per transaction
+//   s = session->Commit();
+//   std::string value;
+//   s = session->GetById(id, &value);
+//
+// Writes (Insert, UpdateValue, Delete) run inside Begin/Commit; reads run
+// each in a snapshot of their own (as an auto-committed single read does).
+// A Session belongs to one thread at a time; a Backend serves many sessions
+// from many threads at once. Close (or destruction) requires every session
+// to be gone.
+#ifndef MMDOC_BENCH_BACKEND_H_
+#define MMDOC_BENCH_BACKEND_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mmdoc/durability.h"
+#include "mmdoc/status.h"
+
+namespace mmdoc::bench {
+
+// One document of the workload: the three GUID strings and its BSON bytes
+// {_id: id, key: key, value: value}, built once (MakeBson) and handed to
+// every engine unchanged.
+struct DocRef {
+  std::string_view id;
+  std::string_view key;
+  std::string_view bson;
+};
+
+struct BackendConfig {
+  // What a commit waits for; an engine that lacks the mode reports it
+  // through Backend::Supports and is never opened with it.
+  Durability durability = Durability::kNone;
+  // How many documents and BSON bytes the run will store (for map sizes
+  // and cache sizes); upper bounds are fine.
+  uint64_t expected_docs = 0;
+  uint64_t expected_bytes = 0;
+  // Concurrent sessions the run will use (reader slots, connections).
+  int max_sessions = 1;
+  // Periodic flush interval for Durability::kPeriodic.
+  uint32_t sync_interval_ms = 100;
+};
+
+class Session {
+ public:
+  virtual ~Session() = default;
+
+  // --- writes, between Begin and Commit ---
+  virtual Status Begin() = 0;
+  virtual Status Commit() = 0;
+  // Stores doc under doc.id and indexes doc.key. AlreadyExists when the _id
+  // or the key is taken.
+  virtual Status Insert(const DocRef& doc) = 0;
+  // Reads the document with this _id, sets its `value` and writes it back
+  // (the key index stays consistent). NotFound when absent.
+  virtual Status UpdateValue(std::string_view id, std::string_view value) = 0;
+  // Deletes the document with this _id and its key index entry. NotFound
+  // when absent.
+  virtual Status Delete(std::string_view id) = 0;
+
+  // --- reads, each in its own snapshot ---
+  // The `value` field of the document with this _id; NotFound when absent.
+  virtual Status GetById(std::string_view id, std::string* value) = 0;
+  // The `value` field of the document whose `key` is key, found through
+  // the key index; NotFound when absent.
+  virtual Status FindByKey(std::string_view key, std::string* value) = 0;
+  // Reads every stored document, parses its BSON and compares its `value`
+  // field with value (no index, no early stop: a full scan). *found tells
+  // whether any matched; *scanned_bytes (if non-null) gets the BSON bytes
+  // read.
+  virtual Status ScanByValue(std::string_view value, bool* found,
+                             uint64_t* scanned_bytes) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Engine name as given to NewBackend ("lmdb", "sqlite-norowid", ...).
+  virtual std::string name() const = 0;
+  // Whether the engine has this durability mode at all.
+  virtual bool Supports(Durability d) const = 0;
+  // Creates a fresh store in the (existing, empty) directory dir.
+  virtual Status Open(const std::string& dir, const BackendConfig& config) = 0;
+  // The settings in use, one line, e.g. "MDB_WRITEMAP|MDB_NOSYNC, map 4 GiB".
+  virtual std::string settings() const = 0;
+  // A session for one thread (connections, reader slots, statements).
+  virtual Result<std::unique_ptr<Session>> NewSession() = 0;
+  // Closes the store (flushes what the engine flushes on close).
+  virtual Status Close() = 0;
+};
+
+// "mmdoc", "lmdb", "lmdb-nowritemap", "rocksdb", "sqlite", "sqlite-norowid".
+// NotSupported for a name not built in, InvalidArgument for an unknown one.
+Result<std::unique_ptr<Backend>> NewBackend(std::string_view name);
+// Every engine name NewBackend knows (the default set comes first).
+std::vector<std::string> BackendNames();
+// The engines a plain run compares: mmdoc (when built), lmdb, rocksdb, sqlite.
+std::vector<std::string> DefaultBackendNames();
+
+}  // namespace mmdoc::bench
+
+#endif  // MMDOC_BENCH_BACKEND_H_

@@ -1,0 +1,27 @@
+// Constructors of the adapters behind bench::NewBackend (backend.h).
+#ifndef MMDOC_BENCH_BACKENDS_H_
+#define MMDOC_BENCH_BACKENDS_H_
+
+#include <memory>
+#include <string>
+
+#include "bench/backend.h"
+
+namespace mmdoc::bench {
+
+// writemap: MDB_WRITEMAP (best-known) or LMDB's default.
+std::unique_ptr<Backend> NewLmdbBackend(bool writemap);
+std::unique_ptr<Backend> NewRocksDbBackend();
+// rowid: a rowid table with a unique index on id, or WITHOUT ROWID.
+std::unique_ptr<Backend> NewSqliteBackend(bool rowid);
+// nullptr when mmdoc-bench was built without the engine (MMDOC_BENCH_MMDOC).
+std::unique_ptr<Backend> NewMmdocBackend();
+
+// Which RocksDB library the process loaded, e.g. "rocksdb 7.8.3 release
+// build (/var/cache/mmdoc/rocksdb-release/lib/librocksdb.so.7.8)" or
+// "rocksdb 7.8.3 debian build (assertions on) (/usr/lib/...)".
+std::string RocksDbBuild();
+
+}  // namespace mmdoc::bench
+
+#endif  // MMDOC_BENCH_BACKENDS_H_

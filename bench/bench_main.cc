@@ -1,0 +1,270 @@
+// mmdoc-bench: the seed workload on mmdoc, LMDB, RocksDB and SQLite in one
+// run. See workload.h for the phases and report.h for the output.
+//
+//   mmdoc-bench                                   # default size, all engines
+//   mmdoc-bench --docs 1M,2M,4M --json out.json   # the seed's sweep
+//   mmdoc-bench --durability all --batch 1        # what each mode costs
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bench/backend.h"
+#include "bench/backends.h"
+#include "bench/machine.h"
+#include "bench/report.h"
+#include "bench/workload.h"
+
+namespace mmdoc::bench {
+namespace {
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+// "200k" -> 200000, "1M" -> 1000000; 0 on a bad count.
+uint64_t ParseCount(const std::string& s) {
+  if (s.empty()) return 0;
+  uint64_t mult = 1;
+  std::string digits = s;
+  char last = s.back();
+  if (last == 'k' || last == 'K') mult = 1000;
+  if (last == 'm' || last == 'M') mult = 1000000;
+  if (mult != 1) digits.pop_back();
+  if (digits.empty() ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return 0;
+  return std::stoull(digits) * mult;
+}
+
+bool WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  return static_cast<bool>(f);
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{
+      "mmdoc-bench: the seed workload (GUID documents, unique index on key) on "
+      "mmdoc and its "
+      "peers, one run, one machine"};
+  std::string engines_arg, docs_arg = "200k", durability_arg = "none",
+                           phases_arg;
+  std::string dir_arg, json_path, csv_path;
+  int batch = 1000, threads = 1, scans = 0;
+  uint64_t seed = 1, max_durable_ops = 10000;
+  uint32_t sync_interval_ms = 100;
+  bool keep = false, quiet = false;
+  std::string engine_help =
+      "engines, comma-separated (default: the four of the seed test bed";
+  engine_help += "); known:";
+  for (const auto& n : BackendNames()) engine_help += " " + n;
+  app.add_option("--engines", engines_arg, engine_help);
+  app.add_option("--docs", docs_arg,
+                 "documents, or a list: 1M,2M,4M (k/M suffixes)")
+      ->capture_default_str();
+  app.add_option("--batch", batch, "documents per write transaction")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("--durability", durability_arg,
+                 "none|periodic|msync|fsync|group|all")
+      ->capture_default_str();
+  app.add_option(
+         "--threads", threads,
+         "threads for the read phases, and writer threads for durable inserts")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  app.add_option("--seed", seed,
+                 "seed of the GUIDs (the same for every engine)")
+      ->capture_default_str();
+  app.add_option("--scans", scans,
+                 "search_value scans (default 20, fewer above 1M docs)");
+  app.add_option("--phases", phases_arg,
+                 "phases to time, comma-separated (insert always runs; default "
+                 "all, or only "
+                 "insert with --durability all)");
+  app.add_option(
+         "--max-durable-ops", max_durable_ops,
+         "in a durable mode, time at most this many writes per phase (0 = all)")
+      ->capture_default_str();
+  app.add_option("--sync-interval-ms", sync_interval_ms,
+                 "flush interval of periodic mode")
+      ->capture_default_str();
+  app.add_option(
+      "--dir", dir_arg,
+      "data directory (default: a temporary one in the current directory)");
+  app.add_option("--json", json_path, "write results as JSON");
+  app.add_option("--csv", csv_path, "write results as CSV");
+  app.add_flag("--keep", keep, "keep the data files");
+  app.add_flag("--quiet", quiet, "no tables on stdout");
+  CLI11_PARSE(app, argc, argv);
+
+  RunInfo run;
+  for (int i = 0; i < argc; ++i)
+    run.command += (i ? " " : "") + std::string(argv[i]);
+  run.engines =
+      engines_arg.empty() ? DefaultBackendNames() : SplitList(engines_arg);
+  for (const auto& e : run.engines) {
+    auto b = NewBackend(e);
+    if (!b.ok()) {
+      std::fprintf(stderr, "mmdoc-bench: %s\n", b.status().ToString().c_str());
+      return 2;
+    }
+  }
+  for (const auto& d : SplitList(docs_arg)) {
+    uint64_t n = ParseCount(d);
+    if (n < 10) {
+      std::fprintf(stderr,
+                   "mmdoc-bench: bad --docs value '%s' (need a count >= 10)\n",
+                   d.c_str());
+      return 2;
+    }
+    run.docs.push_back(n);
+  }
+  if (run.docs.empty()) {
+    std::fprintf(stderr, "mmdoc-bench: --docs is empty\n");
+    return 2;
+  }
+  if (durability_arg == "all") {
+    run.durabilities = {"none", "periodic", "msync", "fsync", "group"};
+  } else if (ParseDurability(durability_arg)) {
+    run.durabilities = {durability_arg};
+  } else {
+    std::fprintf(stderr, "mmdoc-bench: bad --durability '%s'\n",
+                 durability_arg.c_str());
+    return 2;
+  }
+  if (phases_arg.empty()) {
+    run.phases = durability_arg == "all" ? std::vector<std::string>{"insert"}
+                                         : AllPhases();
+  } else {
+    for (const auto& p : SplitList(phases_arg)) {
+      if (std::find(AllPhases().begin(), AllPhases().end(), p) ==
+          AllPhases().end()) {
+        std::fprintf(stderr, "mmdoc-bench: unknown phase '%s'\n", p.c_str());
+        return 2;
+      }
+    }
+    // Canonical order.
+    auto wanted = SplitList(phases_arg);
+    for (const auto& p : AllPhases()) {
+      if (std::find(wanted.begin(), wanted.end(), p) != wanted.end())
+        run.phases.push_back(p);
+    }
+  }
+  run.batch = batch;
+  run.threads = threads;
+  run.seed = seed;
+  run.scans = scans > 0 ? scans : 20;
+  run.rocksdb_build = RocksDbBuild();
+
+  // The data directory.
+  bool own_dir = dir_arg.empty();
+  std::string parent;
+  if (own_dir) {
+    char tmpl[] = "./mmdoc-bench-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      std::perror("mmdoc-bench: mkdtemp");
+      return 1;
+    }
+    parent = tmpl;
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_arg, ec);
+    if (ec) {
+      std::fprintf(stderr, "mmdoc-bench: cannot create %s: %s\n",
+                   dir_arg.c_str(), ec.message().c_str());
+      return 1;
+    }
+    parent = dir_arg;
+  }
+
+  MachineInfo machine = DescribeMachine(parent);
+  machine.mem_read_gb_per_sec = MeasureMemoryReadBandwidth();
+  if (!quiet) {
+    std::printf("machine: %s, %d cores, %.1f GiB, %s\n", machine.cpu.c_str(),
+                machine.cores,
+                static_cast<double>(machine.memory_bytes) / (1ull << 30),
+                machine.kernel.c_str());
+    std::printf(
+        "data dir: %s on %s (%s, %s), memory read %.1f GB/s (one core)\n",
+        parent.c_str(), machine.mount_point.c_str(), machine.filesystem.c_str(),
+        machine.mount_options.c_str(), machine.mem_read_gb_per_sec);
+    std::printf("%s\n", run.rocksdb_build.c_str());
+    std::fflush(stdout);
+  }
+
+  bool progress = isatty(STDERR_FILENO) != 0;
+  std::vector<PhaseResult> results;
+  int failures = 0;
+  for (uint64_t n : run.docs) {
+    Dataset data = Dataset::Generate(n, seed);
+    run.dataset_bytes = std::max(run.dataset_bytes, data.bson_bytes());
+    for (const auto& mode : run.durabilities) {
+      for (const auto& engine : run.engines) {
+        WorkloadConfig config;
+        config.durability = *ParseDurability(mode);
+        config.batch = batch;
+        config.threads = threads;
+        config.phases = run.phases;
+        config.scans =
+            scans > 0
+                ? scans
+                : static_cast<int>(std::clamp<uint64_t>(20000000 / n, 5, 20));
+        config.max_durable_ops = max_durable_ops;
+        config.sync_interval_ms = sync_interval_ms;
+        config.dir = parent;
+        config.keep_data = keep;
+        config.progress = progress;
+        auto r = RunWorkload(engine, data, config);
+        if (!r.ok()) {
+          std::fprintf(stderr, "mmdoc-bench: %s\n",
+                       r.status().ToString().c_str());
+          ++failures;
+          continue;
+        }
+        for (auto& row : r.value()) {
+          if (!quiet && progress) {
+            std::fprintf(
+                stderr, "%s %s %s %s: %s ops/s\n", engine.c_str(), mode.c_str(),
+                std::to_string(n).c_str(), row.phase.c_str(),
+                row.available ? FormatRate(row.ops_per_sec).c_str() : "n/a");
+          }
+          results.push_back(std::move(row));
+        }
+      }
+    }
+  }
+  if (own_dir && !keep) {
+    std::error_code ec;
+    std::filesystem::remove_all(parent, ec);
+  }
+
+  if (!quiet) PrintTables(stdout, run, results);
+  if (!json_path.empty() &&
+      !WriteFile(json_path, ResultsToJson(machine, run, results))) {
+    std::fprintf(stderr, "mmdoc-bench: cannot write %s\n", json_path.c_str());
+    return 1;
+  }
+  if (!csv_path.empty() && !WriteFile(csv_path, ResultsToCsv(results))) {
+    std::fprintf(stderr, "mmdoc-bench: cannot write %s\n", csv_path.c_str());
+    return 1;
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace mmdoc::bench
+
+int main(int argc, char** argv) { return mmdoc::bench::Main(argc, argv); }

@@ -1,0 +1,32 @@
+// The workload's documents as BSON bytes, built and read with libbson.
+//
+// Every engine stores the bytes MakeDocument returns and reads fields back
+// with FieldOf, so each does the same parsing work per document.
+#ifndef MMDOC_BENCH_BSON_DOC_H_
+#define MMDOC_BENCH_BSON_DOC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace mmdoc::bench {
+
+// BSON bytes of {_id: id, key: key, value: value} (UTF-8 string fields, in
+// that order).
+std::string MakeDocument(std::string_view id, std::string_view key,
+                         std::string_view value);
+
+// The string field `name` of the BSON document at data; false when the
+// bytes are not a document, the field is absent or not a string. *out
+// points into data.
+bool FieldOf(const void* data, size_t size, const char* name,
+             std::string_view* out);
+
+// The document with its `value` field set to value (other fields kept, in
+// order). False when doc is not a BSON document.
+bool WithValue(std::string_view doc, std::string_view value, std::string* out);
+
+}  // namespace mmdoc::bench
+
+#endif  // MMDOC_BENCH_BSON_DOC_H_

@@ -1,0 +1,300 @@
+// LMDB adapter: two named databases in one environment, "docs" (_id -> BSON)
+// and "key" (key -> _id), written in one transaction.
+//
+// Best-known settings for this workload: MDB_WRITEMAP (writes go straight to
+// the shared map; about twice as fast here, same guarantees), a map size
+// that fits the run, MDB_NOTLS so a read transaction belongs to its session,
+// and read transactions reused with mdb_txn_reset/mdb_txn_renew.
+//
+// Durability: none = MDB_NOSYNC; msync = MDB_WRITEMAP with LMDB's sync (it
+// msyncs the map, then the meta page); fsync = MDB_WRITEMAP off (LMDB then
+// syncs with fdatasync, data pages then meta page: two syncs per commit).
+// periodic and group do not exist in LMDB.
+#include <lmdb.h>
+
+#include <algorithm>
+#include <string>
+
+#include "bench/backend.h"
+#include "bench/backends.h"
+#include "bench/bson_doc.h"
+
+namespace mmdoc::bench {
+namespace {
+
+Status LmdbError(const char* what, int rc) {
+  if (rc == MDB_NOTFOUND) return Status::NotFound(what);
+  if (rc == MDB_KEYEXIST) return Status::AlreadyExists(what);
+  if (rc == MDB_MAP_FULL) return Status::Full(what, mdb_strerror(rc));
+  return Status::IOError(what, mdb_strerror(rc));
+}
+
+MDB_val Val(std::string_view s) {
+  return MDB_val{s.size(), const_cast<char*>(s.data())};
+}
+
+std::string_view View(const MDB_val& v) {
+  return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
+}
+
+class LmdbBackend;
+
+class LmdbSession : public Session {
+ public:
+  explicit LmdbSession(LmdbBackend* backend);
+  ~LmdbSession() override;
+
+  Status Begin() override;
+  Status Commit() override;
+  Status Insert(const DocRef& doc) override;
+  Status UpdateValue(std::string_view id, std::string_view value) override;
+  Status Delete(std::string_view id) override;
+  Status GetById(std::string_view id, std::string* value) override;
+  Status FindByKey(std::string_view key, std::string* value) override;
+  Status ScanByValue(std::string_view value, bool* found,
+                     uint64_t* scanned_bytes) override;
+
+ private:
+  // Starts (or renews) this session's read transaction.
+  Status StartRead();
+  void EndRead() { mdb_txn_reset(read_txn_); }
+
+  LmdbBackend* const backend_;
+  MDB_txn* write_txn_ = nullptr;
+  MDB_txn* read_txn_ = nullptr;
+  std::string scratch_;
+};
+
+class LmdbBackend : public Backend {
+ public:
+  explicit LmdbBackend(bool writemap) : writemap_(writemap) {}
+  ~LmdbBackend() override { Close().ok(); }
+
+  std::string name() const override {
+    return writemap_ ? "lmdb" : "lmdb-nowritemap";
+  }
+
+  bool Supports(Durability d) const override {
+    switch (d) {
+      case Durability::kNone:
+      case Durability::kFsync:
+        return true;
+      case Durability::kMsync:
+        return writemap_;
+      default:
+        return false;
+    }
+  }
+
+  Status Open(const std::string& dir, const BackendConfig& config) override {
+    int rc = mdb_env_create(&env_);
+    if (rc != 0) return LmdbError("mdb_env_create", rc);
+    // Address space is cheap; pages are allocated only when written. A
+    // document costs ~450 bytes in the two trees; leave room for the
+    // copy-on-write pages of big transactions.
+    map_size_ = std::max<uint64_t>(
+        1ull << 30, config.expected_docs * 2048 + config.expected_bytes * 4);
+    mdb_env_set_mapsize(env_, map_size_);
+    mdb_env_set_maxdbs(env_, 4);
+    mdb_env_set_maxreaders(env_, std::max(126, config.max_sessions + 8));
+    unsigned flags = MDB_NOTLS;
+    bool use_writemap = writemap_;
+    if (config.durability == Durability::kFsync) use_writemap = false;
+    if (config.durability == Durability::kMsync) use_writemap = true;
+    if (use_writemap) flags |= MDB_WRITEMAP;
+    if (config.durability == Durability::kNone) flags |= MDB_NOSYNC;
+    flags_ = flags;
+    rc = mdb_env_open(env_, dir.c_str(), flags, 0644);
+    if (rc != 0) return LmdbError("mdb_env_open", rc);
+    MDB_txn* txn;
+    rc = mdb_txn_begin(env_, nullptr, 0, &txn);
+    if (rc != 0) return LmdbError("mdb_txn_begin", rc);
+    if ((rc = mdb_dbi_open(txn, "docs", MDB_CREATE, &docs_)) != 0 ||
+        (rc = mdb_dbi_open(txn, "key", MDB_CREATE, &keys_)) != 0) {
+      mdb_txn_abort(txn);
+      return LmdbError("mdb_dbi_open", rc);
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc != 0) return LmdbError("mdb_txn_commit", rc);
+    return Status::OK();
+  }
+
+  std::string settings() const override {
+    std::string s = "LMDB " + std::to_string(MDB_VERSION_MAJOR) + "." +
+                    std::to_string(MDB_VERSION_MINOR) + "." +
+                    std::to_string(MDB_VERSION_PATCH) + ": ";
+    s += (flags_ & MDB_WRITEMAP) ? "MDB_WRITEMAP" : "no MDB_WRITEMAP";
+    if (flags_ & MDB_NOSYNC) s += "|MDB_NOSYNC";
+    if (!(flags_ & MDB_NOSYNC)) {
+      s += (flags_ & MDB_WRITEMAP) ? " (sync = msync map + meta)"
+                                   : " (sync = fdatasync data + meta)";
+    }
+    s += "|MDB_NOTLS, map " + std::to_string(map_size_ >> 20) +
+         " MiB, dbs docs(_id->bson)+key(key->_id) in one txn, read txns "
+         "reset/renewed";
+    return s;
+  }
+
+  Result<std::unique_ptr<Session>> NewSession() override {
+    return std::unique_ptr<Session>(std::make_unique<LmdbSession>(this));
+  }
+
+  Status Close() override {
+    if (env_ != nullptr) {
+      mdb_env_close(env_);
+      env_ = nullptr;
+    }
+    return Status::OK();
+  }
+
+  MDB_env* env() const { return env_; }
+  MDB_dbi docs() const { return docs_; }
+  MDB_dbi keys() const { return keys_; }
+
+ private:
+  const bool writemap_;
+  MDB_env* env_ = nullptr;
+  MDB_dbi docs_ = 0;
+  MDB_dbi keys_ = 0;
+  unsigned flags_ = 0;
+  uint64_t map_size_ = 0;
+};
+
+LmdbSession::LmdbSession(LmdbBackend* backend) : backend_(backend) {}
+
+LmdbSession::~LmdbSession() {
+  if (write_txn_ != nullptr) mdb_txn_abort(write_txn_);
+  if (read_txn_ != nullptr) mdb_txn_abort(read_txn_);
+}
+
+Status LmdbSession::Begin() {
+  int rc = mdb_txn_begin(backend_->env(), nullptr, 0, &write_txn_);
+  if (rc != 0) {
+    write_txn_ = nullptr;
+    return LmdbError("mdb_txn_begin", rc);
+  }
+  return Status::OK();
+}
+
+Status LmdbSession::Commit() {
+  int rc = mdb_txn_commit(write_txn_);
+  write_txn_ = nullptr;
+  return rc == 0 ? Status::OK() : LmdbError("mdb_txn_commit", rc);
+}
+
+Status LmdbSession::Insert(const DocRef& doc) {
+  MDB_val k = Val(doc.id), v = Val(doc.bson);
+  int rc = mdb_put(write_txn_, backend_->docs(), &k, &v, MDB_NOOVERWRITE);
+  if (rc != 0) return LmdbError("insert _id", rc);
+  MDB_val ik = Val(doc.key), iv = Val(doc.id);
+  rc = mdb_put(write_txn_, backend_->keys(), &ik, &iv, MDB_NOOVERWRITE);
+  if (rc != 0) return LmdbError("insert key", rc);
+  return Status::OK();
+}
+
+Status LmdbSession::UpdateValue(std::string_view id, std::string_view value) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(write_txn_, backend_->docs(), &k, &v);
+  if (rc != 0) return LmdbError("update get", rc);
+  if (!WithValue(View(v), value, &scratch_))
+    return Status::Corruption("bad BSON");
+  // The key is unchanged, so the key index needs no change.
+  MDB_val nv = Val(scratch_);
+  rc = mdb_put(write_txn_, backend_->docs(), &k, &nv, 0);
+  return rc == 0 ? Status::OK() : LmdbError("update put", rc);
+}
+
+Status LmdbSession::Delete(std::string_view id) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(write_txn_, backend_->docs(), &k, &v);
+  if (rc != 0) return LmdbError("delete get", rc);
+  std::string_view key;
+  if (!FieldOf(v.mv_data, v.mv_size, "key", &key))
+    return Status::Corruption("bad BSON");
+  scratch_.assign(key);  // v points into the map; the deletes may move it
+  MDB_val ik = Val(scratch_);
+  rc = mdb_del(write_txn_, backend_->keys(), &ik, nullptr);
+  if (rc != 0) return LmdbError("delete key", rc);
+  rc = mdb_del(write_txn_, backend_->docs(), &k, nullptr);
+  return rc == 0 ? Status::OK() : LmdbError("delete _id", rc);
+}
+
+Status LmdbSession::StartRead() {
+  int rc = read_txn_ == nullptr
+               ? mdb_txn_begin(backend_->env(), nullptr, MDB_RDONLY, &read_txn_)
+               : mdb_txn_renew(read_txn_);
+  return rc == 0 ? Status::OK() : LmdbError("read txn", rc);
+}
+
+Status LmdbSession::GetById(std::string_view id, std::string* value) {
+  MMDOC_RETURN_IF_ERROR(StartRead());
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(read_txn_, backend_->docs(), &k, &v);
+  Status s;
+  std::string_view field;
+  if (rc != 0) {
+    s = LmdbError("get _id", rc);
+  } else if (!FieldOf(v.mv_data, v.mv_size, "value", &field)) {
+    s = Status::Corruption("bad BSON");
+  } else {
+    value->assign(field);
+  }
+  EndRead();
+  return s;
+}
+
+Status LmdbSession::FindByKey(std::string_view key, std::string* value) {
+  MMDOC_RETURN_IF_ERROR(StartRead());
+  MDB_val ik = Val(key), id, v;
+  int rc = mdb_get(read_txn_, backend_->keys(), &ik, &id);
+  if (rc == 0) rc = mdb_get(read_txn_, backend_->docs(), &id, &v);
+  Status s;
+  std::string_view field;
+  if (rc != 0) {
+    s = LmdbError("find key", rc);
+  } else if (!FieldOf(v.mv_data, v.mv_size, "value", &field)) {
+    s = Status::Corruption("bad BSON");
+  } else {
+    value->assign(field);
+  }
+  EndRead();
+  return s;
+}
+
+Status LmdbSession::ScanByValue(std::string_view value, bool* found,
+                                uint64_t* scanned_bytes) {
+  MMDOC_RETURN_IF_ERROR(StartRead());
+  MDB_cursor* cur;
+  int rc = mdb_cursor_open(read_txn_, backend_->docs(), &cur);
+  if (rc != 0) {
+    EndRead();
+    return LmdbError("mdb_cursor_open", rc);
+  }
+  *found = false;
+  uint64_t bytes = 0;
+  MDB_val k, v;
+  Status s;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    bytes += v.mv_size;
+    std::string_view field;
+    if (!FieldOf(v.mv_data, v.mv_size, "value", &field)) {
+      s = Status::Corruption("bad BSON");
+      break;
+    }
+    if (field == value) *found = true;
+  }
+  if (s.ok() && rc != MDB_NOTFOUND) s = LmdbError("scan", rc);
+  mdb_cursor_close(cur);
+  EndRead();
+  if (scanned_bytes != nullptr) *scanned_bytes = bytes;
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> NewLmdbBackend(bool writemap) {
+  return std::make_unique<LmdbBackend>(writemap);
+}
+
+}  // namespace mmdoc::bench

@@ -1,0 +1,88 @@
+#include "bench/machine.h"
+
+#include <stdlib.h>
+#include <sys/utsname.h>
+
+#include <chrono>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace mmdoc::bench {
+
+MachineInfo DescribeMachine(const std::string& dir) {
+  MachineInfo m;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos)
+        m.cpu = line.substr(line.find_first_not_of(" \t", colon + 1));
+      break;
+    }
+  }
+  m.cores = static_cast<int>(std::thread::hardware_concurrency());
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    if (line.rfind("MemTotal:", 0) == 0) {
+      m.memory_bytes = std::stoull(line.substr(9)) * 1024;
+      break;
+    }
+  }
+  struct utsname u;
+  if (uname(&u) == 0)
+    m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
+
+  // The longest mount point that is a prefix of the data directory.
+  char resolved[PATH_MAX];
+  std::string path =
+      realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
+  std::ifstream mounts("/proc/self/mounts");
+  size_t best = 0;
+  for (std::string line; std::getline(mounts, line);) {
+    std::istringstream in(line);
+    std::string dev, point, type, options;
+    if (!(in >> dev >> point >> type >> options)) continue;
+    bool prefix = path.compare(0, point.size(), point) == 0 &&
+                  (point == "/" || path.size() == point.size() ||
+                   path[point.size()] == '/');
+    if (prefix && point.size() >= best) {
+      best = point.size();
+      m.mount_device = dev;
+      m.mount_point = point;
+      m.filesystem = type;
+      m.mount_options = options;
+    }
+  }
+  return m;
+}
+
+double MeasureMemoryReadBandwidth(uint64_t bytes) {
+  size_t words = bytes / sizeof(uint64_t);
+  std::vector<uint64_t> buf(words);
+  for (size_t i = 0; i < words; ++i) buf[i] = i;
+  double best = 0;
+  volatile uint64_t sink = 0;
+  for (int round = 0; round < 3; ++round) {
+    auto start = std::chrono::steady_clock::now();
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 4 <= words; i += 4) {
+      a += buf[i];
+      b += buf[i + 1];
+      c += buf[i + 2];
+      d += buf[i + 3];
+    }
+    sink = sink + a + b + c + d;
+    double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    if (secs > 0)
+      best = std::max(best, static_cast<double>(bytes) / secs / 1e9);
+  }
+  return best;
+}
+
+}  // namespace mmdoc::bench

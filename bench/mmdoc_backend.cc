@@ -1,0 +1,183 @@
+// mmdoc adapter: collection "docs" with a unique index on "key"; documents
+// {_id, key, value} stored as the workload's BSON bytes.
+//
+//   search_id     DB::Get(_id)
+//   search_key    Find({key: k}) in a read transaction (the key index)
+//   search_value  Find({value: v}) in a read transaction (a full scan:
+//                 `value` has no index)
+//   update        Transaction::Update({_id: id}, {$set: {value: v}})
+//   delete        Transaction::Delete(_id) (the index entry goes with it)
+//
+// Every durability mode maps to mmdoc's own (Options::durability).
+#include <bson/bson.h>
+
+#include <string>
+
+#include "bench/backend.h"
+#include "bench/backends.h"
+#include "bench/bson_doc.h"
+#include "mmdoc/db.h"
+
+namespace mmdoc::bench {
+namespace {
+
+constexpr char kCollection[] = "docs";
+
+// {field: s} as a filter.
+Document StringFilter(const char* field, std::string_view s) {
+  bson_t b;
+  bson_init(&b);
+  bson_append_utf8(&b, field, -1, s.data(), static_cast<int>(s.size()));
+  std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  return Document::FromTrustedBytes(std::move(bytes));
+}
+
+// {$set: {value: v}}
+Document SetValue(std::string_view v) {
+  bson_t b, child;
+  bson_init(&b);
+  bson_append_document_begin(&b, "$set", 4, &child);
+  bson_append_utf8(&child, "value", 5, v.data(), static_cast<int>(v.size()));
+  bson_append_document_end(&b, &child);
+  std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  return Document::FromTrustedBytes(std::move(bytes));
+}
+
+Status ValueOf(std::string_view doc, std::string* value) {
+  std::string_view field;
+  if (!FieldOf(doc.data(), doc.size(), "value", &field))
+    return Status::Corruption("bad BSON");
+  value->assign(field);
+  return Status::OK();
+}
+
+class MmdocSession : public Session {
+ public:
+  explicit MmdocSession(DB* db) : db_(db) {}
+
+  Status Begin() override {
+    auto txn = db_->Begin();
+    if (!txn.ok()) return txn.status();
+    txn_ = std::move(txn.value());
+    return Status::OK();
+  }
+
+  Status Commit() override {
+    Status s = txn_->Commit();
+    txn_.reset();
+    return s;
+  }
+
+  Status Insert(const DocRef& doc) override {
+    return txn_->Insert(kCollection,
+                        Document::FromTrustedBytes(std::string(doc.bson)));
+  }
+
+  Status UpdateValue(std::string_view id, std::string_view value) override {
+    auto r =
+        txn_->Update(kCollection, StringFilter("_id", id), SetValue(value));
+    if (!r.ok()) return r.status();
+    if (r.value().matched == 0) return Status::NotFound("update", id);
+    return Status::OK();
+  }
+
+  Status Delete(std::string_view id) override {
+    return txn_->Delete(kCollection, Value::String(id));
+  }
+
+  Status GetById(std::string_view id, std::string* value) override {
+    auto doc = db_->Get(kCollection, Value::String(id));
+    if (!doc.ok()) return doc.status();
+    return ValueOf(doc.value().bytes(), value);
+  }
+
+  Status FindByKey(std::string_view key, std::string* value) override {
+    auto txn = db_->BeginRead();
+    if (!txn.ok()) return txn.status();
+    FindOptions options;
+    options.limit = 1;
+    auto cursor =
+        txn.value()->Find(kCollection, StringFilter("key", key), options);
+    if (!cursor.ok()) return cursor.status();
+    Cursor& c = *cursor.value();
+    if (!c.Next())
+      return c.status().ok() ? Status::NotFound("find key", key) : c.status();
+    return ValueOf(c.raw(), value);
+  }
+
+  Status ScanByValue(std::string_view value, bool* found,
+                     uint64_t* scanned_bytes) override {
+    auto txn = db_->BeginRead();
+    if (!txn.ok()) return txn.status();
+    auto cursor = txn.value()->Find(kCollection, StringFilter("value", value));
+    if (!cursor.ok()) return cursor.status();
+    Cursor& c = *cursor.value();
+    *found = false;
+    while (c.Next()) *found = true;
+    // mmdoc parses the documents itself; the byte count is not exposed.
+    if (scanned_bytes != nullptr) *scanned_bytes = 0;
+    return c.status();
+  }
+
+ private:
+  DB* const db_;
+  std::unique_ptr<Transaction> txn_;
+};
+
+class MmdocBackend : public Backend {
+ public:
+  ~MmdocBackend() override { Close().ok(); }
+
+  std::string name() const override { return "mmdoc"; }
+  bool Supports(Durability) const override { return true; }
+
+  Status Open(const std::string& dir, const BackendConfig& config) override {
+    Options options;
+    options.create_if_missing = true;
+    options.durability = config.durability;
+    options.sync_interval_ms = config.sync_interval_ms;
+    durability_ = config.durability;
+    sync_interval_ms_ = config.sync_interval_ms;
+    auto db = DB::Open(dir + "/bench.mmdb", options);
+    if (!db.ok()) return db.status();
+    db_ = std::move(db.value());
+    MMDOC_RETURN_IF_ERROR(db_->CreateCollection(kCollection));
+    IndexOptions unique;
+    unique.unique = true;
+    return db_->CreateIndex(kCollection, "key", unique);
+  }
+
+  std::string settings() const override {
+    std::string s = "mmdoc: collection docs, unique index on key, durability=";
+    s += DurabilityName(durability_);
+    if (durability_ == Durability::kPeriodic) {
+      s += " (" + std::to_string(sync_interval_ms_) + " ms)";
+    }
+    s += ", page 4096, update = Update($set), search_key = Find limit 1";
+    return s;
+  }
+
+  Result<std::unique_ptr<Session>> NewSession() override {
+    return std::unique_ptr<Session>(std::make_unique<MmdocSession>(db_.get()));
+  }
+
+  Status Close() override {
+    db_.reset();
+    return Status::OK();
+  }
+
+ private:
+  std::unique_ptr<DB> db_;
+  Durability durability_ = Durability::kFsync;
+  uint32_t sync_interval_ms_ = 100;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> NewMmdocBackend() {
+  return std::make_unique<MmdocBackend>();
+}
+
+}  // namespace mmdoc::bench

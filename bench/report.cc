@@ -1,0 +1,276 @@
+#include "bench/report.h"
+
+#include <bson/bson.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace mmdoc::bench {
+namespace {
+
+void AppendString(bson_t* b, const char* key, const std::string& v) {
+  bson_append_utf8(b, key, -1, v.data(), static_cast<int>(v.size()));
+}
+
+void AppendStrings(bson_t* b, const char* key,
+                   const std::vector<std::string>& v) {
+  bson_t arr;
+  bson_append_array_begin(b, key, -1, &arr);
+  for (size_t i = 0; i < v.size(); ++i)
+    AppendString(&arr, std::to_string(i).c_str(), v[i]);
+  bson_append_array_end(b, &arr);
+}
+
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+const PhaseResult* FindRow(const std::vector<PhaseResult>& results,
+                           const std::string& engine,
+                           const std::string& durability, uint64_t docs,
+                           const std::string& phase) {
+  for (const auto& r : results) {
+    if (r.engine == engine && r.durability == durability && r.docs == docs &&
+        r.phase == phase) {
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+std::string Cell(const PhaseResult* r) {
+  if (r == nullptr) return "-";
+  if (!r->available) return "n/a";
+  return FormatRate(r->ops_per_sec);
+}
+
+std::string DocsLabel(uint64_t n) {
+  if (n >= 1000000 && n % 1000000 == 0)
+    return std::to_string(n / 1000000) + "M";
+  if (n >= 1000 && n % 1000 == 0) return std::to_string(n / 1000) + "k";
+  return std::to_string(n);
+}
+
+}  // namespace
+
+std::string FormatRate(double v) {
+  char buf[32];
+  if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  } else if (v >= 1e4) {
+    std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+  } else if (v >= 100) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+  }
+  return buf;
+}
+
+std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
+                          const std::vector<PhaseResult>& results) {
+  bson_t root, machine, config, arr;
+  bson_init(&root);
+  bson_append_document_begin(&root, "machine", -1, &machine);
+  AppendString(&machine, "cpu", m.cpu);
+  bson_append_int32(&machine, "cores", -1, m.cores);
+  bson_append_int64(&machine, "memory_bytes", -1,
+                    static_cast<int64_t>(m.memory_bytes));
+  AppendString(&machine, "kernel", m.kernel);
+  AppendString(&machine, "filesystem", m.filesystem);
+  AppendString(&machine, "mount_point", m.mount_point);
+  AppendString(&machine, "mount_device", m.mount_device);
+  AppendString(&machine, "mount_options", m.mount_options);
+  bson_append_double(&machine, "mem_read_gb_per_sec", -1,
+                     m.mem_read_gb_per_sec);
+  bson_append_int64(&machine, "dataset_bytes", -1,
+                    static_cast<int64_t>(run.dataset_bytes));
+  bson_append_double(&machine, "dataset_to_memory", -1,
+                     m.memory_bytes ? static_cast<double>(run.dataset_bytes) /
+                                          static_cast<double>(m.memory_bytes)
+                                    : 0.0);
+  bson_append_document_end(&root, &machine);
+
+  bson_append_document_begin(&root, "config", -1, &config);
+  if (run.docs.size() == 1) {
+    bson_append_int64(&config, "docs", -1, static_cast<int64_t>(run.docs[0]));
+  } else {
+    bson_t docs;
+    bson_append_array_begin(&config, "docs", -1, &docs);
+    for (size_t i = 0; i < run.docs.size(); ++i) {
+      bson_append_int64(&docs, std::to_string(i).c_str(), -1,
+                        static_cast<int64_t>(run.docs[i]));
+    }
+    bson_append_array_end(&config, &docs);
+  }
+  AppendString(&config, "durability",
+               run.durabilities.size() == 1 ? run.durabilities[0] : "all");
+  AppendStrings(&config, "durabilities", run.durabilities);
+  bson_append_int32(&config, "batch", -1, run.batch);
+  bson_append_int32(&config, "threads", -1, run.threads);
+  bson_append_int64(&config, "seed", -1, static_cast<int64_t>(run.seed));
+  bson_append_int32(&config, "scans", -1, run.scans);
+  AppendStrings(&config, "engines", run.engines);
+  AppendStrings(&config, "phases", run.phases);
+  AppendString(&config, "rocksdb_build", run.rocksdb_build);
+  AppendString(&config, "command", run.command);
+  bson_append_document_end(&root, &config);
+
+  bson_append_array_begin(&root, "results", -1, &arr);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const PhaseResult& r = results[i];
+    bson_t row;
+    bson_append_document_begin(&arr, std::to_string(i).c_str(), -1, &row);
+    AppendString(&row, "engine", r.engine);
+    AppendString(&row, "phase", r.phase);
+    AppendString(&row, "durability", r.durability);
+    bson_append_int64(&row, "docs", -1, static_cast<int64_t>(r.docs));
+    bson_append_int32(&row, "batch", -1, r.batch);
+    bson_append_int32(&row, "threads", -1, r.threads);
+    bson_append_bool(&row, "available", -1, r.available);
+    bson_append_int64(&row, "ops", -1, static_cast<int64_t>(r.ops));
+    bson_append_double(&row, "seconds", -1, r.seconds);
+    bson_append_double(&row, "ops_per_sec", -1, r.ops_per_sec);
+    bson_append_double(&row, "p50_us", -1, r.p50_us);
+    bson_append_double(&row, "p99_us", -1, r.p99_us);
+    if (r.gb_per_sec >= 0) {
+      bson_append_double(&row, "gb_per_sec", -1, r.gb_per_sec);
+      if (m.mem_read_gb_per_sec > 0) {
+        bson_append_double(&row, "mem_bw_fraction", -1,
+                           r.gb_per_sec / m.mem_read_gb_per_sec);
+      }
+    }
+    bson_append_int64(&row, "store_bytes", -1,
+                      static_cast<int64_t>(r.store_bytes));
+    AppendString(&row, "notes", r.notes);
+    bson_append_document_end(&arr, &row);
+  }
+  bson_append_array_end(&root, &arr);
+
+  size_t len = 0;
+  char* json = bson_as_relaxed_extended_json(&root, &len);
+  std::string out(json, len);
+  bson_free(json);
+  bson_destroy(&root);
+  return out + "\n";
+}
+
+std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
+  std::string out =
+      "engine,phase,durability,docs,batch,threads,available,ops,seconds,ops_"
+      "per_sec,"
+      "p50_us,p99_us,gb_per_sec,store_bytes,notes\n";
+  char buf[256];
+  for (const auto& r : results) {
+    std::snprintf(
+        buf, sizeof buf, "%s,%s,%s,%llu,%d,%d,%s,%llu,%.6f,%.2f,%.3f,%.3f,",
+        r.engine.c_str(), r.phase.c_str(), r.durability.c_str(),
+        static_cast<unsigned long long>(r.docs), r.batch, r.threads,
+        r.available ? "true" : "false", static_cast<unsigned long long>(r.ops),
+        r.seconds, r.ops_per_sec, r.p50_us, r.p99_us);
+    out += buf;
+    if (r.gb_per_sec >= 0) {
+      std::snprintf(buf, sizeof buf, "%.4f", r.gb_per_sec);
+      out += buf;
+    }
+    out += "," + std::to_string(r.store_bytes) + "," + CsvField(r.notes) + "\n";
+  }
+  return out;
+}
+
+void PrintTables(std::FILE* out, const RunInfo& run,
+                 const std::vector<PhaseResult>& results) {
+  std::vector<std::string> engines;
+  for (const auto& r : results) {
+    if (std::find(engines.begin(), engines.end(), r.engine) == engines.end()) {
+      engines.push_back(r.engine);
+    }
+  }
+  const uint64_t largest =
+      run.docs.empty() ? 0
+                       : *std::max_element(run.docs.begin(), run.docs.end());
+  for (const auto& mode : run.durabilities) {
+    for (const auto& engine : engines) {
+      const PhaseResult* any = nullptr;
+      for (const auto& r : results) {
+        if (r.engine == engine && r.durability == mode) any = &r;
+      }
+      if (any == nullptr) continue;
+      std::fprintf(out, "\n%s, durability %s, batch %d, threads %d (ops/s)\n",
+                   engine.c_str(), mode.c_str(), run.batch, run.threads);
+      std::string settings = any->notes.substr(0, any->notes.find("; "));
+      std::fprintf(out, "  %s\n", settings.c_str());
+      std::fprintf(out, "%-14s", "phase");
+      for (uint64_t n : run.docs)
+        std::fprintf(out, " %10s", DocsLabel(n).c_str());
+      std::fprintf(out, " %10s %10s\n", "p50 us", "p99 us");
+      for (const auto& phase : run.phases) {
+        std::fprintf(out, "%-14s", phase.c_str());
+        for (uint64_t n : run.docs) {
+          std::fprintf(out, " %10s",
+                       Cell(FindRow(results, engine, mode, n, phase)).c_str());
+        }
+        const PhaseResult* r = FindRow(results, engine, mode, largest, phase);
+        if (r != nullptr && r->available) {
+          std::fprintf(out, " %10.1f %10.1f", r->p50_us, r->p99_us);
+        }
+        std::fprintf(out, "\n");
+        if (phase == "search_value") {
+          std::fprintf(out, "%-14s", "  GB/s");
+          for (uint64_t n : run.docs) {
+            const PhaseResult* s = FindRow(results, engine, mode, n, phase);
+            if (s != nullptr && s->available && s->gb_per_sec >= 0) {
+              std::fprintf(out, " %10.2f", s->gb_per_sec);
+            } else {
+              std::fprintf(out, " %10s",
+                           s != nullptr && !s->available ? "n/a" : "-");
+            }
+          }
+          std::fprintf(out, "\n");
+        }
+      }
+    }
+  }
+
+  if (engines.size() < 2) return;
+  std::string base =
+      std::find(engines.begin(), engines.end(), "mmdoc") != engines.end()
+          ? "mmdoc"
+          : engines[0];
+  for (const auto& mode : run.durabilities) {
+    for (uint64_t n : run.docs) {
+      std::fprintf(
+          out, "\ncomparison, %s docs, durability %s: ops/s (ratio to %s)\n",
+          DocsLabel(n).c_str(), mode.c_str(), base.c_str());
+      std::fprintf(out, "%-14s", "phase");
+      for (const auto& e : engines) std::fprintf(out, " %20s", e.c_str());
+      std::fprintf(out, "\n");
+      for (const auto& phase : run.phases) {
+        std::fprintf(out, "%-14s", phase.c_str());
+        const PhaseResult* b = FindRow(results, base, mode, n, phase);
+        for (const auto& e : engines) {
+          const PhaseResult* r = FindRow(results, e, mode, n, phase);
+          std::string cell = Cell(r);
+          if (r != nullptr && r->available && b != nullptr && b->available &&
+              b->ops_per_sec > 0 && e != base) {
+            char ratio[32];
+            std::snprintf(ratio, sizeof ratio, " (x%.2f)",
+                          r->ops_per_sec / b->ops_per_sec);
+            cell += ratio;
+          }
+          std::fprintf(out, " %20s", cell.c_str());
+        }
+        std::fprintf(out, "\n");
+      }
+    }
+  }
+}
+
+}  // namespace mmdoc::bench
