@@ -128,7 +128,7 @@ TEST_CASE("put modes and argument limits", "[btree]") {
   CheckTree(&t, &store);
 }
 
-TEST_CASE("splits and merges at the root; deleting everything frees every page",
+TEST_CASE("splits and merges at the root, deleting everything frees every page",
           "[btree]") {
   MemStore store;
   auto w = store.BeginWrite();
@@ -246,7 +246,7 @@ TEST_CASE("drop frees every page", "[btree]") {
   CHECK(store.LivePages().empty());
 }
 
-TEST_CASE("abort discards changes; snapshots keep old values", "[btree]") {
+TEST_CASE("abort discards changes and snapshots keep old values", "[btree]") {
   MemStore store;
   store.check_clean_pages = true;
   auto w = store.BeginWrite();
