@@ -9,7 +9,8 @@
 //     matches or any of its elements does (one level only);
 //   - range operators compare only within one canonical type bracket
 //     ({$gt: 5} never matches a string); NaN only matches $eq/$gte/$lte NaN;
-//     {$gt/$gte: MinKey} and {$lt/$lte: MaxKey} match every value;
+//     {$gt/$gte: MinKey} and {$lt/$lte: MaxKey} match every value (arrays
+//     through their elements, so not [], and not a missing path);
 //   - {a: null} (and $in with null, $gte/$lte null) also match a missing
 //     path; $ne/$nin are the negations of $eq/$in ({a: {$ne: null}} does not
 //     match a missing a);
@@ -243,7 +244,14 @@ bool Holds(const bson_value_t* v, Node::Op op, const bson_value_t* operand) {
     bool null_op = operand->value_type == BSON_TYPE_NULL;
     return null_op && (op == Node::kEq || op == Node::kGte || op == Node::kLte);
   }
-  bool whole = op == Node::kEq ? Equal(v, operand) : RangeHolds(v, op, operand);
+  // A range compares a whole array only with an array operand: otherwise
+  // the $gt MinKey / $lt MaxKey "everything" rule would match arrays as a
+  // whole, which their element keys cannot show to an index.
+  bool whole = op == Node::kEq ? Equal(v, operand)
+               : v->value_type == BSON_TYPE_ARRAY &&
+                       operand->value_type != BSON_TYPE_ARRAY
+                   ? false
+                   : RangeHolds(v, op, operand);
   if (whole) return true;
   if (v->value_type != BSON_TYPE_ARRAY) return false;
   bson_iter_t it;
