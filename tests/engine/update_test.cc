@@ -1,0 +1,250 @@
+// Update ($set/$unset/$inc, replacement), Projection, PrepareForInsert and
+// CheckFieldNames.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "engine/query.h"
+#include "mmdoc/document.h"
+
+namespace mmdoc::engine {
+namespace {
+
+Document D(const std::string& json) {
+  auto d = Document::FromJson(json);
+  INFO(json << ": " << d.status().ToString());
+  REQUIRE(d.ok());
+  return d.value();
+}
+
+// Applies `update` to `doc`; returns the result as JSON, or "error: ...".
+std::string Apply(const std::string& doc, const std::string& update) {
+  auto u = Update::Parse(D(update));
+  if (!u.ok()) return "parse error: " + u.status().message();
+  Document d = D(doc);
+  std::string out;
+  Status s = u.value().Apply(d.data(), d.size(), &out);
+  if (!s.ok()) return "error: " + s.message();
+  return Document::FromTrustedBytes(out).ToJson();
+}
+
+std::string J(const std::string& json) { return D(json).ToJson(); }
+
+bson_type_t TypeAt(const std::string& doc, const std::string& update,
+                   const char* path) {
+  auto u = Update::Parse(D(update));
+  REQUIRE(u.ok());
+  Document d = D(doc);
+  std::string out;
+  REQUIRE(u.value().Apply(d.data(), d.size(), &out).ok());
+  bson_value_t v;
+  REQUIRE(LookupPath(reinterpret_cast<const uint8_t*>(out.data()), out.size(),
+                     path, &v));
+  return v.value_type;
+}
+
+TEST_CASE("Update: $set keeps order, appends new fields, creates documents",
+          "[update]") {
+  CHECK(Apply(R"({"_id": 1, "a": 1, "b": 2})", R"({"$set": {"a": 10}})") ==
+        J(R"({"_id": 1, "a": 10, "b": 2})"));
+  CHECK(Apply(R"({"_id": 1, "a": 1})", R"({"$set": {"z": "x", "b": [1]}})") ==
+        J(R"({"_id": 1, "a": 1, "z": "x", "b": [1]})"));
+  CHECK(Apply(R"({"_id": 1, "a": {"x": 1, "y": 2}, "b": 0})",
+              R"({"$set": {"a.x": 5, "a.w": 6}})") ==
+        J(R"({"_id": 1, "a": {"x": 5, "y": 2, "w": 6}, "b": 0})"));
+  CHECK(Apply(R"({"_id": 1})", R"({"$set": {"p.q.r": true}})") ==
+        J(R"({"_id": 1, "p": {"q": {"r": true}}})"));
+  CHECK(Apply(R"({"_id": 1, "a": [1, 2, 3]})", R"({"$set": {"a.1": "x"}})") ==
+        J(R"({"_id": 1, "a": [1, "x", 3]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [1]})", R"({"$set": {"a.3": 4}})") ==
+        J(R"({"_id": 1, "a": [1, null, null, 4]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [{"b": 1}]})", R"({"$set": {"a.0.b": 2}})") ==
+        J(R"({"_id": 1, "a": [{"b": 2}]})"));
+  CHECK(Apply(R"({"_id": 1, "a": 5})", R"({"$set": {"a.b": 1}})")
+            .rfind("error:", 0) == 0);
+  CHECK(Apply(R"({"_id": 1, "a": [1]})", R"({"$set": {"a.x": 1}})")
+            .rfind("error:", 0) == 0);
+  CHECK(
+      Apply(
+          R"({"_id": 1, "a": 1})",
+          R"({"$set": {"a": {"n": {"$oid": "0123456789abcdef01234567"}}}})") ==
+      J(R"({"_id": 1, "a": {"n": {"$oid": "0123456789abcdef01234567"}}})"));
+}
+
+TEST_CASE("Update: $unset", "[update]") {
+  CHECK(Apply(R"({"_id": 1, "a": 1, "b": 2})", R"({"$unset": {"a": ""}})") ==
+        J(R"({"_id": 1, "b": 2})"));
+  CHECK(Apply(R"({"_id": 1, "a": {"x": 1, "y": 2}})",
+              R"({"$unset": {"a.x": 1}})") ==
+        J(R"({"_id": 1, "a": {"y": 2}})"));
+  CHECK(Apply(R"({"_id": 1, "a": 1})", R"({"$unset": {"q": 1, "a.b.c": 1}})") ==
+        J(R"({"_id": 1, "a": 1})"));
+}
+
+TEST_CASE("Update: $inc with MongoDB type promotion", "[update]") {
+  CHECK(Apply(R"({"_id": 1, "n": 1})", R"({"$inc": {"n": 2}})") ==
+        J(R"({"_id": 1, "n": 3})"));
+  CHECK(TypeAt(R"({"_id": 1, "n": 1})", R"({"$inc": {"n": 2}})", "n") ==
+        BSON_TYPE_INT32);
+  CHECK(TypeAt(R"({"_id": 1, "n": 2147483647})", R"({"$inc": {"n": 1}})",
+               "n") == BSON_TYPE_INT64);
+  CHECK(Apply(R"({"_id": 1, "n": 2147483647})", R"({"$inc": {"n": 1}})") ==
+        J(R"({"_id": 1, "n": 2147483648})"));
+  CHECK(TypeAt(R"({"_id": 1, "n": {"$numberLong": "1"}})",
+               R"({"$inc": {"n": 1}})", "n") == BSON_TYPE_INT64);
+  CHECK(TypeAt(R"({"_id": 1, "n": 1})",
+               R"({"$inc": {"n": {"$numberLong": "1"}}})",
+               "n") == BSON_TYPE_INT64);
+  CHECK(TypeAt(R"({"_id": 1, "n": 1})", R"({"$inc": {"n": 0.5}})", "n") ==
+        BSON_TYPE_DOUBLE);
+  CHECK(Apply(R"({"_id": 1, "n": 1})", R"({"$inc": {"n": 0.5}})") ==
+        J(R"({"_id": 1, "n": 1.5})"));
+  CHECK(Apply(R"({"_id": 1, "n": 1.5})", R"({"$inc": {"n": -2}})") ==
+        J(R"({"_id": 1, "n": -0.5})"));
+  CHECK(Apply(R"({"_id": 1})", R"({"$inc": {"a.n": 5}})") ==
+        J(R"({"_id": 1, "a": {"n": 5}})"));
+  CHECK(Apply(R"({"_id": 1, "n": {"$numberLong": "9223372036854775807"}})",
+              R"({"$inc": {"n": 1}})")
+            .find("overflow") != std::string::npos);
+  std::string e = Apply(R"({"_id": 1, "s": "x"})", R"({"$inc": {"s": 1}})");
+  CHECK(e.rfind("error:", 0) == 0);
+  CHECK(e.find("s") != std::string::npos);
+  CHECK(Apply(R"({"_id": 1, "s": null})", R"({"$inc": {"s": 1}})")
+            .rfind("error:", 0) == 0);
+  CHECK(Apply(R"({"_id": 1, "n": 1})", R"({"$inc": {"n": "1"}})")
+            .rfind("parse error:", 0) == 0);
+}
+
+TEST_CASE("Update: combined operators", "[update]") {
+  CHECK(
+      Apply(
+          R"({"_id": 1, "a": 1, "b": 2, "c": 3})",
+          R"({"$set": {"a": 0}, "$unset": {"b": 1}, "$inc": {"c": 1, "d": 1}})") ==
+      J(R"({"_id": 1, "a": 0, "c": 4, "d": 1})"));
+}
+
+TEST_CASE("Update: bad updates", "[update]") {
+  auto bad = [](const std::string& json, const std::string& needle) {
+    auto u = Update::Parse(D(json));
+    INFO(json);
+    REQUIRE_FALSE(u.ok());
+    CHECK(u.status().IsInvalidArgument());
+    INFO(u.status().message());
+    CHECK(u.status().message().find(needle) != std::string::npos);
+  };
+  bad(R"({"$foo": {"a": 1}})", "unknown operator $foo");
+  bad(R"({"$set": {"a": 1}, "b": 2})", "mix");
+  bad(R"({"$set": 5})", "$set");
+  bad(R"({"$set": {"_id": 5}})", "_id");
+  bad(R"({"$inc": {"_id.x": 5}})", "_id");
+  bad(R"({"$set": {"a": 1, "a.b": 2}})", "conflicting");
+  bad(R"({"$set": {"a.b": 1}, "$unset": {"a": 1}})", "conflicting");
+  bad(R"({"$set": {"a": 1}, "$inc": {"a": 1}})", "conflicting");
+  bad(R"({"$set": {"a..b": 1}})", "path");
+  bad(R"({"$set": {"a": {"$x": 1}}})", "$x");
+  bad(R"({"a": {"$x": 1}})", "field names must not start with '$': $x");
+}
+
+TEST_CASE("Update: replacement", "[update]") {
+  auto u = Update::Parse(D(R"({"x": 1})"));
+  REQUIRE(u.ok());
+  CHECK(u.value().is_replacement());
+  CHECK_FALSE(
+      Update::Parse(D(R"({"$set": {"x": 1}})")).value().is_replacement());
+  CHECK(Apply(R"({"_id": 7, "a": 1, "b": 2})", R"({"c": 3})") ==
+        J(R"({"_id": 7, "c": 3})"));
+  CHECK(Apply(R"({"_id": 7, "a": 1})", R"({"c": 3, "_id": 7})") ==
+        J(R"({"_id": 7, "c": 3})"));
+  CHECK(Apply(R"({"_id": 7, "a": 1})", R"({"_id": 8})").find("_id") !=
+        std::string::npos);
+  CHECK(Apply(R"({"_id": 7, "a": 1})", R"({})") == J(R"({"_id": 7})"));
+}
+
+TEST_CASE("Update: result over 16 MiB is refused", "[update]") {
+  std::string big(kMaxDocumentSize / 2 + 10, 'x');
+  Document d = D("{\"_id\": 1, \"a\": \"" + big + "\"}");
+  bson_t b;
+  bson_init(&b);
+  bson_t set;
+  bson_append_document_begin(&b, "$set", 4, &set);
+  bson_append_utf8(&set, "b", 1, big.data(), static_cast<int>(big.size()));
+  bson_append_document_end(&b, &set);
+  auto u = Update::Parse(&b);
+  bson_destroy(&b);
+  REQUIRE(u.ok());
+  std::string out;
+  Status s = u.value().Apply(d.data(), d.size(), &out);
+  CHECK(s.IsInvalidArgument());
+  CHECK(s.message().find("16 MiB") != std::string::npos);
+}
+
+// ------------------------------------------------------------ projection
+
+std::string Project(const std::vector<std::string>& fields,
+                    const std::string& doc) {
+  auto p = Projection::Parse(fields);
+  REQUIRE(p.ok());
+  Document d = D(doc);
+  std::string out;
+  p.value().Apply(d.data(), d.size(), &out);
+  return Document::FromTrustedBytes(out).ToJson();
+}
+
+TEST_CASE("Projection", "[update]") {
+  const std::string doc =
+      R"({"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "f": 5}, 6], "g": 7})";
+  CHECK(Project({"g", "a"}, doc) == J(R"({"_id": 1, "a": 1, "g": 7})"));
+  CHECK(Project({"b.d"}, doc) == J(R"({"_id": 1, "b": {"d": 3}})"));
+  CHECK(Project({"b", "b.d"}, doc) ==
+        J(R"({"_id": 1, "b": {"c": 2, "d": 3}})"));
+  CHECK(Project({"e.c"}, doc) == J(R"({"_id": 1, "e": [{"c": 4}]})"));
+  CHECK(Project({"zz"}, doc) == J(R"({"_id": 1})"));
+  CHECK(Project({}, doc) == J(doc));
+  CHECK(Projection::Parse({}).value().empty());
+  CHECK_FALSE(Projection::Parse({"a..b"}).ok());
+  CHECK_FALSE(Projection::Parse({""}).ok());
+}
+
+// ------------------------------------------------------------ insert
+
+TEST_CASE("PrepareForInsert", "[update]") {
+  std::string out;
+  Value id;
+  REQUIRE(
+      PrepareForInsert(D(R"({"a": 1, "_id": "k", "b": 2})"), &out, &id).ok());
+  CHECK(Document::FromTrustedBytes(out).ToJson() ==
+        J(R"({"_id": "k", "a": 1, "b": 2})"));
+  CHECK(id.ToJson() == "\"k\"");
+  REQUIRE(PrepareForInsert(D(R"({"a": 1})"), &out, &id).ok());
+  CHECK(id.type() == BSON_TYPE_OID);
+  bson_value_t v;
+  REQUIRE(LookupPath(reinterpret_cast<const uint8_t*>(out.data()), out.size(),
+                     "_id", &v));
+  CHECK(CompareValues(&v, id.get()) == 0);
+  std::string out2;
+  Value id2;
+  REQUIRE(PrepareForInsert(D(R"({"a": 1})"), &out2, &id2).ok());
+  CHECK(id2 != id);  // fresh ObjectIds
+  CHECK(PrepareForInsert(D(R"({"_id": [1]})"), &out, &id).IsInvalidArgument());
+  CHECK(PrepareForInsert(D(R"({"_id": {"$undefined": true}})"), &out, &id)
+            .IsInvalidArgument());
+  CHECK(
+      PrepareForInsert(
+          D(R"({"_id": {"$regularExpression": {"pattern": "a", "options": ""}}})"),
+          &out, &id)
+          .IsInvalidArgument());
+  Status s = PrepareForInsert(D(R"({"a": {"b": [{"$foo": 1}]}})"), &out, &id);
+  CHECK(s.IsInvalidArgument());
+  CHECK(s.message() == "field names must not start with '$': $foo");
+  CHECK(PrepareForInsert(D(R"({"_id": {"x": 1}})"), &out, &id).ok());
+}
+
+TEST_CASE("CheckFieldNames", "[update]") {
+  Document ok = D(R"({"a": {"b": [1, {"c": 2}]}})");
+  CHECK(CheckFieldNames(ok.data(), ok.size()).ok());
+  Document bad = D(R"({"a": {"b": [1, {"$c": 2}]}})");
+  CHECK(CheckFieldNames(bad.data(), bad.size()).IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace mmdoc::engine
