@@ -28,7 +28,8 @@ Examples:
   mmdoc get app.mmdb 1
   mmdoc find app.mmdb '{"age": {"$gt": 30}}' --sort=-age --limit 10
   mmdoc index create app.mmdb email --unique
-  mmdoc export app.mmdb --format bson -o dump.bson && mmdoc import copy.mmdb dump.bson)";
+  mmdoc export app.mmdb --format bson -o dump.bson && mmdoc import copy.mmdb dump.bson
+)";
 
 const std::vector<std::string> kCommands = {
     "insert", "get",    "find",   "update", "delete", "count",
