@@ -113,9 +113,9 @@ int Main(int argc, char** argv) {
                    "MongoDB filter: equality, $gt, $gte, $lt, $lte, $ne, $in, "
                    "$exists, $and, $or")
       ->capture_default_str();
-  find->add_option(
-      "--sort", find_args.sort,
-      "Sort by FIELD; descending with --sort=-FIELD or --sort FIELD:-1");
+  find->add_option("--sort", find_args.sort,
+                   "Sort by FIELD; descending with --sort -FIELD, "
+                   "--sort=-FIELD or --sort FIELD:-1");
   find->add_option("--limit", find_args.limit,
                    "Print at most N documents (0: all)");
   find->add_option("--skip", find_args.skip, "Skip the first N matches");

@@ -37,6 +37,7 @@ std::string Describe(const Status& s) {
     case Status::Code::kBusy:
       return "database is locked by another process or handle (" + s.message() +
              ")";
+    case Status::Code::kNotFound:
     case Status::Code::kAlreadyExists:  // the message names the value
     case Status::Code::kInvalidArgument:
       return s.message();

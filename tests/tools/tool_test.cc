@@ -223,6 +223,8 @@ TEST_CASE("tool: insert, get, find, count", "[tools]") {
   Run colon = MustRun({"find", db, "{}", "--sort", "age:-1", "--limit", "1"});
   REQUIRE(Lines(colon.out).size() == 1);
   CHECK(Contains(colon.out, "bob"));
+  Run dash = MustRun({"find", db, "{}", "--sort", "-age", "--limit", "1"});
+  CHECK(Contains(dash.out, "bob"));
   Run skip = MustRun({"find", db, "{}", "--sort", "age", "--skip", "4"});
   CHECK(Lines(skip.out).size() == 1);
 
