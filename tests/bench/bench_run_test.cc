@@ -1,0 +1,197 @@
+// mmdoc-bench and mmdoc-syncbench run end to end at a tiny size, and their
+// JSON has DESIGN.md's shape: every phase of every engine and durability
+// mode present, with positive ops where the engine has the mode and an n/a
+// row where it does not.
+#include <bson/bson.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "bench/backend.h"
+#include "bench/workload.h"
+#include "tests/support/test_env.h"
+
+namespace mmdoc::bench {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Parses the file with libbson's JSON parser; null document on failure.
+struct Json {
+  explicit Json(const std::string& path) {
+    std::string text = ReadFile(path);
+    bson_error_t error;
+    doc = bson_new_from_json(reinterpret_cast<const uint8_t*>(text.data()),
+                             static_cast<ssize_t>(text.size()), &error);
+    if (doc == nullptr) message = error.message;
+  }
+  ~Json() {
+    if (doc != nullptr) bson_destroy(doc);
+  }
+  bson_t* doc = nullptr;
+  std::string message;
+};
+
+double Number(const bson_iter_t* it) {
+  return BSON_ITER_HOLDS_NUMBER(it) ? bson_iter_as_double(it) : -1;
+}
+
+int Run(const std::string& command) {
+  INFO(command);
+  int rc = std::system(command.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
+          "[bench]") {
+  test::TempDir dir;
+  std::string engines = "lmdb,rocksdb,sqlite";
+  if (NewBackend("mmdoc").ok()) engines = "mmdoc," + engines;
+  std::string json = dir.File("out.json"), csv = dir.File("out.csv");
+  std::string cmd =
+      test::BuildDir() + "/mmdoc-bench --engines " + engines +
+      " --docs 2000 --durability all"
+      " --phases insert,search_id,search_key,search_value,update,delete"
+      " --batch 50 --scans 3 --max-durable-ops 300 --threads 2 --quiet"
+      " --dir " +
+      dir.File("data") + " --json " + json + " --csv " + csv;
+  REQUIRE(Run(cmd) == 0);
+
+  Json j(json);
+  INFO(j.message);
+  REQUIRE(j.doc != nullptr);
+  bson_iter_t it, sub;
+  for (const char* key :
+       {"machine.cpu", "machine.cores", "machine.memory_bytes",
+        "machine.kernel", "machine.filesystem", "machine.mount_options",
+        "machine.dataset_bytes", "config.docs", "config.durability",
+        "config.batch", "config.rocksdb_build"}) {
+    INFO(key);
+    CHECK(bson_iter_init(&it, j.doc));
+    CHECK(bson_iter_find_descendant(&it, key, &sub));
+  }
+  REQUIRE(bson_iter_init_find(&it, j.doc, "config"));
+  REQUIRE(bson_iter_recurse(&it, &sub));
+  REQUIRE(bson_iter_find(&sub, "docs"));
+  CHECK(bson_iter_as_int64(&sub) == 2000);
+
+  // (engine, durability, phase) -> available, ops, ops/s, gb/s
+  struct Row {
+    bool available = false;
+    double ops = 0, ops_per_sec = 0, gb_per_sec = -1, p50 = -1, p99 = -1;
+  };
+  std::map<std::string, Row> rows;
+  REQUIRE(bson_iter_init_find(&it, j.doc, "results"));
+  REQUIRE(bson_iter_recurse(&it, &sub));
+  while (bson_iter_next(&sub)) {
+    bson_iter_t f;
+    REQUIRE(bson_iter_recurse(&sub, &f));
+    std::string engine, durability, phase;
+    Row row;
+    int seen = 0;
+    while (bson_iter_next(&f)) {
+      std::string k = bson_iter_key(&f);
+      if (k == "engine") engine = bson_iter_utf8(&f, nullptr);
+      if (k == "durability") durability = bson_iter_utf8(&f, nullptr);
+      if (k == "phase") phase = bson_iter_utf8(&f, nullptr);
+      if (k == "available") row.available = bson_iter_bool(&f);
+      if (k == "ops") row.ops = Number(&f);
+      if (k == "ops_per_sec") row.ops_per_sec = Number(&f);
+      if (k == "gb_per_sec") row.gb_per_sec = Number(&f);
+      if (k == "p50_us") row.p50 = Number(&f);
+      if (k == "p99_us") row.p99 = Number(&f);
+      if (k == "seconds" || k == "notes") ++seen;
+    }
+    CHECK(seen == 2);
+    rows[engine + "/" + durability + "/" + phase] = row;
+  }
+
+  std::stringstream list(engines);
+  for (std::string engine; std::getline(list, engine, ',');) {
+    auto backend = NewBackend(engine);
+    REQUIRE(backend.ok());
+    for (Durability d :
+         {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
+          Durability::kFsync, Durability::kGroup}) {
+      for (const auto& phase : AllPhases()) {
+        std::string name = engine + "/" + DurabilityName(d) + "/" + phase;
+        INFO(name);
+        REQUIRE(rows.count(name) == 1);
+        const Row& r = rows[name];
+        CHECK(r.available == backend.value()->Supports(d));
+        if (!r.available) continue;
+        CHECK(r.ops > 0);
+        CHECK(r.ops_per_sec > 0);
+        CHECK(r.p50 > 0);
+        CHECK(r.p99 >= r.p50);
+        if (phase == "search_value") CHECK(r.gb_per_sec > 0);
+      }
+    }
+  }
+  std::string text = ReadFile(csv);
+  CHECK(text.rfind("engine,phase,durability,docs", 0) == 0);
+}
+
+TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
+  std::string bench = test::BuildDir() + "/mmdoc-bench --quiet ";
+  CHECK(Run(bench + "--engines nosuch --docs 100 2>/dev/null") == 2);
+  CHECK(Run(bench + "--engines lmdb --docs 1x 2>/dev/null") == 2);
+  CHECK(Run(bench +
+            "--engines lmdb --docs 100 --durability sometimes 2>/dev/null") ==
+        2);
+  CHECK(Run(bench + "--engines lmdb --docs 100 --phases nosuch 2>/dev/null") ==
+        2);
+}
+
+TEST_CASE("mmdoc-syncbench writes a row per method, file and block size",
+          "[bench]") {
+  test::TempDir dir;
+  std::string json = dir.File("sync.json");
+  std::string cmd = test::BuildDir() +
+                    "/mmdoc-syncbench --count 20 --seconds 0 --sizes 512,4096"
+                    " --dir " +
+                    dir.path() + " --json " + json + " >/dev/null";
+  REQUIRE(Run(cmd) == 0);
+  Json j(json);
+  INFO(j.message);
+  REQUIRE(j.doc != nullptr);
+  bson_iter_t it, sub;
+  REQUIRE(bson_iter_init_find(&it, j.doc, "results"));
+  REQUIRE(bson_iter_recurse(&it, &sub));
+  std::set<std::string> seen;
+  while (bson_iter_next(&sub)) {
+    bson_iter_t f;
+    REQUIRE(bson_iter_recurse(&sub, &f));
+    std::string method, file;
+    int64_t size = 0;
+    double ops = 0, rate = 0;
+    while (bson_iter_next(&f)) {
+      std::string k = bson_iter_key(&f);
+      if (k == "method") method = bson_iter_utf8(&f, nullptr);
+      if (k == "file") file = bson_iter_utf8(&f, nullptr);
+      if (k == "block_size") size = bson_iter_as_int64(&f);
+      if (k == "ops") ops = Number(&f);
+      if (k == "ops_per_sec") rate = Number(&f);
+    }
+    CHECK(ops == 20);
+    CHECK(rate > 0);
+    seen.insert(method + "/" + file + "/" + std::to_string(size));
+  }
+  // none (appending only) + 3 syncing methods x 2 files, x 2 sizes.
+  CHECK(seen.size() == 14);
+  CHECK(seen.count("fdatasync/preallocated/4096") == 1);
+  CHECK(seen.count("msync/sparse/512") == 1);
+}
+
+}  // namespace
+}  // namespace mmdoc::bench
