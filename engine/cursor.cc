@@ -54,7 +54,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
     return cur;
   }
   // Choose a plan.
-  auto id_bounds = cur->filter_.IndexBounds("_id");
+  auto id_bounds = cur->filter_.IndexBounds("_id", /*multikey=*/false);
   int best = 3;
   if (id_bounds && std::all_of(id_bounds->begin(), id_bounds->end(), IsPoint)) {
     cur->mode_ = Mode::kIndex;
@@ -67,7 +67,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
     best = 0;
   } else {
     for (size_t i = 0; i < c->meta.indexes.size(); i++) {
-      auto b = cur->filter_.IndexBounds(c->meta.indexes[i].field);
+      auto b = cur->filter_.IndexBounds(c->meta.indexes[i].field, c->meta.indexes[i].multikey);
       if (!b) continue;
       int score = PlanScore(*b, c->meta.indexes[i].unique);
       if (score < best) {
@@ -76,6 +76,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
         cur->index_tree_ = c->index_trees[i];
         cur->index_unique_ = c->meta.indexes[i].unique;
         cur->index_is_primary_ = false;
+        cur->dedup_ = c->meta.indexes[i].multikey;
         cur->intervals_ = std::move(*b);
         cur->explain_.plan = "IXSCAN";
         cur->explain_.index = c->meta.indexes[i].field;
@@ -96,9 +97,10 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
     cur->mode_ = Mode::kScan;
     cur->explain_.plan = "COLLSCAN";
   }
-  // A document can show up under several keys of a multikey index, or in
-  // several intervals; the _id tree has one entry per document.
-  cur->dedup_ = cur->mode_ == Mode::kIndex && !cur->index_is_primary_;
+  // A document can show up under several keys of a multikey index (in one
+  // interval or several); otherwise it has one key and intervals do not
+  // overlap.
+  if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
   cur->cursor_ = std::make_unique<index::BTree::Cursor>(
       cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary);
   if (!options.sort_field.empty()) {

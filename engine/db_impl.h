@@ -57,10 +57,15 @@ enum class LogOp : uint8_t {
 struct IndexMeta {
   std::string field;
   bool unique = false;
+  // Some document has had more than one key in this index (an array), so
+  // predicates ANDed on the field may be met by different elements and
+  // their bounds cannot be intersected (MongoDB tracks the same flag).
+  // Set on the first such document; cleared only by rebuilding the index.
+  bool multikey = false;
 };
 
-// Catalog metadata of a collection: u64 count | u32 n | n x (u8 unique |
-// u32 length | field).
+// Catalog metadata of a collection: u64 count | u32 n | n x (u8 flags:
+// 1 unique, 2 multikey | u32 length | field).
 struct CollectionMeta {
   uint64_t count = 0;
   std::vector<IndexMeta> indexes;
@@ -163,6 +168,8 @@ class TransactionImpl {
                    std::string_view new_doc);
   Status DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc);
   Status AddIndexEntries(CollState* c, size_t i, std::string_view pk, std::string_view doc);
+  // Notes that index i saw a document with `nkeys` keys.
+  void NoteKeyCount(CollState* c, size_t i, size_t nkeys);
   Status CheckUnique(CollState* c, std::string_view pk, std::string_view new_doc,
                      std::string_view old_doc);
   Status DropCollectionState(CollState* c);

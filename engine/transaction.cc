@@ -98,7 +98,7 @@ std::string CollectionMeta::Encode() const {
   PutU64(&out, count);
   PutU32(&out, static_cast<uint32_t>(indexes.size()));
   for (const IndexMeta& i : indexes) {
-    out.push_back(i.unique ? 1 : 0);
+    out.push_back(static_cast<char>((i.unique ? 1 : 0) | (i.multikey ? 2 : 0)));
     PutU32(&out, static_cast<uint32_t>(i.field.size()));
     out.append(i.field);
   }
@@ -112,7 +112,8 @@ bool CollectionMeta::Decode(std::string_view in, CollectionMeta* out) {
   for (uint32_t i = 0; i < n; i++) {
     if (in.empty()) return false;
     IndexMeta m;
-    m.unique = in[0] != 0;
+    m.unique = (in[0] & 1) != 0;
+    m.multikey = (in[0] & 2) != 0;
     in.remove_prefix(1);
     std::string_view f;
     if (!GetBytes(&in, &f)) return false;
@@ -263,6 +264,13 @@ Result<std::vector<IndexInfo>> TransactionImpl::ListIndexes(std::string_view col
 
 // --------------------------------------------------------------- writes --
 
+void TransactionImpl::NoteKeyCount(CollState* c, size_t i, size_t nkeys) {
+  if (nkeys > 1 && !c->meta.indexes[i].multikey) {
+    c->meta.indexes[i].multikey = true;
+    c->meta_dirty = true;
+  }
+}
+
 Status TransactionImpl::CheckUnique(CollState* c, std::string_view pk, std::string_view new_doc,
                                     std::string_view old_doc) {
   std::vector<std::string> old_keys;
@@ -300,6 +308,7 @@ Status TransactionImpl::AddIndexEntries(CollState* c, size_t i, std::string_view
   const IndexMeta& m = c->meta.indexes[i];
   std::vector<std::string> keys;
   engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), m.field, &keys);
+  NoteKeyCount(c, i, keys.size());
   for (std::string& k : keys) {
     if (!m.unique) k.append(pk);
     Status s = c->index_trees[i]->Put(k, pk, m.unique ? index::PutMode::kInsert
@@ -361,6 +370,7 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
                       &old_keys);
     engine::IndexKeys(reinterpret_cast<const uint8_t*>(new_doc.data()), new_doc.size(), m.field,
                       &new_keys);
+    NoteKeyCount(c, i, new_keys.size());
     if (old_keys == new_keys) continue;
     for (std::string& k : old_keys) {
       if (std::binary_search(new_keys.begin(), new_keys.end(), k)) continue;
@@ -411,6 +421,8 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
   bson_destroy(with_id);
   if (bson.size() > kMaxDocumentSize)
     return Status::InvalidArgument("document larger than 16 MiB", std::to_string(bson.size()));
+  MMDOC_RETURN_IF_ERROR(engine::CheckFieldNames(reinterpret_cast<const uint8_t*>(bson.data()),
+                                                bson.size()));
   std::string old_copy(old);
   MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, old_copy, bson));
   Log(LogOp::kReplace, coll, bson);
@@ -597,6 +609,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
     std::string_view doc = cur.value();
     keys.clear();
     engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), field, &keys);
+    NoteKeyCount(c, i, keys.size());
     for (std::string& k : keys) {
       std::string pk(cur.key());
       if (!o.unique) k.append(pk);
@@ -625,7 +638,6 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
   std::string arg(1, o.unique ? '\1' : '\0');
   arg.append(field);
   Log(LogOp::kCreateIndex, coll, arg);
-  (void)i;
   return Status::OK();
 }
 

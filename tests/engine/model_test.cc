@@ -123,7 +123,18 @@ TEST_CASE("engine agrees with an in-memory model", "[engine][model]") {
     int id = rnd(kIds);
     auto got = db->Get("c", V(std::to_string(id)));
     REQUIRE(got.ok() == (model.count(id) == 1));
-    if (got.ok()) CHECK(got.value() == J(ToJson(id, model[id])));
+    if (got.ok()) {
+      // Field by field: $inc of a missing field appends it, so the order
+      // of fields may differ from the model's JSON.
+      const Document want = J(ToJson(id, model[id]));
+      for (const char* f : {"_id", "key", "val", "tags"}) {
+        INFO(f << " of " << got.value().ToJson());
+        auto a = got.value().Get(f);
+        auto b = want.Get(f);
+        REQUIRE(a.ok() == b.ok());
+        if (a.ok()) CHECK(a.value().ToJson() == b.value().ToJson());
+      }
+    }
     if (!model.empty() && rnd(2) == 0) {
       auto it = model.begin();
       std::advance(it, rnd(static_cast<int>(model.size())));
