@@ -1317,9 +1317,11 @@ Status PagerImpl::AccountedPages(std::vector<PageId>* pages) {
 
 Status PagerImpl::Verify() {
   uint64_t pc;
+  const uint8_t* base;
   {
     std::lock_guard<std::mutex> l(state_mu_);
     pc = committed_.page_count;
+    base = base_;
   }
   std::vector<PageId> pages;
   MMDOC_RETURN_IF_ERROR(AccountedPages(&pages));
@@ -1337,13 +1339,13 @@ Status PagerImpl::Verify() {
   }
   const uint64_t ck = checkpoint_txid_.load();
   std::string why;
-  if (!CheckMeta(base_ + (ck % 2) * ps_, ps_, ck % 2, &why)) {
+  if (!CheckMeta(base + (ck % 2) * ps_, ps_, ck % 2, &why)) {
     return Status::Corruption(path_, "durable meta: " + why);
   }
   {
     std::lock_guard<std::mutex> l(alloc_mu_);
     for (PageId id : freelist_pages_) {
-      Status s = VerifyPageBytes(id, base_ + id * ps_, pc);
+      Status s = VerifyPageBytes(id, base + id * ps_, pc);
       if (!s.ok())
         return Status::Corruption(path_, "free list: " + s.message());
     }

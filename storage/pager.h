@@ -73,6 +73,11 @@
 //    append); the other modes publish after SyncForCommit succeeds.
 //  - Write Txns must be finished (committed, aborted or destroyed) and read
 //    Txns destroyed before the Pager is destroyed.
+//  - AccountedPages, Verify and Stats describe the last committed state when
+//    no write Txn is open (pages an open write Txn took are in neither set).
+//  - Recover must run before BeginWrite when the log holds records to
+//    replay (BeginWrite then returns InvalidArgument); when it holds none,
+//    the first BeginWrite recovers implicitly.
 //
 // States: Closed --Open()--> Open --BeginWrite()--> Writing --Commit/Abort-->
 // Open; Open --I/O error in Commit/Checkpoint--> Failed (reads only) --Close.

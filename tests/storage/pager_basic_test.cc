@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <random>
+#include <thread>
 
 #include "storage/pager.h"
 #include "tests/storage/storage_test_util.h"
@@ -260,6 +262,65 @@ TEST_CASE("pager: stats report readers and log use") {
   st = p->Stats();
   CHECK(st.readers == 1);
   CHECK(st.oldest_reader_txid == r2.value()->txid());
+}
+
+}  // namespace
+}  // namespace mmdoc::storage
+
+namespace mmdoc::storage {
+namespace {
+
+TEST_CASE("pager: readers run concurrently with a writer") {
+  test::TempDir dir;
+  PagerOptions o = testutil::SmallOptions();
+  o.initial_map_size = 64 << 10;  // remaps while readers read
+  auto p = testutil::OpenOrDie(dir.File("db"), o);
+  testutil::WriteTagged(p.get(), 0, 0);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 3; t++) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        auto r = p->BeginRead();
+        if (!r.ok()) {
+          bad++;
+          continue;
+        }
+        const uint8_t* pg;
+        PageId id = r.value()->root(0);
+        if (!r.value()->Get(id, &pg).ok()) {
+          bad++;
+          continue;
+        }
+        // The tag is the txid of the commit that wrote the page; it never
+        // exceeds the snapshot's txid and the body always matches it.
+        uint64_t tag =
+            (DecodeFixed64(pg + kPageHeaderSize) - kPageHeaderSize) / 1000003;
+        if (!testutil::BodyMatches(pg, 4096, tag)) bad++;
+      }
+    });
+  }
+  const int n = 300 * static_cast<int>(test::Scale());
+  for (int i = 1; i <= n; i++) {
+    auto w = p->BeginWrite();
+    REQUIRE(w.ok());
+    PageId id;
+    uint8_t* pg;
+    REQUIRE(w.value()->Allocate(PageType::kLeaf, 1 + i % 2, &id, &pg).ok());
+    testutil::FillBody(pg, 4096, i);
+    REQUIRE(w.value()->Free(w.value()->root(0)).ok());
+    w.value()->set_root(0, id);
+    REQUIRE(
+        w.value()
+            ->Commit("", i % 50 == 0 ? Durability::kFsync : Durability::kNone)
+            .ok());
+    if (i % 100 == 0) REQUIRE(p->Checkpoint().ok());
+  }
+  stop = true;
+  for (auto& t : readers) t.join();
+  CHECK(bad == 0);
+  CHECK(p->Verify().ok());
 }
 
 }  // namespace
