@@ -27,6 +27,7 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -183,6 +184,7 @@ class WriteTxnImpl final : public Txn {
   std::vector<PageId> freed_dirty_;   // pages this txn allocated, then freed
   std::vector<PageId> freed_recent_;  // born after the last checkpoint
   std::vector<PageId> freed_ckpt_;    // born at or before the last checkpoint
+  std::unordered_set<PageId> freed_ids_;  // first pages of freed old runs
 };
 
 class PagerImpl final : public Pager {
@@ -459,6 +461,9 @@ Status WriteTxnImpl::Free(PageId id) {
 }
 
 Status WriteTxnImpl::FreeRun(PageId id, uint32_t run, uint64_t born) {
+  if (!freed_ids_.insert(id).second) {
+    return Status::InvalidArgument(PageMsg(id, "freed twice in one txn"));
+  }
   // Rule 5(b): a page that may be reachable from the durable meta waits for
   // the next checkpoint.
   auto& list =

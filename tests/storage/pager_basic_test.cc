@@ -99,6 +99,7 @@ TEST_CASE("pager: write txn allocate, modify in place and copy-on-write") {
   CHECK(nid != id);
   CHECK(t->IsDirty(nid));
   CHECK(BodyMatches(pg, t->page_size(), 1));
+  CHECK(t->Free(id).IsInvalidArgument());  // Modify already freed it
   FillBody(pg, t->page_size(), 2);
   PageId nid2;
   uint8_t* pg2;
