@@ -6,13 +6,13 @@ namespace mmdoc::bench {
 
 #ifndef MMDOC_BENCH_WITH_MMDOC
 // Built without the engine: the mmdoc adapter is absent.
-std::unique_ptr<Backend> NewMmdocBackend() { return nullptr; }
+std::unique_ptr<Backend> NewMmdocBackend(bool) { return nullptr; }
 #endif
 
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
   std::unique_ptr<Backend> b;
-  if (name == "mmdoc") {
-    b = NewMmdocBackend();
+  if (name == "mmdoc" || name == "mmdoc-replace") {
+    b = NewMmdocBackend(name == "mmdoc-replace");
     if (b == nullptr) {
       return Status::NotSupported(
           "mmdoc-bench was built without the mmdoc engine");
@@ -40,7 +40,7 @@ std::vector<std::string> BackendNames() {
 
 std::vector<std::string> DefaultBackendNames() {
   std::vector<std::string> names;
-  if (NewMmdocBackend() != nullptr) names.push_back("mmdoc");
+  if (NewMmdocBackend(false) != nullptr) names.push_back("mmdoc");
   for (const char* n : {"lmdb", "rocksdb", "sqlite"}) names.push_back(n);
   return names;
 }

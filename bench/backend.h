@@ -108,7 +108,9 @@ class Backend {
   virtual Status Close() = 0;
 };
 
-// "mmdoc", "lmdb", "lmdb-nowritemap", "rocksdb", "sqlite", "sqlite-norowid".
+// "mmdoc", "lmdb", "rocksdb", "sqlite", and variants: "mmdoc-replace"
+// (update by Get + Replace), "lmdb-nowritemap" (LMDB's default),
+// "sqlite-norowid" (a WITHOUT ROWID table).
 // NotSupported for a name not built in, InvalidArgument for an unknown one.
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name);
 // Every engine name NewBackend knows (the default set comes first).

@@ -14,8 +14,9 @@ std::unique_ptr<Backend> NewLmdbBackend(bool writemap);
 std::unique_ptr<Backend> NewRocksDbBackend();
 // rowid: a rowid table with a unique index on id, or WITHOUT ROWID.
 std::unique_ptr<Backend> NewSqliteBackend(bool rowid);
-// nullptr when mmdoc-bench was built without the engine (MMDOC_BENCH_MMDOC).
-std::unique_ptr<Backend> NewMmdocBackend();
+// replace: update by Get + Replace instead of Update($set). nullptr when
+// mmdoc-bench was built without the engine (MMDOC_BENCH_WITH_MMDOC).
+std::unique_ptr<Backend> NewMmdocBackend(bool replace);
 
 // Which RocksDB library the process loaded, e.g. "rocksdb 7.8.3 release
 // build (/var/cache/mmdoc/rocksdb-release/lib/librocksdb.so.7.8)" or

@@ -5,7 +5,8 @@
 //   search_key    Find({key: k}) in a read transaction (the key index)
 //   search_value  Find({value: v}) in a read transaction (a full scan:
 //                 `value` has no index)
-//   update        Transaction::Update({_id: id}, {$set: {value: v}})
+//   update        Transaction::Update({_id: id}, {$set: {value: v}}), or
+//                 ("mmdoc-replace") Transaction::Get + Replace
 //   delete        Transaction::Delete(_id) (the index entry goes with it)
 //
 // Every durability mode maps to mmdoc's own (Options::durability).
@@ -55,7 +56,7 @@ Status ValueOf(std::string_view doc, std::string* value) {
 
 class MmdocSession : public Session {
  public:
-  explicit MmdocSession(DB* db) : db_(db) {}
+  MmdocSession(DB* db, bool replace) : db_(db), replace_(replace) {}
 
   Status Begin() override {
     auto txn = db_->Begin();
@@ -76,6 +77,16 @@ class MmdocSession : public Session {
   }
 
   Status UpdateValue(std::string_view id, std::string_view value) override {
+    if (replace_) {
+      Value key = Value::String(id);
+      auto doc = txn_->Get(kCollection, key);
+      if (!doc.ok()) return doc.status();
+      if (!WithValue(doc.value().bytes(), value, &scratch_)) {
+        return Status::Corruption("bad BSON");
+      }
+      return txn_->Replace(kCollection, key,
+                           Document::FromTrustedBytes(scratch_));
+    }
     auto r =
         txn_->Update(kCollection, StringFilter("_id", id), SetValue(value));
     if (!r.ok()) return r.status();
@@ -123,14 +134,19 @@ class MmdocSession : public Session {
 
  private:
   DB* const db_;
+  const bool replace_;
   std::unique_ptr<Transaction> txn_;
+  std::string scratch_;
 };
 
 class MmdocBackend : public Backend {
  public:
+  explicit MmdocBackend(bool replace) : replace_(replace) {}
   ~MmdocBackend() override { Close().ok(); }
 
-  std::string name() const override { return "mmdoc"; }
+  std::string name() const override {
+    return replace_ ? "mmdoc-replace" : "mmdoc";
+  }
   bool Supports(Durability) const override { return true; }
 
   Status Open(const std::string& dir, const BackendConfig& config) override {
@@ -155,12 +171,15 @@ class MmdocBackend : public Backend {
     if (durability_ == Durability::kPeriodic) {
       s += " (" + std::to_string(sync_interval_ms_) + " ms)";
     }
-    s += ", page 4096, update = Update($set), search_key = Find limit 1";
+    s += replace_ ? ", page 4096, update = Get + Replace"
+                  : ", page 4096, update = Update($set)";
+    s += ", search_key = Find limit 1";
     return s;
   }
 
   Result<std::unique_ptr<Session>> NewSession() override {
-    return std::unique_ptr<Session>(std::make_unique<MmdocSession>(db_.get()));
+    return std::unique_ptr<Session>(
+        std::make_unique<MmdocSession>(db_.get(), replace_));
   }
 
   Status Close() override {
@@ -169,6 +188,7 @@ class MmdocBackend : public Backend {
   }
 
  private:
+  const bool replace_;
   std::unique_ptr<DB> db_;
   Durability durability_ = Durability::kFsync;
   uint32_t sync_interval_ms_ = 100;
@@ -176,8 +196,8 @@ class MmdocBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> NewMmdocBackend() {
-  return std::make_unique<MmdocBackend>();
+std::unique_ptr<Backend> NewMmdocBackend(bool replace) {
+  return std::make_unique<MmdocBackend>(replace);
 }
 
 }  // namespace mmdoc::bench
