@@ -112,6 +112,9 @@ TEST_CASE("put modes and argument limits", "[btree]") {
   CHECK(s.IsInvalidArgument());
   CHECK(s.message().find("1024") != std::string::npos);
   CHECK(t.Get(std::string(kMaxKeySize + 1, 'x'), &v).IsNotFound());
+  s = t.Put("huge", std::string(kMaxValueSize + 1, 'h'));
+  CHECK(s.IsInvalidArgument());
+  CHECK(s.message().find("64 MiB") != std::string::npos);
 
   // Many maximum-size keys force a deep tree of 3-4 keys per page.
   for (int i = 0; i < 300; i++) {
