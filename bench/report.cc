@@ -239,6 +239,28 @@ void PrintTables(std::FILE* out, const RunInfo& run,
     }
   }
 
+  // What each durability mode costs: one table per phase and count.
+  if (run.durabilities.size() > 1) {
+    for (uint64_t n : run.docs) {
+      for (const auto& phase : run.phases) {
+        std::fprintf(out,
+                     "\n%s by durability mode, %s docs, batch %d (ops/s)\n",
+                     phase.c_str(), DocsLabel(n).c_str(), run.batch);
+        std::fprintf(out, "%-14s", "mode");
+        for (const auto& e : engines) std::fprintf(out, " %14s", e.c_str());
+        std::fprintf(out, "\n");
+        for (const auto& mode : run.durabilities) {
+          std::fprintf(out, "%-14s", mode.c_str());
+          for (const auto& e : engines) {
+            std::fprintf(out, " %14s",
+                         Cell(FindRow(results, e, mode, n, phase)).c_str());
+          }
+          std::fprintf(out, "\n");
+        }
+      }
+    }
+  }
+
   if (engines.size() < 2) return;
   std::string base =
       std::find(engines.begin(), engines.end(), "mmdoc") != engines.end()

@@ -347,6 +347,8 @@ Result<std::vector<PhaseResult>> Runner::Run() {
   writers_ = 1;
   if (config_.durability != Durability::kNone)
     writers_ = std::max(1, config_.threads);
+  // Group commit needs concurrent commits to group.
+  if (config_.durability == Durability::kGroup && writers_ < 2) writers_ = 4;
   BackendConfig bc;
   bc.durability = config_.durability;
   bc.expected_docs = data_.size();

@@ -69,7 +69,8 @@ struct WorkloadConfig {
   Durability durability = Durability::kNone;
   // Documents per write transaction.
   int batch = 1000;
-  // Threads for the read phases, and writer threads for durable inserts.
+  // Threads for the read phases, and writer threads for durable inserts
+  // (group mode uses at least 4 writers).
   int threads = 1;
   // Phases to time ("insert" always runs: it loads the data).
   std::vector<std::string> phases = AllPhases();
