@@ -73,6 +73,23 @@ struct CollectionMeta {
   static bool Decode(std::string_view in, CollectionMeta* out);
 };
 
+// What transactions learned about collections from the catalog, kept so
+// the next transaction on the same catalog state skips the lookups (a
+// read-your-last-commit point lookup would otherwise spend most of its time
+// in the catalog). A catalog state is named by its root page and the txid
+// written in that page's header: pages are never changed while reachable
+// and a reused page carries a new txid, so equal keys mean equal catalogs.
+struct CachedColl {
+  storage::PageId primary_root = 0;
+  CollectionMeta meta;
+  std::vector<storage::PageId> index_roots;  // parallel to meta.indexes
+};
+struct CatalogCache {
+  storage::PageId catalog_root = 0;
+  uint64_t catalog_txid = 0;
+  std::map<std::string, CachedColl, std::less<>> colls;
+};
+
 std::string CollectionTreeName(std::string_view collection);
 std::string IndexTreeName(std::string_view collection, std::string_view field);
 
@@ -94,6 +111,15 @@ class DBImpl {
   storage::Pager* pager() { return pager_.get(); }
   bool paranoid() const { return paranoid_; }
 
+  std::shared_ptr<const CatalogCache> cache() {
+    std::lock_guard<std::mutex> l(cache_mu_);
+    return cache_;
+  }
+  void PublishCache(std::shared_ptr<const CatalogCache> c) {
+    std::lock_guard<std::mutex> l(cache_mu_);
+    cache_ = std::move(c);
+  }
+
  private:
   DBImpl(std::string path, const Options& options);
   Status OpenPager();
@@ -103,6 +129,8 @@ class DBImpl {
   Options options_;
   bool paranoid_ = false;
   std::unique_ptr<storage::Pager> pager_;
+  std::mutex cache_mu_;
+  std::shared_ptr<const CatalogCache> cache_;  // GUARDED_BY(cache_mu_)
 };
 
 // The state of one collection inside a transaction.
@@ -155,6 +183,8 @@ class TransactionImpl {
 
  private:
   Status Writable();
+  // The catalog cache describing the state this txn is about to commit.
+  std::shared_ptr<CatalogCache> NextCache();
   // Marks the transaction unusable after a failure that may have left its
   // trees half-changed (an I/O error mid-operation).
   Status Poison(Status s);
@@ -177,6 +207,10 @@ class TransactionImpl {
   DBImpl* db_;
   std::unique_ptr<storage::Txn> txn_;
   std::unique_ptr<index::Catalog> catalog_;
+  // The catalog cache, when it describes this txn's starting state.
+  std::shared_ptr<const CatalogCache> cache_;
+  bool ddl_ = false;         // created or dropped a collection or index
+  bool cache_miss_ = false;  // looked an existing collection up in the catalog
   bool read_only_;
   Durability durability_;
   bool replaying_;

@@ -196,12 +196,20 @@ void PutU64(uint64_t v, std::string* out) {
 }
 
 void PutEscaped(const char* s, size_t len, std::string* out) {
-  for (size_t i = 0; i < len; ++i) {
-    out->push_back(s[i]);
-    if (s[i] == '\0') out->push_back('\xFF');
+  // Copy runs between NULs in one append each: strings rarely hold a NUL,
+  // and a byte-at-a-time push_back dominated key encoding (callgrind).
+  const char* end = s + len;
+  while (s < end) {
+    const char* nul = static_cast<const char*>(std::memchr(s, '\0', static_cast<size_t>(end - s)));
+    if (nul == nullptr) {
+      out->append(s, static_cast<size_t>(end - s));
+      break;
+    }
+    out->append(s, static_cast<size_t>(nul - s) + 1);
+    out->push_back('\xFF');
+    s = nul + 1;
   }
-  out->push_back('\0');
-  out->push_back('\0');
+  out->append("\0\0", 2);
 }
 
 void PutCStr(const char* s, std::string* out) {

@@ -123,6 +123,22 @@ bool CollectionMeta::Decode(std::string_view in, CollectionMeta* out) {
   return in.empty();
 }
 
+namespace {
+
+// Names the catalog state of `txn` (see CatalogCache).
+bool CatalogKey(storage::Txn* txn, storage::PageId root, uint64_t* txid) {
+  *txid = 0;
+  if (root == 0) return true;
+  const uint8_t* page;
+  if (!txn->Get(root, &page).ok()) return false;
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= uint64_t{page[storage::kPageTxidOffset + i]} << (8 * i);
+  *txid = v;
+  return true;
+}
+
+}  // namespace
+
 TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn, bool read_only,
                                  Durability durability, bool replaying)
     : db_(db),
@@ -130,7 +146,15 @@ TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn, 
       catalog_(std::make_unique<index::Catalog>(txn_.get())),
       read_only_(read_only),
       durability_(durability),
-      replaying_(replaying) {}
+      replaying_(replaying) {
+  if (replaying_) return;
+  std::shared_ptr<const CatalogCache> c = db_->cache();
+  if (!c) return;
+  const storage::PageId root = txn_->root(index::kCatalogRootSlot);
+  uint64_t txid;
+  if (root == c->catalog_root && CatalogKey(txn_.get(), root, &txid) && txid == c->catalog_txid)
+    cache_ = std::move(c);
+}
 
 TransactionImpl::~TransactionImpl() { Abort(); }
 
@@ -164,6 +188,19 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
   auto c = std::make_unique<CollState>();
   c->name.assign(coll);
   const std::string tree_name = CollectionTreeName(coll);
+  if (cache_) {
+    auto hit = cache_->colls.find(coll);
+    if (hit != cache_->colls.end()) {
+      c->exists = true;
+      c->meta = hit->second.meta;
+      c->primary = catalog_->Adopt(tree_name, hit->second.primary_root);
+      for (size_t i = 0; i < c->meta.indexes.size(); i++)
+        c->index_trees.push_back(
+            catalog_->Adopt(IndexTreeName(coll, c->meta.indexes[i].field), hit->second.index_roots[i]));
+      *out = (colls_[c->name] = std::move(c)).get();
+      return Status::OK();
+    }
+  }
   std::string meta;
   Status s = catalog_->GetMeta(tree_name, &meta);
   if (s.IsNotFound()) {
@@ -172,6 +209,7 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
       return Status::OK();
     }
     if (read_only_) return Status::NotSupported("write in a read-only transaction");
+    ddl_ = true;
     c->meta = CollectionMeta();
     s = catalog_->Create(tree_name, c->meta.Encode());
     if (!s.ok()) return Poison(s);
@@ -180,6 +218,8 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
     return s;
   } else if (!CollectionMeta::Decode(meta, &c->meta)) {
     return Status::Corruption("catalog entry of collection is damaged", coll);
+  } else {
+    cache_miss_ = true;
   }
   c->exists = true;
   MMDOC_RETURN_IF_ERROR(catalog_->Open(tree_name, &c->primary));
@@ -552,6 +592,7 @@ Status TransactionImpl::CreateCollection(std::string_view coll) {
 }
 
 Status TransactionImpl::DropCollectionState(CollState* c) {
+  ddl_ = true;
   for (const IndexMeta& m : c->meta.indexes) {
     Status s = catalog_->Drop(IndexTreeName(c->name, m.field));
     if (!s.ok()) return Poison(s);
@@ -582,6 +623,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
   for (const IndexMeta& m : c->meta.indexes)
     if (m.field == field) return Status::AlreadyExists("index exists on field", field);
   const std::string tree_name = IndexTreeName(coll, field);
+  ddl_ = true;
   Status s = catalog_->Create(tree_name, {});
   if (!s.ok()) return Poison(s);
   index::BTree* tree;
@@ -643,6 +685,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
 
 Status TransactionImpl::DropIndex(std::string_view coll, std::string_view field) {
   MMDOC_RETURN_IF_ERROR(Writable());
+  ddl_ = true;
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
   if (!c->exists) return Status::NotFound("no such collection", coll);
@@ -679,6 +722,8 @@ Status TransactionImpl::Commit() {
     if (!s.ok()) break;
   }
   if (s.ok()) s = catalog_->Flush();
+  std::shared_ptr<CatalogCache> next;
+  if (s.ok() && !replaying_) next = NextCache();
   if (s.ok()) {
     if (replaying_) {
       s = db_->pager()->CommitReplayed(txn_.get());
@@ -695,6 +740,7 @@ Status TransactionImpl::Commit() {
     return s;
   }
   txn_.reset();
+  if (next) db_->PublishCache(std::move(next));
   if (db_->paranoid() && !replaying_) {
     Status c = db_->Check(nullptr);
     if (!c.ok()) return c;
@@ -702,8 +748,32 @@ Status TransactionImpl::Commit() {
   return Status::OK();
 }
 
+std::shared_ptr<CatalogCache> TransactionImpl::NextCache() {
+  auto next = std::make_shared<CatalogCache>();
+  next->catalog_root = catalog_->tree()->root();
+  if (!CatalogKey(txn_.get(), next->catalog_root, &next->catalog_txid)) return nullptr;
+  // Entries of collections this txn did not load are still right unless it
+  // changed the catalog's shape (DDL); then start afresh.
+  if (cache_ && !ddl_) next->colls = cache_->colls;
+  for (auto& [name, c] : colls_) {
+    if (!c->exists) continue;
+    CachedColl& e = next->colls[name];
+    e.primary_root = c->primary->root();
+    e.meta = c->meta;
+    e.index_roots.clear();
+    for (index::BTree* t : c->index_trees) e.index_roots.push_back(t->root());
+  }
+  return next;
+}
+
 void TransactionImpl::Abort() {
   if (finished_) return;
+  // A reader that had to look collections up in the catalog leaves what it
+  // found for the next transaction.
+  if (read_only_ && cache_miss_ && catalog_) {
+    std::shared_ptr<CatalogCache> next = NextCache();
+    if (next) db_->PublishCache(std::move(next));
+  }
   finished_ = true;
   colls_.clear();
   catalog_.reset();

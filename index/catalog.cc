@@ -67,6 +67,15 @@ Status Catalog::Open(std::string_view name, BTree** tree, Comparator cmp) {
   return Status::OK();
 }
 
+BTree* Catalog::Adopt(std::string_view name, PageId root, Comparator cmp) {
+  auto it = open_.find(name);
+  if (it != open_.end()) return it->second.get();
+  auto t = std::make_unique<BTree>(txn_, root, cmp);
+  BTree* p = t.get();
+  open_.emplace(std::string(name), std::move(t));
+  return p;
+}
+
 Status Catalog::Drop(std::string_view name) {
   std::string_view entry;
   Status s = tree_.Get(name, &entry);

@@ -39,6 +39,11 @@ class Catalog {
   // The open tree `name` (the same object on every call within this
   // Catalog); NotFound when absent. Owned by the Catalog.
   Status Open(std::string_view name, BTree** tree, Comparator cmp = nullptr);
+  // Registers tree `name` as open with a root the caller already knows
+  // (from a cache of an earlier read of this same catalog state), skipping
+  // the catalog lookup. The tree is flushed like one from Open.
+  // REQUIRES: `root` is the root stored in `name`'s entry in this txn.
+  BTree* Adopt(std::string_view name, storage::PageId root, Comparator cmp = nullptr);
   // Frees every page of tree `name` and removes it. NotFound when absent.
   // A BTree* that Open returned for `name` becomes invalid.
   Status Drop(std::string_view name);
