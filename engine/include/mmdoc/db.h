@@ -32,6 +32,7 @@
 #define MMDOC_DB_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -251,6 +252,29 @@ class DB {
   Status Compact();
 
   const std::string& path() const;
+
+  // --- Salvage: reading what is left of a damaged database ---
+  // Walks the _id tree of `collection` from its root (engine/salvage.cc)
+  // and calls emit(bson) once for every intact document, in _id order,
+  // skipping each subtree whose page fails its checksum or structure
+  // (counted in report->damaged_pages). Never reads a free page, so no stale
+  // document comes out. The catalog entry is found the same way, so a
+  // damaged catalog page loses only what it hides. OK when the walk ran
+  // (damage is reported in *report, not as an error; a collection that does
+  // not exist gives 0 recovered, NotFound); an error only when no snapshot
+  // could be read. `bson` is valid during the call. Works on any database
+  // that Open accepts (Open fails when both metas, the free list or the
+  // file length are damaged: nothing to salvage through this API then).
+  struct SalvageReport {
+    uint64_t recovered = 0;      // documents emitted
+    uint64_t lost = 0;           // catalog count - recovered, when known
+    bool lost_known = false;     // false: the catalog count was unreadable
+    uint64_t damaged_pages = 0;  // pages skipped with their subtrees
+    std::vector<std::string> problems;
+  };
+  Status Salvage(const std::string& collection,
+                 const std::function<void(std::string_view bson)>& emit,
+                 SalvageReport* report);
 
  private:
   explicit DB(std::unique_ptr<DBImpl> impl);

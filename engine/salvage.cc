@@ -1,0 +1,84 @@
+// DB::Salvage: every intact document of a collection in a damaged database
+// (mmdoc/db.h). The reading is index::SalvageTree's; this file finds the
+// collection's _id tree through the (possibly damaged) catalog, checks each
+// document and counts what is missing.
+#include <string>
+
+#include "engine/db_impl.h"
+#include "engine/query.h"
+#include "index/catalog.h"
+#include "index/salvage.h"
+
+namespace mmdoc {
+
+Status DB::Salvage(const std::string& collection,
+                   const std::function<void(std::string_view bson)>& emit,
+                   SalvageReport* report) {
+  SalvageReport local;
+  SalvageReport& r = report ? *report : local;
+  r = SalvageReport();
+  auto txn = impl_->pager()->BeginRead();
+  if (!txn.ok()) return txn.status();
+  storage::Txn* t = txn.value().get();
+
+  // The catalog entry: u64 root, then the CollectionMeta encoding.
+  const std::string name = CollectionTreeName(collection);
+  bool found = false;
+  storage::PageId root = 0;
+  std::string meta;
+  index::SalvageStats cat;
+  MMDOC_RETURN_IF_ERROR(index::SalvageTree(
+      t, t->root(index::kCatalogRootSlot),
+      [&](std::string_view key, std::string_view value) {
+        if (key != name || value.size() < 8) return;
+        found = true;
+        root = 0;
+        for (int i = 7; i >= 0; i--) root = root << 8 | static_cast<uint8_t>(value[i]);
+        meta.assign(value.substr(8));
+      },
+      &cat));
+  r.damaged_pages += cat.damaged_pages;
+  for (std::string& p : cat.problems) r.problems.push_back("catalog: " + p);
+  if (!found) {
+    if (cat.damaged_pages == 0) return Status::NotFound("no collection", collection);
+    r.problems.push_back("the catalog entry of collection " + collection +
+                         " is in a damaged page: nothing can be recovered");
+    return Status::OK();
+  }
+  CollectionMeta cm;
+  const bool count_known = CollectionMeta::Decode(meta, &cm);
+
+  index::SalvageStats docs;
+  uint64_t bad_docs = 0;
+  MMDOC_RETURN_IF_ERROR(index::SalvageTree(
+      t, root,
+      [&](std::string_view key, std::string_view value) {
+        auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(value.data()), value.size());
+        bson_value_t id;
+        std::string pk;
+        if (doc.ok() && engine::LookupPath(doc.value().data(), doc.value().size(), "_id", &id))
+          engine::AppendKey(&id, &pk);
+        if (!doc.ok() || pk != key) {
+          bad_docs++;
+          if (r.problems.size() < 1000)
+            r.problems.push_back("a stored document is not valid or not under its _id: " +
+                                 (doc.ok() ? std::string("wrong key") : doc.status().ToString()));
+          return;
+        }
+        r.recovered++;
+        emit(value);
+      },
+      &docs));
+  r.damaged_pages += docs.damaged_pages;
+  for (std::string& p : docs.problems) r.problems.push_back(collection + ": " + p);
+  if (count_known) {
+    r.lost_known = true;
+    r.lost = cm.count > r.recovered ? cm.count - r.recovered : 0;
+  } else {
+    r.problems.push_back("the collection's document count is unreadable");
+  }
+  (void)bad_docs;
+  return Status::OK();
+}
+
+}  // namespace mmdoc
