@@ -41,7 +41,10 @@
 //     but waiting for rule 5). Pager::AccountedPages reports the last three;
 //     DB::Check adds the first and proves the union is [2, page_count).
 // (7) Every page carries an XXH3-64 checksum (seeded with its page number,
-//     so a page written to the wrong place fails too). A page is verified
+//     so a page written to the wrong place fails too), computed when the
+//     page becomes durable: at the checkpoint after it was written (rule
+//     3), or at commit with paranoid_checks. A page written and freed again
+//     between two checkpoints is never summed; the log carries its commit. A page is verified
 //     the first time this process reads it from the file (and on every read
 //     with paranoid_checks); pages this process wrote are known good.
 // (8) An I/O error during commit or checkpoint is sticky: every later write
