@@ -197,11 +197,15 @@ class TransactionImpl {
   Status ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
                    std::string_view new_doc);
   Status DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc);
-  Status AddIndexEntries(CollState* c, size_t i, std::string_view pk, std::string_view doc);
   // Notes that index i saw a document with `nkeys` keys.
   void NoteKeyCount(CollState* c, size_t i, size_t nkeys);
-  Status CheckUnique(CollState* c, std::string_view pk, std::string_view new_doc,
-                     std::string_view old_doc);
+  // The index keys of `doc` (none for an empty doc), per index of c.
+  using KeySets = std::vector<std::vector<std::string>>;
+  void ComputeKeys(CollState* c, std::string_view doc, KeySets* out);
+  // Key sizes, and unique indexes against entries of other documents
+  // (keys in *old_keys, the document's own, are not conflicts).
+  Status CheckKeys(CollState* c, std::string_view pk, std::string_view new_doc,
+                   const KeySets& new_keys, const KeySets* old_keys);
   Status DropCollectionState(CollState* c);
 
   DBImpl* db_;
@@ -218,7 +222,8 @@ class TransactionImpl {
   Status poisoned_;
   std::string log_;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls_;
-  std::vector<std::string> scratch_keys_;
+  std::string scratch_doc_, scratch_pk_, scratch_entry_;  // reused buffers
+  KeySets old_keys_, new_keys_;
 };
 
 // Executes one query over a transaction's trees.

@@ -311,27 +311,31 @@ void TransactionImpl::NoteKeyCount(CollState* c, size_t i, size_t nkeys) {
   }
 }
 
-Status TransactionImpl::CheckUnique(CollState* c, std::string_view pk, std::string_view new_doc,
-                                    std::string_view old_doc) {
-  std::vector<std::string> old_keys;
+void TransactionImpl::ComputeKeys(CollState* c, std::string_view doc, KeySets* out) {
+  if (out->size() < c->meta.indexes.size()) out->resize(c->meta.indexes.size());
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+    (*out)[i].clear();
+    if (doc.empty()) continue;
+    engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(),
+                      c->meta.indexes[i].field, &(*out)[i]);
+  }
+}
+
+Status TransactionImpl::CheckKeys(CollState* c, std::string_view pk, std::string_view new_doc,
+                                  const KeySets& new_keys, const KeySets* old_keys) {
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    scratch_keys_.clear();
-    engine::IndexKeys(reinterpret_cast<const uint8_t*>(new_doc.data()), new_doc.size(), m.field,
-                      &scratch_keys_);
-    for (const std::string& k : scratch_keys_) {
+    for (const std::string& k : new_keys[i]) {
       size_t n = m.unique ? k.size() : k.size() + pk.size();
       if (n > index::kMaxKeySize)
         return Status::InvalidArgument("index key too large on field '" + m.field + "'",
                                        KeyTooLarge("index", n));
     }
     if (!m.unique) continue;
-    old_keys.clear();
-    if (!old_doc.empty())
-      engine::IndexKeys(reinterpret_cast<const uint8_t*>(old_doc.data()), old_doc.size(), m.field,
-                        &old_keys);
-    for (const std::string& k : scratch_keys_) {
-      if (std::binary_search(old_keys.begin(), old_keys.end(), k)) continue;
+    for (const std::string& k : new_keys[i]) {
+      if (old_keys != nullptr &&
+          std::binary_search((*old_keys)[i].begin(), (*old_keys)[i].end(), k))
+        continue;
       std::string_view owner;
       Status s = c->index_trees[i]->Get(k, &owner);
       if (s.ok() && owner != pk)
@@ -343,26 +347,9 @@ Status TransactionImpl::CheckUnique(CollState* c, std::string_view pk, std::stri
   return Status::OK();
 }
 
-Status TransactionImpl::AddIndexEntries(CollState* c, size_t i, std::string_view pk,
-                                        std::string_view doc) {
-  const IndexMeta& m = c->meta.indexes[i];
-  std::vector<std::string> keys;
-  engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), m.field, &keys);
-  NoteKeyCount(c, i, keys.size());
-  for (std::string& k : keys) {
-    if (!m.unique) k.append(pk);
-    Status s = c->index_trees[i]->Put(k, pk, m.unique ? index::PutMode::kInsert
-                                                         : index::PutMode::kUpsert);
-    if (s.IsAlreadyExists())
-      return Status::AlreadyExists("duplicate key in unique index '" + m.field + "'",
-                                   DescribeKeyValue(doc, m.field));
-    if (!s.ok()) return s;
-  }
-  return Status::OK();
-}
-
 Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std::string_view pk) {
-  MMDOC_RETURN_IF_ERROR(CheckUnique(c, pk, bson, {}));
+  ComputeKeys(c, bson, &new_keys_);
+  MMDOC_RETURN_IF_ERROR(CheckKeys(c, pk, bson, new_keys_, nullptr));
   Status s = c->primary->Put(pk, bson, index::PutMode::kInsert);
   if (s.IsAlreadyExists()) {
     bson_value_t id;
@@ -370,9 +357,17 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
     return Status::AlreadyExists("duplicate _id", Value::FromBsonValue(&id).ToJson());
   }
   if (!s.ok()) return Poison(s);
+  std::string& entry = scratch_entry_;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
-    s = AddIndexEntries(c, i, pk, bson);
-    if (!s.ok()) return Poison(s);
+    const IndexMeta& m = c->meta.indexes[i];
+    NoteKeyCount(c, i, new_keys_[i].size());
+    for (const std::string& k : new_keys_[i]) {
+      entry.assign(k);
+      if (!m.unique) entry.append(pk);
+      s = c->index_trees[i]->Put(entry, pk,
+                                 m.unique ? index::PutMode::kInsert : index::PutMode::kUpsert);
+      if (!s.ok()) return Poison(s);
+    }
   }
   c->meta.count++;
   c->meta_dirty = true;
@@ -381,48 +376,49 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
 
 Status TransactionImpl::Insert(std::string_view coll, const Document& doc, Value* id) {
   MMDOC_RETURN_IF_ERROR(Writable());
-  std::string bson;
-  Value idv;
-  MMDOC_RETURN_IF_ERROR(engine::PrepareForInsert(doc, &bson, &idv));
-  std::string pk;
-  engine::AppendKey(idv.get(), &pk);
+  std::string& bson = scratch_doc_;
+  MMDOC_RETURN_IF_ERROR(engine::PrepareForInsert(doc, &bson, id));
+  bson_value_t idv;
+  if (!DocId(bson, &idv)) return Status::InvalidArgument("document without _id");
+  std::string& pk = scratch_pk_;
+  pk.clear();
+  engine::AppendKey(&idv, &pk);
   if (pk.size() > index::kMaxKeySize)
     return Status::InvalidArgument("_id too large", KeyTooLarge("_id", pk.size()));
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, true, &c));
   MMDOC_RETURN_IF_ERROR(InsertPrepared(c, bson, pk));
   Log(LogOp::kInsert, coll, bson);
-  if (id != nullptr) *id = std::move(idv);
   return Status::OK();
 }
 
 Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
                                   std::string_view new_doc) {
-  MMDOC_RETURN_IF_ERROR(CheckUnique(c, pk, new_doc, old_doc));
-  // Index entries first: old_doc may point into a page the primary Put
-  // rewrites, so take what we need from it before touching the primary.
-  std::vector<std::string> old_keys, new_keys;
+  // Keys first: old_doc may point into a page the primary Put rewrites.
+  ComputeKeys(c, old_doc, &old_keys_);
+  ComputeKeys(c, new_doc, &new_keys_);
+  MMDOC_RETURN_IF_ERROR(CheckKeys(c, pk, new_doc, new_keys_, &old_keys_));
+  std::string& entry = scratch_entry_;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    old_keys.clear();
-    new_keys.clear();
-    engine::IndexKeys(reinterpret_cast<const uint8_t*>(old_doc.data()), old_doc.size(), m.field,
-                      &old_keys);
-    engine::IndexKeys(reinterpret_cast<const uint8_t*>(new_doc.data()), new_doc.size(), m.field,
-                      &new_keys);
-    NoteKeyCount(c, i, new_keys.size());
-    if (old_keys == new_keys) continue;
-    for (std::string& k : old_keys) {
-      if (std::binary_search(new_keys.begin(), new_keys.end(), k)) continue;
-      if (!m.unique) k.append(pk);
-      Status s = c->index_trees[i]->Delete(k);
-      if (!s.ok()) return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
+    const std::vector<std::string>& olds = old_keys_[i];
+    const std::vector<std::string>& news = new_keys_[i];
+    NoteKeyCount(c, i, news.size());
+    if (olds == news) continue;
+    for (const std::string& k : olds) {
+      if (std::binary_search(news.begin(), news.end(), k)) continue;
+      entry.assign(k);
+      if (!m.unique) entry.append(pk);
+      Status s = c->index_trees[i]->Delete(entry);
+      if (!s.ok())
+        return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
     }
-    for (std::string& k : new_keys) {
-      if (std::binary_search(old_keys.begin(), old_keys.end(), k)) continue;
-      if (!m.unique) k.append(pk);
-      Status s = c->index_trees[i]->Put(k, pk, m.unique ? index::PutMode::kInsert
-                                                           : index::PutMode::kUpsert);
+    for (const std::string& k : news) {
+      if (std::binary_search(olds.begin(), olds.end(), k)) continue;
+      entry.assign(k);
+      if (!m.unique) entry.append(pk);
+      Status s = c->index_trees[i]->Put(entry, pk, m.unique ? index::PutMode::kInsert
+                                                             : index::PutMode::kUpsert);
       if (!s.ok()) return Poison(s);
     }
   }
@@ -512,16 +508,16 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
 }
 
 Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc) {
-  std::vector<std::string> keys;
+  ComputeKeys(c, old_doc, &old_keys_);
+  std::string& entry = scratch_entry_;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    keys.clear();
-    engine::IndexKeys(reinterpret_cast<const uint8_t*>(old_doc.data()), old_doc.size(), m.field,
-                      &keys);
-    for (std::string& k : keys) {
-      if (!m.unique) k.append(pk);
-      Status s = c->index_trees[i]->Delete(k);
-      if (!s.ok()) return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
+    for (const std::string& k : old_keys_[i]) {
+      entry.assign(k);
+      if (!m.unique) entry.append(pk);
+      Status s = c->index_trees[i]->Delete(entry);
+      if (!s.ok())
+        return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
     }
   }
   Status s = c->primary->Delete(pk);

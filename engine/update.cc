@@ -569,6 +569,18 @@ Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id) {
     bson_oid_init(&fresh.value.v_oid, nullptr);
     idv = &fresh;
   }
+  // Fast path: _id is already the first field, so the bytes are stored as
+  // given (the common case: documents that carry their own _id, and
+  // everything replayed from the log).
+  if (idv == &existing) {
+    bson_iter_t first;
+    if (bson_iter_init_from_data(&first, in.data(), in.size()) && bson_iter_next(&first) &&
+        Key(&first) == "_id") {
+      out_bson->assign(reinterpret_cast<const char*>(in.data()), in.size());
+      if (id != nullptr) *id = Value::FromBsonValue(idv);
+      return Status::OK();
+    }
+  }
   bson_t result;
   bson_init(&result);
   Append(&result, "_id", idv);
