@@ -207,6 +207,9 @@ class TransactionImpl {
   Status CheckKeys(CollState* c, std::string_view pk, std::string_view new_doc,
                    const KeySets& new_keys, const KeySets* old_keys);
   Status DropCollectionState(CollState* c);
+  // Appends (pk, document) for the document with this _id, if any.
+  Status LookupById(CollState* c, const bson_value_t* id,
+                    std::vector<std::pair<std::string, std::string>>* out);
 
   DBImpl* db_;
   std::unique_ptr<storage::Txn> txn_;

@@ -70,6 +70,28 @@ bool DocId(std::string_view doc, bson_value_t* id) {
   return engine::LookupPath(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), "_id", id);
 }
 
+// True when `filter` is exactly {_id: v} with v a plain value (not a
+// document, array or regex): a point lookup on the _id tree that needs no
+// filter parsing or cursor (MongoDB's IDHACK). Numbers of different types
+// still match each other: the pk encoding makes 5 and 5.0 equal.
+bool IdEquality(const Document& filter, bson_value_t* v) {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, filter.data(), filter.size()) || !bson_iter_next(&it) ||
+      std::strcmp(bson_iter_key(&it), "_id") != 0)
+    return false;
+  switch (bson_iter_type(&it)) {
+    case BSON_TYPE_DOCUMENT:
+    case BSON_TYPE_ARRAY:
+    case BSON_TYPE_REGEX:
+    case BSON_TYPE_UNDEFINED:
+      return false;
+    default:
+      break;
+  }
+  *v = *bson_iter_value(&it);
+  return !bson_iter_next(&it);
+}
+
 std::string DescribeKeyValue(std::string_view doc, std::string_view field) {
   bson_value_t v;
   if (!engine::LookupPath(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), field, &v))
@@ -465,6 +487,19 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
   return Status::OK();
 }
 
+Status TransactionImpl::LookupById(CollState* c, const bson_value_t* id,
+                                   std::vector<std::pair<std::string, std::string>>* out) {
+  std::string pk;
+  engine::AppendKey(id, &pk);
+  if (pk.size() > index::kMaxKeySize) return Status::OK();
+  std::string_view doc;
+  Status s = c->primary->Get(pk, &doc);
+  if (s.IsNotFound()) return Status::OK();
+  MMDOC_RETURN_IF_ERROR(s);
+  out->emplace_back(std::move(pk), std::string(doc));
+  return Status::OK();
+}
+
 Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Document& filter,
                                              const Document& update, bool many) {
   MMDOC_RETURN_IF_ERROR(Writable());
@@ -479,7 +514,10 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
   // Collect the matching documents first: changing trees under a cursor
   // invalidates it.
   std::vector<std::pair<std::string, std::string>> targets;  // pk, doc
-  {
+  bson_value_t idv;
+  if (IdEquality(filter, &idv)) {
+    MMDOC_RETURN_IF_ERROR(LookupById(c, &idv, &targets));
+  } else {
     FindOptions fo;
     if (!many) fo.limit = 1;
     auto cur = CursorImpl::Create(this, c, std::move(f.value()), fo);
@@ -554,7 +592,10 @@ Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Docume
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
   if (!c->exists) return uint64_t{0};
   std::vector<std::pair<std::string, std::string>> targets;
-  {
+  bson_value_t idv;
+  if (IdEquality(filter, &idv)) {
+    MMDOC_RETURN_IF_ERROR(LookupById(c, &idv, &targets));
+  } else {
     FindOptions fo;
     if (!many) fo.limit = 1;
     auto cur = CursorImpl::Create(this, c, std::move(f.value()), fo);
