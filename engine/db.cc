@@ -258,17 +258,18 @@ Status DBImpl::Check(CheckReport* report) {
 
 Result<DBStats> DBImpl::Stats() {
   DBStats st;
+  // Readers as the caller sees them: taken before our own snapshot opens.
+  storage::PagerStats ps = pager_->Stats();
   auto tr = BeginRead();
   if (!tr.ok()) return tr.status();
   TransactionImpl* t = tr.value().get();
-  storage::PagerStats ps = pager_->Stats();
   st.page_size = t->txn()->page_size();
   st.file_size = ps.file_size;
   st.log_size = options_.log_size;
   st.page_count = ps.page_count;
   st.free_pages = ps.free_pages + ps.pending_pages;
   st.txid = ps.txid;
-  st.readers = ps.readers > 0 ? ps.readers - 1 : 0;  // not counting this one
+  st.readers = ps.readers;
   st.oldest_reader_txid = ps.oldest_reader_txid;
   uint64_t used = 0, cap = 0;
   auto names = t->ListCollections();
