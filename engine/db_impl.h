@@ -207,6 +207,11 @@ class TransactionImpl {
   Status CheckKeys(CollState* c, std::string_view pk, std::string_view new_doc,
                    const KeySets& new_keys, const KeySets* old_keys);
   Status DropCollectionState(CollState* c);
+  // Copies (pk, document) of what `filter` matches (the first only unless
+  // many) into *out: changing trees under a cursor would invalidate it.
+  // *c is the collection (it may not exist).
+  Status MatchingDocs(std::string_view coll, const Document& filter, bool many, CollState** c,
+                      std::vector<std::pair<std::string, std::string>>* out);
   // Appends (pk, document) for the document with this _id, if any.
   Status LookupById(CollState* c, const bson_value_t* id,
                     std::vector<std::pair<std::string, std::string>>* out);

@@ -500,38 +500,44 @@ Status TransactionImpl::LookupById(CollState* c, const bson_value_t* id,
   return Status::OK();
 }
 
+Status TransactionImpl::MatchingDocs(std::string_view coll, const Document& filter, bool many,
+                                     CollState** c,
+                                     std::vector<std::pair<std::string, std::string>>* out) {
+  bson_value_t idv;
+  const bool by_id = IdEquality(filter, &idv);
+  engine::Filter f;
+  if (!by_id) {
+    auto parsed = engine::Filter::Parse(filter);
+    if (!parsed.ok()) return parsed.status();
+    f = std::move(parsed.value());
+  }
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, c));
+  if (!(*c)->exists) return Status::OK();
+  if (by_id) return LookupById(*c, &idv, out);
+  FindOptions fo;
+  if (!many) fo.limit = 1;
+  auto cur = CursorImpl::Create(this, *c, std::move(f), fo);
+  if (!cur.ok()) return cur.status();
+  while (cur.value()->Next()) {
+    std::string_view d = cur.value()->raw();
+    bson_value_t id;
+    if (!DocId(d, &id)) return Status::Corruption("stored document without _id");
+    std::string pk;
+    engine::AppendKey(&id, &pk);
+    out->emplace_back(std::move(pk), std::string(d));
+  }
+  return cur.value()->status();
+}
+
 Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Document& filter,
                                              const Document& update, bool many) {
   MMDOC_RETURN_IF_ERROR(Writable());
   auto u = engine::Update::Parse(update);
   if (!u.ok()) return u.status();
-  auto f = engine::Filter::Parse(filter);
-  if (!f.ok()) return f.status();
   CollState* c;
-  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
-  UpdateResult r;
-  if (!c->exists) return r;
-  // Collect the matching documents first: changing trees under a cursor
-  // invalidates it.
   std::vector<std::pair<std::string, std::string>> targets;  // pk, doc
-  bson_value_t idv;
-  if (IdEquality(filter, &idv)) {
-    MMDOC_RETURN_IF_ERROR(LookupById(c, &idv, &targets));
-  } else {
-    FindOptions fo;
-    if (!many) fo.limit = 1;
-    auto cur = CursorImpl::Create(this, c, std::move(f.value()), fo);
-    if (!cur.ok()) return cur.status();
-    while (cur.value()->Next()) {
-      std::string_view d = cur.value()->raw();
-      bson_value_t id;
-      if (!DocId(d, &id)) return Status::Corruption("stored document without _id");
-      std::string pk;
-      engine::AppendKey(&id, &pk);
-      targets.emplace_back(std::move(pk), std::string(d));
-    }
-    MMDOC_RETURN_IF_ERROR(cur.value()->status());
-  }
+  MMDOC_RETURN_IF_ERROR(MatchingDocs(coll, filter, many, &c, &targets));
+  UpdateResult r;
   std::string out;
   for (auto& [pk, doc] : targets) {
     r.matched++;
@@ -586,30 +592,9 @@ Status TransactionImpl::Delete(std::string_view coll, const Value& id) {
 Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Document& filter,
                                              bool many) {
   MMDOC_RETURN_IF_ERROR(Writable());
-  auto f = engine::Filter::Parse(filter);
-  if (!f.ok()) return f.status();
   CollState* c;
-  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
-  if (!c->exists) return uint64_t{0};
-  std::vector<std::pair<std::string, std::string>> targets;
-  bson_value_t idv;
-  if (IdEquality(filter, &idv)) {
-    MMDOC_RETURN_IF_ERROR(LookupById(c, &idv, &targets));
-  } else {
-    FindOptions fo;
-    if (!many) fo.limit = 1;
-    auto cur = CursorImpl::Create(this, c, std::move(f.value()), fo);
-    if (!cur.ok()) return cur.status();
-    while (cur.value()->Next()) {
-      std::string_view d = cur.value()->raw();
-      bson_value_t id;
-      if (!DocId(d, &id)) return Status::Corruption("stored document without _id");
-      std::string pk;
-      engine::AppendKey(&id, &pk);
-      targets.emplace_back(std::move(pk), std::string(d));
-    }
-    MMDOC_RETURN_IF_ERROR(cur.value()->status());
-  }
+  std::vector<std::pair<std::string, std::string>> targets;  // pk, doc
+  MMDOC_RETURN_IF_ERROR(MatchingDocs(coll, filter, many, &c, &targets));
   for (auto& [pk, doc] : targets) {
     MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, doc));
     Log(LogOp::kDelete, coll, pk);
