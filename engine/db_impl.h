@@ -212,6 +212,10 @@ class TransactionImpl {
   // *c is the collection (it may not exist).
   Status MatchingDocs(std::string_view coll, const Document& filter, bool many, CollState** c,
                       std::vector<std::pair<std::string, std::string>>* out);
+  // The collection, pk and stored bytes of the document with this _id;
+  // NotFound (naming the _id) when there is none.
+  Status FindById(std::string_view coll, const Value& id, CollState** c, std::string* pk,
+                  std::string_view* doc);
   // Appends (pk, document) for the document with this _id, if any.
   Status LookupById(CollState* c, const bson_value_t* id,
                     std::vector<std::pair<std::string, std::string>>* out);

@@ -256,18 +256,24 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
 
 // ---------------------------------------------------------------- reads --
 
+Status TransactionImpl::FindById(std::string_view coll, const Value& id, CollState** c,
+                                 std::string* pk, std::string_view* doc) {
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, c));
+  Status s;
+  if ((*c)->exists) {
+    engine::AppendKey(id.get(), pk);
+    s = pk->size() > index::kMaxKeySize ? Status::NotFound("") : (*c)->primary->Get(*pk, doc);
+  }
+  if (!(*c)->exists || s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
+  return s;
+}
+
 Result<Document> TransactionImpl::Get(std::string_view coll, const Value& id) {
   if (finished_) return Status::InvalidArgument("transaction already finished");
   CollState* c;
-  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
-  if (!c->exists) return Status::NotFound("no document with _id", id.ToJson());
   std::string pk;
-  engine::AppendKey(id.get(), &pk);
-  if (pk.size() > index::kMaxKeySize) return Status::NotFound("no document with _id", id.ToJson());
   std::string_view v;
-  Status s = c->primary->Get(pk, &v);
-  if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
-  if (!s.ok()) return s;
+  MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &v));
   return Document::FromTrustedBytes(std::string(v));
 }
 
@@ -452,14 +458,9 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
 Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Document& doc) {
   MMDOC_RETURN_IF_ERROR(Writable());
   CollState* c;
-  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
-  if (!c->exists) return Status::NotFound("no document with _id", id.ToJson());
   std::string pk;
-  engine::AppendKey(id.get(), &pk);
   std::string_view old;
-  Status s = pk.size() > index::kMaxKeySize ? Status::NotFound("") : c->primary->Get(pk, &old);
-  if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
-  if (!s.ok()) return s;
+  MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &old));
   // The new document gets the same _id, first.
   bson_value_t new_id;
   if (engine::LookupPath(doc.data(), doc.size(), "_id", &new_id) &&
@@ -574,14 +575,9 @@ Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_
 Status TransactionImpl::Delete(std::string_view coll, const Value& id) {
   MMDOC_RETURN_IF_ERROR(Writable());
   CollState* c;
-  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
-  if (!c->exists) return Status::NotFound("no document with _id", id.ToJson());
   std::string pk;
-  engine::AppendKey(id.get(), &pk);
   std::string_view old;
-  Status s = pk.size() > index::kMaxKeySize ? Status::NotFound("") : c->primary->Get(pk, &old);
-  if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
-  if (!s.ok()) return s;
+  MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &old));
   std::string old_copy;
   if (!c->meta.indexes.empty()) old_copy.assign(old);
   MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, old_copy));

@@ -83,32 +83,6 @@ class Errors {
   uint64_t count_ = 0;
 };
 
-// The real files live in /dev/shm (tmpfs) when there is one: tests that
-// simulate the disk with FaultFileSystem need no real syncs.
-class FastDir {
- public:
-  FastDir() {
-    std::string t = "/dev/shm/mmdoc-conc-XXXXXX";
-    if (mkdtemp(t.data()) != nullptr) {
-      path_ = t;
-    } else {
-      fallback_ = std::make_unique<TempDir>();
-      path_ = fallback_->path();
-    }
-  }
-  ~FastDir() {
-    if (!fallback_) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-  std::unique_ptr<TempDir> fallback_;
-};
-
 // A FileSystem that passes everything to the POSIX one, counts the syncs of
 // the log and can make each of them take at least `delay` (a slow disk), so
 // that concurrent commits reliably overlap a sync.
@@ -1006,7 +980,7 @@ TEST_CASE("concurrency: group commit with many writers keeps every acknowledged 
   const uint64_t seed = Seed("concurrency group power loss");
   const uint64_t runs = (kTsan ? 10 : 50) * Scale();
   const int writers = 6;
-  FastDir dir;
+  mmdoc::test::RamDir dir;
   uint64_t total_acked = 0, total_survivors = 0, total_commits = 0, total_failed = 0;
   auto start = Clock::now();
   for (uint64_t run = 0; run < runs; run++) {
@@ -1066,7 +1040,7 @@ TEST_CASE("concurrency: periodic mode flushes in the background and then loses n
   std::mt19937_64 rng(seed);
   const uint32_t interval_ms = 50;
   const uint64_t runs = (kTsan ? 3 : 6) * Scale();
-  FastDir dir;
+  mmdoc::test::RamDir dir;
   for (uint64_t run = 0; run < runs; run++) {
     INFO("run " << run << " (seed " << seed << ")");
     const std::string path = dir.File("db" + std::to_string(run));
@@ -1134,7 +1108,7 @@ TEST_CASE("concurrency: periodic mode between flushes opens at an earlier intact
           "and close flushes") {
   const uint64_t seed = Seed("concurrency periodic power loss");
   const uint64_t runs = (kTsan ? 6 : 20) * Scale();
-  FastDir dir;
+  mmdoc::test::RamDir dir;
   uint64_t lost_runs = 0, lost_commits = 0, closed_runs = 0;
   for (uint64_t run = 0; run < runs; run++) {
     std::mt19937_64 rng(seed + run * 0x9E3779B97F4A7C15ull);

@@ -52,32 +52,6 @@ constexpr uint64_t kRunsPerMode = 1000;
 
 const char* kColl = "c";
 
-// The simulated disk is FaultFileSystem's durable image, so the real files
-// need no real syncs: they live in /dev/shm (tmpfs) when there is one, and
-// each run costs microseconds instead of the disk's fdatasync latency.
-class FastDir {
- public:
-  FastDir() {
-    std::string t = "/dev/shm/mmdoc-crash-XXXXXX";
-    if (mkdtemp(t.data()) != nullptr) {
-      path_ = t;
-    } else {
-      fallback_ = std::make_unique<TempDir>();
-      path_ = fallback_->path();
-    }
-  }
-  ~FastDir() {
-    if (!fallback_) {
-      std::error_code ec;
-      std::filesystem::remove_all(path_, ec);
-    }
-  }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-  std::unique_ptr<TempDir> fallback_;
-};
 
 Document Doc(int32_t id, int64_t k, const std::string& v) {
   bson_t b = BSON_INITIALIZER;
@@ -267,7 +241,7 @@ const char* ModeName(Durability d) {
 void CrashPoints(Durability mode, bool strict, uint32_t sync_interval_ms = 3600 * 1000) {
   const uint64_t seed = Seed(std::string("crash_power_loss ") + ModeName(mode));
   const uint64_t runs = kRunsPerMode * Scale();
-  FastDir dir;
+  mmdoc::test::RamDir dir;
   uint64_t exact = 0, earlier = 0, failed_applied = 0, failed_commits = 0;
   auto start = std::chrono::steady_clock::now();
   for (uint64_t run = 0; run < runs; run++) {

@@ -41,6 +41,23 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+RamDir::RamDir() {
+  std::string t = "/dev/shm/mmdoc-test-XXXXXX";
+  if (mkdtemp(t.data()) != nullptr) {
+    path_ = t;
+  } else {
+    fallback_ = std::make_unique<TempDir>();
+    path_ = fallback_->path();
+  }
+}
+
+RamDir::~RamDir() {
+  if (!fallback_) {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+}
+
 std::string BuildDir() {
   const char* s = std::getenv("MMDOC_BUILD_DIR");
   return s ? s : ".";

@@ -10,6 +10,7 @@
 #define MMDOC_TESTS_SUPPORT_TEST_ENV_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace mmdoc::test {
@@ -34,6 +35,24 @@ class TempDir {
 
  private:
   std::string path_;
+};
+
+// A fresh empty directory in /dev/shm (tmpfs) when there is one, else a
+// TempDir; removed when destroyed. For tests that simulate the disk with
+// FaultFileSystem: their real files need no real syncs, so each run costs
+// microseconds instead of the disk's fdatasync latency.
+class RamDir {
+ public:
+  RamDir();
+  ~RamDir();
+  RamDir(const RamDir&) = delete;
+  RamDir& operator=(const RamDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+  std::unique_ptr<TempDir> fallback_;
 };
 
 // Directory holding the built binaries (MMDOC_BUILD_DIR, set by CTest).
