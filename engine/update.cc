@@ -394,8 +394,10 @@ Result<Update> Update::Parse(const bson_t* update) {
       if (op == PathTree::kInc && !IsNumber(v->value_type)) {
         return Status::InvalidArgument("$inc needs a number for field", path);
       }
-      if (op == PathTree::kSet) {
-        MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
+      if (op == PathTree::kSet) MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
+      if (op != PathTree::kUnset) {
+        // $set and $inc create missing parents, so a long path alone can
+        // nest the document too deep (found by fuzz_update).
         size_t parts = std::count(path.begin(), path.end(), '.') + 1;
         if (static_cast<int>(parts) + ValueDepth(v) >= kMaxNestingDepth) {
           return Status::InvalidArgument("update nests deeper than 100 levels",

@@ -142,6 +142,28 @@ TEST_CASE("bad input: nesting deeper than 100 levels") {
   ExpectSeed3(db);
 }
 
+TEST_CASE("bad input: an update path that would nest deeper than 100 levels") {
+  // Found by fuzz_update: $inc (and $set) create the missing parents of a
+  // dotted path, so the path alone could build a document too deep to read.
+  TestDB db;
+  Seed3(db);
+  std::string path = "a";
+  for (int i = 0; i < 120; i++) path += ".b";
+  for (const char* op : {"$inc", "$set"}) {
+    auto r = db->Update("c", J(R"({"_id": 1})"),
+                        J(std::string("{\"") + op + "\": {\"" + path + "\": 1}}"));
+    INFO(op << ": " << r.status().ToString());
+    CHECK(r.status().IsInvalidArgument());
+    CHECK(Has(r.status(), "deeper than 100"));
+  }
+  // A path that stays within the limit still works.
+  std::string ok_path = "a";
+  for (int i = 0; i < 50; i++) ok_path += ".b";
+  CHECK(db->Update("c", J(R"({"_id": 2})"), J("{\"$inc\": {\"" + ok_path + "\": 1}}")).ok());
+  CHECK(db->Update("c", J(R"({"_id": 2})"), J("{\"$unset\": {\"a\": 1}}")).ok());
+  ExpectSeed3(db);
+}
+
 TEST_CASE("bad input: $ field names on insert, replace and update") {
   TestDB db;
   Seed3(db);

@@ -2,6 +2,7 @@
 // in JSON, a newline, and a document in JSON. A successful Apply must give a
 // valid document with no '$' field names (it is about to be stored).
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -26,8 +27,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string out;
   if (!update.value().Apply(doc.value().data(), doc.value().size(), &out).ok()) return 0;
   auto result = mmdoc::Document::FromBson(reinterpret_cast<const uint8_t*>(out.data()), out.size());
-  if (!result.ok()) std::abort();
-  if (!mmdoc::engine::CheckFieldNames(result.value().data(), result.value().size()).ok())
+  if (!result.ok()) {
+    std::fprintf(stderr, "Apply gave an invalid document: %s\n", result.status().ToString().c_str());
     std::abort();
+  }
+  mmdoc::Status names = mmdoc::engine::CheckFieldNames(result.value().data(), result.value().size());
+  if (!names.ok()) {
+    std::fprintf(stderr, "Apply gave a bad field name: %s\n", names.ToString().c_str());
+    std::abort();
+  }
   return 0;
 }
