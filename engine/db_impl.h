@@ -29,7 +29,6 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -39,6 +38,7 @@
 #include "index/btree.h"
 #include "index/catalog.h"
 #include "mmdoc/db.h"
+#include "storage/mutex.h"
 #include "storage/pager.h"
 
 namespace mmdoc {
@@ -111,12 +111,13 @@ class DBImpl {
   storage::Pager* pager() { return pager_.get(); }
   bool paranoid() const { return paranoid_; }
 
-  std::shared_ptr<const CatalogCache> cache() {
-    std::lock_guard<std::mutex> l(cache_mu_);
+  std::shared_ptr<const CatalogCache> cache() MMDOC_EXCLUDES(cache_mu_) {
+    storage::MutexLock l(&cache_mu_);
     return cache_;
   }
-  void PublishCache(std::shared_ptr<const CatalogCache> c) {
-    std::lock_guard<std::mutex> l(cache_mu_);
+  void PublishCache(std::shared_ptr<const CatalogCache> c)
+      MMDOC_EXCLUDES(cache_mu_) {
+    storage::MutexLock l(&cache_mu_);
     cache_ = std::move(c);
   }
 
@@ -125,12 +126,14 @@ class DBImpl {
   Status OpenPager();
   Status Replay(uint64_t txid, std::string_view payload);
 
+  // Not lock-protected: set by Open; pager_ is replaced only by Compact,
+  // which REQUIRES no open transactions (the pager is thread-safe itself).
   std::string path_;
   Options options_;
   bool paranoid_ = false;
   std::unique_ptr<storage::Pager> pager_;
-  std::mutex cache_mu_;
-  std::shared_ptr<const CatalogCache> cache_;  // GUARDED_BY(cache_mu_)
+  storage::Mutex cache_mu_;
+  std::shared_ptr<const CatalogCache> cache_ MMDOC_GUARDED_BY(cache_mu_);
 };
 
 // The state of one collection inside a transaction.

@@ -13,16 +13,18 @@
 //     pointer; err_mu_ guards the sticky error.
 //   sync_mu_ -> err_mu_: log sequence numbers and the group-commit leader.
 // Readers take state_mu_ only in BeginRead and in ~Txn; Get takes no lock.
+// The mutexes' contracts are annotated (storage/mutex.h) and checked by
+// tools/check-thread-safety; the writer gate is not a lock the analysis can
+// follow (held from BeginWrite to Commit/Abort), so writer-owned fields are
+// unannotated.
 #include "storage/pager.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cassert>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -33,6 +35,7 @@
 
 #include "storage/checksum.h"
 #include "storage/coding.h"
+#include "storage/mutex.h"
 
 namespace mmdoc::storage {
 namespace {
@@ -202,21 +205,22 @@ class PagerImpl final : public Pager {
   Status Init();
 
   Status Recover(const ReplayFn& apply) override;
-  Result<std::unique_ptr<Txn>> BeginRead() override;
+  Result<std::unique_ptr<Txn>> BeginRead() override MMDOC_EXCLUDES(state_mu_);
   Result<std::unique_ptr<Txn>> BeginWrite() override;
   Status CommitReplayed(Txn* txn) override;
   Status Checkpoint() override;
-  Status Flush() override;
-  Status AccountedPages(std::vector<PageId>* pages) override;
-  Status Verify() override;
-  PagerStats Stats() override;
+  Status Flush() override MMDOC_EXCLUDES(sync_mu_);
+  Status AccountedPages(std::vector<PageId>* pages) override
+      MMDOC_EXCLUDES(alloc_mu_);
+  Status Verify() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
+  PagerStats Stats() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   const std::string& path() const override { return path_; }
-  Status BackgroundError() override {
-    std::lock_guard<std::mutex> l(err_mu_);
+  Status BackgroundError() override MMDOC_EXCLUDES(err_mu_) {
+    MutexLock l(&err_mu_);
     return bg_error_;
   }
   Status SyncForCommit(Durability d, uint64_t log_offset,
-                       uint64_t length) override;
+                       uint64_t length) override MMDOC_EXCLUDES(sync_mu_);
   void TEST_CrashOnClose() override { crash_on_close_ = true; }
 
  private:
@@ -255,12 +259,13 @@ class PagerImpl final : public Pager {
   }
   bool CheckMeta(const uint8_t* pg, uint32_t ps, PageId id, std::string* why);
   Status EnsureCapacity(uint64_t pages);
-  Status MapData(uint64_t min_len);
+  Status MapData(uint64_t min_len) MMDOC_EXCLUDES(state_mu_);
 
   // --- open ---
   Status CreateNew();
   Status LoadExisting(uint64_t size);
-  Status LoadFreeList(PageId root, uint64_t count, uint64_t page_count);
+  Status LoadFreeList(PageId root, uint64_t count, uint64_t page_count)
+      MMDOC_REQUIRES(alloc_mu_);
   Status OpenLog(bool fresh);
   Status ZeroFill(File* f, uint64_t from, uint64_t to);
   // Calls fn for each valid record after the checkpoint that ends at or
@@ -269,77 +274,97 @@ class PagerImpl final : public Pager {
                    uint64_t limit, uint64_t* records);
 
   // --- writer ---
-  void AcquireWriter() {
-    std::unique_lock<std::mutex> l(writer_mu_);
-    writer_cv_.wait(l, [this] { return !writer_active_; });
+  void AcquireWriter() MMDOC_EXCLUDES(writer_mu_) {
+    MutexLock l(&writer_mu_);
+    while (writer_active_) writer_cv_.Wait();
     writer_active_ = true;
   }
-  void ReleaseWriter() {
+  void ReleaseWriter() MMDOC_EXCLUDES(writer_mu_) {
     {
-      std::lock_guard<std::mutex> l(writer_mu_);
+      MutexLock l(&writer_mu_);
       writer_active_ = false;
     }
-    writer_cv_.notify_one();
+    writer_cv_.Signal();
   }
   Status CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durability d,
                    bool replayed);
-  void AbortTxn(WriteTxnImpl* txn);
-  void ReleasePending();
-  Status CheckpointLocked();
-  Status SyncImpl(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end);
-  void SetError(const Status& s) {
-    std::lock_guard<std::mutex> l(err_mu_);
+  void AbortTxn(WriteTxnImpl* txn) MMDOC_EXCLUDES(alloc_mu_);
+  void ReleasePending() MMDOC_EXCLUDES(state_mu_, alloc_mu_);
+  // "Locked": the caller holds the writer gate (not a mutex).
+  Status CheckpointLocked() MMDOC_EXCLUDES(alloc_mu_, state_mu_, sync_mu_);
+  Status SyncImpl(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end)
+      MMDOC_EXCLUDES(sync_mu_);
+  void SetError(const Status& s) MMDOC_EXCLUDES(err_mu_) {
+    MutexLock l(&err_mu_);
     if (bg_error_.ok()) bg_error_ = s;
     has_error_.store(true, std::memory_order_release);
   }
   bool HasError() const { return has_error_.load(std::memory_order_acquire); }
   void StartFlusher();
-  void StopFlusher();
-  void UnregisterReader(uint64_t txid) {
-    std::lock_guard<std::mutex> l(state_mu_);
+  void StopFlusher() MMDOC_EXCLUDES(sync_mu_);
+  void UnregisterReader(uint64_t txid) MMDOC_EXCLUDES(state_mu_) {
+    MutexLock l(&state_mu_);
     auto it = readers_.find(txid);
     if (it != readers_.end() && --it->second == 0) readers_.erase(it);
   }
-  // REQUIRES: alloc_mu_ held. Takes n contiguous free pages; 0 if none.
-  PageId TakeRunLocked(uint32_t n);
+  // Takes n contiguous free pages; 0 if none.
+  PageId TakeRunLocked(uint32_t n) MMDOC_REQUIRES(alloc_mu_);
+
+  // The writer's reads of committed_ and base_, which take no state_mu_:
+  // only the writer (or Init, before the Pager is shared) writes them, so it
+  // reads its own writes. The analysis cannot express "written under
+  // state_mu_ by the writer, read under state_mu_ or by the writer", hence
+  // no analysis here; everyone else must hold state_mu_.
+  const Snapshot& writer_committed() const MMDOC_NO_THREAD_SAFETY_ANALYSIS {
+    return committed_;
+  }
+  uint8_t* writer_base() const MMDOC_NO_THREAD_SAFETY_ANALYSIS { return base_; }
 
   const std::string path_;
   const std::string log_path_;
   const PagerOptions opts_;
   FileSystem* const fs_;
-  bool opened_ = false;
-  bool crash_on_close_ = false;
+  bool opened_ = false;          // set by Init, before the Pager is shared
+  bool crash_on_close_ = false;  // test hook, set before the destructor runs
 
+  // Set by Init, before the Pager is shared; read-only afterwards.
   std::unique_ptr<File> data_;
   std::unique_ptr<FileSystem::Lock> lock_;
   std::unique_ptr<File> log_;
   uint32_t ps_ = 0;
 
   // Maps of the data file; all but the last are kept for old readers.
-  std::vector<std::pair<uint8_t*, uint64_t>> maps_;
-  uint8_t* base_ = nullptr;  // the current map (written under state_mu_)
-  uint64_t map_len_ = 0;     // writer-owned
+  std::vector<std::pair<uint8_t*, uint64_t>> maps_;  // writer-owned
+  // The current map: written by the writer under state_mu_; the writer
+  // reads it without (writer_base()).
+  uint8_t* base_ MMDOC_GUARDED_BY(state_mu_) = nullptr;
+  uint64_t map_len_ = 0;  // writer-owned
   std::atomic<uint64_t> file_size_{0};
-  uint8_t* log_base_ = nullptr;
-  uint64_t log_cap_ = 0;
+  uint8_t* log_base_ = nullptr;  // set by Init, read-only afterwards
+  uint64_t log_cap_ = 0;         // set by Init, read-only afterwards
 
   // Published state.
-  std::mutex state_mu_;
-  Snapshot committed_;               // writes under state_mu_ (writer)
-  std::map<uint64_t, int> readers_;  // snapshot txid -> open readers
+  Mutex state_mu_;
+  // Written by the writer under state_mu_; the writer reads it without
+  // (writer_committed()).
+  Snapshot committed_ MMDOC_GUARDED_BY(state_mu_);
+  // Snapshot txid -> open readers.
+  std::map<uint64_t, int> readers_ MMDOC_GUARDED_BY(state_mu_);
 
-  std::mutex writer_mu_;
-  std::condition_variable writer_cv_;
-  bool writer_active_ = false;
+  Mutex writer_mu_;
+  CondVar writer_cv_{&writer_mu_};
+  bool writer_active_ MMDOC_GUARDED_BY(writer_mu_) = false;
 
   // Allocation state (mutated by the writer under alloc_mu_).
-  std::mutex alloc_mu_;
-  std::set<PageId> free_;
-  std::map<uint64_t, std::vector<PageId>> pending_;       // wait for readers
-  std::map<uint64_t, std::vector<PageId>> pending_ckpt_;  // wait for ckpt
-  uint64_t pending_count_ = 0;
-  uint64_t pending_ckpt_count_ = 0;
-  std::vector<PageId> freelist_pages_;
+  Mutex alloc_mu_;
+  std::set<PageId> free_ MMDOC_GUARDED_BY(alloc_mu_);
+  // Freed pages waiting for readers (rule 5a) / for a checkpoint (rule 5b).
+  std::map<uint64_t, std::vector<PageId>> pending_ MMDOC_GUARDED_BY(alloc_mu_);
+  std::map<uint64_t, std::vector<PageId>> pending_ckpt_
+      MMDOC_GUARDED_BY(alloc_mu_);
+  uint64_t pending_count_ MMDOC_GUARDED_BY(alloc_mu_) = 0;
+  uint64_t pending_ckpt_count_ MMDOC_GUARDED_BY(alloc_mu_) = 0;
+  std::vector<PageId> freelist_pages_ MMDOC_GUARDED_BY(alloc_mu_);
   std::vector<uint8_t> log_buf_;  // a record being written (writer-owned)
   // Pages written since the last checkpoint, still in use, whose checksums
   // the next checkpoint computes (first page -> run length). Writer-owned.
@@ -349,27 +374,29 @@ class PagerImpl final : public Pager {
   std::atomic<uint64_t> checkpoint_txid_{0};
   std::atomic<uint64_t> log_epoch_{0};
   std::atomic<uint64_t> log_used_{0};
-  bool recovered_ = false;   // guarded by the writer gate
-  bool recovering_ = false;  // set by Recover while it replays
-  uint64_t replay_records_ = 0;
+  // recovered_/recovering_: the writer gate, or writer_mu_ in Recover (run
+  // before concurrent use); BeginWrite reads them under the gate alone.
+  bool recovered_ = false;
+  bool recovering_ = false;      // set by Recover while it replays
+  uint64_t replay_records_ = 0;  // set by Init (OpenLog), cleared by Recover
 
   // Log sequence numbers: bytes appended over the life of this Pager.
-  std::mutex sync_mu_;
-  std::condition_variable sync_cv_;
-  uint64_t appended_lsn_ = 0;
-  uint64_t durable_lsn_ = 0;
-  uint64_t log_start_lsn_ = 0;  // lsn of log offset 0
-  bool leader_active_ = false;
-  bool stop_flusher_ = false;
-  std::condition_variable flusher_cv_;
-  std::thread flusher_;
+  Mutex sync_mu_;
+  CondVar sync_cv_{&sync_mu_};
+  uint64_t appended_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;
+  uint64_t durable_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;
+  uint64_t log_start_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;  // lsn of offset 0
+  bool leader_active_ MMDOC_GUARDED_BY(sync_mu_) = false;
+  bool stop_flusher_ MMDOC_GUARDED_BY(sync_mu_) = false;
+  CondVar flusher_cv_{&sync_mu_};
+  std::thread flusher_;           // writer-owned; joined by the destructor
   bool flusher_started_ = false;  // writer-owned
 
-  std::mutex err_mu_;
+  Mutex err_mu_;
   std::atomic<bool> has_error_{false};
-  Status bg_error_;
+  Status bg_error_ MMDOC_GUARDED_BY(err_mu_);
 
-  VerifiedBitmap verified_;
+  VerifiedBitmap verified_;  // lock-free: atomic bits and chunk pointers
 };
 
 // ---------------------------------------------------------------------------
@@ -390,14 +417,14 @@ uint32_t WriteTxnImpl::page_size() const { return p_->ps_; }
 
 Status WriteTxnImpl::Get(PageId id, const uint8_t** page) {
   if (id >= 2 && id < page_count_) {
-    const uint8_t* pg = p_->base_ + id * p_->ps_;
+    const uint8_t* pg = p_->writer_base() + id * p_->ps_;
     // Cheap filter first: a page this txn wrote carries its txid.
     if (DecodeFixed64(pg + kPageTxidOffset) == txid_ && dirty_.count(id)) {
       *page = pg;
       return Status::OK();
     }
   }
-  return p_->CheckPage(id, p_->base_, page_count_, page);
+  return p_->CheckPage(id, p_->writer_base(), page_count_, page);
 }
 
 Status WriteTxnImpl::Allocate(PageType type, uint32_t n, PageId* id,
@@ -412,7 +439,7 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero,
   if (p_->HasError()) return p_->BackgroundError();
   PageId got;
   {
-    std::lock_guard<std::mutex> l(p_->alloc_mu_);
+    MutexLock l(&p_->alloc_mu_);
     got = p_->TakeRunLocked(n);
   }
   if (got != 0) {
@@ -423,7 +450,7 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero,
     page_count_ += n;
   }
   const uint32_t ps = p_->ps_;
-  uint8_t* pg = p_->base_ + got * ps;
+  uint8_t* pg = p_->writer_base() + got * ps;
   // Modify overwrites the whole run with a copy: zeroing it first doubled
   // the memory traffic of every copy-on-write (callgrind).
   if (zero) std::memset(pg, 0, uint64_t{n} * ps);
@@ -539,7 +566,7 @@ Status PagerImpl::MapData(uint64_t min_len) {
   Result<uint8_t*> m = data_->Map(len, /*writable=*/true);
   if (!m.ok()) return m.status();
   maps_.emplace_back(*m, len);
-  std::lock_guard<std::mutex> l(state_mu_);
+  MutexLock l(&state_mu_);
   base_ = *m;
   map_len_ = len;
   return Status::OK();
@@ -610,7 +637,7 @@ Status PagerImpl::CreateNew() {
   verified_.Reserve(2);
   std::random_device rd;
   uint64_t epoch = ((uint64_t{rd()} << 24) ^ rd()) | 1;
-  uint8_t* m = base_;
+  uint8_t* m = writer_base();
   std::memset(m, 0, 2ull * ps_);
   EncodeFixed64(m + kPageTxidOffset, 0);
   m[kPageTypeOffset] = static_cast<uint8_t>(PageType::kMeta);
@@ -625,7 +652,7 @@ Status PagerImpl::CreateNew() {
   MMDOC_RETURN_IF_ERROR(fs_->SyncDir(path_));
   checkpoint_txid_.store(0);
   log_epoch_.store(epoch);
-  std::lock_guard<std::mutex> l(state_mu_);
+  MutexLock l(&state_mu_);
   committed_ = Snapshot();
   committed_.page_count = 2;
   committed_.base = base_;
@@ -635,7 +662,7 @@ Status PagerImpl::CreateNew() {
 Status PagerImpl::LoadExisting(uint64_t size) {
   file_size_.store(size);
   MMDOC_RETURN_IF_ERROR(MapData(size));
-  const uint8_t* base = base_;
+  const uint8_t* base = writer_base();
   // Find the valid meta pages, trying every legal page size.
   const uint8_t* best = nullptr;
   uint32_t best_ps = 0;
@@ -692,7 +719,7 @@ Status PagerImpl::LoadExisting(uint64_t size) {
   log_epoch_.store(DecodeFixed64(best + kMetaLogEpochOffset));
   verified_.Reserve(pc);
   {
-    std::lock_guard<std::mutex> l(state_mu_);
+    MutexLock l(&state_mu_);
     committed_.txid = best_txid;
     committed_.page_count = pc;
     committed_.base = base_;
@@ -700,7 +727,7 @@ Status PagerImpl::LoadExisting(uint64_t size) {
       committed_.roots[i] = DecodeFixed64(best + kMetaRootsOffset + 8 * i);
     }
   }
-  std::lock_guard<std::mutex> l(alloc_mu_);
+  MutexLock l(&alloc_mu_);
   return LoadFreeList(DecodeFixed64(best + kMetaFreeListRootOffset),
                       DecodeFixed64(best + kMetaFreeCountOffset), pc);
 }
@@ -719,7 +746,7 @@ Status PagerImpl::LoadFreeList(PageId root, uint64_t count,
       return Status::Corruption(PageMsg(id, "free-list chain loops"));
     }
     const uint8_t* pg;
-    MMDOC_RETURN_IF_ERROR(CheckPage(id, base_, page_count, &pg));
+    MMDOC_RETURN_IF_ERROR(CheckPage(id, writer_base(), page_count, &pg));
     if (pg[kPageTypeOffset] != static_cast<uint8_t>(PageType::kFreeList)) {
       return Status::Corruption(PageMsg(
           id, "not a free-list page (type " + std::to_string(pg[16]) + ")"));
@@ -831,15 +858,15 @@ PagerImpl::~PagerImpl() {
   StopFlusher();
   bool writer_alive;
   {
-    std::lock_guard<std::mutex> l(writer_mu_);
+    MutexLock l(&writer_mu_);
     writer_alive = writer_active_;
   }
   // A live write Txn violates the REQUIRES of ~Pager; do not deadlock.
   assert(!writer_alive && "write Txn outlives its Pager");
   if (opened_ && !crash_on_close_ && !HasError() && !writer_alive) {
     AcquireWriter();
-    if (recovered_ &&
-        (committed_.txid != checkpoint_txid_.load() || log_used_.load() > 0)) {
+    if (recovered_ && (writer_committed().txid != checkpoint_txid_.load() ||
+                       log_used_.load() > 0)) {
       (void)CheckpointLocked();
     }
     ReleaseWriter();
@@ -852,7 +879,7 @@ PagerImpl::~PagerImpl() {
 // Transactions
 
 Result<std::unique_ptr<Txn>> PagerImpl::BeginRead() {
-  std::lock_guard<std::mutex> l(state_mu_);
+  MutexLock l(&state_mu_);
   readers_[committed_.txid]++;
   return std::unique_ptr<Txn>(new ReadTxnImpl(this, committed_));
 }
@@ -879,7 +906,7 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {
     }
   }
   ReleasePending();
-  return std::unique_ptr<Txn>(new WriteTxnImpl(this, committed_));
+  return std::unique_ptr<Txn>(new WriteTxnImpl(this, writer_committed()));
 }
 
 PageId PagerImpl::TakeRunLocked(uint32_t n) {
@@ -911,10 +938,10 @@ PageId PagerImpl::TakeRunLocked(uint32_t n) {
 void PagerImpl::ReleasePending() {
   uint64_t oldest = UINT64_MAX;
   {
-    std::lock_guard<std::mutex> l(state_mu_);
+    MutexLock l(&state_mu_);
     if (!readers_.empty()) oldest = readers_.begin()->first;
   }
-  std::lock_guard<std::mutex> l(alloc_mu_);
+  MutexLock l(&alloc_mu_);
   // Rule 5(a): freed by T, reusable once every open snapshot is >= T.
   while (!pending_.empty() && pending_.begin()->first <= oldest) {
     for (PageId id : pending_.begin()->second) free_.insert(id);
@@ -925,7 +952,7 @@ void PagerImpl::ReleasePending() {
 
 void PagerImpl::AbortTxn(WriteTxnImpl* txn) {
   {
-    std::lock_guard<std::mutex> l(alloc_mu_);
+    MutexLock l(&alloc_mu_);
     for (PageId id : txn->taken_) free_.insert(id);
   }
   txn->done_ = true;
@@ -945,7 +972,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
   // With paranoid_checks every read verifies, so sum them now.
   for (const auto& [id, run] : txn->dirty_) {
     if (opts_.paranoid_checks) {
-      uint8_t* pg = base_ + id * ps_;
+      uint8_t* pg = writer_base() + id * ps_;
       EncodeFixed64(pg + kPageChecksumOffset,
                     PageChecksum(pg, uint64_t{run} * ps_, id));
     } else {
@@ -1005,7 +1032,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
         }
       }
       log_used_.store(off + len);
-      std::lock_guard<std::mutex> l(sync_mu_);
+      MutexLock l(&sync_mu_);
       appended_lsn_ += len;
       lsn_end = appended_lsn_;
     }
@@ -1021,14 +1048,14 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
   }
   // Publish to new readers.
   {
-    std::lock_guard<std::mutex> l(state_mu_);
+    MutexLock l(&state_mu_);
     committed_.txid = txn->txid_;
     std::copy(txn->roots_, txn->roots_ + kMetaRoots, committed_.roots);
     committed_.page_count = txn->page_count_;
     committed_.base = base_;
   }
   {
-    std::lock_guard<std::mutex> l(alloc_mu_);
+    MutexLock l(&alloc_mu_);
     for (PageId id : txn->freed_dirty_) free_.insert(id);
     if (!txn->freed_recent_.empty()) {
       auto& v = pending_[txn->txid_];
@@ -1067,7 +1094,7 @@ Status PagerImpl::SyncForCommit(Durability d, uint64_t log_offset,
                                 uint64_t length) {
   uint64_t lsn_end;
   {
-    std::lock_guard<std::mutex> l(sync_mu_);
+    MutexLock l(&sync_mu_);
     lsn_end = log_start_lsn_ + log_offset + length;
   }
   return SyncImpl(d, log_offset, length, lsn_end);
@@ -1092,7 +1119,7 @@ Status PagerImpl::SyncImpl(Durability d, uint64_t off, uint64_t len,
     case Durability::kFsync: {
       uint64_t target;
       {
-        std::lock_guard<std::mutex> l(sync_mu_);
+        MutexLock l(&sync_mu_);
         target = appended_lsn_;
       }
       Status s = log_->Sync();
@@ -1100,12 +1127,12 @@ Status PagerImpl::SyncImpl(Durability d, uint64_t off, uint64_t len,
         SetError(s);
         return s;
       }
-      std::lock_guard<std::mutex> l(sync_mu_);
+      MutexLock l(&sync_mu_);
       durable_lsn_ = std::max(durable_lsn_, target);
       return s;
     }
     case Durability::kGroup: {
-      std::unique_lock<std::mutex> l(sync_mu_);
+      MutexLock l(&sync_mu_);
       for (;;) {
         if (durable_lsn_ >= lsn_end) return Status::OK();
         if (HasError()) return BackgroundError();
@@ -1113,16 +1140,16 @@ Status PagerImpl::SyncImpl(Durability d, uint64_t off, uint64_t len,
           // Leader: one fdatasync covers every record appended so far.
           leader_active_ = true;
           const uint64_t target = appended_lsn_;
-          l.unlock();
+          sync_mu_.Unlock();
           Status s = log_->Sync();
           if (!s.ok()) SetError(s);
-          l.lock();
+          sync_mu_.Lock();
           leader_active_ = false;
           if (s.ok()) durable_lsn_ = std::max(durable_lsn_, target);
-          sync_cv_.notify_all();
+          sync_cv_.SignalAll();
           if (!s.ok()) return s;
         } else {
-          sync_cv_.wait(l);
+          sync_cv_.Wait();
         }
       }
     }
@@ -1134,7 +1161,7 @@ Status PagerImpl::Flush() {
   if (HasError()) return BackgroundError();
   uint64_t target;
   {
-    std::lock_guard<std::mutex> l(sync_mu_);
+    MutexLock l(&sync_mu_);
     target = appended_lsn_;
     if (durable_lsn_ >= target) return Status::OK();
   }
@@ -1143,9 +1170,9 @@ Status PagerImpl::Flush() {
     SetError(s);
     return s;
   }
-  std::lock_guard<std::mutex> l(sync_mu_);
+  MutexLock l(&sync_mu_);
   durable_lsn_ = std::max(durable_lsn_, target);
-  sync_cv_.notify_all();
+  sync_cv_.SignalAll();
   return s;
 }
 
@@ -1153,15 +1180,19 @@ void PagerImpl::StartFlusher() {
   if (flusher_started_) return;
   flusher_started_ = true;
   flusher_ = std::thread([this] {
-    std::unique_lock<std::mutex> l(sync_mu_);
+    MutexLock l(&sync_mu_);
     while (!stop_flusher_) {
-      flusher_cv_.wait_for(l, std::chrono::milliseconds(opts_.sync_interval_ms),
-                           [this] { return stop_flusher_; });
+      // Sleeps the interval; StopFlusher cuts it short.
+      const auto deadline = std::chrono::steady_clock::now() +
+                            std::chrono::milliseconds(opts_.sync_interval_ms);
+      while (!stop_flusher_ &&
+             flusher_cv_.WaitFor(deadline - std::chrono::steady_clock::now())) {
+      }
       if (stop_flusher_) break;
       if (appended_lsn_ > durable_lsn_ && !HasError()) {
-        l.unlock();
+        sync_mu_.Unlock();
         (void)Flush();
-        l.lock();
+        sync_mu_.Lock();
       }
     }
   });
@@ -1169,10 +1200,10 @@ void PagerImpl::StartFlusher() {
 
 void PagerImpl::StopFlusher() {
   {
-    std::lock_guard<std::mutex> l(sync_mu_);
+    MutexLock l(&sync_mu_);
     stop_flusher_ = true;
   }
-  flusher_cv_.notify_all();
+  flusher_cv_.SignalAll();
   if (flusher_.joinable()) flusher_.join();
 }
 
@@ -1193,17 +1224,17 @@ Status PagerImpl::Checkpoint() {
 // REQUIRES: the writer gate is held and no write txn is in progress.
 Status PagerImpl::CheckpointLocked() {
   if (HasError()) return BackgroundError();
-  uint64_t txid = committed_.txid;
+  uint64_t txid = writer_committed().txid;
   if (txid % 2 == checkpoint_txid_.load() % 2) {
     // Never overwrite the newest durable meta: advance by an empty txn.
     txid++;
-    std::lock_guard<std::mutex> l(state_mu_);
+    MutexLock l(&state_mu_);
     committed_.txid = txid;
   }
   PageId fl_root = 0;
   uint64_t entries_count = 0;
   {
-    std::lock_guard<std::mutex> l(alloc_mu_);
+    MutexLock l(&alloc_mu_);
     const uint64_t cap = (ps_ - kFreeListEntriesOffset) / 8;
     // The persisted free list: free + pending + the old free-list pages (on
     // reopen no reader exists and the new meta no longer reaches them).
@@ -1219,7 +1250,7 @@ Status PagerImpl::CheckpointLocked() {
     uint64_t need = (total - a + cap - 1) / cap;
     if (a == k) need = k;
     if (need > a) {
-      const uint64_t pc = committed_.page_count;
+      const uint64_t pc = writer_committed().page_count;
       const uint64_t ext = need - a;
       Status s = EnsureCapacity(pc + ext);
       if (!s.ok()) {
@@ -1227,7 +1258,7 @@ Status PagerImpl::CheckpointLocked() {
         return s;
       }
       for (uint64_t i = 0; i < ext; i++) new_fl.push_back(pc + i);
-      std::lock_guard<std::mutex> sl(state_mu_);
+      MutexLock sl(&state_mu_);
       committed_.page_count = pc + ext;
     }
     // Old free-list pages were reachable from the durable meta: they wait
@@ -1248,7 +1279,7 @@ Status PagerImpl::CheckpointLocked() {
     size_t next_entry = 0;
     for (size_t i = 0; i < new_fl.size(); i++) {
       const PageId id = new_fl[i];
-      uint8_t* pg = base_ + id * ps_;
+      uint8_t* pg = writer_base() + id * ps_;
       std::memset(pg, 0, ps_);
       EncodeFixed64(pg + kPageTxidOffset, txid);
       pg[kPageTypeOffset] = static_cast<uint8_t>(PageType::kFreeList);
@@ -1271,7 +1302,7 @@ Status PagerImpl::CheckpointLocked() {
   // Sum the pages written since the last checkpoint that are still in use
   // (see CommitTxn), before they are synced.
   for (const auto& [id, run] : unsummed_) {
-    uint8_t* pg = base_ + id * ps_;
+    uint8_t* pg = writer_base() + id * ps_;
     EncodeFixed64(pg + kPageChecksumOffset,
                   PageChecksum(pg, uint64_t{run} * ps_, id));
   }
@@ -1283,7 +1314,7 @@ Status PagerImpl::CheckpointLocked() {
     return s;
   }
   const uint64_t epoch = log_epoch_.load() + 1;
-  uint8_t* m = base_ + (txid % 2) * ps_;
+  uint8_t* m = writer_base() + (txid % 2) * ps_;
   std::memset(m, 0, ps_);
   EncodeFixed64(m + kPageTxidOffset, txid);
   m[kPageTypeOffset] = static_cast<uint8_t>(PageType::kMeta);
@@ -1291,12 +1322,12 @@ Status PagerImpl::CheckpointLocked() {
   EncodeFixed64(m + kMetaMagicOffset, kMagic);
   EncodeFixed32(m + kMetaVersionOffset, kFormatVersion);
   EncodeFixed32(m + kMetaPageSizeOffset, ps_);
-  EncodeFixed64(m + kMetaPageCountOffset, committed_.page_count);
+  EncodeFixed64(m + kMetaPageCountOffset, writer_committed().page_count);
   EncodeFixed64(m + kMetaFreeListRootOffset, fl_root);
   EncodeFixed64(m + kMetaFreeCountOffset, entries_count);
   EncodeFixed64(m + kMetaLogEpochOffset, epoch);
   for (int i = 0; i < kMetaRoots; i++) {
-    EncodeFixed64(m + kMetaRootsOffset + 8 * i, committed_.roots[i]);
+    EncodeFixed64(m + kMetaRootsOffset + 8 * i, writer_committed().roots[i]);
   }
   EncodeFixed64(m + kPageChecksumOffset, PageChecksum(m, ps_, txid % 2));
   s = data_->Sync();
@@ -1309,13 +1340,13 @@ Status PagerImpl::CheckpointLocked() {
   log_epoch_.store(epoch);
   log_used_.store(0);
   {
-    std::lock_guard<std::mutex> l(sync_mu_);
+    MutexLock l(&sync_mu_);
     durable_lsn_ = appended_lsn_;
     log_start_lsn_ = appended_lsn_;
   }
-  sync_cv_.notify_all();
+  sync_cv_.SignalAll();
   {
-    std::lock_guard<std::mutex> l(alloc_mu_);
+    MutexLock l(&alloc_mu_);
     while (!pending_ckpt_.empty() && pending_ckpt_.begin()->first <= txid) {
       auto& v = pending_[pending_ckpt_.begin()->first];
       const auto& src = pending_ckpt_.begin()->second;
@@ -1331,7 +1362,7 @@ Status PagerImpl::CheckpointLocked() {
 
 Status PagerImpl::Recover(const ReplayFn& apply) {
   {
-    std::lock_guard<std::mutex> l(writer_mu_);
+    MutexLock l(&writer_mu_);
     if (recovered_) return Status::OK();
     recovering_ = true;
   }
@@ -1340,7 +1371,7 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
   uint64_t end = ScanLog(
       [&](uint64_t txid, std::string_view payload) {
         Status s = apply(txid, payload);
-        if (s.ok() && committed_.txid != txid) {
+        if (s.ok() && writer_committed().txid != txid) {
           s = Status::Corruption(
               path_, "replay of log record " + std::to_string(txid) +
                          " did not commit it with CommitReplayed");
@@ -1350,7 +1381,7 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
       },
       log_cap_, &records);
   {
-    std::lock_guard<std::mutex> l(writer_mu_);
+    MutexLock l(&writer_mu_);
     recovering_ = false;
     if (!err.ok()) return err;
     recovered_ = true;
@@ -1365,7 +1396,7 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
 
 Status PagerImpl::AccountedPages(std::vector<PageId>* pages) {
   pages->clear();
-  std::lock_guard<std::mutex> l(alloc_mu_);
+  MutexLock l(&alloc_mu_);
   pages->assign(free_.begin(), free_.end());
   for (const auto& [t, v] : pending_)
     pages->insert(pages->end(), v.begin(), v.end());
@@ -1381,7 +1412,7 @@ Status PagerImpl::Verify() {
   uint64_t pc;
   const uint8_t* base;
   {
-    std::lock_guard<std::mutex> l(state_mu_);
+    MutexLock l(&state_mu_);
     pc = committed_.page_count;
     base = base_;
   }
@@ -1405,7 +1436,7 @@ Status PagerImpl::Verify() {
     return Status::Corruption(path_, "durable meta: " + why);
   }
   {
-    std::lock_guard<std::mutex> l(alloc_mu_);
+    MutexLock l(&alloc_mu_);
     for (PageId id : freelist_pages_) {
       Status s = VerifyPageBytes(id, base + id * ps_, pc);
       if (!s.ok())
@@ -1426,14 +1457,14 @@ Status PagerImpl::Verify() {
 PagerStats PagerImpl::Stats() {
   PagerStats st;
   {
-    std::lock_guard<std::mutex> l(state_mu_);
+    MutexLock l(&state_mu_);
     st.page_count = committed_.page_count;
     st.txid = committed_.txid;
     for (const auto& [t, n] : readers_) st.readers += n;
     st.oldest_reader_txid = readers_.empty() ? 0 : readers_.begin()->first;
   }
   {
-    std::lock_guard<std::mutex> l(alloc_mu_);
+    MutexLock l(&alloc_mu_);
     st.free_pages = free_.size();
     st.pending_pages = pending_count_ + pending_ckpt_count_;
     st.freelist_pages = freelist_pages_.size();
