@@ -20,6 +20,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <string>
 
 #include "query.h"
@@ -523,6 +526,74 @@ std::optional<Intervals> NodeBounds(const Node& n, std::string_view path,
   return std::nullopt;
 }
 
+// Whether needle occurs in hay. The needle is an encoded string (int32
+// length, bytes, NUL; at least 5 bytes): compare its first byte (the length)
+// and its last character at 16 positions at once and memcmp only where both
+// match. Not the trailing NUL, which follows every string of that length.
+// (glibc's memmem spent ~500 instructions on a 140-byte document.)
+bool Contains(const uint8_t* hay, size_t len, const std::string& needle) {
+  const size_t n = needle.size();
+  if (len < n) return false;
+  const uint8_t* nd = reinterpret_cast<const uint8_t*>(needle.data());
+  const size_t last = len - n;  // the last possible start
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i first = _mm_set1_epi8(static_cast<char>(nd[0]));
+  const __m128i tail = _mm_set1_epi8(static_cast<char>(nd[n - 2]));
+  // Bit k of the result: a candidate start at p + k.
+  auto candidates = [&](size_t p) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hay + p));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hay + p + n - 2));
+    return static_cast<unsigned>(
+        _mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, first), _mm_cmpeq_epi8(b, tail))));
+  };
+  auto check = [&](size_t p, unsigned mask) {
+    for (; mask != 0; mask &= mask - 1) {
+      if (std::memcmp(hay + p + __builtin_ctz(mask), nd, n) == 0) return true;
+    }
+    return false;
+  };
+  if (last + 1 >= 16) {
+    for (; i + 16 <= last + 1; i += 16) {
+      if (check(i, candidates(i))) return true;
+    }
+    if (i <= last) {
+      // One overlapping block ends exactly at `last`; drop the starts
+      // already checked.
+      size_t p = last + 1 - 16;
+      return check(p, candidates(p) >> (i - p) << (i - p));
+    }
+    return false;
+  }
+#endif
+  for (; i <= last; i++) {
+    if (hay[i] == nd[0] && hay[i + n - 2] == nd[n - 2] &&
+        std::memcmp(hay + i, nd, n) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The longest string operand of an equality that every match must satisfy
+// (reached from the root through ANDs only), as its encoded bytes.
+void FindNeedle(const Node& n, std::string* needle) {
+  if (n.kind == Node::kAnd) {
+    for (const auto& c : n.children) FindNeedle(*c, needle);
+    return;
+  }
+  if (n.kind != Node::kPred || n.op != Node::kEq) return;
+  const bson_value_t* v = n.operand.get();
+  if (v->value_type != BSON_TYPE_UTF8) return;
+  uint32_t len = v->value.v_utf8.len;
+  if (len + 5 <= needle->size()) return;
+  uint32_t with_nul = len + 1;  // BSON lengths are little-endian
+  needle->clear();
+  for (int i = 0; i < 4; i++) needle->push_back(static_cast<char>(with_nul >> (8 * i)));
+  needle->append(v->value.v_utf8.str, len);
+  needle->push_back('\0');
+}
+
 }  // namespace
 
 Filter::Filter() : root_(std::make_unique<Node>()) {}
@@ -539,6 +610,7 @@ Result<Filter> Filter::Parse(const bson_t* filter) {
   if (!root.ok()) return root.status();
   Filter f;
   f.root_ = std::move(root).value();
+  FindNeedle(*f.root_, &f.needle_);
   return f;
 }
 
@@ -549,6 +621,7 @@ Result<Filter> Filter::Parse(const Document& filter) {
 }
 
 bool Filter::Matches(const uint8_t* doc, size_t len) const {
+  if (!needle_.empty() && !Contains(doc, len, needle_)) return false;
   return MatchNode(*root_, doc, len);
 }
 

@@ -101,6 +101,12 @@ class Filter {
   struct Node;
 
  private:
+  // Bytes every matching document must contain, or empty. For an ANDed
+  // string equality the value's BSON encoding (int32 length, bytes, NUL) is
+  // the same wherever it sits (a field, an array element, a symbol), so
+  // Matches rejects a document lacking it with one memmem before parsing:
+  // a full scan then costs about what reading the bytes does.
+  std::string needle_;
   std::unique_ptr<Node> root_;
 };
 

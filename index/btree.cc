@@ -946,6 +946,7 @@ Status BTree::Cursor::SeekToFirst() {
   valid_ = false;
   if (tree_->root_ == 0) return Status::OK();
   MMDOC_RETURN_IF_ERROR(DescendEdge(tree_->txn_, &path_, tree_->root_, false));
+  PrefetchAhead();  // a forward scan is likely
   if (Count(path_.back().page) == 0) return Next();
   return Load();
 }
@@ -1031,7 +1032,32 @@ Status BTree::Cursor::Next() {
       valid_ = false;
       return s;
     }
+    PrefetchAhead();
     if (Count(path_.back().page) > 0) return Load();
+  }
+}
+
+// A forward scan has just entered a leaf. Leaves sit anywhere in the file,
+// so the hardware prefetcher cannot guess the next one and each cache line
+// would be a serial miss (a scan ran at ~0.4 GB/s): ask for all of this
+// leaf's lines at once, and for its right sibling's, which then arrive while
+// this leaf's cells are read. Measured at 200k documents: leaf only 1.3-1.8x
+// the scan rate without hints, leaf + sibling 2.3-3.3x, + two siblings no
+// better. Only a hint: a sibling that cannot be located is skipped.
+void BTree::Cursor::PrefetchAhead() const {
+  const uint32_t ps = tree_->txn_->page_size();
+  auto prefetch = [ps](const uint8_t* p) {
+    for (uint32_t off = 0; off < ps; off += 64) __builtin_prefetch(p + off);
+  };
+  prefetch(path_.back().page);
+  if (path_.size() < 2) return;
+  const Frame& parent = path_[path_.size() - 2];
+  if (parent.index + 1 > static_cast<int>(Count(parent.page))) return;
+  PageId next;
+  const uint8_t* p;
+  if (ChildAt(parent.page, ps, static_cast<uint32_t>(parent.index + 1), &next) &&
+      tree_->txn_->Get(next, &p).ok()) {
+    prefetch(p);
   }
 }
 

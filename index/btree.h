@@ -139,6 +139,7 @@ class BTree::Cursor {
   bool valid_ = false;
   std::string_view key_, value_;
   Status Load();  // fills key_/value_ from the leaf frame
+  void PrefetchAhead() const;  // hints the leaf and its sibling (see .cc)
 };
 
 }  // namespace mmdoc::index

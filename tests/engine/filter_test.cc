@@ -389,6 +389,72 @@ TEST_CASE("Filter: IndexBounds are sound (randomized)", "[filter]") {
   CHECK(matched > 0);
 }
 
+TEST_CASE("Filter: string equality prefilter never drops a match", "[filter]") {
+  // Matches first looks for the operand's encoded bytes (length, bytes,
+  // NUL); these are the places a string can sit.
+  CHECK(M(R"({"a": "xyz"})", R"({"_id": 1, "a": "xyz"})"));
+  CHECK(M(R"({"a": "xyz"})", R"({"_id": 1, "a": ["q", "xyz"]})"));
+  CHECK(M(R"({"a.b": "xyz"})", R"({"_id": 1, "a": [{"b": "r"}, {"b": "xyz"}]})"));
+  CHECK(M(R"({"a": {"$eq": ""}})", R"({"_id": 1, "a": ""})"));
+  CHECK(M(R"({"a": "xyz", "b": {"$gt": 1}})", R"({"_id": 1, "b": 2, "a": "xyz"})"));
+  // The bytes elsewhere do not make a match; their absence rules one out.
+  CHECK(!M(R"({"a": "xyz"})", R"({"_id": 1, "b": "xyz", "a": "xy"})"));
+  CHECK(!M(R"({"a": "xyz"})", R"({"_id": 1, "a": "xyzw"})"));
+  CHECK(!M(R"({"a": "xyz"})", R"({"_id": 1, "a": {"c": "xyz"}})"));
+  CHECK(M(R"({"$or": [{"a": "xyz"}, {"b": 1}]})", R"({"_id": 1, "b": 1})"));
+}
+
+TEST_CASE("Filter: prefilter agrees with the full match (randomized)", "[filter]") {
+  // {a: s} takes the byte prefilter, {a: {$in: [s]}} does not; both mean
+  // the same. Strings of every length land at every offset, so the
+  // 16-byte blocks, the overlapping last block and the scalar path are all
+  // crossed.
+  uint64_t seed = test::Seed("prefilter");
+  std::mt19937_64 rng(seed);
+  const int rounds = static_cast<int>(3000 * test::Scale());
+  auto str = [&](size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; i++) s.push_back("ab%"[rng() % 3]);
+    return s;
+  };
+  int matched = 0;
+  for (int r = 0; r < rounds; r++) {
+    std::string target = str(rng() % 40);
+    bson_t b;
+    bson_init(&b);
+    BSON_APPEND_INT32(&b, "_id", r);
+    int fields = static_cast<int>(rng() % 6);
+    for (int f = 0; f < fields; f++) {
+      std::string key = (rng() % 3 == 0) ? "a" : std::string(1 + rng() % 5, 'k');
+      std::string v = (rng() % 4 == 0) ? target : str(rng() % 40);
+      BSON_APPEND_UTF8(&b, key.c_str(), v.c_str());
+    }
+    auto doc = Document::FromBson(&b);
+    bson_destroy(&b);
+    REQUIRE(doc.ok());
+    bson_t eq, in, arr, op;
+    bson_init(&eq);
+    BSON_APPEND_UTF8(&eq, "a", target.c_str());
+    bson_init(&in);
+    BSON_APPEND_DOCUMENT_BEGIN(&in, "a", &op);
+    BSON_APPEND_ARRAY_BEGIN(&op, "$in", &arr);
+    BSON_APPEND_UTF8(&arr, "0", target.c_str());
+    bson_append_array_end(&op, &arr);
+    bson_append_document_end(&in, &op);
+    auto fe = Filter::Parse(&eq);
+    auto fi = Filter::Parse(&in);
+    bson_destroy(&eq);
+    bson_destroy(&in);
+    REQUIRE(fe.ok());
+    REQUIRE(fi.ok());
+    bool want = fi.value().Matches(doc.value().data(), doc.value().size());
+    INFO("seed " << seed << " doc " << doc.value().ToJson() << " target '" << target << "'");
+    REQUIRE(fe.value().Matches(doc.value().data(), doc.value().size()) == want);
+    matched += want;
+  }
+  CHECK(matched > rounds / 10);
+}
+
 TEST_CASE("Filter: intervals are sorted and disjoint", "[filter]") {
   uint64_t seed = test::Seed("interval shape");
   Pool pool(seed);
