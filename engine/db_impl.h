@@ -197,14 +197,18 @@ class TransactionImpl {
   // every constraint before it changes anything, so a failed call leaves
   // the transaction as it was.
   Status InsertPrepared(CollState* c, std::string_view bson, std::string_view pk);
+  // With `update`, indexes on fields it cannot change are left alone (their
+  // keys are neither computed nor checked); without, every index is.
   Status ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
-                   std::string_view new_doc);
+                   std::string_view new_doc, const engine::Update* update = nullptr);
   Status DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc);
   // Notes that index i saw a document with `nkeys` keys.
   void NoteKeyCount(CollState* c, size_t i, size_t nkeys);
   // The index keys of `doc` (none for an empty doc), per index of c.
   using KeySets = std::vector<std::vector<std::string>>;
-  void ComputeKeys(CollState* c, std::string_view doc, KeySets* out);
+  // Indexes i with (*skip)[i] set get no keys.
+  void ComputeKeys(CollState* c, std::string_view doc, KeySets* out,
+                   const std::vector<char>* skip = nullptr);
   // Key sizes, and unique indexes against entries of other documents
   // (keys in *old_keys, the document's own, are not conflicts).
   Status CheckKeys(CollState* c, std::string_view pk, std::string_view new_doc,
@@ -239,6 +243,7 @@ class TransactionImpl {
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls_;
   std::string scratch_doc_, scratch_pk_, scratch_entry_;  // reused buffers
   KeySets old_keys_, new_keys_;
+  std::vector<char> skip_index_;  // ReplaceAt: indexes the update cannot change
 };
 
 // Executes one query over a transaction's trees.

@@ -126,8 +126,15 @@ class Update {
   // Writes the updated document into *out (keeps _id first and unchanged).
   // InvalidArgument when it cannot apply ($inc on a non-number field,
   // $set through a non-document) or the result exceeds kMaxDocumentSize.
-  Status Apply(const uint8_t* doc, size_t len, std::string* out) const;
+  // fast_paths = false forces the general rewrite (tests compare the two).
+  Status Apply(const uint8_t* doc, size_t len, std::string* out,
+               bool fast_paths = true) const;
   bool is_replacement() const;
+  // Whether applying this update can change the value at dotted path
+  // `field` (so the keys of an index on it). Conservative: true for a
+  // replacement and whenever an update path starts with the same top-level
+  // field ("a.0.b" may change what "a.b" reaches through an array).
+  bool MayChange(std::string_view field) const;
 
   struct Impl;
 

@@ -339,11 +339,12 @@ void TransactionImpl::NoteKeyCount(CollState* c, size_t i, size_t nkeys) {
   }
 }
 
-void TransactionImpl::ComputeKeys(CollState* c, std::string_view doc, KeySets* out) {
+void TransactionImpl::ComputeKeys(CollState* c, std::string_view doc, KeySets* out,
+                                  const std::vector<char>* skip) {
   if (out->size() < c->meta.indexes.size()) out->resize(c->meta.indexes.size());
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     (*out)[i].clear();
-    if (doc.empty()) continue;
+    if (doc.empty() || (skip != nullptr && (*skip)[i])) continue;
     engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(),
                       c->meta.indexes[i].field, &(*out)[i]);
   }
@@ -421,13 +422,21 @@ Status TransactionImpl::Insert(std::string_view coll, const Document& doc, Value
 }
 
 Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
-                                  std::string_view new_doc) {
+                                  std::string_view new_doc, const engine::Update* update) {
+  const std::vector<char>* skip = nullptr;
+  if (update != nullptr) {
+    skip_index_.assign(c->meta.indexes.size(), 0);
+    for (size_t i = 0; i < c->meta.indexes.size(); i++)
+      skip_index_[i] = !update->MayChange(c->meta.indexes[i].field);
+    skip = &skip_index_;
+  }
   // Keys first: old_doc may point into a page the primary Put rewrites.
-  ComputeKeys(c, old_doc, &old_keys_);
-  ComputeKeys(c, new_doc, &new_keys_);
+  ComputeKeys(c, old_doc, &old_keys_, skip);
+  ComputeKeys(c, new_doc, &new_keys_, skip);
   MMDOC_RETURN_IF_ERROR(CheckKeys(c, pk, new_doc, new_keys_, &old_keys_));
   std::string& entry = scratch_entry_;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+    if (skip != nullptr && (*skip)[i]) continue;  // keys unchanged
     const IndexMeta& m = c->meta.indexes[i];
     const std::vector<std::string>& olds = old_keys_[i];
     const std::vector<std::string>& news = new_keys_[i];
@@ -545,7 +554,7 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
     out.clear();
     MMDOC_RETURN_IF_ERROR(u.value().Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), &out));
     if (out == doc) continue;
-    MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out));
+    MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u.value()));
     Log(LogOp::kReplace, coll, out);
     r.modified++;
   }

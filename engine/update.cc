@@ -100,6 +100,10 @@ struct PathTree {
   enum Op { kNone, kSet, kUnset, kInc };
   Op op = kNone;
   Value value;  // kSet, kInc
+  // kSet: the value as BSON element bytes (type byte, then the value after
+  // the element's key), for Apply's top-level splice.
+  uint8_t raw_type = 0;
+  std::string raw;
   std::string path;
   std::vector<std::pair<std::string, std::unique_ptr<PathTree>>> children;
 
@@ -331,7 +335,63 @@ struct Update::Impl {
   bool replacement = false;
   std::string replacement_doc;  // BSON
   PathTree tree;
+  bool top_level = false;  // only $set/$unset of top-level fields
 };
+
+namespace {
+
+// Applies an update of top-level $set/$unset only by copying the document's
+// elements as bytes and splicing in the new ones, without libbson building
+// a new document (an update of one field of a small document cost ~3,000
+// instructions through Rewrite). Gives the same bytes as Rewrite: fields
+// keep their place, $set of a missing field appends it in update order.
+void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len,
+                    std::string* out) {
+  out->clear();
+  out->reserve(len + 64);
+  out->append(4, '\0');  // length, filled in below
+  std::vector<const PathTree*> seen;
+  bson_iter_t it;
+  bson_iter_init_from_data(&it, doc, len);
+  // An element runs from its type byte (just before its key) to the next
+  // element's type byte, or to the document's final NUL.
+  const uint8_t* start = nullptr;
+  const PathTree* node = nullptr;
+  size_t key_len = 0;
+  auto flush = [&](const uint8_t* end) {
+    if (start == nullptr) return;
+    if (node == nullptr) {
+      out->append(reinterpret_cast<const char*>(start), end - start);
+    } else if (node->op == PathTree::kSet) {
+      out->push_back(static_cast<char>(node->raw_type));
+      out->append(reinterpret_cast<const char*>(start) + 1, key_len + 1);
+      out->append(node->raw);
+    }  // kUnset: dropped
+  };
+  while (bson_iter_next(&it)) {
+    const char* key = bson_iter_key(&it);
+    const uint8_t* elem = reinterpret_cast<const uint8_t*>(key) - 1;
+    flush(elem);
+    start = elem;
+    key_len = bson_iter_key_len(&it);
+    node = tree.Find(std::string_view(key, key_len));
+    if (node != nullptr) seen.push_back(node);
+  }
+  flush(doc + len - 1);
+  for (const auto& [name, child] : tree.children) {
+    if (child->op != PathTree::kSet) continue;
+    if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
+    out->push_back(static_cast<char>(child->raw_type));
+    out->append(name);
+    out->push_back('\0');
+    out->append(child->raw);
+  }
+  out->push_back('\0');
+  uint32_t n = static_cast<uint32_t>(out->size());
+  for (int i = 0; i < 4; i++) (*out)[i] = static_cast<char>(n >> (8 * i));
+}
+
+}  // namespace
 
 Update::Update() : impl_(std::make_unique<Impl>()) {
   impl_->replacement = true;
@@ -408,6 +468,24 @@ Result<Update> Update::Parse(const bson_t* update) {
       MMDOC_RETURN_IF_ERROR(AddPath(&u.impl_->tree, path, &leaf));
       leaf->op = op;
       if (op != PathTree::kUnset) leaf->value = Value::FromBsonValue(v);
+      if (op == PathTree::kSet) {
+        // {"": v} is [len:4][type][""\0][value][\0].
+        bson_t one;
+        bson_init(&one);
+        bson_append_iter(&one, "", 0, &fields);
+        const uint8_t* b = bson_get_data(&one);
+        leaf->raw_type = b[4];
+        leaf->raw.assign(reinterpret_cast<const char*>(b) + 6, one.len - 7);
+        bson_destroy(&one);
+      }
+    }
+  }
+  // The common shape {$set/$unset: {top-level fields}} is applied by
+  // splicing bytes (see SpliceTopLevel).
+  u.impl_->top_level = true;
+  for (const auto& [name, child] : u.impl_->tree.children) {
+    if (!child->children.empty() || child->op == PathTree::kInc) {
+      u.impl_->top_level = false;
     }
   }
   return u;
@@ -419,11 +497,22 @@ Result<Update> Update::Parse(const Document& update) {
   return Parse(&b);
 }
 
-Status Update::Apply(const uint8_t* doc, size_t len, std::string* out) const {
+bool Update::MayChange(std::string_view field) const {
+  if (impl_->replacement) return true;
+  std::string_view top = field.substr(0, field.find('.'));
+  return impl_->tree.Find(top) != nullptr;
+}
+
+Status Update::Apply(const uint8_t* doc, size_t len, std::string* out,
+                     bool fast_paths) const {
   bson_t src;
   bson_iter_t it;
   if (!bson_init_static(&src, doc, len) || !bson_iter_init(&it, &src)) {
     return Status::InvalidArgument("invalid BSON document");
+  }
+  if (fast_paths && !impl_->replacement && impl_->top_level) {
+    SpliceTopLevel(impl_->tree, doc, len, out);
+    return SizeOk(out->size());
   }
   bson_t result;
   bson_init(&result);

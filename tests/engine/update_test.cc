@@ -145,6 +145,57 @@ TEST_CASE("Update: bad updates", "[update]") {
   bad(R"({"a": {"$x": 1}})", "field names must not start with '$': $x");
 }
 
+TEST_CASE("Update: the top-level splice gives the general rewrite's bytes",
+          "[update]") {
+  // {$set/$unset of top-level fields} takes a byte-splicing fast path;
+  // Apply(..., fast_paths = false) is the general rewrite. Every shape:
+  // replaced in place, grown, shrunk, type changed, missing (appended),
+  // unset, duplicated keys in the document, empty documents.
+  const std::vector<std::string> docs = {
+      R"({"_id": 1})",
+      R"({"_id": 1, "a": 1, "b": "xyz", "c": {"d": [1, 2]}})",
+      R"({"_id": "k", "value": "0123456789abcdef", "key": "k2", "n": 2.5})",
+      R"({"_id": 2, "a": [1, {"b": 2}], "z": null})",
+  };
+  const std::vector<std::string> updates = {
+      R"({"$set": {"a": 2}})",
+      R"({"$set": {"b": "a much longer string than before"}})",
+      R"({"$set": {"b": ""}})",
+      R"({"$set": {"value": "fedcba9876543210"}})",
+      R"({"$set": {"a": {"x": [1, 2, {"y": null}]}, "new1": 1, "new2": "s"}})",
+      R"({"$unset": {"a": 1, "missing": 1}})",
+      R"({"$set": {"c": 1}, "$unset": {"b": ""}})",
+      R"({"$set": {}})",
+      R"({"$unset": {"_id2": 1}, "$set": {"z": {"$numberLong": "5"}}})",
+  };
+  for (const std::string& dj : docs) {
+    for (const std::string& uj : updates) {
+      auto u = Update::Parse(D(uj));
+      REQUIRE(u.ok());
+      Document d = D(dj);
+      std::string fast, slow;
+      REQUIRE(u.value().Apply(d.data(), d.size(), &fast).ok());
+      REQUIRE(u.value().Apply(d.data(), d.size(), &slow, false).ok());
+      INFO(dj << " with " << uj << ": " << Document::FromTrustedBytes(slow).ToJson());
+      CHECK(fast == slow);
+      CHECK(Document::FromBson(reinterpret_cast<const uint8_t*>(fast.data()), fast.size()).ok());
+    }
+  }
+  // Duplicate keys (valid BSON, not producible from JSON): both replaced.
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "_id", 1);
+  BSON_APPEND_INT32(&b, "a", 1);
+  BSON_APPEND_INT32(&b, "a", 2);
+  auto u = Update::Parse(D(R"({"$set": {"a": "s"}})"));
+  REQUIRE(u.ok());
+  std::string fast, slow;
+  REQUIRE(u.value().Apply(bson_get_data(&b), b.len, &fast).ok());
+  REQUIRE(u.value().Apply(bson_get_data(&b), b.len, &slow, false).ok());
+  bson_destroy(&b);
+  CHECK(fast == slow);
+}
+
 TEST_CASE("Update: replacement", "[update]") {
   auto u = Update::Parse(D(R"({"x": 1})"));
   REQUIRE(u.ok());

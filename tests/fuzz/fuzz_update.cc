@@ -24,8 +24,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Stored documents never have '$' field names (insert and replace refuse
   // them), so only such documents are updated.
   if (!mmdoc::engine::CheckFieldNames(doc.value().data(), doc.value().size()).ok()) return 0;
-  std::string out;
-  if (!update.value().Apply(doc.value().data(), doc.value().size(), &out).ok()) return 0;
+  std::string out, slow;
+  bool fast_ok = update.value().Apply(doc.value().data(), doc.value().size(), &out).ok();
+  bool slow_ok = update.value().Apply(doc.value().data(), doc.value().size(), &slow, false).ok();
+  // The fast paths must give the general rewrite's answer, byte for byte.
+  if (fast_ok != slow_ok || (fast_ok && out != slow)) {
+    std::fprintf(stderr, "fast path disagrees with the general rewrite\n");
+    std::abort();
+  }
+  if (!fast_ok) return 0;
   auto result = mmdoc::Document::FromBson(reinterpret_cast<const uint8_t*>(out.data()), out.size());
   if (!result.ok()) {
     std::fprintf(stderr, "Apply gave an invalid document: %s\n", result.status().ToString().c_str());
