@@ -188,7 +188,12 @@ Status LmdbSession::Insert(const DocRef& doc) {
   if (rc != 0) return LmdbError("insert _id", rc);
   MDB_val ik = Val(doc.key), iv = Val(doc.id);
   rc = mdb_put(write_txn_, backend_->keys(), &ik, &iv, MDB_NOOVERWRITE);
-  if (rc != 0) return LmdbError("insert key", rc);
+  if (rc != 0) {
+    // A refused insert leaves nothing behind: take the document back out.
+    Status s = LmdbError("insert key", rc);
+    rc = mdb_del(write_txn_, backend_->docs(), &k, nullptr);
+    return rc == 0 ? s : LmdbError("insert undo", rc);
+  }
   return Status::OK();
 }
 

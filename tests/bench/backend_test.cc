@@ -62,7 +62,8 @@ void CheckEngine(const std::string& engine, Durability durability) {
   auto session = NewSessionOf(backend.get());
   InsertAll(session.get(), data, 0, n, 64);
 
-  // Duplicates of the _id or of the key are refused.
+  // Duplicates of the _id or of the key are refused, and a refused insert
+  // leaves nothing behind.
   {
     REQUIRE(session->Begin().ok());
     std::string other = MakeDocument(data.id(7), "fresh-key", "v");
@@ -72,6 +73,9 @@ void CheckEngine(const std::string& engine, Durability durability) {
     CHECK(session->Insert(DocRef{"fresh-id", data.key(8), dup_key})
               .IsAlreadyExists());
     REQUIRE(session->Commit().ok());
+    std::string v;
+    CHECK(session->GetById("fresh-id", &v).IsNotFound());
+    CHECK(session->FindByKey("fresh-key", &v).IsNotFound());
   }
 
   std::string value;
