@@ -16,8 +16,16 @@
 //   std::string value;
 //   s = session->GetById(id, &value);
 //
-// Writes (Insert, UpdateValue, Delete) run inside Begin/Commit; reads run
-// each in a snapshot of their own (as an auto-committed single read does).
+// Writes (Insert, UpdateValue, Delete, DeleteByValue, DeleteAll,
+// BuildKeyIndex) run inside Begin/Commit; reads run each in a snapshot of
+// their own (as an auto-committed single read does).
+//
+// Seed 002's operations: a store opened with BackendConfig::key_index =
+// false keeps the documents without the `key` index (insert_noindex), and
+// BuildKeyIndex builds it over what is stored (build_index); DeleteByValue
+// deletes by the unindexed `value` (a scan per call); DeleteAll empties the
+// store.
+//
 // A Session belongs to one thread at a time; a Backend serves many sessions
 // from many threads at once. Close (or destruction) requires every session
 // to be gone.
@@ -57,6 +65,10 @@ struct BackendConfig {
   int max_sessions = 1;
   // Periodic flush interval for Durability::kPeriodic.
   uint32_t sync_interval_ms = 100;
+  // Whether the store has the unique index on `key` from the start. false:
+  // the documents alone (what insert_noindex measures); BuildKeyIndex adds
+  // the index later.
+  bool key_index = true;
 };
 
 class Session {
@@ -88,6 +100,22 @@ class Session {
   // read.
   virtual Status ScanByValue(std::string_view value, bool* found,
                              uint64_t* scanned_bytes) = 0;
+
+  // --- seed 002: index builds and bulk deletes, between Begin and Commit ---
+  // Builds the unique index on `key` from every stored document (a store
+  // opened with key_index = false), so FindByKey works afterwards.
+  // AlreadyExists when two documents share a key (nothing is built).
+  virtual Status BuildKeyIndex() = 0;
+  // Deletes every document whose `value` field equals value, with its key
+  // index entry: a full scan, since `value` has no index. *deleted gets how
+  // many were deleted (0 is not an error).
+  virtual Status DeleteByValue(std::string_view value, uint64_t* deleted) = 0;
+  // Deletes every document and every key index entry. The store stays
+  // usable, with its index (inserts work afterwards).
+  virtual Status DeleteAll() = 0;
+  // Untimed check, outside Begin/Commit: the documents stored and the
+  // entries of the key index (0 when the store has no key index).
+  virtual Status Count(uint64_t* docs, uint64_t* key_entries) = 0;
 };
 
 class Backend {

@@ -10,10 +10,22 @@
 // msyncs the map, then the meta page); fsync = MDB_WRITEMAP off (LMDB then
 // syncs with fdatasync, data pages then meta page: two syncs per commit).
 // periodic and group do not exist in LMDB.
+//
+// Seed 002's operations, each in the session's write transaction:
+//   build_index   one cursor pass over docs collecting (key, _id), sort,
+//                 then mdb_cursor_put(MDB_APPEND) into the empty key db
+//                 (LMDB's bulk-load path: pages filled in order, no splits
+//                 in the middle)
+//   delete_value  a cursor pass over docs; each match's key entry is
+//                 deleted with mdb_del and the document with mdb_cursor_del
+//   delete_all    mdb_drop(del = 0) of both dbs (empties them, frees their
+//                 pages, keeps the dbs)
 #include <lmdb.h>
 
 #include <algorithm>
+#include <atomic>
 #include <string>
+#include <vector>
 
 #include "bench/backend.h"
 #include "bench/backends.h"
@@ -53,6 +65,10 @@ class LmdbSession : public Session {
   Status FindByKey(std::string_view key, std::string* value) override;
   Status ScanByValue(std::string_view value, bool* found,
                      uint64_t* scanned_bytes) override;
+  Status BuildKeyIndex() override;
+  Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
+  Status DeleteAll() override;
+  Status Count(uint64_t* docs, uint64_t* key_entries) override;
 
  private:
   // Starts (or renews) this session's read transaction.
@@ -104,6 +120,7 @@ class LmdbBackend : public Backend {
     if (use_writemap) flags |= MDB_WRITEMAP;
     if (config.durability == Durability::kNone) flags |= MDB_NOSYNC;
     flags_ = flags;
+    key_index_ = config.key_index;
     rc = mdb_env_open(env_, dir.c_str(), flags, 0644);
     if (rc != 0) return LmdbError("mdb_env_open", rc);
     MDB_txn* txn;
@@ -132,6 +149,9 @@ class LmdbBackend : public Backend {
     s += "|MDB_NOTLS, map " + std::to_string(map_size_ >> 20) +
          " MiB, dbs docs(_id->bson)+key(key->_id) in one txn, read txns "
          "reset/renewed";
+    if (!key_index_) s += ", no key index (until build_index)";
+    s += ", build_index = scan + sort + MDB_APPEND, delete_value = cursor "
+         "scan + mdb_cursor_del, delete_all = mdb_drop(0) of both dbs";
     return s;
   }
 
@@ -150,9 +170,14 @@ class LmdbBackend : public Backend {
   MDB_env* env() const { return env_; }
   MDB_dbi docs() const { return docs_; }
   MDB_dbi keys() const { return keys_; }
+  // Whether writes keep the key db (false until BuildKeyIndex in a store
+  // opened without it).
+  bool key_index() const { return key_index_.load(); }
+  void set_key_index() { key_index_.store(true); }
 
  private:
   const bool writemap_;
+  std::atomic<bool> key_index_{true};
   MDB_env* env_ = nullptr;
   MDB_dbi docs_ = 0;
   MDB_dbi keys_ = 0;
@@ -186,6 +211,7 @@ Status LmdbSession::Insert(const DocRef& doc) {
   MDB_val k = Val(doc.id), v = Val(doc.bson);
   int rc = mdb_put(write_txn_, backend_->docs(), &k, &v, MDB_NOOVERWRITE);
   if (rc != 0) return LmdbError("insert _id", rc);
+  if (!backend_->key_index()) return Status::OK();
   MDB_val ik = Val(doc.key), iv = Val(doc.id);
   rc = mdb_put(write_txn_, backend_->keys(), &ik, &iv, MDB_NOOVERWRITE);
   if (rc != 0) {
@@ -218,8 +244,10 @@ Status LmdbSession::Delete(std::string_view id) {
     return Status::Corruption("bad BSON");
   scratch_.assign(key);  // v points into the map; the deletes may move it
   MDB_val ik = Val(scratch_);
-  rc = mdb_del(write_txn_, backend_->keys(), &ik, nullptr);
-  if (rc != 0) return LmdbError("delete key", rc);
+  if (backend_->key_index()) {
+    rc = mdb_del(write_txn_, backend_->keys(), &ik, nullptr);
+    if (rc != 0) return LmdbError("delete key", rc);
+  }
   rc = mdb_del(write_txn_, backend_->docs(), &k, nullptr);
   return rc == 0 ? Status::OK() : LmdbError("delete _id", rc);
 }
@@ -294,6 +322,113 @@ Status LmdbSession::ScanByValue(std::string_view value, bool* found,
   EndRead();
   if (scanned_bytes != nullptr) *scanned_bytes = bytes;
   return s;
+}
+
+Status LmdbSession::BuildKeyIndex() {
+  // (key, _id) of every document, copied out of the map, then sorted.
+  struct Entry {
+    size_t key, key_len, id, id_len;
+  };
+  std::string arena;
+  std::vector<Entry> entries;
+  MDB_cursor* cur;
+  int rc = mdb_cursor_open(write_txn_, backend_->docs(), &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  MDB_val k, v;
+  Status s;
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    std::string_view key;
+    if (!FieldOf(v.mv_data, v.mv_size, "key", &key)) {
+      s = Status::Corruption("bad BSON");
+      break;
+    }
+    entries.push_back(
+        Entry{arena.size(), key.size(), arena.size() + key.size(), k.mv_size});
+    arena.append(key);
+    arena.append(View(k));
+  }
+  mdb_cursor_close(cur);
+  if (s.ok() && rc != MDB_NOTFOUND) s = LmdbError("build_index scan", rc);
+  MMDOC_RETURN_IF_ERROR(s);
+  auto key_of = [&](const Entry& e) {
+    return std::string_view(arena.data() + e.key, e.key_len);
+  };
+  std::sort(
+      entries.begin(), entries.end(),
+      [&](const Entry& a, const Entry& b) { return key_of(a) < key_of(b); });
+  for (size_t i = 1; i < entries.size(); ++i) {
+    if (key_of(entries[i]) == key_of(entries[i - 1]))
+      return Status::AlreadyExists("duplicate key", key_of(entries[i]));
+  }
+  rc = mdb_cursor_open(write_txn_, backend_->keys(), &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  for (const Entry& e : entries) {
+    MDB_val ik = Val(key_of(e));
+    MDB_val iv = Val(std::string_view(arena.data() + e.id, e.id_len));
+    rc = mdb_cursor_put(cur, &ik, &iv, MDB_APPEND);
+    if (rc != 0) break;
+  }
+  mdb_cursor_close(cur);
+  if (rc != 0) return LmdbError("build_index put", rc);
+  backend_->set_key_index();
+  return Status::OK();
+}
+
+Status LmdbSession::DeleteByValue(std::string_view value, uint64_t* deleted) {
+  *deleted = 0;
+  MDB_cursor* cur;
+  int rc = mdb_cursor_open(write_txn_, backend_->docs(), &cur);
+  if (rc != 0) return LmdbError("mdb_cursor_open", rc);
+  const bool key_index = backend_->key_index();
+  MDB_val k, v;
+  Status s;
+  // After mdb_cursor_del the cursor rests on the next document, which
+  // MDB_NEXT then returns (LMDB marks the cursor C_DEL), so none is skipped.
+  for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+    std::string_view field, key;
+    if (!FieldOf(v.mv_data, v.mv_size, "value", &field)) {
+      s = Status::Corruption("bad BSON");
+      break;
+    }
+    if (field != value) continue;
+    if (!FieldOf(v.mv_data, v.mv_size, "key", &key)) {
+      s = Status::Corruption("bad BSON");
+      break;
+    }
+    scratch_.assign(key);  // v points into the map; the deletes may move it
+    if (key_index) {
+      MDB_val ik = Val(scratch_);
+      rc = mdb_del(write_txn_, backend_->keys(), &ik, nullptr);
+      if (rc != 0) break;
+    }
+    rc = mdb_cursor_del(cur, 0);
+    if (rc != 0) break;
+    ++*deleted;
+  }
+  mdb_cursor_close(cur);
+  if (s.ok() && rc != MDB_NOTFOUND) s = LmdbError("delete_value", rc);
+  return s;
+}
+
+Status LmdbSession::DeleteAll() {
+  int rc = mdb_drop(write_txn_, backend_->docs(), 0);
+  if (rc == 0) rc = mdb_drop(write_txn_, backend_->keys(), 0);
+  return rc == 0 ? Status::OK() : LmdbError("mdb_drop", rc);
+}
+
+Status LmdbSession::Count(uint64_t* docs, uint64_t* key_entries) {
+  MMDOC_RETURN_IF_ERROR(StartRead());
+  MDB_stat st;
+  int rc = mdb_stat(read_txn_, backend_->docs(), &st);
+  if (rc == 0) {
+    *docs = st.ms_entries;
+    rc = mdb_stat(read_txn_, backend_->keys(), &st);
+    *key_entries = st.ms_entries;
+  }
+  EndRead();
+  return rc == 0 ? Status::OK() : LmdbError("mdb_stat", rc);
 }
 
 }  // namespace

@@ -8,6 +8,11 @@
 //   update        Transaction::Update({_id: id}, {$set: {value: v}}), or
 //                 ("mmdoc-replace") Transaction::Get + Replace
 //   delete        Transaction::Delete(_id) (the index entry goes with it)
+//   build_index   Transaction::CreateIndex(key, unique) on the loaded
+//                 collection (the engine sorts the keys, then fills the tree)
+//   delete_value  Transaction::DeleteMany({value: v}) (a full scan)
+//   delete_all    Transaction::DeleteMany({}) (mmdoc has no truncate: each
+//                 document and its index entry is deleted)
 //
 // Every durability mode maps to mmdoc's own (Options::durability).
 #include <bson/bson.h>
@@ -132,6 +137,39 @@ class MmdocSession : public Session {
     return c.status();
   }
 
+  Status BuildKeyIndex() override {
+    IndexOptions unique;
+    unique.unique = true;
+    return txn_->CreateIndex(kCollection, "key", unique);
+  }
+
+  Status DeleteByValue(std::string_view value, uint64_t* deleted) override {
+    auto n = txn_->DeleteMany(kCollection, StringFilter("value", value));
+    if (!n.ok()) return n.status();
+    *deleted = n.value();
+    return Status::OK();
+  }
+
+  Status DeleteAll() override {
+    auto n = txn_->DeleteMany(kCollection, Document());
+    return n.status();
+  }
+
+  Status Count(uint64_t* docs, uint64_t* key_entries) override {
+    auto txn = db_->BeginRead();
+    if (!txn.ok()) return txn.status();
+    auto n = txn.value()->Count(kCollection, Document());
+    if (!n.ok()) return n.status();
+    *docs = n.value();
+    auto indexes = txn.value()->ListIndexes(kCollection);
+    if (!indexes.ok()) return indexes.status();
+    *key_entries = 0;
+    for (const IndexInfo& i : indexes.value()) {
+      if (i.field == "key") *key_entries = i.entries;
+    }
+    return Status::OK();
+  }
+
  private:
   DB* const db_;
   const bool replace_;
@@ -160,20 +198,27 @@ class MmdocBackend : public Backend {
     if (!db.ok()) return db.status();
     db_ = std::move(db.value());
     MMDOC_RETURN_IF_ERROR(db_->CreateCollection(kCollection));
+    key_index_ = config.key_index;
+    if (!key_index_) return Status::OK();
     IndexOptions unique;
     unique.unique = true;
     return db_->CreateIndex(kCollection, "key", unique);
   }
 
   std::string settings() const override {
-    std::string s = "mmdoc: collection docs, unique index on key, durability=";
+    std::string s = key_index_
+                        ? "mmdoc: collection docs, unique index on key"
+                        : "mmdoc: collection docs, no index on key (until "
+                          "build_index)";
+    s += ", durability=";
     s += DurabilityName(durability_);
     if (durability_ == Durability::kPeriodic) {
       s += " (" + std::to_string(sync_interval_ms_) + " ms)";
     }
     s += replace_ ? ", page 4096, update = Get + Replace"
                   : ", page 4096, update = Update($set)";
-    s += ", search_key = Find limit 1";
+    s += ", search_key = Find limit 1, build_index = CreateIndex(unique), "
+         "delete_value = DeleteMany({value}), delete_all = DeleteMany({})";
     return s;
   }
 
@@ -189,6 +234,7 @@ class MmdocBackend : public Backend {
 
  private:
   const bool replace_;
+  bool key_index_ = true;
   std::unique_ptr<DB> db_;
   Durability durability_ = Durability::kFsync;
   uint32_t sync_interval_ms_ = 100;

@@ -12,14 +12,28 @@
 // Durability: none = sync=false (WAL on), fsync = sync=true, group =
 // sync=true with concurrent writers (RocksDB's write group shares one WAL
 // sync); periodic and msync do not exist in RocksDB.
+//
+// Seed 002's operations:
+//   build_index   one iterator pass over docs collecting (key, _id), sort,
+//                 write them with SstFileWriter and IngestExternalFile (move)
+//                 into the empty key family: RocksDB's documented bulk-load
+//                 path (no memtable, no WAL, no compaction of the new data)
+//   delete_value  an iterator pass over docs; each match's two deletes go
+//                 into the session's WriteBatch
+//   delete_all    DeleteRange over each family's [first, last] key in the
+//                 WriteBatch (range tombstones: RocksDB's replacement for
+//                 iterate-and-delete; compaction reclaims the space later)
 #include <dlfcn.h>
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <string>
@@ -64,6 +78,10 @@ class RocksDbSession : public Session {
   Status FindByKey(std::string_view key, std::string* value) override;
   Status ScanByValue(std::string_view value, bool* found,
                      uint64_t* scanned_bytes) override;
+  Status BuildKeyIndex() override;
+  Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
+  Status DeleteAll() override;
+  Status Count(uint64_t* docs, uint64_t* key_entries) override;
 
  private:
   RocksDbBackend* const backend_;
@@ -105,6 +123,9 @@ class RocksDbBackend : public Backend {
     table.whole_key_filtering = true;
     cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
     static_cast<rocksdb::ColumnFamilyOptions&>(options) = cf;
+    options_ = options;
+    dir_ = dir;
+    key_index_ = config.key_index;
 
     std::vector<rocksdb::ColumnFamilyDescriptor> families = {
         {rocksdb::kDefaultColumnFamilyName, cf}, {"docs", cf}, {"key", cf}};
@@ -131,6 +152,10 @@ class RocksDbBackend : public Backend {
     s += write_options_.sync ? "true" : "false";
     if (durability_ == Durability::kGroup)
       s += " with concurrent writers (write groups)";
+    if (!key_index_) s += ", no key index (until build_index)";
+    s += ", build_index = scan + sort + SstFileWriter + IngestExternalFile, "
+         "delete_value = iterator scan + WriteBatch deletes, delete_all = "
+         "DeleteRange per CF";
     return s;
   }
 
@@ -152,8 +177,17 @@ class RocksDbBackend : public Backend {
   rocksdb::ColumnFamilyHandle* keys() const { return handles_[2]; }
   const rocksdb::WriteOptions& write_options() const { return write_options_; }
   const rocksdb::ReadOptions& read_options() const { return read_options_; }
+  const rocksdb::Options& options() const { return options_; }
+  const std::string& dir() const { return dir_; }
+  // Whether writes keep the key family (false until BuildKeyIndex in a
+  // store opened without it).
+  bool key_index() const { return key_index_.load(); }
+  void set_key_index() { key_index_.store(true); }
 
  private:
+  rocksdb::Options options_;
+  std::string dir_;
+  std::atomic<bool> key_index_{true};
   std::unique_ptr<rocksdb::DB> db_;
   std::shared_ptr<rocksdb::Cache> cache_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
@@ -176,6 +210,10 @@ Status RocksDbSession::Insert(const DocRef& doc) {
   if (s.ok()) return Status::AlreadyExists("_id", doc.id);
   if (!s.IsNotFound()) return RocksError("insert check _id", s);
   pinned_.Reset();
+  if (!backend_->key_index()) {
+    batch_.Put(backend_->docs(), Sl(doc.id), Sl(doc.bson));
+    return Status::OK();
+  }
   s = db->Get(ro, backend_->keys(), Sl(doc.key), &pinned_);
   if (s.ok()) return Status::AlreadyExists("key", doc.key);
   if (!s.IsNotFound()) return RocksError("insert check key", s);
@@ -207,7 +245,7 @@ Status RocksDbSession::Delete(std::string_view id) {
   if (!s.ok()) return RocksError("delete get", s);
   std::string_view key;
   bool ok = FieldOf(pinned_.data(), pinned_.size(), "key", &key);
-  if (ok) batch_.Delete(backend_->keys(), Sl(key));
+  if (ok && backend_->key_index()) batch_.Delete(backend_->keys(), Sl(key));
   pinned_.Reset();
   if (!ok) return Status::Corruption("bad BSON");
   batch_.Delete(backend_->docs(), Sl(id));
@@ -267,6 +305,122 @@ Status RocksDbSession::ScanByValue(std::string_view value, bool* found,
   if (scanned_bytes != nullptr) *scanned_bytes = bytes;
   if (!it->status().ok()) return RocksError("scan", it->status());
   return Status::OK();
+}
+
+Status RocksDbSession::BuildKeyIndex() {
+  // (key, _id) of every document, then sorted.
+  struct Entry {
+    size_t key, key_len, id, id_len;
+  };
+  std::string arena;
+  std::vector<Entry> entries;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(backend_->db()->NewIterator(
+        backend_->read_options(), backend_->docs()));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      rocksdb::Slice v = it->value(), k = it->key();
+      std::string_view key;
+      if (!FieldOf(v.data(), v.size(), "key", &key))
+        return Status::Corruption("bad BSON");
+      entries.push_back(
+          Entry{arena.size(), key.size(), arena.size() + key.size(), k.size()});
+      arena.append(key);
+      arena.append(k.data(), k.size());
+    }
+    if (!it->status().ok()) return RocksError("build_index scan", it->status());
+  }
+  auto key_of = [&](const Entry& e) {
+    return std::string_view(arena.data() + e.key, e.key_len);
+  };
+  // The bytewise comparator orders keys as string_view does.
+  std::sort(
+      entries.begin(), entries.end(),
+      [&](const Entry& a, const Entry& b) { return key_of(a) < key_of(b); });
+  for (size_t i = 1; i < entries.size(); ++i) {
+    if (key_of(entries[i]) == key_of(entries[i - 1]))
+      return Status::AlreadyExists("duplicate key", key_of(entries[i]));
+  }
+  if (!entries.empty()) {
+    std::string path = backend_->dir() + "/key-index.sst";
+    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), backend_->options(),
+                                  backend_->keys(),
+                                  /*invalidate_page_cache=*/false);
+    rocksdb::Status s = writer.Open(path);
+    for (size_t i = 0; s.ok() && i < entries.size(); ++i) {
+      const Entry& e = entries[i];
+      s = writer.Put(Sl(key_of(e)),
+                     Sl(std::string_view(arena.data() + e.id, e.id_len)));
+    }
+    if (s.ok()) s = writer.Finish();
+    if (!s.ok()) return RocksError("build_index sst", s);
+    rocksdb::IngestExternalFileOptions ingest;
+    ingest.move_files = true;
+    ingest.write_global_seqno = false;
+    s = backend_->db()->IngestExternalFile(backend_->keys(), {path}, ingest);
+    if (!s.ok()) return RocksError("build_index ingest", s);
+  }
+  backend_->set_key_index();
+  return Status::OK();
+}
+
+Status RocksDbSession::DeleteByValue(std::string_view value,
+                                     uint64_t* deleted) {
+  *deleted = 0;
+  const bool key_index = backend_->key_index();
+  std::unique_ptr<rocksdb::Iterator> it(
+      backend_->db()->NewIterator(backend_->read_options(), backend_->docs()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    rocksdb::Slice v = it->value();
+    std::string_view field, key;
+    if (!FieldOf(v.data(), v.size(), "value", &field))
+      return Status::Corruption("bad BSON");
+    if (field != value) continue;
+    if (!FieldOf(v.data(), v.size(), "key", &key))
+      return Status::Corruption("bad BSON");
+    if (key_index) batch_.Delete(backend_->keys(), Sl(key));
+    batch_.Delete(backend_->docs(), it->key());
+    ++*deleted;
+  }
+  if (!it->status().ok()) return RocksError("delete_value", it->status());
+  return Status::OK();
+}
+
+Status RocksDbSession::DeleteAll() {
+  for (rocksdb::ColumnFamilyHandle* cf : {backend_->docs(), backend_->keys()}) {
+    std::unique_ptr<rocksdb::Iterator> it(
+        backend_->db()->NewIterator(backend_->read_options(), cf));
+    it->SeekToFirst();
+    if (!it->Valid()) {
+      if (!it->status().ok()) return RocksError("delete_all", it->status());
+      continue;  // empty
+    }
+    std::string first = it->key().ToString();
+    it->SeekToLast();
+    if (!it->Valid()) return RocksError("delete_all", it->status());
+    // The end is exclusive: the smallest key after the last one.
+    std::string end = it->key().ToString();
+    end.push_back('\0');
+    batch_.DeleteRange(cf, first, end);
+  }
+  return Status::OK();
+}
+
+Status RocksDbSession::Count(uint64_t* docs, uint64_t* key_entries) {
+  rocksdb::DB* db = backend_->db();
+  const rocksdb::Snapshot* snap = db->GetSnapshot();
+  rocksdb::ReadOptions ro = backend_->read_options();
+  ro.snapshot = snap;
+  Status st;
+  uint64_t* out[] = {docs, key_entries};
+  rocksdb::ColumnFamilyHandle* cfs[] = {backend_->docs(), backend_->keys()};
+  for (int i = 0; i < 2 && st.ok(); ++i) {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro, cfs[i]));
+    *out[i] = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) ++*out[i];
+    if (!it->status().ok()) st = RocksError("count", it->status());
+  }
+  db->ReleaseSnapshot(snap);
+  return st;
 }
 
 }  // namespace

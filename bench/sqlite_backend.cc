@@ -14,6 +14,15 @@
 //
 // Durability: none = synchronous=OFF, fsync = synchronous=FULL (WAL synced
 // on every commit); periodic, msync and group do not exist in SQLite.
+//
+// Seed 002's operations, each a statement in the session's transaction:
+//   build_index   CREATE UNIQUE INDEX docs_key ON docs(key) (the table was
+//                 created without UNIQUE on key; SQLite sorts, then builds)
+//   delete_value  DELETE FROM docs WHERE bson_value(doc) = ?1, where
+//                 bson_value is a deterministic SQL function that reads the
+//                 `value` field with the same parser the other engines use
+//   delete_all    DELETE FROM docs (no WHERE: SQLite's truncate
+//                 optimization clears the table and its indexes page by page)
 #include <sqlite3.h>
 
 #include <string>
@@ -87,6 +96,10 @@ class SqliteSession : public Session {
   Status FindByKey(std::string_view key, std::string* value) override;
   Status ScanByValue(std::string_view value, bool* found,
                      uint64_t* scanned_bytes) override;
+  Status BuildKeyIndex() override;
+  Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
+  Status DeleteAll() override;
+  Status Count(uint64_t* docs, uint64_t* key_entries) override;
 
  private:
   Status Exec(Stmt* stmt, const char* what) {
@@ -105,9 +118,23 @@ class SqliteSession : public Session {
   Db holder_;
   sqlite3*& db_ = holder_.db;
   Stmt begin_, commit_, insert_, select_by_id_, select_by_key_, update_,
-      delete_, scan_;
+      delete_, scan_, delete_by_value_, delete_all_;
   std::string scratch_;
 };
+
+// bson_value(doc): the `value` field of a BSON blob, as text (NULL when the
+// blob has none).
+void BsonValueFunction(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  const void* p = sqlite3_value_blob(argv[0]);
+  int n = sqlite3_value_bytes(argv[0]);
+  std::string_view field;
+  if (p == nullptr || !FieldOf(p, static_cast<size_t>(n), "value", &field)) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  sqlite3_result_text(ctx, field.data(), static_cast<int>(field.size()),
+                      SQLITE_TRANSIENT);
+}
 
 Status SqliteSession::Init(const std::string& path, const char* synchronous) {
   int rc = sqlite3_open_v2(
@@ -124,6 +151,12 @@ Status SqliteSession::Init(const std::string& path, const char* synchronous) {
     return SqliteError("pragmas", db_);
   }
   sqlite3_busy_timeout(db_, 60000);
+  if (sqlite3_create_function_v2(
+          db_, "bson_value", 1,
+          SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
+          BsonValueFunction, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return SqliteError("bson_value function", db_);
+  }
   struct {
     Stmt* stmt;
     const char* sql;
@@ -136,6 +169,8 @@ Status SqliteSession::Init(const std::string& path, const char* synchronous) {
       {&update_, "UPDATE docs SET doc = ?2 WHERE id = ?1"},
       {&delete_, "DELETE FROM docs WHERE id = ?1"},
       {&scan_, "SELECT doc FROM docs"},
+      {&delete_by_value_, "DELETE FROM docs WHERE bson_value(doc) = ?1"},
+      {&delete_all_, "DELETE FROM docs"},
   };
   for (auto& s : stmts) {
     if (s.stmt->Prepare(db_, s.sql) != SQLITE_OK)
@@ -229,6 +264,63 @@ Status SqliteSession::ScanByValue(std::string_view value, bool* found,
   return s;
 }
 
+Status SqliteSession::BuildKeyIndex() {
+  if (sqlite3_exec(db_, "CREATE UNIQUE INDEX docs_key ON docs(key)", nullptr,
+                   nullptr, nullptr) != SQLITE_OK) {
+    return SqliteError("create index", db_);
+  }
+  return Status::OK();
+}
+
+Status SqliteSession::DeleteByValue(std::string_view value, uint64_t* deleted) {
+  delete_by_value_.BindText(1, value);
+  MMDOC_RETURN_IF_ERROR(Exec(&delete_by_value_, "delete_value"));
+  *deleted = static_cast<uint64_t>(sqlite3_changes64(db_));
+  return Status::OK();
+}
+
+Status SqliteSession::DeleteAll() { return Exec(&delete_all_, "delete_all"); }
+
+Status SqliteSession::Count(uint64_t* docs, uint64_t* key_entries) {
+  // One read transaction; the key index is whichever index covers `key`
+  // (the UNIQUE constraint's, or docs_key after build_index), counted
+  // through that index.
+  auto query = [&](const std::string& sql, std::string* text,
+                   uint64_t* number) -> Status {
+    Stmt stmt;
+    if (stmt.Prepare(db_, sql.c_str()) != SQLITE_OK)
+      return SqliteError(sql.c_str(), db_);
+    int rc = stmt.Step();
+    if (rc == SQLITE_ROW) {
+      if (text != nullptr) {
+        const unsigned char* t = sqlite3_column_text(stmt.get(), 0);
+        if (t != nullptr) text->assign(reinterpret_cast<const char*>(t));
+      }
+      if (number != nullptr)
+        *number = static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 0));
+    } else if (rc != SQLITE_DONE) {
+      return SqliteError(sql.c_str(), db_);
+    }
+    return Status::OK();
+  };
+  MMDOC_RETURN_IF_ERROR(query("BEGIN", nullptr, nullptr));
+  std::string index;
+  Status s = query("SELECT count(*) FROM docs", nullptr, docs);
+  if (s.ok()) {
+    s = query(
+        "SELECT il.name FROM pragma_index_list('docs') AS il, "
+        "pragma_index_info(il.name) AS ii WHERE ii.name = 'key'",
+        &index, nullptr);
+  }
+  *key_entries = 0;
+  if (s.ok() && !index.empty()) {
+    s = query("SELECT count(*) FROM docs INDEXED BY \"" + index + "\"", nullptr,
+              key_entries);
+  }
+  Status end = query("COMMIT", nullptr, nullptr);
+  return s.ok() ? end : s;
+}
+
 class SqliteBackend : public Backend {
  public:
   explicit SqliteBackend(bool rowid) : rowid_(rowid) {}
@@ -252,10 +344,12 @@ class SqliteBackend : public Backend {
       sqlite3_close_v2(db);
       return s;
     }
+    key_index_ = config.key_index;
     std::string schema = "PRAGMA journal_mode=WAL; CREATE TABLE docs(";
-    schema +=
-        "id TEXT PRIMARY KEY NOT NULL, key TEXT NOT NULL UNIQUE, doc BLOB NOT "
-        "NULL)";
+    schema += key_index_ ? "id TEXT PRIMARY KEY NOT NULL, key TEXT NOT NULL "
+                           "UNIQUE, doc BLOB NOT NULL)"
+                         : "id TEXT PRIMARY KEY NOT NULL, key TEXT NOT NULL, "
+                           "doc BLOB NOT NULL)";
     if (!rowid_) schema += " WITHOUT ROWID";
     schema += ";";
     Status s;
@@ -278,6 +372,9 @@ class SqliteBackend : public Backend {
          ", cache_size 256 MiB, mmap_size 1 GiB, prepared statements, BEGIN "
          "IMMEDIATE, "
          "one connection per thread, scan = SELECT doc + BSON parse in C++";
+    if (!key_index_) s += ", key not UNIQUE (until build_index)";
+    s += ", build_index = CREATE UNIQUE INDEX, delete_value = DELETE WHERE "
+         "bson_value(doc) = ?, delete_all = DELETE FROM docs";
     return s;
   }
 
@@ -292,6 +389,7 @@ class SqliteBackend : public Backend {
 
  private:
   const bool rowid_;
+  bool key_index_ = true;
   std::string path_;
   std::string synchronous_;
 };

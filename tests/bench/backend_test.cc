@@ -16,10 +16,12 @@ namespace {
 
 std::unique_ptr<Backend> OpenBackend(const std::string& engine,
                                      const std::string& dir,
-                                     Durability durability, uint64_t docs) {
+                                     Durability durability, uint64_t docs,
+                                     bool key_index = true) {
   auto b = NewBackend(engine);
   REQUIRE(b.ok());
   BackendConfig config;
+  config.key_index = key_index;
   config.durability = durability;
   config.expected_docs = docs;
   config.expected_bytes = docs * 200;
@@ -165,6 +167,178 @@ void CheckEngine(const std::string& engine, Durability durability) {
   CHECK(backend->Close().ok());
 }
 
+// Begin, op, Commit; the op's status (Commit must succeed).
+template <typename Op>
+Status InTxn(Session* session, Op op) {
+  REQUIRE(session->Begin().ok());
+  Status s = op();
+  Status c = session->Commit();
+  INFO(c.ToString());
+  REQUIRE(c.ok());
+  return s;
+}
+
+void CheckCount(Session* session, uint64_t docs, uint64_t key_entries) {
+  uint64_t d = 0, k = 0;
+  Status s = session->Count(&d, &k);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  CHECK(d == docs);
+  CHECK(k == key_entries);
+}
+
+// Seed 002's operations (insert_noindex, build_index, delete_value,
+// delete_all) on one engine.
+void CheckSeed002(const std::string& engine, Durability durability) {
+  const uint64_t n = 300;
+  Dataset data = Dataset::Generate(n, 12);
+  std::string value;
+
+  // Inserted without the key index: found by _id, a duplicate _id is still
+  // refused, and the index is empty.
+  {
+    test::TempDir dir;
+    auto backend = OpenBackend(engine, dir.path(), durability, n, false);
+    INFO(engine << " without key index: " << backend->settings());
+    auto session = NewSessionOf(backend.get());
+    InsertAll(session.get(), data, 0, n, 64);
+    for (uint64_t i = 0; i < n; ++i) {
+      REQUIRE(session->GetById(data.id(i), &value).ok());
+      REQUIRE(value == data.value(i));
+    }
+    std::string dup = MakeDocument(data.id(9), "other-key", "v");
+    CHECK(InTxn(session.get(), [&] {
+            return session->Insert(DocRef{data.id(9), "other-key", dup});
+          }).IsAlreadyExists());
+    CheckCount(session.get(), n, 0);
+
+    // delete_value without the index, then the index over what is left.
+    uint64_t deleted = 0;
+    REQUIRE(InTxn(session.get(), [&] {
+              return session->DeleteByValue(data.value(0), &deleted);
+            }).ok());
+    CHECK(deleted == 1);
+    Status s = InTxn(session.get(), [&] { return session->BuildKeyIndex(); });
+    INFO(s.ToString());
+    REQUIRE(s.ok());
+    CheckCount(session.get(), n - 1, n - 1);
+    for (uint64_t i = 1; i < n; ++i) {
+      REQUIRE(session->FindByKey(data.key(i), &value).ok());
+      REQUIRE(value == data.value(i));
+    }
+    CHECK(session->FindByKey(data.key(0), &value).IsNotFound());
+    // The built index is kept by later writes and enforces uniqueness.
+    std::string taken = MakeDocument("new-id", data.key(1), "v");
+    CHECK(InTxn(session.get(), [&] {
+            return session->Insert(DocRef{"new-id", data.key(1), taken});
+          }).IsAlreadyExists());
+    std::string fresh = MakeDocument("new-id", "new-key", "new-value");
+    REQUIRE(InTxn(session.get(), [&] {
+              return session->Insert(DocRef{"new-id", "new-key", fresh});
+            }).ok());
+    REQUIRE(session->FindByKey("new-key", &value).ok());
+    CHECK(value == "new-value");
+    REQUIRE(
+        InTxn(session.get(), [&] { return session->Delete(data.id(2)); }).ok());
+    CHECK(session->FindByKey(data.key(2), &value).IsNotFound());
+    CheckCount(session.get(), n - 1, n - 1);
+    session.reset();
+    CHECK(backend->Close().ok());
+  }
+
+  // A unique index cannot be built over a duplicate key, and nothing of it
+  // is left behind.
+  {
+    test::TempDir dir;
+    auto backend = OpenBackend(engine, dir.path(), durability, n, false);
+    auto session = NewSessionOf(backend.get());
+    InsertAll(session.get(), data, 0, 20, 64);
+    std::string twin = MakeDocument("twin-id", data.key(3), "twin-value");
+    REQUIRE(InTxn(session.get(), [&] {
+              return session->Insert(DocRef{"twin-id", data.key(3), twin});
+            }).ok());
+    Status s = InTxn(session.get(), [&] { return session->BuildKeyIndex(); });
+    INFO(s.ToString());
+    CHECK(s.IsAlreadyExists());
+    CheckCount(session.get(), 21, 0);
+    session.reset();
+    CHECK(backend->Close().ok());
+  }
+
+  // delete_value and delete_all with the index.
+  test::TempDir dir;
+  auto backend = OpenBackend(engine, dir.path(), durability, n);
+  INFO(engine << ": " << backend->settings());
+  auto session = NewSessionOf(backend.get());
+  InsertAll(session.get(), data, 0, n, 64);
+  // Two documents share a value, next to each other in _id order: both go
+  // (a cursor that deletes must not skip the one after).
+  std::string a = MakeDocument("shared-a", "shared-key-a", "shared-value");
+  std::string b = MakeDocument("shared-b", "shared-key-b", "shared-value");
+  REQUIRE(InTxn(session.get(), [&] {
+            Status s = session->Insert(DocRef{"shared-a", "shared-key-a", a});
+            return s.ok()
+                       ? session->Insert(DocRef{"shared-b", "shared-key-b", b})
+                       : s;
+          }).ok());
+  uint64_t deleted = 0;
+  REQUIRE(InTxn(session.get(), [&] {
+            return session->DeleteByValue("shared-value", &deleted);
+          }).ok());
+  CHECK(deleted == 2);
+  CHECK(session->GetById("shared-a", &value).IsNotFound());
+  CHECK(session->GetById("shared-b", &value).IsNotFound());
+  CHECK(session->FindByKey("shared-key-b", &value).IsNotFound());
+
+  REQUIRE(InTxn(session.get(), [&] {
+            return session->DeleteByValue(data.value(5), &deleted);
+          }).ok());
+  CHECK(deleted == 1);
+  CHECK(session->GetById(data.id(5), &value).IsNotFound());
+  CHECK(session->FindByKey(data.key(5), &value).IsNotFound());
+  bool found = true;
+  REQUIRE(session->ScanByValue(data.value(5), &found, nullptr).ok());
+  CHECK_FALSE(found);
+  for (uint64_t i : {uint64_t{4}, uint64_t{6}}) {
+    REQUIRE(session->GetById(data.id(i), &value).ok());
+    CHECK(value == data.value(i));
+    REQUIRE(session->FindByKey(data.key(i), &value).ok());
+    CHECK(value == data.value(i));
+  }
+  // A value nobody has, and a key (not a value): nothing deleted.
+  REQUIRE(InTxn(session.get(), [&] {
+            return session->DeleteByValue("no-such-value", &deleted);
+          }).ok());
+  CHECK(deleted == 0);
+  REQUIRE(InTxn(session.get(), [&] {
+            return session->DeleteByValue(data.key(7), &deleted);
+          }).ok());
+  CHECK(deleted == 0);
+  CheckCount(session.get(), n - 1, n - 1);
+
+  // delete_all: nothing left by count, _id, key or scan; the store and its
+  // index still work.
+  REQUIRE(InTxn(session.get(), [&] { return session->DeleteAll(); }).ok());
+  CheckCount(session.get(), 0, 0);
+  for (uint64_t i = 0; i < n; i += 37) {
+    CHECK(session->GetById(data.id(i), &value).IsNotFound());
+    CHECK(session->FindByKey(data.key(i), &value).IsNotFound());
+  }
+  REQUIRE(session->ScanByValue(data.value(8), &found, nullptr).ok());
+  CHECK_FALSE(found);
+  REQUIRE(InTxn(session.get(), [&] { return session->DeleteAll(); }).ok());
+  InsertAll(session.get(), data, 0, 10, 4);
+  REQUIRE(session->FindByKey(data.key(3), &value).ok());
+  CHECK(value == data.value(3));
+  std::string again = MakeDocument("again", data.key(3), "v");
+  CHECK(InTxn(session.get(), [&] {
+          return session->Insert(DocRef{"again", data.key(3), again});
+        }).IsAlreadyExists());
+  CheckCount(session.get(), 10, 10);
+  session.reset();
+  CHECK(backend->Close().ok());
+}
+
 bool Built(const std::string& engine) {
   auto b = NewBackend(engine);
   if (b.status().IsNotSupported()) {
@@ -192,6 +366,22 @@ TEST_CASE("bench adapters work in their durable modes", "[bench]") {
       DYNAMIC_SECTION(engine << " " << DurabilityName(d)) {
         auto b = NewBackend(engine);
         if (b.value()->Supports(d)) CheckEngine(engine, d);
+      }
+    }
+  }
+}
+
+TEST_CASE("bench adapters build the key index and delete by value and all",
+          "[bench]") {
+  for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "rocksdb",
+                             "sqlite", "sqlite-norowid"}) {
+    if (!Built(engine)) continue;
+    for (Durability d :
+         {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
+          Durability::kFsync, Durability::kGroup}) {
+      if (!NewBackend(engine).value()->Supports(d)) continue;
+      DYNAMIC_SECTION(engine << " " << DurabilityName(d)) {
+        CheckSeed002(engine, d);
       }
     }
   }
