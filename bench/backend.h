@@ -24,7 +24,8 @@
 // false keeps the documents without the `key` index (insert_noindex), and
 // BuildKeyIndex builds it over what is stored (build_index); DeleteByValue
 // deletes by the unindexed `value` (a scan per call); DeleteAll empties the
-// store.
+// store. Seed 003's typed mapping is mmdoc's own: Backend::HasMapping says
+// whether an engine has one, and the Mapped* calls use it.
 //
 // A Session belongs to one thread at a time; a Backend serves many sessions
 // from many threads at once. Close (or destruction) requires every session
@@ -71,6 +72,17 @@ struct BackendConfig {
   bool key_index = true;
 };
 
+// One document of the mapping phase as an application's own struct.
+struct MappedItem {
+  std::string id;
+  std::string key;
+  std::string value;
+};
+
+// How the mapping phase reaches the engine: its raw BSON API (the caller
+// builds and reads BSON with libbson) or its typed mapping layer.
+enum class MappingApi { kRaw, kTyped };
+
 class Session {
  public:
   virtual ~Session() = default;
@@ -116,6 +128,30 @@ class Session {
   // Untimed check, outside Begin/Commit: the documents stored and the
   // entries of the key index (0 when the store has no key index).
   virtual Status Count(uint64_t* docs, uint64_t* key_entries) = 0;
+
+  // --- seed 003: the typed mapping layer (Backend::HasMapping) ---
+  // Creates the mapping phase's two collections empty (dropping earlier
+  // ones): one written and read through the raw API, one through the typed
+  // layer. Outside Begin/Commit.
+  virtual Status ResetMapping() {
+    return Status::NotSupported("no typed mapping layer");
+  }
+  // Inserts item into api's collection through api (between Begin and
+  // Commit).
+  virtual Status MappedInsert(MappingApi api, const MappedItem& item) {
+    (void)api;
+    (void)item;
+    return Status::NotSupported("no typed mapping layer");
+  }
+  // Reads the document with this _id from api's collection, through api,
+  // into *out (its own snapshot).
+  virtual Status MappedGet(MappingApi api, std::string_view id,
+                           MappedItem* out) {
+    (void)api;
+    (void)id;
+    (void)out;
+    return Status::NotSupported("no typed mapping layer");
+  }
 };
 
 class Backend {
@@ -132,6 +168,9 @@ class Backend {
   virtual std::string settings() const = 0;
   // A session for one thread (connections, reader slots, statements).
   virtual Result<std::unique_ptr<Session>> NewSession() = 0;
+  // Whether the engine has a typed mapping layer (structs <-> documents)
+  // that Session::Mapped* measure against its raw API. Only mmdoc has one.
+  virtual bool HasMapping() const { return false; }
   // Closes the store (flushes what the engine flushes on close).
   virtual Status Close() = 0;
 };

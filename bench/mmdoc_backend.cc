@@ -13,21 +13,29 @@
 //   delete_value  Transaction::DeleteMany({value: v}) (a full scan)
 //   delete_all    Transaction::DeleteMany({}) (mmdoc has no truncate: each
 //                 document and its index entry is deleted)
+//   mapping       TypedCollection<MappedItem> (mmdoc/mapping.h) against the
+//                 same work written by hand with libbson +
+//                 Transaction::Insert / DB::Get
 //
 // Every durability mode maps to mmdoc's own (Options::durability).
 #include <bson/bson.h>
 
+#include <cstring>
 #include <string>
 
 #include "bench/backend.h"
 #include "bench/backends.h"
 #include "bench/bson_doc.h"
 #include "mmdoc/db.h"
+#include "mmdoc/mapping.h"
 
 namespace mmdoc::bench {
 namespace {
 
 constexpr char kCollection[] = "docs";
+// The mapping phase's collections: the same items through each API.
+constexpr char kRawCollection[] = "mapped_raw";
+constexpr char kTypedCollection[] = "mapped_typed";
 
 // {field: s} as a filter.
 Document StringFilter(const char* field, std::string_view s) {
@@ -49,6 +57,14 @@ Document SetValue(std::string_view v) {
   std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
   bson_destroy(&b);
   return Document::FromTrustedBytes(std::move(bytes));
+}
+
+const Mapping<MappedItem>& ItemMapping() {
+  static const Mapping<MappedItem> m = Mapping<MappedItem>()
+                                           .Id(&MappedItem::id)
+                                           .Field("key", &MappedItem::key)
+                                           .Field("value", &MappedItem::value);
+  return m;
 }
 
 Status ValueOf(std::string_view doc, std::string* value) {
@@ -170,11 +186,71 @@ class MmdocSession : public Session {
     return Status::OK();
   }
 
+  Status ResetMapping() override {
+    for (const char* c : {kRawCollection, kTypedCollection}) {
+      Status s = db_->DropCollection(c);
+      if (!s.ok() && !s.IsNotFound()) return s;
+      MMDOC_RETURN_IF_ERROR(db_->CreateCollection(c));
+    }
+    typed_ = std::make_unique<TypedCollection<MappedItem>>(
+        db_, kTypedCollection, ItemMapping());
+    return Status::OK();
+  }
+
+  Status MappedInsert(MappingApi api, const MappedItem& item) override {
+    if (api == MappingApi::kTyped) return typed_->Insert(txn_.get(), item);
+    // What an application writes without the mapping layer.
+    bson_t b;
+    bson_init(&b);
+    bson_append_utf8(&b, "_id", 3, item.id.data(),
+                     static_cast<int>(item.id.size()));
+    bson_append_utf8(&b, "key", 3, item.key.data(),
+                     static_cast<int>(item.key.size()));
+    bson_append_utf8(&b, "value", 5, item.value.data(),
+                     static_cast<int>(item.value.size()));
+    Document doc = Document::FromTrustedBytes(
+        std::string(reinterpret_cast<const char*>(bson_get_data(&b)), b.len));
+    bson_destroy(&b);
+    return txn_->Insert(kRawCollection, doc);
+  }
+
+  Status MappedGet(MappingApi api, std::string_view id,
+                   MappedItem* out) override {
+    if (api == MappingApi::kTyped) {
+      auto r = typed_->Get(Value::String(id));
+      if (!r.ok()) return r.status();
+      *out = std::move(r.value());
+      return Status::OK();
+    }
+    auto d = db_->Get(kRawCollection, Value::String(id));
+    if (!d.ok()) return d.status();
+    bson_t b;
+    if (!bson_init_static(&b, d.value().data(), d.value().size()))
+      return Status::Corruption("bad BSON");
+    bson_iter_t it;
+    if (!bson_iter_init(&it, &b)) return Status::Corruption("bad BSON");
+    while (bson_iter_next(&it)) {
+      if (!BSON_ITER_HOLDS_UTF8(&it)) continue;
+      const char* k = bson_iter_key(&it);
+      uint32_t n = 0;
+      const char* v = bson_iter_utf8(&it, &n);
+      if (std::strcmp(k, "_id") == 0) {
+        out->id.assign(v, n);
+      } else if (std::strcmp(k, "key") == 0) {
+        out->key.assign(v, n);
+      } else if (std::strcmp(k, "value") == 0) {
+        out->value.assign(v, n);
+      }
+    }
+    return Status::OK();
+  }
+
  private:
   DB* const db_;
   const bool replace_;
   std::unique_ptr<Transaction> txn_;
   std::string scratch_;
+  std::unique_ptr<TypedCollection<MappedItem>> typed_;
 };
 
 class MmdocBackend : public Backend {
@@ -226,6 +302,8 @@ class MmdocBackend : public Backend {
     return std::unique_ptr<Session>(
         std::make_unique<MmdocSession>(db_.get(), replace_));
   }
+
+  bool HasMapping() const override { return true; }
 
   Status Close() override {
     db_.reset();
