@@ -1,11 +1,29 @@
 // mmdoc-bench: the seed workload on mmdoc, LMDB, RocksDB and SQLite in one
 // run. See workload.h for the phases and report.h for the output.
 //
-//   mmdoc-bench                                   # 500k docs, all engines
-//                                                 # (81 s here, 2 cores,
-//                                                 loaded)
+//   mmdoc-bench                                   # 500k docs, all engines,
+//                                                 # every phase (112-135 s
+//                                                 # here, 2 cores at load
+//                                                 # 4.5; the seed 000 phases
+//                                                 # alone 86 s)
 //   mmdoc-bench --docs 1M,2M,4M --json out.json   # the seed's sweep
 //   mmdoc-bench --durability all --batch 1        # what each mode costs
+//   mmdoc-bench --phases insert,insert_noindex,build_index
+//                                                 # what the key index costs
+//   mmdoc-bench --engines mmdoc --phases mapping  # typed layer vs raw API
+//
+// Phases, in run order (--phases picks some; insert runs whenever a phase
+// needs the loaded main store):
+//   seed 000: insert, search_id, search_key, search_value, update, delete;
+//   seed 002, on the same store: delete_value (S/2 deletes by the unindexed
+//     value, a scan each, S = --scans), delete_all (all that is left, one
+//     op, docs/s);
+//   seed 002, on a fresh store: insert_noindex (the same inserts without
+//     the key index; the tables show its ratio to insert) and build_index
+//     (the unique key index built over them, one op, docs/s);
+//   seed 003: mapping (mmdoc's typed layer against its raw BSON API,
+//     --mapping-docs inserts + reads through each, overhead in percent of
+//     CPU time; n/a for the peers).
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -65,7 +83,7 @@ int Main(int argc, char** argv) {
                            phases_arg;
   std::string dir_arg, json_path, csv_path;
   int batch = 1000, threads = 1, scans = 0;
-  uint64_t seed = 1, max_durable_ops = 10000;
+  uint64_t seed = 1, max_durable_ops = 10000, mapping_docs = 50000;
   uint32_t sync_interval_ms = 100;
   bool keep = false, quiet = false;
   std::string engine_help =
@@ -91,11 +109,19 @@ int Main(int argc, char** argv) {
                  "seed of the GUIDs (the same for every engine)")
       ->capture_default_str();
   app.add_option("--scans", scans,
-                 "search_value scans (default 20, fewer above 1M docs)");
-  app.add_option("--phases", phases_arg,
-                 "phases to time, comma-separated (insert always runs; default "
-                 "all, or only "
-                 "insert with --durability all)");
+                 "search_value scans (default 20, fewer above 1M docs); "
+                 "delete_value does half as many deletes, a scan each");
+  std::string phases_help =
+      "phases to time, comma-separated (insert runs whenever a main-store "
+      "phase needs the data; default all, or only insert with --durability "
+      "all); known:";
+  for (const auto& p : AllPhases()) phases_help += " " + p;
+  app.add_option("--phases", phases_arg, phases_help);
+  app.add_option("--mapping-docs", mapping_docs,
+                 "documents the mapping phase inserts and reads per round "
+                 "(at most --docs)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
   app.add_option(
          "--max-durable-ops", max_durable_ops,
          "in a durable mode, time at most this many writes per phase (0 = all)")
@@ -149,7 +175,7 @@ int Main(int argc, char** argv) {
   }
   if (phases_arg.empty()) {
     run.phases = durability_arg == "all" ? std::vector<std::string>{"insert"}
-                                         : AllPhases();
+                                         : DefaultPhases();
   } else {
     for (const auto& p : SplitList(phases_arg)) {
       if (std::find(AllPhases().begin(), AllPhases().end(), p) ==
@@ -169,6 +195,7 @@ int Main(int argc, char** argv) {
   run.threads = threads;
   run.seed = seed;
   run.scans = scans > 0 ? scans : 20;
+  run.mapping_docs = mapping_docs;
   run.rocksdb_build = RocksDbBuild();
 
   // The data directory.
@@ -225,6 +252,7 @@ int Main(int argc, char** argv) {
                 ? scans
                 : static_cast<int>(std::clamp<uint64_t>(20000000 / n, 5, 20));
         config.max_durable_ops = max_durable_ops;
+        config.mapping_docs = mapping_docs;
         config.sync_interval_ms = sync_interval_ms;
         config.dir = parent;
         config.keep_data = keep;

@@ -51,6 +51,47 @@ std::string Cell(const PhaseResult* r) {
   return FormatRate(r->ops_per_sec);
 }
 
+// The lines printed under a phase's row in the tables.
+const std::vector<std::string>& SubRows(const std::string& phase) {
+  static const std::vector<std::string> kNone;
+  static const std::vector<std::string> kScan = {"  GB/s"};
+  static const std::vector<std::string> kIndex = {"  vs insert"};
+  static const std::vector<std::string> kMapping = {"  raw API",
+                                                    "  CPU overhead"};
+  if (phase == "search_value") return kScan;
+  if (phase == "insert_noindex") return kIndex;
+  if (phase == "mapping") return kMapping;
+  return kNone;
+}
+
+// Sub-row i of phase for the result r; insert is the same engine's insert
+// row (for insert_noindex: its ops/s over insert's, what the index costs).
+std::string SubCell(const std::string& phase, size_t i, const PhaseResult* r,
+                    const PhaseResult* insert) {
+  if (r == nullptr) return "-";
+  if (!r->available) return "n/a";
+  char buf[32];
+  if (phase == "search_value") {
+    if (r->gb_per_sec < 0) return "-";
+    std::snprintf(buf, sizeof buf, "%.2f", r->gb_per_sec);
+    return buf;
+  }
+  if (phase == "insert_noindex") {
+    if (insert == nullptr || !insert->available || insert->ops_per_sec <= 0)
+      return "-";
+    std::snprintf(buf, sizeof buf, "x%.2f",
+                  r->ops_per_sec / insert->ops_per_sec);
+    return buf;
+  }
+  if (phase == "mapping") {
+    if (r->raw_ops_per_sec < 0) return "-";
+    if (i == 0) return FormatRate(r->raw_ops_per_sec);
+    std::snprintf(buf, sizeof buf, "%+.1f%%", r->overhead_pct);
+    return buf;
+  }
+  return "-";
+}
+
 std::string DocsLabel(uint64_t n) {
   if (n >= 1000000 && n % 1000000 == 0)
     return std::to_string(n / 1000000) + "M";
@@ -117,6 +158,8 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
   bson_append_int32(&config, "threads", -1, run.threads);
   bson_append_int64(&config, "seed", -1, static_cast<int64_t>(run.seed));
   bson_append_int32(&config, "scans", -1, run.scans);
+  bson_append_int64(&config, "mapping_docs", -1,
+                    static_cast<int64_t>(run.mapping_docs));
   AppendStrings(&config, "engines", run.engines);
   AppendStrings(&config, "phases", run.phases);
   AppendString(&config, "rocksdb_build", run.rocksdb_build);
@@ -147,6 +190,15 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
                            r.gb_per_sec / m.mem_read_gb_per_sec);
       }
     }
+    if (r.raw_ops_per_sec >= 0) {
+      bson_append_double(&row, "raw_ops_per_sec", -1, r.raw_ops_per_sec);
+      bson_append_double(&row, "raw_p50_us", -1, r.raw_p50_us);
+      bson_append_double(&row, "raw_p99_us", -1, r.raw_p99_us);
+      bson_append_double(&row, "overhead_pct", -1, r.overhead_pct);
+      bson_append_double(&row, "insert_overhead_pct", -1,
+                         r.insert_overhead_pct);
+      bson_append_double(&row, "read_overhead_pct", -1, r.read_overhead_pct);
+    }
     bson_append_int64(&row, "store_bytes", -1,
                       static_cast<int64_t>(r.store_bytes));
     AppendString(&row, "notes", r.notes);
@@ -166,7 +218,8 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
   std::string out =
       "engine,phase,durability,docs,batch,threads,available,ops,seconds,ops_"
       "per_sec,"
-      "p50_us,p99_us,gb_per_sec,store_bytes,notes\n";
+      "p50_us,p99_us,gb_per_sec,store_bytes,notes,raw_ops_per_sec,overhead_"
+      "pct,insert_overhead_pct,read_overhead_pct\n";
   char buf[256];
   for (const auto& r : results) {
     std::snprintf(
@@ -180,7 +233,15 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
       std::snprintf(buf, sizeof buf, "%.4f", r.gb_per_sec);
       out += buf;
     }
-    out += "," + std::to_string(r.store_bytes) + "," + CsvField(r.notes) + "\n";
+    out += "," + std::to_string(r.store_bytes) + "," + CsvField(r.notes);
+    if (r.raw_ops_per_sec >= 0) {
+      std::snprintf(buf, sizeof buf, ",%.2f,%.2f,%.2f,%.2f", r.raw_ops_per_sec,
+                    r.overhead_pct, r.insert_overhead_pct, r.read_overhead_pct);
+      out += buf;
+    } else {
+      out += ",,,,";
+    }
+    out += "\n";
   }
   return out;
 }
@@ -198,21 +259,24 @@ void PrintTables(std::FILE* out, const RunInfo& run,
                        : *std::max_element(run.docs.begin(), run.docs.end());
   for (const auto& mode : run.durabilities) {
     for (const auto& engine : engines) {
+      // The engine's settings from its first row that ran (an n/a row's
+      // notes say why it did not instead).
       const PhaseResult* any = nullptr;
       for (const auto& r : results) {
-        if (r.engine == engine && r.durability == mode) any = &r;
+        if (r.engine != engine || r.durability != mode) continue;
+        if (any == nullptr || (!any->available && r.available)) any = &r;
       }
       if (any == nullptr) continue;
       std::fprintf(out, "\n%s, durability %s, batch %d, threads %d (ops/s)\n",
                    engine.c_str(), mode.c_str(), run.batch, run.threads);
       std::string settings = any->notes.substr(0, any->notes.find("; "));
       std::fprintf(out, "  %s\n", settings.c_str());
-      std::fprintf(out, "%-14s", "phase");
+      std::fprintf(out, "%-16s", "phase");
       for (uint64_t n : run.docs)
         std::fprintf(out, " %10s", DocsLabel(n).c_str());
       std::fprintf(out, " %10s %10s\n", "p50 us", "p99 us");
       for (const auto& phase : run.phases) {
-        std::fprintf(out, "%-14s", phase.c_str());
+        std::fprintf(out, "%-16s", phase.c_str());
         for (uint64_t n : run.docs) {
           std::fprintf(out, " %10s",
                        Cell(FindRow(results, engine, mode, n, phase)).c_str());
@@ -222,16 +286,19 @@ void PrintTables(std::FILE* out, const RunInfo& run,
           std::fprintf(out, " %10.1f %10.1f", r->p50_us, r->p99_us);
         }
         std::fprintf(out, "\n");
-        if (phase == "search_value") {
-          std::fprintf(out, "%-14s", "  GB/s");
+        const auto& subs = SubRows(phase);
+        for (size_t i = 0; i < subs.size(); ++i) {
+          std::fprintf(out, "%-16s", subs[i].c_str());
           for (uint64_t n : run.docs) {
-            const PhaseResult* s = FindRow(results, engine, mode, n, phase);
-            if (s != nullptr && s->available && s->gb_per_sec >= 0) {
-              std::fprintf(out, " %10.2f", s->gb_per_sec);
-            } else {
-              std::fprintf(out, " %10s",
-                           s != nullptr && !s->available ? "n/a" : "-");
-            }
+            std::fprintf(
+                out, " %10s",
+                SubCell(phase, i, FindRow(results, engine, mode, n, phase),
+                        FindRow(results, engine, mode, n, "insert"))
+                    .c_str());
+          }
+          if (phase == "mapping" && i == 0 && r != nullptr && r->available &&
+              r->raw_ops_per_sec >= 0) {
+            std::fprintf(out, " %10.1f %10.1f", r->raw_p50_us, r->raw_p99_us);
           }
           std::fprintf(out, "\n");
         }
@@ -246,11 +313,11 @@ void PrintTables(std::FILE* out, const RunInfo& run,
         std::fprintf(out,
                      "\n%s by durability mode, %s docs, batch %d (ops/s)\n",
                      phase.c_str(), DocsLabel(n).c_str(), run.batch);
-        std::fprintf(out, "%-14s", "mode");
+        std::fprintf(out, "%-16s", "mode");
         for (const auto& e : engines) std::fprintf(out, " %14s", e.c_str());
         std::fprintf(out, "\n");
         for (const auto& mode : run.durabilities) {
-          std::fprintf(out, "%-14s", mode.c_str());
+          std::fprintf(out, "%-16s", mode.c_str());
           for (const auto& e : engines) {
             std::fprintf(out, " %14s",
                          Cell(FindRow(results, e, mode, n, phase)).c_str());
@@ -271,11 +338,11 @@ void PrintTables(std::FILE* out, const RunInfo& run,
       std::fprintf(
           out, "\ncomparison, %s docs, durability %s: ops/s (ratio to %s)\n",
           DocsLabel(n).c_str(), mode.c_str(), base.c_str());
-      std::fprintf(out, "%-14s", "phase");
+      std::fprintf(out, "%-16s", "phase");
       for (const auto& e : engines) std::fprintf(out, " %20s", e.c_str());
       std::fprintf(out, "\n");
       for (const auto& phase : run.phases) {
-        std::fprintf(out, "%-14s", phase.c_str());
+        std::fprintf(out, "%-16s", phase.c_str());
         const PhaseResult* b = FindRow(results, base, mode, n, phase);
         for (const auto& e : engines) {
           const PhaseResult* r = FindRow(results, e, mode, n, phase);
@@ -290,6 +357,17 @@ void PrintTables(std::FILE* out, const RunInfo& run,
           std::fprintf(out, " %20s", cell.c_str());
         }
         std::fprintf(out, "\n");
+        const auto& subs = SubRows(phase);
+        for (size_t i = 0; i < subs.size(); ++i) {
+          std::fprintf(out, "%-16s", subs[i].c_str());
+          for (const auto& e : engines) {
+            std::fprintf(out, " %20s",
+                         SubCell(phase, i, FindRow(results, e, mode, n, phase),
+                                 FindRow(results, e, mode, n, "insert"))
+                             .c_str());
+          }
+          std::fprintf(out, "\n");
+        }
       }
     }
   }

@@ -6,14 +6,23 @@
 //                "mount_point", "mount_device", "mount_options",
 //                "mem_read_gb_per_sec", "dataset_bytes", "dataset_to_memory"},
 //    "config": {"docs": N (or a list), "durability": "none" (or "all"),
-//               "batch", "threads", "seed", "scans", "engines", "phases",
-//               "rocksdb_build", "command"},
+//               "batch", "threads", "seed", "scans", "mapping_docs",
+//               "engines", "phases", "rocksdb_build", "command"},
 //    "results": [{"engine", "phase", "durability", "docs", "batch",
 //                 "threads", "available", "ops", "seconds", "ops_per_sec",
 //                 "p50_us", "p99_us", "store_bytes", "notes"
-//                 [, "gb_per_sec", "mem_bw_fraction" for search_value]}]}
-// A row with "available": false is an engine lacking the durability mode
-// (n/a): its numbers are 0 and its notes say why.
+//                 [, "gb_per_sec", "mem_bw_fraction" for search_value]
+//                 [, "raw_ops_per_sec", "raw_p50_us", "raw_p99_us",
+//                    "overhead_pct", "insert_overhead_pct",
+//                    "read_overhead_pct" for mapping]}]}
+// A row with "available": false is an engine lacking the durability mode,
+// or (mapping) a typed mapping layer (n/a): its numbers are 0 and its notes
+// say why. For mapping, ops_per_sec/p50/p99 are the typed layer's and
+// overhead_pct = (typed time / raw time - 1) * 100.
+//
+// CSV: one line per row, the columns of the JSON rows up to notes, then
+// raw_ops_per_sec, overhead_pct, insert_overhead_pct, read_overhead_pct
+// (empty but for mapping).
 #ifndef MMDOC_BENCH_REPORT_H_
 #define MMDOC_BENCH_REPORT_H_
 
@@ -34,6 +43,7 @@ struct RunInfo {
   int threads = 0;
   uint64_t seed = 0;
   int scans = 0;
+  uint64_t mapping_docs = 0;
   std::vector<std::string> engines;
   std::vector<std::string> phases;
   std::string rocksdb_build;
@@ -48,7 +58,9 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results);
 // One table per durability mode and engine (rows = phases, columns = doc
 // counts, ops/s; p50/p99 of the largest count), then a comparison table per
 // mode and count with each engine's ratio to the baseline (mmdoc, or the
-// first engine when mmdoc did not run).
+// first engine when mmdoc did not run). Under search_value its GB/s; under
+// insert_noindex its ratio to insert (what the key index costs a write);
+// under mapping the raw API's ops/s and the typed layer's CPU overhead.
 void PrintTables(std::FILE* out, const RunInfo& run,
                  const std::vector<PhaseResult>& results);
 

@@ -5,11 +5,37 @@
 //   WorkloadConfig config;  config.durability = ...;
 //   auto results = RunWorkload("lmdb", data, config);
 //
-// Phases (DESIGN.md): insert (N), search_id (N/10 random existing),
-// search_key (N/10), search_value (S full scans for a random existing value),
-// update (N/10 distinct documents), delete (N/10 distinct documents). Each
-// phase gives ops/s and p50/p99 latency per operation; search_value also
-// GB/s scanned (stored BSON bytes / scan time).
+// Phases (DESIGN.md), in the order they run, each engine doing the same work:
+//
+//   on the main store (the unique index on key from the start):
+//     insert          N inserts, in transactions of `batch` (always runs when
+//                     any main-store phase is asked for: it loads the data)
+//     search_id       N/10 random existing documents by _id
+//     search_key      N/10 by key (the secondary index)
+//     search_value    S full scans for a random existing value (no index)
+//     update          N/10 distinct documents: set value, found by _id
+//     delete          N/10 other distinct documents, by _id
+//     delete_value    S/2 ops (seed 002's remove({NewsId: v})), each
+//                     deleting the document whose value is v, one neither
+//                     updated nor deleted: a full scan per op on every engine
+//     delete_all      one op deleting every remaining document and index
+//                     entry (seed 002's remove()); ops = the documents deleted
+//   on a fresh store without the key index:
+//     insert_noindex  the same N inserts in the same batches, no key index:
+//                     against insert, what the index costs a write
+//     build_index     one op building the unique key index over those N
+//                     documents (seed 002's ensureIndex); ops = documents
+//   on a fresh store, engines with a typed mapping layer (mmdoc) only:
+//     mapping         M inserts (batches of `batch`) + M reads by _id through
+//                     the typed layer and through the raw BSON API, taking
+//                     turns a transaction at a time (seed 003's Morphia vs
+//                     driver); ops/s of the typed layer, raw ops/s and the
+//                     overhead in percent (of CPU time) beside it; n/a for
+//                     every other engine
+//
+// Each phase gives ops/s and p50/p99 latency per operation; search_value also
+// GB/s scanned (stored BSON bytes / scan time). A one-op phase (build_index,
+// delete_all) reports documents/s, and its p50 = p99 = that op's time.
 #ifndef MMDOC_BENCH_WORKLOAD_H_
 #define MMDOC_BENCH_WORKLOAD_H_
 
@@ -64,6 +90,8 @@ class Dataset {
 
 // The phases in the order they run.
 const std::vector<std::string>& AllPhases();
+// The phases a run times when --phases is not given.
+const std::vector<std::string>& DefaultPhases();
 
 struct WorkloadConfig {
   Durability durability = Durability::kNone;
@@ -74,8 +102,11 @@ struct WorkloadConfig {
   int threads = 1;
   // Phases to time ("insert" always runs: it loads the data).
   std::vector<std::string> phases = AllPhases();
-  // Number of search_value scans.
+  // Number of search_value scans; delete_value does half as many ops
+  // (rounded up), each a scan too.
   int scans = 20;
+  // Documents the mapping phase inserts and reads per round (at most N).
+  uint64_t mapping_docs = 50000;
   // In a durable mode (not none), write phases time at most this many
   // operations: inserts beyond them are preloaded in batches of 1000 first,
   // so the timed ones run against a full store. 0 = no cap.
@@ -104,12 +135,23 @@ struct PhaseResult {
   double gb_per_sec = -1;    // search_value only
   uint64_t store_bytes = 0;  // disk use of the store after the phase
   std::string notes;
+  // mapping only (raw_ops_per_sec >= 0): the same work through the raw BSON
+  // API (wall-clock, as ops_per_sec), and how much more CPU time the typed
+  // layer took, in percent (typed thread CPU time / raw - 1), in all and
+  // for inserts and reads alone. CPU time, because the APIs differ by CPU
+  // work and a shared machine's stalls swamp that in wall-clock time.
+  double raw_ops_per_sec = -1;
+  double raw_p50_us = 0;
+  double raw_p99_us = 0;
+  double overhead_pct = 0;
+  double insert_overhead_pct = 0;
+  double read_overhead_pct = 0;
 };
 
-// Runs the workload on one engine with a fresh store. Results for the
+// Runs the workload on one engine with fresh stores. Results for the
 // phases in config.phases, in order; n/a rows when the engine lacks the
-// durability mode. An error (a failed call, a wrong answer) is returned as
-// a Status naming the engine and phase.
+// durability mode (or, for mapping, a typed mapping layer). An error (a failed
+// call, a wrong answer) is returned as a Status naming the engine and phase.
 Result<std::vector<PhaseResult>> RunWorkload(const std::string& engine,
                                              const Dataset& data,
                                              const WorkloadConfig& config);

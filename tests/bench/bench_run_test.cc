@@ -1,7 +1,8 @@
 // mmdoc-bench and mmdoc-syncbench run end to end at a tiny size, and their
 // JSON has DESIGN.md's shape: every phase of every engine and durability
-// mode present, with positive ops where the engine has the mode and an n/a
-// row where it does not.
+// mode present (seed 002's and 003's phases too), with positive ops where
+// the engine has the mode (and, for mapping, a typed mapping layer) and an
+// n/a row where it does not.
 #include <bson/bson.h>
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "bench/backend.h"
 #include "bench/workload.h"
@@ -58,13 +60,13 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
   std::string engines = "lmdb,rocksdb,sqlite";
   if (NewBackend("mmdoc").ok()) engines = "mmdoc," + engines;
   std::string json = dir.File("out.json"), csv = dir.File("out.csv");
-  std::string cmd =
-      test::BuildDir() + "/mmdoc-bench --engines " + engines +
-      " --docs 2000 --durability all"
-      " --phases insert,search_id,search_key,search_value,update,delete"
-      " --batch 50 --scans 3 --max-durable-ops 300 --threads 2 --quiet"
-      " --dir " +
-      dir.File("data") + " --json " + json + " --csv " + csv;
+  std::string phases;
+  for (const auto& p : AllPhases()) phases += (phases.empty() ? "" : ",") + p;
+  std::string cmd = test::BuildDir() + "/mmdoc-bench --engines " + engines +
+                    " --docs 2000 --durability all --phases " + phases +
+                    " --batch 50 --scans 3 --max-durable-ops 300 --threads 2"
+                    " --mapping-docs 500 --quiet --dir " +
+                    dir.File("data") + " --json " + json + " --csv " + csv;
   REQUIRE(Run(cmd) == 0);
 
   Json j(json);
@@ -89,6 +91,8 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
   struct Row {
     bool available = false;
     double ops = 0, ops_per_sec = 0, gb_per_sec = -1, p50 = -1, p99 = -1;
+    double raw_ops_per_sec = -1, raw_p50 = -1, raw_p99 = -1;
+    bool overhead = false;  // overhead_pct and its insert/read split
   };
   std::map<std::string, Row> rows;
   REQUIRE(bson_iter_init_find(&it, j.doc, "results"));
@@ -110,6 +114,13 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
       if (k == "gb_per_sec") row.gb_per_sec = Number(&f);
       if (k == "p50_us") row.p50 = Number(&f);
       if (k == "p99_us") row.p99 = Number(&f);
+      if (k == "raw_ops_per_sec") row.raw_ops_per_sec = Number(&f);
+      if (k == "raw_p50_us") row.raw_p50 = Number(&f);
+      if (k == "raw_p99_us") row.raw_p99 = Number(&f);
+      if (k == "overhead_pct" || k == "insert_overhead_pct" ||
+          k == "read_overhead_pct") {
+        row.overhead = BSON_ITER_HOLDS_NUMBER(&f);
+      }
       if (k == "seconds" || k == "notes") ++seen;
     }
     CHECK(seen == 2);
@@ -123,23 +134,67 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
     for (Durability d :
          {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
           Durability::kFsync, Durability::kGroup}) {
+      const std::string prefix = engine + "/" + DurabilityName(d) + "/";
       for (const auto& phase : AllPhases()) {
-        std::string name = engine + "/" + DurabilityName(d) + "/" + phase;
+        std::string name = prefix + phase;
         INFO(name);
         REQUIRE(rows.count(name) == 1);
         const Row& r = rows[name];
-        CHECK(r.available == backend.value()->Supports(d));
+        bool has = backend.value()->Supports(d) &&
+                   (phase != "mapping" || backend.value()->HasMapping());
+        CHECK(r.available == has);
         if (!r.available) continue;
         CHECK(r.ops > 0);
         CHECK(r.ops_per_sec > 0);
         CHECK(r.p50 > 0);
         CHECK(r.p99 >= r.p50);
         if (phase == "search_value") CHECK(r.gb_per_sec > 0);
+        if (phase == "mapping") {
+          CHECK(r.raw_ops_per_sec > 0);
+          CHECK(r.raw_p50 > 0);
+          CHECK(r.raw_p99 >= r.raw_p50);
+          CHECK(r.overhead);
+          // 500, capped by --max-durable-ops in a durable mode
+          CHECK(r.ops == 2 * (d == Durability::kNone ? 500 : 300));
+        } else {
+          CHECK(r.raw_ops_per_sec == -1);
+        }
       }
+      if (!rows[prefix + "insert"].available) continue;
+      // Every engine does the same work: build_index covers all documents,
+      // delete_value deletes half as many as the scans (2 of 3), delete_all
+      // what the deletes left.
+      INFO(prefix);
+      CHECK(rows[prefix + "insert_noindex"].ops == rows[prefix + "insert"].ops);
+      CHECK(rows[prefix + "build_index"].ops == 2000);
+      CHECK(rows[prefix + "delete_value"].ops == 2);
+      CHECK(rows[prefix + "delete_all"].ops ==
+            2000 - rows[prefix + "delete"].ops - 2);
     }
   }
   std::string text = ReadFile(csv);
   CHECK(text.rfind("engine,phase,durability,docs", 0) == 0);
+  CHECK(text.find(",notes,raw_ops_per_sec,overhead_pct,") != std::string::npos);
+  if (engines.rfind("mmdoc,", 0) == 0)
+    CHECK(text.find("\nmmdoc,mapping,none,2000,") != std::string::npos);
+  CHECK(text.find("\nlmdb,build_index,none,2000,") != std::string::npos);
+}
+
+TEST_CASE("mmdoc-bench times every phase by default", "[bench]") {
+  test::TempDir dir;
+  std::string json = dir.File("out.json");
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-bench --engines lmdb --docs 100 --quiet --dir " +
+              dir.File("data") + " --json " + json) == 0);
+  Json j(json);
+  REQUIRE(j.doc != nullptr);
+  bson_iter_t it, sub;
+  REQUIRE(bson_iter_init(&it, j.doc));
+  REQUIRE(bson_iter_find_descendant(&it, "config.phases", &sub));
+  REQUIRE(bson_iter_recurse(&sub, &it));
+  std::vector<std::string> phases;
+  while (bson_iter_next(&it)) phases.push_back(bson_iter_utf8(&it, nullptr));
+  CHECK(phases == DefaultPhases());
 }
 
 TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
