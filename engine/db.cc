@@ -471,9 +471,7 @@ Status DB::Insert(std::string_view c, const Document& doc, Value* id, const Writ
 }
 
 Result<Document> DB::Get(std::string_view c, const Value& id) {
-  auto t = impl_->BeginRead();
-  if (!t.ok()) return t.status();
-  return t.value()->Get(c, id);
+  return impl_->Get(c, id);
 }
 
 Status DB::Replace(std::string_view c, const Value& id, const Document& doc,

@@ -100,6 +100,10 @@ class DBImpl {
 
   Result<std::unique_ptr<TransactionImpl>> Begin(const WriteOptions& wo, bool replaying = false);
   Result<std::unique_ptr<TransactionImpl>> BeginRead();
+  // DB::Get: a point read on its own snapshot. When the catalog cache is
+  // current it reads the _id tree directly, without a TransactionImpl
+  // (whose catalog and collection objects cost more than the lookup).
+  Result<Document> Get(std::string_view coll, const Value& id);
 
   Status Check(CheckReport* report);
   Result<DBStats> Stats();

@@ -161,6 +161,35 @@ bool CatalogKey(storage::Txn* txn, storage::PageId root, uint64_t* txid) {
 
 }  // namespace
 
+Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
+  auto read = pager_->BeginRead();
+  if (!read.ok()) return read.status();
+  storage::Txn* txn = read.value().get();
+  std::shared_ptr<const CatalogCache> c = cache();
+  const storage::PageId root = txn->root(index::kCatalogRootSlot);
+  uint64_t txid;
+  if (c && root == c->catalog_root && CatalogKey(txn, root, &txid) && txid == c->catalog_txid) {
+    auto hit = c->colls.find(coll);
+    if (hit != c->colls.end()) {
+      std::string pk;
+      engine::AppendKey(id.get(), &pk);
+      std::string_view doc;
+      Status s = Status::NotFound("");
+      if (pk.size() <= index::kMaxKeySize) {
+        index::BTree primary(txn, hit->second.primary_root);
+        s = primary.Get(pk, &doc);
+      }
+      if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
+      if (!s.ok()) return s;
+      return Document::FromTrustedBytes(std::string(doc));
+    }
+  }
+  // A collection the cache does not know (or none): the general path.
+  auto t = std::make_unique<TransactionImpl>(this, std::move(read.value()), true,
+                                             Durability::kNone, false);
+  return t->Get(coll, id);
+}
+
 TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn, bool read_only,
                                  Durability durability, bool replaying)
     : db_(db),
