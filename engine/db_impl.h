@@ -148,6 +148,9 @@ struct CollState {
   CollectionMeta meta;
   std::vector<index::BTree*> index_trees;  // parallel to meta.indexes
   bool meta_dirty = false;
+  // A read-only transaction's trees from the catalog cache: owned here, as
+  // nothing is flushed back to the catalog (cheaper than Catalog::Adopt).
+  std::vector<std::unique_ptr<index::BTree>> owned;
 };
 
 class TransactionImpl {

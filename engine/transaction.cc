@@ -244,10 +244,20 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
     if (hit != cache_->colls.end()) {
       c->exists = true;
       c->meta = hit->second.meta;
-      c->primary = catalog_->Adopt(tree_name, hit->second.primary_root);
-      for (size_t i = 0; i < c->meta.indexes.size(); i++)
-        c->index_trees.push_back(
-            catalog_->Adopt(IndexTreeName(coll, c->meta.indexes[i].field), hit->second.index_roots[i]));
+      if (read_only_) {
+        auto own = [&](storage::PageId root) {
+          c->owned.push_back(std::make_unique<index::BTree>(txn_.get(), root));
+          return c->owned.back().get();
+        };
+        c->primary = own(hit->second.primary_root);
+        for (size_t i = 0; i < c->meta.indexes.size(); i++)
+          c->index_trees.push_back(own(hit->second.index_roots[i]));
+      } else {
+        c->primary = catalog_->Adopt(tree_name, hit->second.primary_root);
+        for (size_t i = 0; i < c->meta.indexes.size(); i++)
+          c->index_trees.push_back(catalog_->Adopt(IndexTreeName(coll, c->meta.indexes[i].field),
+                                                   hit->second.index_roots[i]));
+      }
       *out = (colls_[c->name] = std::move(c)).get();
       return Status::OK();
     }
