@@ -541,7 +541,7 @@ Status Runner::Load(const std::string& phase) {
   live_ = n;
   if (Wanted(phase)) {
     PhaseResult r = Row(phase);
-    r.store_bytes = DiskUsage(dir_);
+    r.store_bytes = DiskUsage(store_dir_);
     Record(std::move(r), timed, t, notes);
   }
   return Status::OK();

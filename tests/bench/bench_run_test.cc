@@ -91,6 +91,7 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
   struct Row {
     bool available = false;
     double ops = 0, ops_per_sec = 0, gb_per_sec = -1, p50 = -1, p99 = -1;
+    double store_bytes = -1;
     double raw_ops_per_sec = -1, raw_p50 = -1, raw_p99 = -1;
     bool overhead = false;  // overhead_pct and its insert/read split
   };
@@ -114,6 +115,7 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
       if (k == "gb_per_sec") row.gb_per_sec = Number(&f);
       if (k == "p50_us") row.p50 = Number(&f);
       if (k == "p99_us") row.p99 = Number(&f);
+      if (k == "store_bytes") row.store_bytes = Number(&f);
       if (k == "raw_ops_per_sec") row.raw_ops_per_sec = Number(&f);
       if (k == "raw_p50_us") row.raw_p50 = Number(&f);
       if (k == "raw_p99_us") row.raw_p99 = Number(&f);
@@ -170,6 +172,11 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
       CHECK(rows[prefix + "delete_value"].ops == 2);
       CHECK(rows[prefix + "delete_all"].ops ==
             2000 - rows[prefix + "delete"].ops - 2);
+      // Each store's own disk use: the one without the index is no bigger
+      // than the one with it (it does not count the main store beside it).
+      CHECK(rows[prefix + "insert_noindex"].store_bytes > 0);
+      CHECK(rows[prefix + "insert_noindex"].store_bytes <=
+            rows[prefix + "insert"].store_bytes);
     }
   }
   std::string text = ReadFile(csv);
