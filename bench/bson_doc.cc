@@ -33,6 +33,30 @@ bool FieldOf(const void* data, size_t size, const char* name,
   return true;
 }
 
+FieldEquals::FieldEquals(const char* name, std::string_view want)
+    : name_(name), want_(want) {
+  uint32_t n = static_cast<uint32_t>(want.size()) + 1;
+  for (int i = 0; i < 4; i++) needle_.push_back(static_cast<char>(n >> (8 * i)));
+  needle_.append(want);
+  needle_.push_back('\0');
+}
+
+bool FieldEquals::operator()(const void* data, size_t size, bool* bad) const {
+  std::string_view doc(static_cast<const char*>(data), size);
+  if (doc.find(needle_) == std::string_view::npos) return false;
+  std::string_view field;
+  if (!FieldOf(data, size, name_, &field)) {
+    // A document without the field, or bytes that are not a document.
+    bson_t b;
+    if (!bson_init_static(&b, static_cast<const uint8_t*>(data), size) ||
+        !bson_validate(&b, BSON_VALIDATE_NONE, nullptr)) {
+      *bad = true;
+    }
+    return false;
+  }
+  return field == want_;
+}
+
 bool WithValue(std::string_view doc, std::string_view value, std::string* out) {
   bson_t in;
   if (!bson_init_static(&in, reinterpret_cast<const uint8_t*>(doc.data()),

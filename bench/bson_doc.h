@@ -23,6 +23,24 @@ std::string MakeDocument(std::string_view id, std::string_view key,
 bool FieldOf(const void* data, size_t size, const char* name,
              std::string_view* out);
 
+// Whether a document's string field `name` equals `want`, deciding most
+// documents without parsing them: a match must contain want's BSON string
+// encoding (int32 length, bytes, NUL), so one byte search rejects a
+// document without it, and only the rest are parsed with FieldOf. mmdoc's
+// query engine does the same inside Find; every peer's scan uses this, so
+// scans compare how fast each store hands over its documents, not matching
+// code. *bad is set for a candidate that is not a BSON document.
+class FieldEquals {
+ public:
+  FieldEquals(const char* name, std::string_view want);
+  bool operator()(const void* data, size_t size, bool* bad) const;
+
+ private:
+  const char* name_;
+  std::string want_;
+  std::string needle_;
+};
+
 // The document with its `value` field set to value (other fields kept, in
 // order). False when doc is not a BSON document.
 bool WithValue(std::string_view doc, std::string_view value, std::string* out);

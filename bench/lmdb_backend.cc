@@ -150,8 +150,9 @@ class LmdbBackend : public Backend {
          " MiB, dbs docs(_id->bson)+key(key->_id) in one txn, read txns "
          "reset/renewed";
     if (!key_index_) s += ", no key index (until build_index)";
-    s += ", build_index = scan + sort + MDB_APPEND, delete_value = cursor "
-         "scan + mdb_cursor_del, delete_all = mdb_drop(0) of both dbs";
+    s += ", scan = cursor + byte pre-check + BSON parse, build_index = scan + "
+         "sort + MDB_APPEND, delete_value = cursor scan + mdb_cursor_del, "
+         "delete_all = mdb_drop(0) of both dbs";
     return s;
   }
 
@@ -307,15 +308,16 @@ Status LmdbSession::ScanByValue(std::string_view value, bool* found,
   uint64_t bytes = 0;
   MDB_val k, v;
   Status s;
+  const FieldEquals matches("value", value);
+  bool bad = false;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
     bytes += v.mv_size;
-    std::string_view field;
-    if (!FieldOf(v.mv_data, v.mv_size, "value", &field)) {
+    if (matches(v.mv_data, v.mv_size, &bad)) *found = true;
+    if (bad) {
       s = Status::Corruption("bad BSON");
       break;
     }
-    if (field == value) *found = true;
   }
   if (s.ok() && rc != MDB_NOTFOUND) s = LmdbError("scan", rc);
   mdb_cursor_close(cur);
@@ -385,14 +387,17 @@ Status LmdbSession::DeleteByValue(std::string_view value, uint64_t* deleted) {
   Status s;
   // After mdb_cursor_del the cursor rests on the next document, which
   // MDB_NEXT then returns (LMDB marks the cursor C_DEL), so none is skipped.
+  const FieldEquals matches("value", value);
+  bool bad = false;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    std::string_view field, key;
-    if (!FieldOf(v.mv_data, v.mv_size, "value", &field)) {
+    std::string_view key;
+    bool hit = matches(v.mv_data, v.mv_size, &bad);
+    if (bad) {
       s = Status::Corruption("bad BSON");
       break;
     }
-    if (field != value) continue;
+    if (!hit) continue;
     if (!FieldOf(v.mv_data, v.mv_size, "key", &key)) {
       s = Status::Corruption("bad BSON");
       break;

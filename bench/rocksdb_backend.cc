@@ -153,6 +153,7 @@ class RocksDbBackend : public Backend {
     if (durability_ == Durability::kGroup)
       s += " with concurrent writers (write groups)";
     if (!key_index_) s += ", no key index (until build_index)";
+    s += ", scan = iterator + byte pre-check + BSON parse";
     s += ", build_index = scan + sort + SstFileWriter + IngestExternalFile, "
          "delete_value = iterator scan + WriteBatch deletes, delete_all = "
          "DeleteRange per CF";
@@ -294,13 +295,13 @@ Status RocksDbSession::ScanByValue(std::string_view value, bool* found,
       backend_->db()->NewIterator(backend_->read_options(), backend_->docs()));
   *found = false;
   uint64_t bytes = 0;
+  const FieldEquals matches("value", value);
+  bool bad = false;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     rocksdb::Slice v = it->value();
     bytes += v.size();
-    std::string_view field;
-    if (!FieldOf(v.data(), v.size(), "value", &field))
-      return Status::Corruption("bad BSON");
-    if (field == value) *found = true;
+    if (matches(v.data(), v.size(), &bad)) *found = true;
+    if (bad) return Status::Corruption("bad BSON");
   }
   if (scanned_bytes != nullptr) *scanned_bytes = bytes;
   if (!it->status().ok()) return RocksError("scan", it->status());
@@ -369,12 +370,14 @@ Status RocksDbSession::DeleteByValue(std::string_view value,
   const bool key_index = backend_->key_index();
   std::unique_ptr<rocksdb::Iterator> it(
       backend_->db()->NewIterator(backend_->read_options(), backend_->docs()));
+  const FieldEquals matches("value", value);
+  bool bad = false;
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     rocksdb::Slice v = it->value();
-    std::string_view field, key;
-    if (!FieldOf(v.data(), v.size(), "value", &field))
-      return Status::Corruption("bad BSON");
-    if (field != value) continue;
+    std::string_view key;
+    bool hit = matches(v.data(), v.size(), &bad);
+    if (bad) return Status::Corruption("bad BSON");
+    if (!hit) continue;
     if (!FieldOf(v.data(), v.size(), "key", &key))
       return Status::Corruption("bad BSON");
     if (key_index) batch_.Delete(backend_->keys(), Sl(key));

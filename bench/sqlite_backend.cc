@@ -18,9 +18,10 @@
 // Seed 002's operations, each a statement in the session's transaction:
 //   build_index   CREATE UNIQUE INDEX docs_key ON docs(key) (the table was
 //                 created without UNIQUE on key; SQLite sorts, then builds)
-//   delete_value  DELETE FROM docs WHERE bson_value(doc) = ?1, where
-//                 bson_value is a deterministic SQL function that reads the
-//                 `value` field with the same parser the other engines use
+//   delete_value  DELETE FROM docs WHERE bson_value_is(doc, ?1), where
+//                 bson_value_is is a deterministic SQL function that tests
+//                 the `value` field with FieldEquals, as the other engines'
+//                 scans do (the byte pre-check, then the parser)
 //   delete_all    DELETE FROM docs (no WHERE: SQLite's truncate
 //                 optimization clears the table and its indexes page by page)
 #include <sqlite3.h>
@@ -122,18 +123,32 @@ class SqliteSession : public Session {
   std::string scratch_;
 };
 
-// bson_value(doc): the `value` field of a BSON blob, as text (NULL when the
-// blob has none).
-void BsonValueFunction(sqlite3_context* ctx, int, sqlite3_value** argv) {
+// bson_value_is(doc, v): 1 when the BSON blob's `value` field is the text
+// v, else 0. The FieldEquals for v is kept as the argument's auxdata, so a
+// statement builds it once, not once per row.
+void BsonValueIsFunction(sqlite3_context* ctx, int, sqlite3_value** argv) {
+  auto* m = static_cast<FieldEquals*>(sqlite3_get_auxdata(ctx, 1));
+  if (m == nullptr) {
+    const unsigned char* t = sqlite3_value_text(argv[1]);
+    int tn = sqlite3_value_bytes(argv[1]);
+    m = new FieldEquals("value", std::string_view(reinterpret_cast<const char*>(t),
+                                                  static_cast<size_t>(tn)));
+    sqlite3_set_auxdata(ctx, 1, m, [](void* p) { delete static_cast<FieldEquals*>(p); });
+    m = static_cast<FieldEquals*>(sqlite3_get_auxdata(ctx, 1));
+    if (m == nullptr) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+  }
   const void* p = sqlite3_value_blob(argv[0]);
   int n = sqlite3_value_bytes(argv[0]);
-  std::string_view field;
-  if (p == nullptr || !FieldOf(p, static_cast<size_t>(n), "value", &field)) {
-    sqlite3_result_null(ctx);
+  bool bad = false;
+  bool hit = p != nullptr && (*m)(p, static_cast<size_t>(n), &bad);
+  if (bad) {
+    sqlite3_result_error(ctx, "bad BSON", -1);
     return;
   }
-  sqlite3_result_text(ctx, field.data(), static_cast<int>(field.size()),
-                      SQLITE_TRANSIENT);
+  sqlite3_result_int(ctx, hit ? 1 : 0);
 }
 
 Status SqliteSession::Init(const std::string& path, const char* synchronous) {
@@ -152,10 +167,10 @@ Status SqliteSession::Init(const std::string& path, const char* synchronous) {
   }
   sqlite3_busy_timeout(db_, 60000);
   if (sqlite3_create_function_v2(
-          db_, "bson_value", 1,
+          db_, "bson_value_is", 2,
           SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
-          BsonValueFunction, nullptr, nullptr, nullptr) != SQLITE_OK) {
-    return SqliteError("bson_value function", db_);
+          BsonValueIsFunction, nullptr, nullptr, nullptr) != SQLITE_OK) {
+    return SqliteError("bson_value_is function", db_);
   }
   struct {
     Stmt* stmt;
@@ -169,7 +184,7 @@ Status SqliteSession::Init(const std::string& path, const char* synchronous) {
       {&update_, "UPDATE docs SET doc = ?2 WHERE id = ?1"},
       {&delete_, "DELETE FROM docs WHERE id = ?1"},
       {&scan_, "SELECT doc FROM docs"},
-      {&delete_by_value_, "DELETE FROM docs WHERE bson_value(doc) = ?1"},
+      {&delete_by_value_, "DELETE FROM docs WHERE bson_value_is(doc, ?1)"},
       {&delete_all_, "DELETE FROM docs"},
   };
   for (auto& s : stmts) {
@@ -249,14 +264,16 @@ Status SqliteSession::ScanByValue(std::string_view value, bool* found,
   uint64_t bytes = 0;
   int rc;
   Status s;
+  const FieldEquals matches("value", value);
+  bool bad = false;
   while ((rc = scan_.Step()) == SQLITE_ROW) {
-    std::string_view doc = scan_.Blob(0), field;
+    std::string_view doc = scan_.Blob(0);
     bytes += doc.size();
-    if (!FieldOf(doc.data(), doc.size(), "value", &field)) {
+    if (matches(doc.data(), doc.size(), &bad)) *found = true;
+    if (bad) {
       s = Status::Corruption("bad BSON");
       break;
     }
-    if (field == value) *found = true;
   }
   if (s.ok() && rc != SQLITE_DONE) s = SqliteError("scan", db_);
   scan_.Reset();
@@ -371,10 +388,11 @@ class SqliteBackend : public Backend {
     s += ", journal_mode=WAL, synchronous=" + synchronous_ +
          ", cache_size 256 MiB, mmap_size 1 GiB, prepared statements, BEGIN "
          "IMMEDIATE, "
-         "one connection per thread, scan = SELECT doc + BSON parse in C++";
+         "one connection per thread, scan = SELECT doc + byte pre-check + BSON "
+         "parse in C++";
     if (!key_index_) s += ", key not UNIQUE (until build_index)";
     s += ", build_index = CREATE UNIQUE INDEX, delete_value = DELETE WHERE "
-         "bson_value(doc) = ?, delete_all = DELETE FROM docs";
+         "bson_value_is(doc, ?), delete_all = DELETE FROM docs";
     return s;
   }
 
