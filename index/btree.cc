@@ -307,12 +307,14 @@ struct BTree::Impl {
 
   explicit Impl(BTree* tree)
       : t(tree), txn(tree->txn_), ps(tree->txn_->page_size()) {
-    if (t->scratch_[0].size() != ps) {
-      t->scratch_[0].assign(ps, 0);
-      t->scratch_[1].assign(ps, 0);
-      t->cell_.assign(ps, 0);
+    if (t->scratch_ps_ != ps) {
+      t->scratch_.reset(new uint8_t[3 * size_t{ps}]);
+      t->scratch_ps_ = ps;
     }
   }
+
+  // Scratch page k (2: the cell being inserted).
+  uint8_t* Scratch(int k) const { return t->scratch_.get() + size_t{ps} * k; }
 
   bool Underfull(const uint8_t* w) const {
     return Count(w) == 0 || Used(w, ps) < Usable(ps) / 4;
@@ -326,7 +328,7 @@ struct BTree::Impl {
 
   // Rewrites w with its own cells packed at the end (frag becomes 0).
   Status Compact(uint8_t* w, PageId id) {
-    uint8_t* s = t->scratch_[1].data();
+    uint8_t* s = Scratch(1);
     std::memcpy(s, w, ps);
     uint32_t n = Count(s);
     InitNode(w, ps, Type(s), Leftmost(s));
@@ -412,7 +414,7 @@ struct BTree::Impl {
   // a new right sibling, reported in *out.
   Status SplitInsert(uint8_t* w, PageId id, uint32_t i, const uint8_t* cell,
                      uint32_t size, bool append, Change* out) {
-    uint8_t* s = t->scratch_[0].data();
+    uint8_t* s = Scratch(0);
     std::memcpy(s, w, ps);
     PageType type = Type(s);
     auto& e = t->entries_;
@@ -444,7 +446,7 @@ struct BTree::Impl {
   }
 
   uint32_t BuildBranchCell(PageId child, std::string_view key) {
-    uint8_t* c = t->cell_.data();
+    uint8_t* c = Scratch(2);
     Store64(c, child);
     Store16(c + 8, static_cast<uint16_t>(key.size()));
     std::memcpy(c + kBranchCellHeader, key.data(), key.size());
@@ -456,9 +458,9 @@ struct BTree::Impl {
                           std::string_view key, bool append, Change* out) {
     uint32_t size = BuildBranchCell(child, key);
     bool fitted;
-    MMDOC_RETURN_IF_ERROR(TryInsert(w, id, i, t->cell_.data(), size, &fitted));
+    MMDOC_RETURN_IF_ERROR(TryInsert(w, id, i, Scratch(2), size, &fitted));
     if (fitted) return Status::OK();
-    return SplitInsert(w, id, i, t->cell_.data(), size, append, out);
+    return SplitInsert(w, id, i, Scratch(2), size, append, out);
   }
 
   // A new root over out->id and out->right after the old root split.
@@ -468,7 +470,7 @@ struct BTree::Impl {
     MMDOC_RETURN_IF_ERROR(txn->Allocate(PageType::kBranch, 1, &id, &w));
     InitNode(w, ps, PageType::kBranch, ch.id);
     uint32_t size = BuildBranchCell(ch.right, ch.sep);
-    AppendCell(w, t->cell_.data(), size);
+    AppendCell(w, Scratch(2), size);
     t->root_ = id;
     return Status::OK();
   }
@@ -493,7 +495,7 @@ struct BTree::Impl {
     // Build the new cell (and its overflow run) before touching the leaf.
     bool overflow =
         kLeafCellHeader + key.size() + value.size() + 2 > MaxInlineCell(ps);
-    uint8_t* c = t->cell_.data();
+    uint8_t* c = Scratch(2);
     Store16(c, static_cast<uint16_t>(key.size()));
     c[2] = overflow ? kCellOverflow : 0;
     Store32(c + 3, static_cast<uint32_t>(value.size()));
@@ -595,7 +597,7 @@ struct BTree::Impl {
       MMDOC_RETURN_IF_ERROR(txn->Modify(lid, &nlid, &lw));
       if (Gap(lw) < Used(r, ps) + mid_size)
         MMDOC_RETURN_IF_ERROR(Compact(lw, nlid));
-      if (!leaf) AppendCell(lw, t->cell_.data(), mid_cell);
+      if (!leaf) AppendCell(lw, Scratch(2), mid_cell);
       uint32_t rn = Count(r);
       for (uint32_t i = 0; i < rn; i++) {
         uint32_t size = CellSize(r, ps, i);
@@ -615,13 +617,13 @@ struct BTree::Impl {
     uint8_t* rw;
     MMDOC_RETURN_IF_ERROR(txn->Modify(lid, &nlid, &lw));
     MMDOC_RETURN_IF_ERROR(txn->Modify(rid, &nrid, &rw));
-    uint8_t* sl = t->scratch_[0].data();
-    uint8_t* sr = t->scratch_[1].data();
+    uint8_t* sl = Scratch(0);
+    uint8_t* sr = Scratch(1);
     std::memcpy(sl, lw, ps);
     std::memcpy(sr, rw, ps);
     t->entries_.clear();
     MMDOC_RETURN_IF_ERROR(CollectCells(sl, nlid));
-    if (!leaf) t->entries_.push_back({t->cell_.data(), mid_cell});
+    if (!leaf) t->entries_.push_back({Scratch(2), mid_cell});
     MMDOC_RETURN_IF_ERROR(CollectCells(sr, nrid));
     uint32_t m = 0;
     MMDOC_RETURN_IF_ERROR(ChooseSplit(type, false, nlid, &m));
