@@ -199,7 +199,9 @@ class MmdocSession : public Session {
 
   Status MappedInsert(MappingApi api, const MappedItem& item) override {
     if (api == MappingApi::kTyped) return typed_->Insert(txn_.get(), item);
-    // What an application writes without the mapping layer.
+    // What an application writes without the mapping layer: libbson by
+    // hand, then Document::FromBson, which checks the bytes (the typed
+    // layer checks its strings' UTF-8 as it encodes them).
     bson_t b;
     bson_init(&b);
     bson_append_utf8(&b, "_id", 3, item.id.data(),
@@ -208,10 +210,10 @@ class MmdocSession : public Session {
                      static_cast<int>(item.key.size()));
     bson_append_utf8(&b, "value", 5, item.value.data(),
                      static_cast<int>(item.value.size()));
-    Document doc = Document::FromTrustedBytes(
-        std::string(reinterpret_cast<const char*>(bson_get_data(&b)), b.len));
+    auto doc = Document::FromBson(&b);
     bson_destroy(&b);
-    return txn_->Insert(kRawCollection, doc);
+    if (!doc.ok()) return doc.status();
+    return txn_->Insert(kRawCollection, doc.value());
   }
 
   Status MappedGet(MappingApi api, std::string_view id,

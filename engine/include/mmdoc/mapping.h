@@ -69,8 +69,8 @@ class Mapping {
   Status Encode(const T& obj, bson_t* out) const {
     for (const FieldSpec& f : fields_) {
       const char* k = f.name.c_str();
-      bool ok = std::visit(
-          [&](auto m) { return Append(out, k, obj.*m); }, f.member);
+      const int n = static_cast<int>(f.name.size());
+      bool ok = std::visit([&](auto m) { return Append(out, k, n, obj.*m); }, f.member);
       if (!ok) return Status::InvalidArgument("field is not valid UTF-8", f.name);
     }
     return Status::OK();
@@ -90,15 +90,22 @@ class Mapping {
     return d;
   }
 
-  // Fills *obj from BSON bytes (fields it does not map are ignored).
+  // Fills *obj from BSON bytes (fields it does not map are ignored). One
+  // pass over the document; a repeated field name sets the member once per
+  // occurrence, so the last one wins.
   Status Decode(const uint8_t* data, size_t size, T* obj) const {
-    bson_t b;
-    if (!bson_init_static(&b, data, size)) return Status::InvalidArgument("invalid BSON");
-    for (const FieldSpec& f : fields_) {
-      bson_iter_t it;
-      if (!bson_iter_init_find(&it, &b, f.name.c_str())) continue;
-      bool ok = std::visit([&](auto m) { return Read(&it, &(obj->*m)); }, f.member);
-      if (!ok) return Status::InvalidArgument("field has a type the struct member cannot hold", f.name);
+    bson_iter_t it;
+    if (!bson_iter_init_from_data(&it, data, size)) return Status::InvalidArgument("invalid BSON");
+    while (bson_iter_next(&it)) {
+      const char* key = bson_iter_key(&it);
+      const size_t key_len = bson_iter_key_len(&it);
+      for (const FieldSpec& f : fields_) {
+        if (f.name.size() != key_len || std::memcmp(f.name.data(), key, key_len) != 0) continue;
+        bool ok = std::visit([&](auto m) { return Read(&it, &(obj->*m)); }, f.member);
+        if (!ok)
+          return Status::InvalidArgument("field has a type the struct member cannot hold", f.name);
+        break;
+      }
     }
     return Status::OK();
   }
@@ -107,7 +114,7 @@ class Mapping {
     if (!has_id_) return Status::InvalidArgument("mapping has no Id member");
     bson_t b;
     bson_init(&b);
-    std::visit([&](auto m) { Append(&b, "v", obj.*m); }, fields_.front().member);
+    std::visit([&](auto m) { Append(&b, "v", 1, obj.*m); }, fields_.front().member);
     bson_iter_t it;
     Value v;
     if (bson_iter_init_find(&it, &b, "v")) v = Value::FromBsonValue(bson_iter_value(&it));
@@ -128,24 +135,25 @@ class Mapping {
     return MemberPtr(m);
   }
 
-  static bool Append(bson_t* b, const char* k, const std::string& v) {
+  // k is n bytes long (-1: NUL-terminated, measured by libbson).
+  static bool Append(bson_t* b, const char* k, int n, const std::string& v) {
     if (!bson_utf8_validate(v.data(), v.size(), false)) return false;
-    return bson_append_utf8(b, k, -1, v.data(), static_cast<int>(v.size()));
+    return bson_append_utf8(b, k, n, v.data(), static_cast<int>(v.size()));
   }
-  static bool Append(bson_t* b, const char* k, int32_t v) { return bson_append_int32(b, k, -1, v); }
-  static bool Append(bson_t* b, const char* k, int64_t v) { return bson_append_int64(b, k, -1, v); }
-  static bool Append(bson_t* b, const char* k, double v) { return bson_append_double(b, k, -1, v); }
-  static bool Append(bson_t* b, const char* k, bool v) { return bson_append_bool(b, k, -1, v); }
+  static bool Append(bson_t* b, const char* k, int n, int32_t v) { return bson_append_int32(b, k, n, v); }
+  static bool Append(bson_t* b, const char* k, int n, int64_t v) { return bson_append_int64(b, k, n, v); }
+  static bool Append(bson_t* b, const char* k, int n, double v) { return bson_append_double(b, k, n, v); }
+  static bool Append(bson_t* b, const char* k, int n, bool v) { return bson_append_bool(b, k, n, v); }
   template <typename E>
-  static bool Append(bson_t* b, const char* k, const std::vector<E>& v) {
+  static bool Append(bson_t* b, const char* k, int n, const std::vector<E>& v) {
     bson_t child;
-    bson_append_array_begin(b, k, -1, &child);
+    bson_append_array_begin(b, k, n, &child);
     char buf[16];
     bool ok = true;
     for (size_t i = 0; i < v.size() && ok; i++) {
       const char* key;
       bson_uint32_to_string(static_cast<uint32_t>(i), &key, buf, sizeof buf);
-      ok = Append(&child, key, v[i]);
+      ok = Append(&child, key, -1, v[i]);
     }
     bson_append_array_end(b, &child);
     return ok;
