@@ -209,6 +209,8 @@ class TransactionImpl {
   Status ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
                    std::string_view new_doc, const engine::Update* update = nullptr);
   Status DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc);
+  // DeleteMany with a filter that matches everything: empties the trees.
+  Result<uint64_t> DeleteAll(std::string_view coll);
   // Notes that index i saw a document with `nkeys` keys.
   void NoteKeyCount(CollState* c, size_t i, size_t nkeys);
   // The index keys of `doc` (none for an empty doc), per index of c.

@@ -637,6 +637,11 @@ Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Docume
                                              bool many) {
   MMDOC_RETURN_IF_ERROR(Writable());
   CollState* c;
+  if (many) {
+    auto f = engine::Filter::Parse(filter);
+    if (!f.ok()) return f.status();
+    if (f.value().MatchesAll()) return DeleteAll(coll);
+  }
   std::vector<std::pair<std::string, std::string>> targets;  // pk, doc
   MMDOC_RETURN_IF_ERROR(MatchingDocs(coll, filter, many, &c, &targets));
   for (auto& [pk, doc] : targets) {
@@ -644,6 +649,37 @@ Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Docume
     Log(LogOp::kDelete, coll, pk);
   }
   return static_cast<uint64_t>(targets.size());
+}
+
+Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (!c->exists) return uint64_t{0};
+  // The log names every document, as one-by-one deletes would (replay
+  // deletes them one by one); the trees are emptied by freeing their pages
+  // instead of deleting entry by entry with rebalancing. Each tree stays
+  // registered in the catalog with root 0, the empty tree.
+  uint64_t n = 0;
+  const size_t log_mark = log_.size();
+  index::BTree::Cursor cur(c->primary);
+  Status s;
+  for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
+    Log(LogOp::kDelete, coll, cur.key());
+    n++;
+  }
+  if (!s.ok()) {
+    log_.resize(log_mark);  // nothing changed
+    return s;
+  }
+  for (index::BTree* t : c->index_trees) {
+    s = t->Drop();
+    if (!s.ok()) return Poison(s);
+  }
+  s = c->primary->Drop();
+  if (!s.ok()) return Poison(s);
+  c->meta.count = 0;
+  c->meta_dirty = true;
+  return n;
 }
 
 Status TransactionImpl::CreateCollection(std::string_view coll) {

@@ -421,3 +421,46 @@ TEST_CASE("DB::Get reads the same through the catalog cache and without it", "[e
   CHECK(snap.value()->Get("c", V("7")).value() == J(R"({"_id": 7, "v": "new"})"));
   CHECK(db->Get("c", V("7")).value() == J(R"({"_id": 7, "v": "newer"})"));
 }
+
+TEST_CASE("DeleteMany({}) empties the collection and its indexes", "[engine]") {
+  // A filter that matches everything frees the trees instead of deleting
+  // entry by entry; the collection, its indexes and their options stay.
+  TestDB db(Fast());
+  IndexOptions unique;
+  unique.unique = true;
+  REQUIRE(db->CreateIndex("c", "k", unique).ok());
+  REQUIRE(db->CreateIndex("c", "tags").ok());
+  for (int i = 0; i < 3000; i++)
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"k\": " + std::to_string(i) +
+                              ", \"tags\": [\"a\", \"b" + std::to_string(i % 7) + "\"]}"))
+                .ok());
+  REQUIRE(db->Insert("other", J(R"({"_id": 1})")).ok());
+  auto before = db->Stats();
+  REQUIRE(before.ok());
+  auto n = db->DeleteMany("c", J("{}"));
+  REQUIRE(n.ok());
+  CHECK(n.value() == 3000);
+  CHECK(db->Count("c").value() == 0);
+  CHECK(db->Find("c", J(R"({"k": 5})")).value().empty());
+  CHECK(db->Find("c", J(R"({"tags": "a"})")).value().empty());
+  CHECK(db->ListIndexes("c").value().size() == 2);
+  CHECK(db->Count("other").value() == 1);
+  // Deleting from an empty or missing collection deletes nothing.
+  CHECK(db->DeleteMany("c", J("{}")).value() == 0);
+  CHECK(db->DeleteMany("nope", J("{}")).value() == 0);
+  // The unique index still holds, and its old keys are free again.
+  REQUIRE(db->Insert("c", J(R"({"_id": 5, "k": 5, "tags": ["a"]})")).ok());
+  CHECK(db->Insert("c", J(R"({"_id": 6, "k": 5})")).IsAlreadyExists());
+  CHECK(db->Find("c", J(R"({"tags": "a"})")).value().size() == 1);
+  // An aborted truncation changes nothing.
+  {
+    auto t = db->Begin();
+    REQUIRE(t.ok());
+    CHECK(t.value()->DeleteMany("c", J("{}")).value() == 1);
+    t.value()->Abort();
+  }
+  CHECK(db->Count("c").value() == 1);
+  db.Reopen();
+  CHECK(db->Count("c").value() == 1);
+  CHECK(db->Get("c", V("5")).ok());
+}

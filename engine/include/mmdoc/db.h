@@ -157,7 +157,8 @@ class Transaction {
   // Deletes the document with this _id; NotFound when absent.
   Status Delete(std::string_view collection, const Value& id);
   // Deletes the first (or, with many, every) matching document; returns
-  // how many.
+  // how many. With many and a filter matching everything ({}), the
+  // collection's trees are freed whole instead of entry by entry.
   Result<uint64_t> DeleteMany(std::string_view collection, const Document& filter,
                               bool many = true);
   // AlreadyExists when it exists; InvalidArgument for an empty name or one
