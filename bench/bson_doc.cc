@@ -2,6 +2,7 @@
 
 #include <bson/bson.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace mmdoc::bench {
@@ -55,6 +56,36 @@ bool FieldEquals::operator()(const void* data, size_t size, bool* bad) const {
     return false;
   }
   return field == want_;
+}
+
+bool KeyIdPairs::Add(const void* doc, size_t size, std::string_view id) {
+  std::string_view key;
+  if (!FieldOf(doc, size, "key", &key)) return false;
+  entries_.push_back(Entry{arena_.size(), key.size(), arena_.size() + key.size(), id.size()});
+  arena_.append(key);
+  arena_.append(id);
+  return true;
+}
+
+std::string_view KeyIdPairs::key(size_t i) const {
+  return std::string_view(arena_.data() + entries_[i].key, entries_[i].key_len);
+}
+
+std::string_view KeyIdPairs::id(size_t i) const {
+  return std::string_view(arena_.data() + entries_[i].id, entries_[i].id_len);
+}
+
+Status KeyIdPairs::SortUnique() {
+  auto key_of = [this](const Entry& e) {
+    return std::string_view(arena_.data() + e.key, e.key_len);
+  };
+  std::sort(entries_.begin(), entries_.end(),
+            [&](const Entry& a, const Entry& b) { return key_of(a) < key_of(b); });
+  for (size_t i = 1; i < entries_.size(); ++i) {
+    if (key_of(entries_[i]) == key_of(entries_[i - 1]))
+      return Status::AlreadyExists("duplicate key", key_of(entries_[i]));
+  }
+  return Status::OK();
 }
 
 bool WithValue(std::string_view doc, std::string_view value, std::string* out) {

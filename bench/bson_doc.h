@@ -9,6 +9,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "mmdoc/status.h"
 
 namespace mmdoc::bench {
 
@@ -39,6 +42,28 @@ class FieldEquals {
   const char* name_;
   std::string want_;
   std::string needle_;
+};
+
+// The (key, _id) pairs of a scan of the documents, sorted by key for a
+// bulk build of the key index (LMDB's MDB_APPEND, RocksDB's SstFileWriter).
+// The bytes live in one arena: no allocation per pair.
+class KeyIdPairs {
+ public:
+  // Adds the `key` field of BSON document `doc` with its _id; false when
+  // doc is not a document or has no string `key`.
+  bool Add(const void* doc, size_t size, std::string_view id);
+  // Sorts by key, bytewise; AlreadyExists naming a key two documents share.
+  Status SortUnique();
+  size_t size() const { return entries_.size(); }
+  std::string_view key(size_t i) const;
+  std::string_view id(size_t i) const;
+
+ private:
+  struct Entry {
+    size_t key, key_len, id, id_len;  // offsets into arena_
+  };
+  std::string arena_;
+  std::vector<Entry> entries_;
 };
 
 // The document with its `value` field set to value (other fields kept, in

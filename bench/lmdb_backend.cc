@@ -328,11 +328,7 @@ Status LmdbSession::ScanByValue(std::string_view value, bool* found,
 
 Status LmdbSession::BuildKeyIndex() {
   // (key, _id) of every document, copied out of the map, then sorted.
-  struct Entry {
-    size_t key, key_len, id, id_len;
-  };
-  std::string arena;
-  std::vector<Entry> entries;
+  KeyIdPairs pairs;
   MDB_cursor* cur;
   int rc = mdb_cursor_open(write_txn_, backend_->docs(), &cur);
   if (rc != 0) return LmdbError("mdb_cursor_open", rc);
@@ -340,34 +336,20 @@ Status LmdbSession::BuildKeyIndex() {
   Status s;
   for (rc = mdb_cursor_get(cur, &k, &v, MDB_FIRST); rc == 0;
        rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-    std::string_view key;
-    if (!FieldOf(v.mv_data, v.mv_size, "key", &key)) {
+    if (!pairs.Add(v.mv_data, v.mv_size, View(k))) {
       s = Status::Corruption("bad BSON");
       break;
     }
-    entries.push_back(
-        Entry{arena.size(), key.size(), arena.size() + key.size(), k.mv_size});
-    arena.append(key);
-    arena.append(View(k));
   }
   mdb_cursor_close(cur);
   if (s.ok() && rc != MDB_NOTFOUND) s = LmdbError("build_index scan", rc);
   MMDOC_RETURN_IF_ERROR(s);
-  auto key_of = [&](const Entry& e) {
-    return std::string_view(arena.data() + e.key, e.key_len);
-  };
-  std::sort(
-      entries.begin(), entries.end(),
-      [&](const Entry& a, const Entry& b) { return key_of(a) < key_of(b); });
-  for (size_t i = 1; i < entries.size(); ++i) {
-    if (key_of(entries[i]) == key_of(entries[i - 1]))
-      return Status::AlreadyExists("duplicate key", key_of(entries[i]));
-  }
+  MMDOC_RETURN_IF_ERROR(pairs.SortUnique());
   rc = mdb_cursor_open(write_txn_, backend_->keys(), &cur);
   if (rc != 0) return LmdbError("mdb_cursor_open", rc);
-  for (const Entry& e : entries) {
-    MDB_val ik = Val(key_of(e));
-    MDB_val iv = Val(std::string_view(arena.data() + e.id, e.id_len));
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    MDB_val ik = Val(pairs.key(i));
+    MDB_val iv = Val(pairs.id(i));
     rc = mdb_cursor_put(cur, &ik, &iv, MDB_APPEND);
     if (rc != 0) break;
   }

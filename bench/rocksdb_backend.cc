@@ -309,48 +309,28 @@ Status RocksDbSession::ScanByValue(std::string_view value, bool* found,
 }
 
 Status RocksDbSession::BuildKeyIndex() {
-  // (key, _id) of every document, then sorted.
-  struct Entry {
-    size_t key, key_len, id, id_len;
-  };
-  std::string arena;
-  std::vector<Entry> entries;
+  // (key, _id) of every document, then sorted (the bytewise comparator
+  // orders keys as KeyIdPairs does).
+  KeyIdPairs pairs;
   {
     std::unique_ptr<rocksdb::Iterator> it(backend_->db()->NewIterator(
         backend_->read_options(), backend_->docs()));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       rocksdb::Slice v = it->value(), k = it->key();
-      std::string_view key;
-      if (!FieldOf(v.data(), v.size(), "key", &key))
+      if (!pairs.Add(v.data(), v.size(), std::string_view(k.data(), k.size())))
         return Status::Corruption("bad BSON");
-      entries.push_back(
-          Entry{arena.size(), key.size(), arena.size() + key.size(), k.size()});
-      arena.append(key);
-      arena.append(k.data(), k.size());
     }
     if (!it->status().ok()) return RocksError("build_index scan", it->status());
   }
-  auto key_of = [&](const Entry& e) {
-    return std::string_view(arena.data() + e.key, e.key_len);
-  };
-  // The bytewise comparator orders keys as string_view does.
-  std::sort(
-      entries.begin(), entries.end(),
-      [&](const Entry& a, const Entry& b) { return key_of(a) < key_of(b); });
-  for (size_t i = 1; i < entries.size(); ++i) {
-    if (key_of(entries[i]) == key_of(entries[i - 1]))
-      return Status::AlreadyExists("duplicate key", key_of(entries[i]));
-  }
-  if (!entries.empty()) {
+  MMDOC_RETURN_IF_ERROR(pairs.SortUnique());
+  if (pairs.size() > 0) {
     std::string path = backend_->dir() + "/key-index.sst";
     rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), backend_->options(),
                                   backend_->keys(),
                                   /*invalidate_page_cache=*/false);
     rocksdb::Status s = writer.Open(path);
-    for (size_t i = 0; s.ok() && i < entries.size(); ++i) {
-      const Entry& e = entries[i];
-      s = writer.Put(Sl(key_of(e)),
-                     Sl(std::string_view(arena.data() + e.id, e.id_len)));
+    for (size_t i = 0; s.ok() && i < pairs.size(); ++i) {
+      s = writer.Put(Sl(pairs.key(i)), Sl(pairs.id(i)));
     }
     if (s.ok()) s = writer.Finish();
     if (!s.ok()) return RocksError("build_index sst", s);
