@@ -964,12 +964,7 @@ void OpenCheckAndVerify(const std::string& path, Options o, const PowerLossRun& 
   auto db = DB::Open(path, o);
   INFO("open after power loss: " << db.status().ToString());
   REQUIRE(db.ok());
-  CheckReport report;
-  Status cs = db.value()->Check(&report);
-  std::string all;
-  for (const std::string& p : report.problems) all += "\n  " + p;
-  INFO("check: " << cs.ToString() << all);
-  REQUIRE(cs.ok());
+  RequireCheckPasses(db.value().get());
   std::string e = CheckPrefix(db.value().get(), run, must_have, counter);
   INFO(e);
   REQUIRE(e.empty());

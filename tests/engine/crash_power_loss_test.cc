@@ -30,6 +30,7 @@
 
 #include "mmdoc/db.h"
 #include "tests/support/fault_fs.h"
+#include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::test {
@@ -263,12 +264,7 @@ void CrashPoints(Durability mode, bool strict, uint32_t sync_interval_ms = 3600 
       auto db = DB::Open(path, o);
       INFO("open: " << db.status().ToString());
       REQUIRE(db.ok());
-      CheckReport report;
-      Status cs = db.value()->Check(&report);
-      std::string all;
-      for (const std::string& p : report.problems) all += "\n  " + p;
-      INFO("check: " << cs.ToString() << all);
-      REQUIRE(cs.ok());
+      RequireCheckPasses(db.value().get());
       auto st = ReadState(db.value().get());
       INFO("read: " << st.status().ToString());
       REQUIRE(st.ok());

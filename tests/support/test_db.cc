@@ -39,14 +39,31 @@ void TestDB::Reopen() {
   REQUIRE(s.ok());
 }
 
+namespace {
+// DB::Check's status and problems, one per line; *ok when it passed.
+std::string DescribeCheck(DB* db, bool* ok) {
+  CheckReport report;
+  Status s = db->Check(&report);
+  std::string all = "DB::Check: " + s.ToString();
+  for (const std::string& p : report.problems) all += "\n  " + p;
+  *ok = s.ok();
+  return all;
+}
+}  // namespace
+
+void RequireCheckPasses(DB* db) {
+  bool ok;
+  std::string why = DescribeCheck(db, &ok);
+  INFO(why);
+  REQUIRE(ok);
+}
+
 void TestDB::CheckNow() {
   if (!db_) return;
-  CheckReport report;
-  Status s = db_->Check(&report);
-  std::string all;
-  for (const std::string& p : report.problems) all += "\n  " + p;
-  INFO("DB::Check: " << s.ToString() << all);
-  CHECK(s.ok());
+  bool ok;
+  std::string why = DescribeCheck(db_.get(), &ok);
+  INFO(why);
+  CHECK(ok);
 }
 
 TestDB::~TestDB() {

@@ -17,6 +17,10 @@ Document J(const std::string& json);
 // Parses a JSON value or fails the test.
 Value V(const std::string& json);
 
+// Runs DB::Check on db and fails the test, naming every problem, unless it
+// passes.
+void RequireCheckPasses(DB* db);
+
 class TestDB {
  public:
   explicit TestDB(Options options = Options());

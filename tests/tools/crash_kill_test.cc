@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "mmdoc/db.h"
+#include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::test {
@@ -140,12 +141,7 @@ void KillLoop(const std::string& mode) {
     auto db = DB::Open(db_path, Options());
     INFO("open: " << db.status().ToString());
     REQUIRE(db.ok());
-    CheckReport report;
-    Status cs = db.value()->Check(&report);
-    std::string all;
-    for (const std::string& p : report.problems) all += "\n  " + p;
-    INFO("check: " << cs.ToString() << all);
-    REQUIRE(cs.ok());
+    RequireCheckPasses(db.value().get());
     for (const auto& [id, doc] : acknowledged) {
       auto got = db.value()->Get("default", Value::Int64(id));
       if (!got.ok()) got = db.value()->Get("default", Value::Int32(static_cast<int32_t>(id)));
