@@ -193,6 +193,10 @@ Status DBImpl::Check(CheckReport* report) {
         problem("collection " + name + ": " + cs.ToString());
         continue;
       }
+      if (!c->exists || c->primary == nullptr) {  // a damaged catalog (fuzz_open_db)
+        problem("collection " + name + " is listed but its catalog entry cannot be read");
+        continue;
+      }
       std::vector<uint64_t> expected(c->meta.indexes.size(), 0);
       uint64_t docs = 0;
       index::BTree::Cursor cur(c->primary);
@@ -277,6 +281,8 @@ Result<DBStats> DBImpl::Stats() {
   for (const std::string& name : names.value()) {
     CollState* c;
     MMDOC_RETURN_IF_ERROR(t->Collection(name, false, &c));
+    if (!c->exists || c->primary == nullptr)  // a damaged catalog (fuzz_open_db)
+      return Status::Corruption("catalog lists a collection it has no entry for", name);
     CollectionStats cs;
     cs.name = name;
     cs.documents = c->meta.count;
