@@ -188,13 +188,9 @@ Status DBImpl::Check(CheckReport* report) {
   } else {
     for (const std::string& name : names.value()) {
       CollState* c;
-      Status cs = t->Collection(name, false, &c);
+      Status cs = t->ListedCollection(name, &c);
       if (!cs.ok()) {
         problem("collection " + name + ": " + cs.ToString());
-        continue;
-      }
-      if (!c->exists || c->primary == nullptr) {  // a damaged catalog (fuzz_open_db)
-        problem("collection " + name + " is listed but its catalog entry cannot be read");
         continue;
       }
       std::vector<uint64_t> expected(c->meta.indexes.size(), 0);
@@ -280,9 +276,7 @@ Result<DBStats> DBImpl::Stats() {
   if (!names.ok()) return names.status();
   for (const std::string& name : names.value()) {
     CollState* c;
-    MMDOC_RETURN_IF_ERROR(t->Collection(name, false, &c));
-    if (!c->exists || c->primary == nullptr)  // a damaged catalog (fuzz_open_db)
-      return Status::Corruption("catalog lists a collection it has no entry for", name);
+    MMDOC_RETURN_IF_ERROR(t->ListedCollection(name, &c));
     CollectionStats cs;
     cs.name = name;
     cs.documents = c->meta.count;
@@ -329,7 +323,7 @@ Status DBImpl::Compact() {
     if (!names.ok()) return names.status();
     for (const std::string& name : names.value()) {
       CollState* c;
-      MMDOC_RETURN_IF_ERROR(src.value()->Collection(name, false, &c));
+      MMDOC_RETURN_IF_ERROR(src.value()->ListedCollection(name, &c));
       auto w = dst.value()->Begin(WriteOptions());
       if (!w.ok()) return w.status();
       MMDOC_RETURN_IF_ERROR(w.value()->CreateCollection(name));

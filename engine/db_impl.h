@@ -189,6 +189,10 @@ class TransactionImpl {
   // Loads (and caches) the collection's state; with create, creates it when
   // missing (write transactions only).
   Status Collection(std::string_view coll, bool create, CollState** out);
+  // Collection() for a name ListCollections() returned: the catalog listed
+  // it, so not finding it means the catalog tree is damaged (Corruption),
+  // never a missing collection with no trees.
+  Status ListedCollection(std::string_view coll, CollState** out);
   index::Catalog* catalog() { return catalog_.get(); }
 
  private:

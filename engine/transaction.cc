@@ -293,6 +293,14 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
   return Status::OK();
 }
 
+Status TransactionImpl::ListedCollection(std::string_view coll, CollState** out) {
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, out));
+  if (!(*out)->exists || (*out)->primary == nullptr)
+    return Status::Corruption("catalog lists a collection it cannot look up (damaged catalog tree)",
+                              coll);
+  return Status::OK();
+}
+
 // ---------------------------------------------------------------- reads --
 
 Status TransactionImpl::FindById(std::string_view coll, const Value& id, CollState** c,
