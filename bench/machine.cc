@@ -85,4 +85,29 @@ double MeasureMemoryReadBandwidth(uint64_t bytes) {
   return best;
 }
 
+namespace {
+
+// A "Key:   123 kB" line of /proc/self/status, in bytes.
+uint64_t StatusBytes(const char* key) {
+  std::ifstream status("/proc/self/status");
+  const size_t n = std::strlen(key);
+  for (std::string line; std::getline(status, line);) {
+    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':')
+      return std::strtoull(line.c_str() + n + 1, nullptr, 10) * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+uint64_t ResidentBytes() { return StatusBytes("VmRSS"); }
+uint64_t PeakResidentBytes() { return StatusBytes("VmHWM"); }
+
+bool ResetPeakResident() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.flush();
+  return clear.good();
+}
+
 }  // namespace mmdoc::bench

@@ -30,6 +30,13 @@ MachineInfo DescribeMachine(const std::string& dir);
 // thread and returns the best GB/s.
 double MeasureMemoryReadBandwidth(uint64_t bytes = 512ull << 20);
 
+// Resident memory of this process (/proc/self/status VmRSS, VmHWM), in
+// bytes; 0 when unknown. ResetPeakResident sets VmHWM to the current
+// VmRSS (writes 5 to /proc/self/clear_refs); false when it cannot.
+uint64_t ResidentBytes();
+uint64_t PeakResidentBytes();
+bool ResetPeakResident();
+
 }  // namespace mmdoc::bench
 
 #endif  // MMDOC_BENCH_MACHINE_H_

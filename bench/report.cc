@@ -201,6 +201,8 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
     }
     bson_append_int64(&row, "store_bytes", -1,
                       static_cast<int64_t>(r.store_bytes));
+    bson_append_int64(&row, "peak_rss_bytes", -1,
+                      static_cast<int64_t>(r.peak_rss_bytes));
     AppendString(&row, "notes", r.notes);
     bson_append_document_end(&arr, &row);
   }
@@ -369,6 +371,35 @@ void PrintTables(std::FILE* out, const RunInfo& run,
           std::fprintf(out, "\n");
         }
       }
+      // Space: the store's disk use after the insert phase, and each
+      // engine's peak resident memory over its run (both with the ratio
+      // to the base engine; lower is better here).
+      auto space_row = [&](const char* label, auto bytes_of) {
+        const PhaseResult* b = FindRow(results, base, mode, n, "insert");
+        const uint64_t bb = b != nullptr ? bytes_of(*b) : 0;
+        bool any = false;
+        std::string line;
+        for (const auto& e : engines) {
+          const PhaseResult* r = FindRow(results, e, mode, n, "insert");
+          std::string cell = "-";
+          if (r != nullptr && r->available && bytes_of(*r) > 0) {
+            any = true;
+            char buf[64];
+            std::snprintf(buf, sizeof buf, "%.0f MiB", bytes_of(*r) / 1048576.0);
+            cell = buf;
+            if (e != base && bb > 0) {
+              std::snprintf(buf, sizeof buf, " (x%.2f)", double(bytes_of(*r)) / bb);
+              cell += buf;
+            }
+          }
+          char col[32];
+          std::snprintf(col, sizeof col, " %20s", cell.c_str());
+          line += col;
+        }
+        if (any) std::fprintf(out, "%-16s%s\n", label, line.c_str());
+      };
+      space_row("disk (insert)", [](const PhaseResult& r) { return r.store_bytes; });
+      space_row("peak memory", [](const PhaseResult& r) { return r.peak_rss_bytes; });
     }
   }
 }

@@ -1,5 +1,6 @@
 #include "bench/workload.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -21,6 +22,7 @@
 
 #include "bench/backend.h"
 #include "bench/bson_doc.h"
+#include "bench/machine.h"
 #include "bench/report.h"
 
 namespace mmdoc::bench {
@@ -918,8 +920,18 @@ Result<std::vector<PhaseResult>> RunWorkload(const std::string& engine,
                                              const WorkloadConfig& config) {
   if (data.size() < 10)
     return Status::InvalidArgument("the workload needs at least 10 docs");
+  // Heap the previous engine freed goes back to the OS first, so this
+  // engine's peak is measured from what the process holds for the dataset.
+  malloc_trim(0);
+  const bool peak_known = ResetPeakResident();
+  const uint64_t base = ResidentBytes();
   Runner runner(engine, data, config);
-  return runner.Run();
+  auto rows = runner.Run();
+  if (rows.ok() && peak_known) {
+    const uint64_t peak = PeakResidentBytes();
+    for (PhaseResult& r : rows.value()) r.peak_rss_bytes = peak > base ? peak - base : 0;
+  }
+  return rows;
 }
 
 }  // namespace mmdoc::bench

@@ -134,6 +134,11 @@ struct PhaseResult {
   double p99_us = 0;
   double gb_per_sec = -1;    // search_value only
   uint64_t store_bytes = 0;  // disk use of the store after the phase
+  // The engine's peak resident memory over its whole run (all phases at
+  // this N), above the process's resident size when the engine started (the
+  // dataset, which every engine shares). Mapped file pages a store touched
+  // count, as they do for the OS; 0 when /proc cannot tell.
+  uint64_t peak_rss_bytes = 0;
   std::string notes;
   // mapping only (raw_ops_per_sec >= 0): the same work through the raw BSON
   // API (wall-clock, as ops_per_sec), and how much more CPU time the typed
