@@ -110,6 +110,77 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   return cur;
 }
 
+namespace {
+
+// {field: "value"} in MongoDB's sense, for a plain field name: the field
+// is that string, or an array with that string as an element.
+bool PointMatches(std::string_view doc, std::string_view field, std::string_view value) {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, reinterpret_cast<const uint8_t*>(doc.data()), doc.size()) ||
+      !bson_iter_find_w_len(&it, field.data(), static_cast<int>(field.size())))
+    return false;
+  auto is_value = [&](const bson_iter_t* e) {
+    if (!BSON_ITER_HOLDS_UTF8(e)) return false;
+    uint32_t len;
+    const char* s = bson_iter_utf8(e, &len);
+    return std::string_view(s, len) == value;
+  };
+  if (is_value(&it)) return true;
+  bson_iter_t elems;
+  if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &elems)) return false;
+  while (bson_iter_next(&elems))
+    if (is_value(&elems)) return true;
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollState* c,
+                                                    std::string_view field, std::string_view value,
+                                                    const FindOptions& options) {
+  if (!options.projection.empty() || !options.sort_field.empty()) return nullptr;
+  std::unique_ptr<CursorImpl> cur(new CursorImpl());
+  cur->t_ = t;
+  cur->c_ = c;
+  cur->options_ = options;
+  if (!c->exists) {
+    cur->mode_ = Mode::kEmpty;
+    cur->explain_.plan = "EOF";
+    return cur;
+  }
+  if (field == "_id") {
+    // _id keys are unique and never arrays: the key equality is the match.
+    cur->index_tree_ = c->primary;
+    cur->index_is_primary_ = true;
+    cur->index_unique_ = true;
+    cur->explain_.plan = "IDHACK";
+  } else {
+    size_t i = 0;
+    while (i < c->meta.indexes.size() && c->meta.indexes[i].field != field) i++;
+    if (i == c->meta.indexes.size()) return nullptr;
+    cur->index_tree_ = c->index_trees[i];
+    cur->index_unique_ = c->meta.indexes[i].unique;
+    cur->dedup_ = c->meta.indexes[i].multikey;
+    cur->explain_.plan = "IXSCAN";
+    cur->point_check_ = true;
+    cur->point_field_.assign(field);
+    cur->point_value_.assign(value);
+  }
+  cur->mode_ = Mode::kIndex;
+  cur->explain_.index.assign(field);
+  bson_value_t v;
+  v.value_type = BSON_TYPE_UTF8;
+  v.value.v_utf8.str = const_cast<char*>(value.data());
+  v.value.v_utf8.len = static_cast<uint32_t>(value.size());
+  engine::KeyInterval iv;
+  engine::AppendKey(&v, &iv.lo);
+  iv.hi = iv.lo;
+  iv.lo_inclusive = iv.hi_inclusive = true;
+  cur->intervals_.push_back(std::move(iv));
+  cur->cursor_ = std::make_unique<index::BTree::Cursor>(cur->index_tree_);
+  return cur;
+}
+
 Status CursorImpl::Materialize() {
   std::vector<std::string> docs;
   std::string_view d;
@@ -228,7 +299,8 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
       }
     }
     explain_.docs_examined++;
-    if (filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size())) {
+    if (point_check_ ? PointMatches(d, point_field_, point_value_)
+                     : filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size())) {
       *doc = d;
       return true;
     }

@@ -266,6 +266,14 @@ class CursorImpl {
   static Result<std::unique_ptr<CursorImpl>> Create(TransactionImpl* t, CollState* c,
                                                     engine::Filter filter,
                                                     const FindOptions& options);
+  // The point plan of a filter {field: "string"} on a plain field name
+  // (no dots), without sort or projection: no filter tree, no index bounds,
+  // one key looked up in the _id tree (IDHACK) or the field's index
+  // (IXSCAN), each fetched document checked by PointMatches. Returns null
+  // when no such plan exists (no index on the field), for Create to plan.
+  static std::unique_ptr<CursorImpl> CreatePoint(TransactionImpl* t, CollState* c,
+                                                 std::string_view field, std::string_view value,
+                                                 const FindOptions& options);
   bool Next();
   std::string_view raw() const { return current_; }
   Status status() const { return status_; }
@@ -296,6 +304,11 @@ class CursorImpl {
   std::vector<engine::KeyInterval> intervals_;
   size_t interval_ = 0;
   bool interval_started_ = false;
+  // CreatePoint with a secondary index: documents are checked against
+  // {point_field_: point_value_} instead of filter_.
+  bool point_check_ = false;
+  std::string point_field_;
+  std::string point_value_;
   std::unordered_set<std::string> seen_;
   bool dedup_ = false;
 

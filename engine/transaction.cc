@@ -99,6 +99,24 @@ std::string DescribeKeyValue(std::string_view doc, std::string_view field) {
   return Value::FromBsonValue(&v).ToJson();
 }
 
+// A filter {field: "string"} with a plain field name (no '$', no '.'):
+// the point query CursorImpl::CreatePoint plans without parsing a filter.
+bool PointFilter(const Document& filter, std::string_view* field, std::string_view* value) {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, filter.data(), filter.size()) || !bson_iter_next(&it))
+    return false;
+  const uint32_t klen = bson_iter_key_len(&it);
+  const char* key = bson_iter_key(&it);
+  if (klen == 0 || key[0] == '$' || std::memchr(key, '.', klen) != nullptr ||
+      !BSON_ITER_HOLDS_UTF8(&it))
+    return false;
+  uint32_t len;
+  const char* str = bson_iter_utf8(&it, &len);
+  *field = std::string_view(key, klen);
+  *value = std::string_view(str, len);
+  return !bson_iter_next(&it);  // exactly one element
+}
+
 }  // namespace
 
 std::string CollectionTreeName(std::string_view collection) {
@@ -328,6 +346,13 @@ Result<std::unique_ptr<CursorImpl>> TransactionImpl::Find(std::string_view coll,
                                                           const Document& filter,
                                                           const FindOptions& options) {
   if (finished_) return Status::InvalidArgument("transaction already finished");
+  std::string_view point_field, point_value;
+  if (PointFilter(filter, &point_field, &point_value)) {
+    CollState* c;
+    MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+    auto cur = CursorImpl::CreatePoint(this, c, point_field, point_value, options);
+    if (cur != nullptr) return cur;
+  }
   auto f = engine::Filter::Parse(filter);
   if (!f.ok()) return f.status();
   CollState* c;

@@ -2,6 +2,7 @@
 // indexes, queries, transactions. Every TestDB is checked with DB::Check
 // when the test ends.
 #include <catch2/catch.hpp>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -463,4 +464,92 @@ TEST_CASE("DeleteMany({}) empties the collection and its indexes", "[engine]") {
   db.Reopen();
   CHECK(db->Count("c").value() == 1);
   CHECK(db->Get("c", V("5")).ok());
+}
+
+// Find({f: "s"}) on an indexed plain field, or _id, takes the point plan
+// (no filter tree; fetched documents checked by a direct comparison). It
+// must return what the general plan ({f: {$eq: "s"}}) and a full scan of
+// an unindexed copy of the field return, for scalars, arrays, nested
+// arrays, other types and missing fields, with unique and multikey indexes.
+TEST_CASE("point plan: {field: string} agrees with the general plan (randomized)", "[engine]") {
+  const uint64_t seed = mmdoc::test::Seed("point plan");
+  std::mt19937_64 rng(seed);
+  TestDB db(Fast());
+  REQUIRE(db->CreateIndex("c", "m", IndexOptions{false}).ok());
+  REQUIRE(db->CreateIndex("c", "u", IndexOptions{true}).ok());
+  const char* words[] = {"a", "b", "c", "", "abcdefghijklmnopqrstuvwxyz0123456789"};
+  auto word = [&] { return std::string("\"") + words[rng() % 5] + "\""; };
+  auto value = [&]() -> std::string {
+    switch (rng() % 7) {
+      case 0:
+      case 1:
+        return word();
+      case 2:
+        return "[" + word() + ", " + word() + "]";
+      case 3:
+        return "[[" + word() + "], 1]";
+      case 4:
+        return "{\"x\": " + word() + "}";
+      case 5:
+        return "7";
+      default:
+        return "";  // missing
+    }
+  };
+  const int n = 200 * static_cast<int>(mmdoc::test::Scale());
+  for (int i = 0; i < n; i++) {
+    std::string v = value();
+    std::string doc = "{\"_id\": \"id" + std::to_string(i % 37) + "-" + std::to_string(i) +
+                      "\", \"u\": \"u" + std::to_string(i) + "\"";
+    if (!v.empty()) doc += ", \"m\": " + v + ", \"copy\": " + v;
+    doc += "}";
+    REQUIRE(db->Insert("c", J(doc)).ok());
+  }
+  auto tr = db->BeginRead();
+  REQUIRE(tr.ok());
+  for (const char* w : words) {
+    const std::string s = std::string("\"") + w + "\"";
+    INFO("seed " << seed << " value " << s);
+    auto point = db->Find("c", J("{\"m\": " + s + "}"));
+    auto general = db->Find("c", J("{\"m\": {\"$eq\": " + s + "}}"));
+    auto scan = db->Find("c", J("{\"copy\": " + s + "}"));
+    REQUIRE(point.ok());
+    REQUIRE(general.ok());
+    REQUIRE(scan.ok());
+    CHECK(IdSet(point.value()) == IdSet(general.value()));
+    CHECK(IdSet(point.value()) == IdSet(scan.value()));
+    auto ex = tr.value()->Explain("c", J("{\"m\": " + s + "}"));
+    REQUIRE(ex.ok());
+    CHECK(ex.value().plan == "IXSCAN");
+    CHECK(ex.value().index == "m");
+    CHECK(ex.value().returned == point.value().size());
+  }
+  // Unique index and _id: one document or none; limit and skip still apply.
+  for (int i = 0; i < 20; i++) {
+    const int k = static_cast<int>(rng() % (n + 5));
+    auto u = db->Find("c", J("{\"u\": \"u" + std::to_string(k) + "\"}"));
+    REQUIRE(u.ok());
+    REQUIRE(u.value().size() == (k < n ? 1u : 0u));
+    if (k < n) {
+      const std::string id = "\"id" + std::to_string(k % 37) + "-" + std::to_string(k) + "\"";
+      CHECK(u.value()[0].Get("_id").value().ToJson() == id);
+      auto by_id = db->Find("c", J("{\"_id\": " + id + "}"));
+      REQUIRE(by_id.ok());
+      REQUIRE(by_id.value().size() == 1);
+      CHECK(by_id.value()[0] == u.value()[0]);
+      auto ex = tr.value()->Explain("c", J("{\"_id\": " + id + "}"));
+      REQUIRE(ex.ok());
+      CHECK(ex.value().plan == "IDHACK");
+    }
+  }
+  FindOptions skip;
+  skip.skip = 1;
+  auto skipped = db->Find("c", J(R"({"u": "u0"})"), skip);
+  REQUIRE(skipped.ok());
+  CHECK(skipped.value().empty());
+  // No index on the field: the general plan, same answers.
+  auto unindexed = db->Find("c", J(R"({"copy": "a"})"));
+  REQUIRE(unindexed.ok());
+  CHECK(IdSet(unindexed.value()) == IdSet(db->Find("c", J(R"({"m": "a"})")).value()));
+  CHECK(db->Find("nope", J(R"({"m": "a"})")).value().empty());
 }
