@@ -475,6 +475,12 @@ struct BTree::Impl {
     return Status::OK();
   }
 
+  // Copy-on-write of node `id` whose bytes are `p`: the copy skips the
+  // node's free space between the slot array and the cells.
+  Status ModifyNode(PageId id, const uint8_t* p, PageId* nid, uint8_t** w) {
+    return txn->ModifySkipping(id, kSlotsOffset + 2 * Count(p), Upper(p), nid, w);
+  }
+
   // --- Put ---
 
   Status PutLeaf(PageId id, const uint8_t* p, std::string_view key,
@@ -519,7 +525,7 @@ struct BTree::Impl {
 
     PageId nid;
     uint8_t* w;
-    MMDOC_RETURN_IF_ERROR(txn->Modify(id, &nid, &w));
+    MMDOC_RETURN_IF_ERROR(ModifyNode(id, p, &nid, &w));
     out->id = nid;
     if (found) {
       if (old.overflow) MMDOC_RETURN_IF_ERROR(txn->Free(old.overflow_id));
@@ -555,7 +561,7 @@ struct BTree::Impl {
     out->id = id;
     if (!ch.split && ch.id == child) return Status::OK();
     uint8_t* w;
-    MMDOC_RETURN_IF_ERROR(txn->Modify(id, &out->id, &w));
+    MMDOC_RETURN_IF_ERROR(ModifyNode(id, p, &out->id, &w));
     SetChild(w, c, ch.id);
     if (!ch.split) return Status::OK();
     return InsertBranchCell(w, out->id, c, ch.right, ch.sep,
@@ -653,7 +659,7 @@ struct BTree::Impl {
       if (!DecodeLeaf(p, ps, pos, &cell))
         return PageError(id, "cell out of bounds");
       uint8_t* w;
-      MMDOC_RETURN_IF_ERROR(txn->Modify(id, &out->id, &w));
+      MMDOC_RETURN_IF_ERROR(ModifyNode(id, p, &out->id, &w));
       if (cell.overflow) MMDOC_RETURN_IF_ERROR(txn->Free(cell.overflow_id));
       RemoveCell(w, pos, cell.size);
       out->underfull = Underfull(w);
@@ -669,7 +675,7 @@ struct BTree::Impl {
     out->id = id;
     if (!ch.split && !ch.underfull && ch.id == child) return Status::OK();
     uint8_t* w;
-    MMDOC_RETURN_IF_ERROR(txn->Modify(id, &out->id, &w));
+    MMDOC_RETURN_IF_ERROR(ModifyNode(id, p, &out->id, &w));
     SetChild(w, c, ch.id);
     if (ch.split) {
       MMDOC_RETURN_IF_ERROR(

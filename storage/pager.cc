@@ -244,7 +244,11 @@ class WriteTxnImpl final : public Txn {
   // Allocate, optionally without zeroing (for a run about to be overwritten).
   Status AllocateRun(PageType type, uint32_t n, bool zero, PageId* id,
                      uint8_t** page);
-  Status Modify(PageId id, PageId* new_id, uint8_t** page) override;
+  Status Modify(PageId id, PageId* new_id, uint8_t** page) override {
+    return ModifySkipping(id, 0, 0, new_id, page);
+  }
+  Status ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_end, PageId* new_id,
+                        uint8_t** page) override;
   Status Free(PageId id) override;
   bool IsDirty(PageId id) const override;
   Status Commit(std::string_view log_payload, Durability durability) override;
@@ -575,7 +579,8 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero,
   return Status::OK();
 }
 
-Status WriteTxnImpl::Modify(PageId id, PageId* new_id, uint8_t** page) {
+Status WriteTxnImpl::ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_end,
+                                    PageId* new_id, uint8_t** page) {
   if (done_) return Status::InvalidArgument("transaction already finished");
   const uint8_t* old;
   MMDOC_RETURN_IF_ERROR(Get(id, &old));
@@ -590,8 +595,15 @@ Status WriteTxnImpl::Modify(PageId id, PageId* new_id, uint8_t** page) {
   PageId nid;
   uint8_t* np;
   MMDOC_RETURN_IF_ERROR(AllocateRun(type, run, /*zero=*/false, &nid, &np));
-  // `old` stays valid across a remap: old maps live until Close.
-  std::memcpy(np, old, uint64_t{run} * p_->ps_);
+  // `old` stays valid across a remap: old maps live until Close. Copying
+  // around the caller's free space (LMDB's mdb_page_copy does the same)
+  // saves a third of the copy at a B+tree's usual fill.
+  if (run == 1 && kPageHeaderSize <= gap_begin && gap_begin < gap_end && gap_end <= p_->ps_) {
+    std::memcpy(np, old, gap_begin);
+    std::memcpy(np + gap_end, old + gap_end, p_->ps_ - gap_end);
+  } else {
+    std::memcpy(np, old, uint64_t{run} * p_->ps_);
+  }
   EncodeFixed64(np + kPageTxidOffset, txid_);
   MMDOC_RETURN_IF_ERROR(FreeRun(id, run, born));
   *new_id = nid;

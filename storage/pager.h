@@ -196,6 +196,16 @@ class Txn {
   // (*new_id == id); otherwise copies it to a new page, frees `id`, and
   // returns the copy.
   virtual Status Modify(PageId id, PageId* new_id, uint8_t** page) = 0;
+  // Modify of a one-page node whose bytes [gap_begin, gap_end) hold nothing
+  // the caller needs (a B+tree node's free space): the copy may skip them,
+  // leaving them unspecified. A gap outside [page header, page size) or a
+  // run of several pages is copied whole. Default: Modify.
+  virtual Status ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_end,
+                                PageId* new_id, uint8_t** page) {
+    (void)gap_begin;
+    (void)gap_end;
+    return Modify(id, new_id, page);
+  }
   // Frees page (or run) `id`, subject to rule 5.
   virtual Status Free(PageId id) = 0;
   // True when this txn allocated or copied `id` (so it may be changed in
