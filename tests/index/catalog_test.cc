@@ -58,6 +58,10 @@ TEST_CASE("catalog create, open, meta, list, drop", "[catalog]") {
     REQUIRE(cat.GetMeta("users", &meta).ok());
     CHECK(meta == "meta-u");
     REQUIRE(cat.SetMeta("users", "meta-u2").ok());
+    REQUIRE(cat.GetMeta("users", &meta).ok());  // before Flush writes it
+    CHECK(meta == "meta-u2");
+    // A tree never opened in this txn: Flush writes its metadata alone.
+    REQUIRE(cat.SetMeta("orders", "meta-o2").ok());
     CHECK(cat.SetMeta("nope", "x").IsNotFound());
     CHECK(cat.GetMeta("nope", &meta).IsNotFound());
     BTree* t;
@@ -81,7 +85,11 @@ TEST_CASE("catalog create, open, meta, list, drop", "[catalog]") {
     std::string meta;
     REQUIRE(cat.GetMeta("users", &meta).ok());
     CHECK(meta == "meta-u3");
+    REQUIRE(cat.GetMeta("orders", &meta).ok());
+    CHECK(meta == "meta-o2");
     CheckAll(&cat, &store);
+    // Metadata set, then the tree dropped: Flush has nothing left to write.
+    REQUIRE(cat.SetMeta("users", "meta-u4").ok());
     REQUIRE(cat.Drop("users").ok());
     CHECK(cat.Drop("users").IsNotFound());
     REQUIRE(cat.Drop("orders").ok());
