@@ -313,6 +313,11 @@ class PagerImpl final : public Pager {
   Status SyncForCommit(Durability d, uint64_t log_offset,
                        uint64_t length) override MMDOC_EXCLUDES(sync_mu_);
   void TEST_CrashOnClose() override { crash_on_close_ = true; }
+  void TEST_SetLastWriteSerial(uint32_t last) override {
+    AcquireWriter();
+    write_serial_ = last;
+    ReleaseWriter();
+  }
 
  private:
   friend class ReadTxnImpl;

@@ -274,6 +274,9 @@ class Pager {
   // point (the OS page cache keeps what was written). Crash tests combine it
   // with tests/support/fault_fs.h to simulate power loss.
   virtual void TEST_CrashOnClose() = 0;
+  // Testing hook: the next write txn takes serial `last` + 1 (the writer's
+  // per-page marks wrap after 2^32 - 1 write txns; tests start near the end).
+  virtual void TEST_SetLastWriteSerial(uint32_t last) = 0;
 
  protected:
   Pager() = default;
