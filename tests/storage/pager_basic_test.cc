@@ -23,6 +23,28 @@ using testutil::OpenOrDie;
 using testutil::SmallOptions;
 using testutil::WriteTagged;
 
+// Pages reachable from the roots (each root one run) plus the pager's
+// accounted pages (free, pending, free-list) are [2, page_count) exactly
+// once (rule 6), and Verify agrees.
+void CheckEveryPageAccountedOnce(Pager* p) {
+  auto r = p->BeginRead();
+  std::vector<PageId> pages;
+  REQUIRE(p->AccountedPages(&pages).ok());
+  for (int s = 0; s < kMetaRoots; s++) {
+    PageId id = r.value()->root(s);
+    if (id == 0) continue;
+    const uint8_t* pg;
+    REQUIRE(r.value()->Get(id, &pg).ok());
+    uint32_t n = DecodeFixed32(pg + kPageRunLengthOffset);
+    for (uint32_t k = 0; k < n; k++) pages.push_back(id + k);
+  }
+  std::sort(pages.begin(), pages.end());
+  REQUIRE(pages.size() == r.value()->page_count() - 2);
+  for (size_t i = 0; i < pages.size(); i++) REQUIRE(pages[i] == i + 2);
+  CHECK(p->Verify().ok());
+}
+
+
 TEST_CASE("pager: create and reopen keep roots, page count and txid") {
   test::TempDir dir;
   const std::string path = dir.File("db");
@@ -149,21 +171,7 @@ TEST_CASE("pager: write serials wrap without old marks looking current") {
                 i % 5 == 0 ? PageType::kOverflow : PageType::kLeaf, i % 5 == 0 ? 3 : 1);
     if (i % 13 == 0) REQUIRE(p->Checkpoint().ok());
   }
-  auto r = p->BeginRead();
-  std::vector<PageId> pages;
-  REQUIRE(p->AccountedPages(&pages).ok());
-  for (int s = 0; s < kMetaRoots; s++) {
-    PageId id = r.value()->root(s);
-    if (id == 0) continue;
-    const uint8_t* pg;
-    REQUIRE(r.value()->Get(id, &pg).ok());
-    uint32_t n = DecodeFixed32(pg + kPageRunLengthOffset);
-    for (uint32_t k = 0; k < n; k++) pages.push_back(id + k);
-  }
-  std::sort(pages.begin(), pages.end());
-  REQUIRE(pages.size() == r.value()->page_count() - 2);
-  for (size_t i = 0; i < pages.size(); i++) REQUIRE(pages[i] == i + 2);
-  CHECK(p->Verify().ok());
+  CheckEveryPageAccountedOnce(p.get());
 }
 
 TEST_CASE("pager: abort rolls back page count, free list and roots") {
@@ -252,21 +260,7 @@ TEST_CASE("pager: accounted pages plus reachable pages cover the file") {
       p = OpenOrDie(dir.File("db"));
     }
   }
-  auto r = p->BeginRead();
-  std::vector<PageId> pages;
-  REQUIRE(p->AccountedPages(&pages).ok());
-  for (int s = 0; s < kMetaRoots; s++) {
-    PageId id = r.value()->root(s);
-    if (id == 0) continue;
-    const uint8_t* pg;
-    REQUIRE(r.value()->Get(id, &pg).ok());
-    uint32_t n = DecodeFixed32(pg + kPageRunLengthOffset);
-    for (uint32_t k = 0; k < n; k++) pages.push_back(id + k);
-  }
-  std::sort(pages.begin(), pages.end());
-  REQUIRE(pages.size() == r.value()->page_count() - 2);
-  for (size_t i = 0; i < pages.size(); i++) REQUIRE(pages[i] == i + 2);
-  CHECK(p->Verify().ok());
+  CheckEveryPageAccountedOnce(p.get());
 }
 
 TEST_CASE(
