@@ -346,17 +346,16 @@ Result<std::unique_ptr<CursorImpl>> TransactionImpl::Find(std::string_view coll,
                                                           const Document& filter,
                                                           const FindOptions& options) {
   if (finished_) return Status::InvalidArgument("transaction already finished");
+  CollState* c = nullptr;
   std::string_view point_field, point_value;
   if (PointFilter(filter, &point_field, &point_value)) {
-    CollState* c;
     MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
     auto cur = CursorImpl::CreatePoint(this, c, point_field, point_value, options);
     if (cur != nullptr) return cur;
   }
   auto f = engine::Filter::Parse(filter);
   if (!f.ok()) return f.status();
-  CollState* c;
-  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  if (c == nullptr) MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
   return CursorImpl::Create(this, c, std::move(f.value()), options);
 }
 

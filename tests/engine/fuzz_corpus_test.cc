@@ -56,11 +56,8 @@ TEST_CASE("fuzz corpus: a listed collection the catalog cannot find is Corruptio
   test::TempDir dir;
   std::string bytes = ReadAll(CorpusDir() + "/regress-check-null-primary");
   REQUIRE(bytes.size() > 1);
-  std::string file = bytes.substr(1);
-  if (bytes[0] & 1) fuzz::FixChecksums(&file);
   const std::string path = dir.File("f.mmdb");
-  std::ofstream(path, std::ios::binary)
-      .write(file.data(), static_cast<std::streamsize>(file.size()));
+  fuzz::WriteOpenDbInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
   Options o;
   o.create_if_missing = false;
   o.log_size = 4096;

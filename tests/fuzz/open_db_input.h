@@ -35,9 +35,9 @@ inline void FixChecksums(std::string* f) {
   }
 }
 
-// Runs one input against a data file at `path` (removed afterwards).
-inline void RunOpenDbInput(const uint8_t* data, size_t size, const std::string& path) {
-  if (size < 1) return;
+// Writes an input (control byte, then the file) as the data file at
+// `path`, without a log. REQUIRES: size >= 1.
+inline void WriteOpenDbInput(const uint8_t* data, size_t size, const std::string& path) {
   std::string file(reinterpret_cast<const char*>(data + 1), size - 1);
   if (data[0] & 1) FixChecksums(&file);
   FILE* out = std::fopen(path.c_str(), "wb");
@@ -45,6 +45,12 @@ inline void RunOpenDbInput(const uint8_t* data, size_t size, const std::string& 
   std::fwrite(file.data(), 1, file.size(), out);
   std::fclose(out);
   std::remove((path + "-log").c_str());
+}
+
+// Runs one input against a data file at `path` (removed afterwards).
+inline void RunOpenDbInput(const uint8_t* data, size_t size, const std::string& path) {
+  if (size < 1) return;
+  WriteOpenDbInput(data, size, path);
   {
     Options o;
     o.create_if_missing = false;
