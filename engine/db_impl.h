@@ -11,7 +11,10 @@
 //                                (pk = AppendKey(_id); arrays give one entry
 //                                per distinct element; missing -> null)
 // The catalog metadata of "c:" + collection is the CollectionMeta encoding
-// below; index trees carry no metadata of their own.
+// below; index trees carry no metadata of their own. Every collection and
+// index tree stores its keys through TreeKeyCodec() (key_codec.cc: a
+// canonical GUID string key is stored in 19 bytes); the engine only ever
+// sees keys in the ordinary AppendKey form.
 //
 // The log payload of a write transaction is the list of logical operations
 // it did, replayed in order by DBImpl::Replay after a crash:
@@ -91,6 +94,8 @@ struct CatalogCache {
 };
 
 std::string CollectionTreeName(std::string_view collection);
+// How collection and index trees store keys (key_codec.cc).
+const index::KeyCodec& TreeKeyCodec();
 std::string IndexTreeName(std::string_view collection, std::string_view field);
 
 class DBImpl {

@@ -24,6 +24,9 @@
 //   regex       escaped pattern, escaped options
 //   DBPointer   escaped collection, 12 ObjectId bytes
 //   code        escaped code; code with scope: escaped code, scope document
+// Trees store one kind of key more compactly (a canonical GUID string, as
+// 19 bytes: key_codec.cc); they take and return this encoding, so nothing
+// outside index/ and key_codec.cc sees the packed form.
 // Decimal128 is converted to the nearest double, both here and in
 // CompareValues (so the two agree); distinct decimals that round to the same
 // double therefore compare equal and share a key.

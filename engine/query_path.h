@@ -43,7 +43,7 @@ int CanonicalRank(bson_type_t t);
 // The first byte of every AppendKey encoding: the rank, shifted so that 0x00
 // stays free as the terminator inside encoded arrays and documents. All keys
 // of rank r lie in [KeyRankByte(r), KeyRankByte(r + 1)).
-inline char KeyRankByte(int rank) { return static_cast<char>(rank + 0x0F); }
+constexpr char KeyRankByte(int rank) { return static_cast<char>(rank + 0x0F); }
 
 inline bool IsNumeric(std::string_view s) {
   if (s.empty()) return false;

@@ -68,7 +68,7 @@ Status DB::Salvage(const std::string& collection,
         r.recovered++;
         emit(value);
       },
-      &docs));
+      &docs, &TreeKeyCodec()));
   r.damaged_pages += docs.damaged_pages;
   for (std::string& p : docs.problems) r.problems.push_back(collection + ": " + p);
   if (count_known) {

@@ -194,7 +194,7 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
       std::string_view doc;
       Status s = Status::NotFound("");
       if (pk.size() <= index::kMaxKeySize) {
-        index::BTree primary(txn, hit->second.primary_root);
+        index::BTree primary(txn, hit->second.primary_root, TreeKeyCodec());
         s = primary.Get(pk, &doc);
       }
       if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
@@ -212,7 +212,7 @@ TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn, 
                                  Durability durability, bool replaying)
     : db_(db),
       txn_(std::move(txn)),
-      catalog_(std::make_unique<index::Catalog>(txn_.get())),
+      catalog_(std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec())),
       read_only_(read_only),
       durability_(durability),
       replaying_(replaying) {
@@ -264,7 +264,7 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
       c->meta = hit->second.meta;
       if (read_only_) {
         auto own = [&](storage::PageId root) {
-          c->owned.push_back(std::make_unique<index::BTree>(txn_.get(), root));
+          c->owned.push_back(std::make_unique<index::BTree>(txn_.get(), root, TreeKeyCodec()));
           return c->owned.back().get();
         };
         c->primary = own(hit->second.primary_root);

@@ -794,11 +794,24 @@ struct BTree::Impl {
 BTree::BTree(storage::Txn* txn, PageId root, Comparator cmp)
     : txn_(txn), root_(root), cmp_(cmp) {}
 
+BTree::BTree(storage::Txn* txn, PageId root, const KeyCodec& codec)
+    : txn_(txn), root_(root), cmp_(codec.compare), codec_(&codec) {}
+
+std::string_view BTree::StoredKey(std::string_view key, char* buf) const {
+  if (codec_ != nullptr) {
+    size_t n = codec_->pack(key, buf);
+    if (n != 0) return {buf, n};
+  }
+  return key;
+}
+
 Status BTree::Get(std::string_view key, std::string_view* value) {
   if (key.empty() || key.size() > kMaxKeySize)
     return Status::NotFound("key not found");
   PageId id = root_;
   if (id == 0) return Status::NotFound("key not found");
+  char buf[KeyCodec::kMaxForm];
+  key = StoredKey(key, buf);
   const uint32_t ps = txn_->page_size();
   for (int depth = 0; depth <= kMaxDepth; depth++) {
     const uint8_t* p;
@@ -839,6 +852,8 @@ Status CheckKeyValue(std::string_view key, std::string_view value) {
 
 Status BTree::Put(std::string_view key, std::string_view value, PutMode mode) {
   MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  char buf[KeyCodec::kMaxForm];
+  key = StoredKey(key, buf);
   Impl impl(this);
   if (root_ == 0) {
     if (mode == PutMode::kUpdate) return Status::NotFound("key not found");
@@ -859,6 +874,8 @@ Status BTree::Delete(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeySize || root_ == 0) {
     return Status::NotFound("key not found");
   }
+  char buf[KeyCodec::kMaxForm];
+  key = StoredKey(key, buf);
   Impl impl(this);
   Change ch;
   MMDOC_RETURN_IF_ERROR(impl.DelRec(root_, 0, key, &ch));
@@ -921,6 +938,10 @@ Status BTree::Cursor::Load() {
     return s;
   }
   key_ = c.key;
+  if (tree_->codec_ != nullptr) {
+    size_t n = tree_->codec_->unpack(c.key, key_buf_);
+    if (n != 0) key_ = {key_buf_, n};
+  }
   valid_ = true;
   return Status::OK();
 }
@@ -975,6 +996,8 @@ Status BTree::Cursor::Seek(std::string_view target) {
   valid_ = false;
   PageId id = tree_->root_;
   if (id == 0) return Status::OK();
+  char buf[KeyCodec::kMaxForm];
+  target = tree_->StoredKey(target, buf);
   storage::Txn* txn = tree_->txn_;
   const uint32_t ps = txn->page_size();
   for (;;) {

@@ -34,6 +34,25 @@ namespace mmdoc::index {
 // (memcmp, then shorter first).
 using Comparator = int (*)(std::string_view a, std::string_view b);
 
+// A compact stored form for some keys, chosen by the tree's owner (the
+// engine stores a canonical GUID string key in 19 bytes instead of 39).
+// Callers always pass and receive keys in their ordinary form: the tree
+// packs keys on the way in (Get, Put, Delete, Cursor::Seek) and unpacks
+// them in Cursor::key(). `compare` orders stored keys, packed or not,
+// exactly as their ordinary forms order bytewise, so a tree may hold both
+// forms and finds a key whichever form it was stored in. Sizes (kMaxKeySize)
+// are checked on the ordinary form.
+struct KeyCodec {
+  static constexpr size_t kMaxForm = 64;  // most bytes pack/unpack write
+  // Writes the packed form of `key` to buf and returns its size, or returns
+  // 0 when `key` has none (it is stored as it is).
+  size_t (*pack)(std::string_view key, char* buf);
+  // Writes the ordinary form of the packed key `stored` to buf and returns
+  // its size, or returns 0 when `stored` is not a packed key.
+  size_t (*unpack)(std::string_view stored, char* buf);
+  Comparator compare;  // over stored keys; not nullptr
+};
+
 inline constexpr size_t kMaxKeySize = 1024;
 inline constexpr size_t kMaxValueSize = 64u << 20;
 
@@ -58,6 +77,9 @@ class BTree {
   // The tree whose root is `root` (0: empty) in `txn`. Not owned: txn must
   // outlive the BTree.
   BTree(storage::Txn* txn, storage::PageId root, Comparator cmp = nullptr);
+  // The same with keys stored as `codec` says. Not owned: codec must
+  // outlive the BTree.
+  BTree(storage::Txn* txn, storage::PageId root, const KeyCodec& codec);
   BTree(const BTree&) = delete;
   BTree& operator=(const BTree&) = delete;
 
@@ -102,9 +124,13 @@ class BTree {
     uint32_t size;
   };
 
+  // The stored form of `key`: packed into buf when the codec packs it.
+  std::string_view StoredKey(std::string_view key, char* buf) const;
+
   storage::Txn* txn_;
   storage::PageId root_;
   Comparator cmp_;
+  const KeyCodec* codec_ = nullptr;
   // Writer scratch space: three pages, allocated (not zeroed: every use
   // writes before it reads) on the first write and reused. A BTree lives
   // for one transaction, so zero-filling 12 KiB here was ~13k instructions
@@ -122,6 +148,8 @@ class BTree {
 class BTree::Cursor {
  public:
   explicit Cursor(BTree* tree);
+  Cursor(const Cursor&) = delete;  // key() may point into key_buf_
+  Cursor& operator=(const Cursor&) = delete;
   // First entry with key >= target.
   Status Seek(std::string_view target);
   Status SeekToFirst();
@@ -143,6 +171,7 @@ class BTree::Cursor {
   std::vector<Frame> path_;  // root .. leaf
   bool valid_ = false;
   std::string_view key_, value_;
+  char key_buf_[KeyCodec::kMaxForm];  // key() of a packed key
   Status Load();  // fills key_/value_ from the leaf frame
   void PrefetchAhead() const;  // hints the leaf and its sibling (see .cc)
 };

@@ -34,8 +34,13 @@ Status NoSuchTree(std::string_view name) {
 
 }  // namespace
 
-Catalog::Catalog(storage::Txn* txn)
-    : txn_(txn), tree_(txn, txn->root(kCatalogRootSlot)) {}
+Catalog::Catalog(storage::Txn* txn, const KeyCodec* codec)
+    : txn_(txn), codec_(codec), tree_(txn, txn->root(kCatalogRootSlot)) {}
+
+std::unique_ptr<BTree> Catalog::MakeTree(PageId root, Comparator cmp) const {
+  if (cmp == nullptr && codec_ != nullptr) return std::make_unique<BTree>(txn_, root, *codec_);
+  return std::make_unique<BTree>(txn_, root, cmp);
+}
 
 Catalog::~Catalog() = default;
 
@@ -45,7 +50,7 @@ Status Catalog::Create(std::string_view name, std::string_view meta,
   if (s.IsAlreadyExists())
     return Status::AlreadyExists("tree already exists", name);
   MMDOC_RETURN_IF_ERROR(s);
-  open_[std::string(name)] = std::make_unique<BTree>(txn_, 0, cmp);
+  open_[std::string(name)] = MakeTree(0, cmp);
   return Status::OK();
 }
 
@@ -61,7 +66,7 @@ Status Catalog::Open(std::string_view name, BTree** tree, Comparator cmp) {
   MMDOC_RETURN_IF_ERROR(s);
   PageId root;
   MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &root, nullptr));
-  auto t = std::make_unique<BTree>(txn_, root, cmp);
+  auto t = MakeTree(root, cmp);
   *tree = t.get();
   open_.emplace(std::string(name), std::move(t));
   return Status::OK();
@@ -70,7 +75,7 @@ Status Catalog::Open(std::string_view name, BTree** tree, Comparator cmp) {
 BTree* Catalog::Adopt(std::string_view name, PageId root, Comparator cmp) {
   auto it = open_.find(name);
   if (it != open_.end()) return it->second.get();
-  auto t = std::make_unique<BTree>(txn_, root, cmp);
+  auto t = MakeTree(root, cmp);
   BTree* p = t.get();
   open_.emplace(std::string(name), std::move(t));
   return p;
@@ -153,16 +158,14 @@ Status Catalog::Verify(std::vector<PageId>* pages,
     std::string_view name = c.key(), meta;
     PageId root;
     MMDOC_RETURN_IF_ERROR(ParseEntry(name, c.value(), &root, &meta));
-    Comparator cmp = nullptr;
+    std::unique_ptr<BTree> t;
     auto it = open_.find(name);
     if (it != open_.end()) {
-      root = it->second->root();
-      cmp = it->second->comparator();
-    } else if (comparator_for) {
-      cmp = comparator_for(name, meta);
+      t = std::make_unique<BTree>(txn_, it->second->root(), it->second->comparator());
+    } else {
+      t = MakeTree(root, comparator_for ? comparator_for(name, meta) : nullptr);
     }
-    BTree t(txn_, root, cmp);
-    Status ts = t.Verify(pages, nullptr);
+    Status ts = t->Verify(pages, nullptr);
     if (!ts.ok()) {
       return ts.IsCorruption()
                  ? Status::Corruption(std::string("tree ") + std::string(name),

@@ -30,7 +30,10 @@ inline constexpr int kCatalogRootSlot = 0;
 class Catalog {
  public:
   // Reads the catalog root from txn->root(kCatalogRootSlot). Not owned.
-  explicit Catalog(storage::Txn* txn);
+  // Named trees opened without a comparator store their keys as `codec`
+  // says (nullptr: as they are, bytewise order); the catalog's own tree
+  // always stores names as they are.
+  explicit Catalog(storage::Txn* txn, const KeyCodec* codec = nullptr);
   ~Catalog();
 
   // Creates an empty tree `name` with `meta`. AlreadyExists when present.
@@ -59,8 +62,9 @@ class Catalog {
 
   // Verifies the catalog tree and every tree in it (BTree::Verify),
   // appending all reachable pages to *pages.
-  // Trees not opened through this Catalog are checked in bytewise order;
-  // the second form asks `comparator_for(name, meta)` for their comparator.
+  // Trees not opened through this Catalog are checked in the codec's order
+  // (bytewise without one); the second form asks `comparator_for(name,
+  // meta)` for their comparator.
   Status Verify(std::vector<storage::PageId>* pages);
   using ComparatorFor =
       std::function<Comparator(std::string_view name, std::string_view meta)>;
@@ -70,7 +74,11 @@ class Catalog {
   BTree* tree() { return &tree_; }
 
  private:
+  // A tree of this catalog: `cmp` when given, else the catalog's codec.
+  std::unique_ptr<BTree> MakeTree(storage::PageId root, Comparator cmp) const;
+
   storage::Txn* txn_;
+  const KeyCodec* codec_;
   BTree tree_;
   std::map<std::string, std::unique_ptr<BTree>, std::less<>> open_;
 };

@@ -14,6 +14,7 @@ struct Walker {
   storage::Txn* txn;
   const SalvageEmit& emit;
   SalvageStats* stats;
+  const KeyCodec* codec;  // nullptr: keys are stored as they are
   uint32_t page_size;
   std::unordered_set<storage::PageId> visited;
   std::string last;  // last key emitted
@@ -70,6 +71,11 @@ struct Walker {
       const uint32_t klen = node::Load16(cell);
       const uint32_t vlen = node::Load32(cell + 3);
       std::string_view key(reinterpret_cast<const char*>(cell + node::kLeafCellHeader), klen);
+      char unpacked[KeyCodec::kMaxForm];
+      if (codec != nullptr) {
+        size_t u = codec->unpack(key, unpacked);
+        if (u != 0) key = std::string_view(unpacked, u);
+      }
       std::string_view value;
       const uint8_t* v = cell + node::kLeafCellHeader + klen;
       if (cell[2] & node::kCellOverflow) {
@@ -104,9 +110,9 @@ struct Walker {
 }  // namespace
 
 Status SalvageTree(storage::Txn* txn, storage::PageId root, const SalvageEmit& emit,
-                   SalvageStats* stats) {
+                   SalvageStats* stats, const KeyCodec* codec) {
   if (root == 0) return Status::OK();
-  Walker w{txn, emit, stats, txn->page_size(), {}, {}, false};
+  Walker w{txn, emit, stats, codec, txn->page_size(), {}, {}, false};
   w.Visit(root, 0);
   return Status::OK();
 }

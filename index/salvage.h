@@ -7,8 +7,10 @@
 // length out of range, a bad overflow reference) is skipped with the whole
 // subtree below it, and counted. Only pages reachable from the root through
 // intact branch pages are read, so nothing is ever taken from a free page.
-// Keys are emitted strictly increasing (bytewise): an entry that is not
-// greater than the last one emitted is dropped, so each key comes out once.
+// Keys are emitted in their ordinary form (unpacked by `codec` when the tree
+// stores keys through one) and strictly increasing bytewise: an entry that
+// is not greater than the last one emitted is dropped, so each key comes out
+// once.
 //
 // Thread safety: like BTree, one Txn and one thread.
 #ifndef MMDOC_INDEX_SALVAGE_H_
@@ -20,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "index/btree.h"
 #include "mmdoc/status.h"
 #include "storage/pager.h"
 
@@ -36,7 +39,7 @@ using SalvageEmit = std::function<void(std::string_view key, std::string_view va
 // OK unless the walk could not start (root 0 is an empty tree: OK, nothing
 // emitted). Damage is reported in *stats, not as an error.
 Status SalvageTree(storage::Txn* txn, storage::PageId root, const SalvageEmit& emit,
-                   SalvageStats* stats);
+                   SalvageStats* stats, const KeyCodec* codec = nullptr);
 
 }  // namespace mmdoc::index
 

@@ -86,7 +86,12 @@ enum class PageType : uint8_t {
 };
 
 inline constexpr uint64_t kMagic = 0x0a0d00636f646d6dull;  // "mmdoc\0\r\n"
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2: collection and index trees may hold packed keys
+// (engine/key_codec.cc), which a version-1 reader would misorder. Version-1
+// files open (their keys are all ordinary; the engine reads both forms) and
+// are written back as version 2.
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kMinFormatVersion = 1;  // oldest version Open accepts
 inline constexpr uint32_t kLogRecordMagic = 0x4c4f4731;  // "1GOL" as LE bytes
 inline constexpr int kMetaRoots = 8;
 inline constexpr uint32_t kMinPageSize = 4096;

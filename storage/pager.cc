@@ -668,7 +668,7 @@ bool PagerImpl::CheckMeta(const uint8_t* pg, uint32_t ps, PageId id,
     return false;
   }
   uint32_t version = DecodeFixed32(pg + kMetaVersionOffset);
-  if (version != kFormatVersion) {
+  if (version < kMinFormatVersion || version > kFormatVersion) {
     *why = PageMsg(id, "unsupported format version " + std::to_string(version));
     return false;
   }

@@ -2,6 +2,8 @@
 // every page type, truncated files, out-of-range page ids.
 #include <catch2/catch.hpp>
 
+#include "storage/checksum.h"
+#include "storage/coding.h"
 #include "storage/pager.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/support/test_env.h"
@@ -56,6 +58,42 @@ TEST_CASE("corruption: meta pages alternate and a bad newer meta falls back") {
   CHECK(RootHasTag(p.get(), 1, 201));
   CHECK(p->Verify().ok());
   (void)a;
+}
+
+// Sets the format version of both meta pages and reseals their checksums.
+void SetMetaVersion(const std::string& path, uint32_t version) {
+  for (int slot = 0; slot < 2; slot++) {
+    std::string page = ReadBytes(path, slot * 4096, 4096);
+    uint8_t* m = reinterpret_cast<uint8_t*>(page.data());
+    EncodeFixed32(m + kMetaVersionOffset, version);
+    EncodeFixed64(m + kPageChecksumOffset, PageChecksum(m, 4096, slot));
+    WriteBytes(path, slot * 4096, page);
+  }
+}
+
+// Version 1 files (before packed keys) open and are written back as the
+// current version; a newer version is refused by name.
+TEST_CASE("corruption: format versions 1 and 2 open, a newer one is refused") {
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  {
+    auto p = OpenOrDie(path);
+    WriteTagged(p.get(), 0, 7);
+  }
+  SetMetaVersion(path, 1);
+  {
+    auto p = OpenOrDie(path);
+    CHECK(RootHasTag(p.get(), 0, 7));
+    WriteTagged(p.get(), 0, 8);
+  }
+  CHECK(DecodeFixed32(reinterpret_cast<const uint8_t*>(
+            ReadBytes(path, 0, 4096).data() + kMetaVersionOffset)) == kFormatVersion);
+  SetMetaVersion(path, kFormatVersion + 1);
+  auto r = Pager::Open(path, SmallOptions());
+  REQUIRE(r.status().IsCorruption());
+  INFO(r.status().ToString());
+  CHECK(r.status().message().find("unsupported format version " +
+                                  std::to_string(kFormatVersion + 1)) != std::string::npos);
 }
 
 TEST_CASE("corruption: both meta pages bad is Corruption naming both") {
