@@ -66,10 +66,11 @@ inline bool IsPacked(std::string_view k) {
 }
 
 size_t Pack(std::string_view key, char* buf) {
+  if (key.size() != kOrdinarySize) return 0;  // (also keeps data() + 1 below defined)
   const char* s = key.data() + 1;
-  if (key.size() != kOrdinarySize || key[0] != engine::KeyRankByte(engine::kRankString) ||
-      key[kOrdinarySize - 2] != '\0' || key[kOrdinarySize - 1] != '\0' || s[8] != '-' ||
-      s[13] != '-' || s[18] != '-' || s[23] != '-') {
+  if (key[0] != engine::KeyRankByte(engine::kRankString) || key[kOrdinarySize - 2] != '\0' ||
+      key[kOrdinarySize - 1] != '\0' || s[8] != '-' || s[13] != '-' || s[18] != '-' ||
+      s[23] != '-') {
     return 0;
   }
   buf[0] = key[0];
