@@ -243,7 +243,11 @@ TEST_CASE("key codec: GUID _ids and unique keys through the engine agree with a 
       auto m_got = db->Find(
           "c", J("{\"m\": {\"$gte\": " + JsonString(lo) + ", \"$lt\": " + JsonString(hi) + "}}"));
       REQUIRE(m_got.ok());
-      if (q % 2 == 1) CHECK(m_got.value().size() == want.size());
+      size_t keys_in_range = 0;  // m holds the same strings as k
+      for (auto it = by_key.lower_bound(lo); it != by_key.end() && it->first < hi; ++it) {
+        keys_in_range++;
+      }
+      CHECK(m_got.value().size() == keys_in_range);
     }
     auto all = db->Find("c", J("{}"), [] {
       FindOptions fo;
