@@ -55,6 +55,16 @@ class File {
   // msync(MS_SYNC) of [offset, offset+length) of a mapping made by Map.
   // addr is the base returned by Map; offset/length need no alignment.
   virtual Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) = 0;
+  // Drops this process's page-table entries for a mapping made by Map
+  // (madvise MADV_DONTNEED on a MAP_SHARED file mapping): the data stay in
+  // the page cache, dirty pages stay dirty, and a later touch faults the
+  // page back in. The pager calls it on a map it has replaced, so pages
+  // reached through both the old and the new map are not resident twice in
+  // the process (and not counted twice in its RSS). A hint: the default
+  // does nothing.
+  virtual Status DropMappedPages(uint8_t* /*addr*/, uint64_t /*length*/) {
+    return Status::OK();
+  }
 
   virtual const std::string& path() const = 0;
 };

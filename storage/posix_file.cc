@@ -1,6 +1,6 @@
 // The POSIX FileSystem: the only place in mmdoc that makes file syscalls
 // (open, pread, pwrite, ftruncate, posix_fallocate, mmap, munmap, msync,
-// fdatasync, fsync, flock, rename, unlink). See storage/file_system.h.
+// madvise, fdatasync, fsync, flock, rename, unlink). See storage/file_system.h.
 //
 // Thread safety: PosixFile methods may be called concurrently for disjoint
 // ranges (pread/pwrite/fdatasync are thread-safe); Map/Unmap/Truncate/
@@ -126,6 +126,13 @@ class PosixFile final : public File {
     if (end == begin) return Status::OK();
     if (::msync(addr + begin, end - begin, MS_SYNC) != 0) {
       return ErrnoStatus(path_, errno, "msync");
+    }
+    return Status::OK();
+  }
+
+  Status DropMappedPages(uint8_t* addr, uint64_t length) override {
+    if (::madvise(addr, length, MADV_DONTNEED) != 0) {
+      return ErrnoStatus(path_, errno, "madvise");
     }
     return Status::OK();
   }

@@ -131,6 +131,7 @@ class CountingFileSystem final : public storage::FileSystem {
     Status SyncAll() override { return real_->SyncAll(); }
     Result<uint8_t*> Map(uint64_t l, bool w) override { return real_->Map(l, w); }
     Status Unmap(uint8_t* a, uint64_t l) override { return real_->Unmap(a, l); }
+    Status DropMappedPages(uint8_t* a, uint64_t l) override { return real_->DropMappedPages(a, l); }
     Status MapSync(uint8_t* a, uint64_t o, uint64_t l) override {
       return real_->MapSync(a, o, l);
     }

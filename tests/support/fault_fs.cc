@@ -63,6 +63,9 @@ class FaultFileSystem::FaultFile final : public File {
   Status Unmap(uint8_t* addr, uint64_t length) override {
     return real_->Unmap(addr, length);
   }
+  Status DropMappedPages(uint8_t* addr, uint64_t length) override {
+    return real_->DropMappedPages(addr, length);
+  }
   Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kMapSync, path()));
     MMDOC_RETURN_IF_ERROR(real_->MapSync(addr, offset, length));
