@@ -65,6 +65,15 @@ class File {
   virtual Status DropMappedPages(uint8_t* /*addr*/, uint64_t /*length*/) {
     return Status::OK();
   }
+  // Tells the OS that a mapping made by Map is read and written at random
+  // (madvise MADV_RANDOM): no readahead on a fault, so the page cache holds
+  // the file in single pages instead of large folios. The kernel tracks
+  // dirtiness per folio: on Linux 6.18/ext4 here, writing one 4 KiB page
+  // through a map of large folios dirtied, and wrote back, 64 or more pages
+  // around it. A hint: the default does nothing.
+  virtual Status AdviseRandomAccess(uint8_t* /*addr*/, uint64_t /*length*/) {
+    return Status::OK();
+  }
 
   virtual const std::string& path() const = 0;
 };

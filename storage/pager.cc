@@ -694,6 +694,12 @@ Status PagerImpl::MapData(uint64_t min_len) {
   while (len < min_len) len *= 2;
   Result<uint8_t*> m = data_->Map(len, /*writable=*/true);
   if (!m.ok()) return m.status();
+  // B+tree pages are read and written at random. Without this hint a fault
+  // read ahead into large folios, and since the kernel tracks dirtiness per
+  // folio, each page written dirtied its whole folio: a 10M-document insert
+  // made the kernel write ~1.5 GB/s for a file growing by ~25 MB/s (see
+  // File::AdviseRandomAccess). A failure only costs speed, so it is ignored.
+  (void)data_->AdviseRandomAccess(*m, len);
   // Old maps stay mapped for readers that still use them, but without their
   // page-table entries: a page the writer touched before the remap and
   // touches again through the new map would otherwise be resident twice

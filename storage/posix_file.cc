@@ -137,6 +137,13 @@ class PosixFile final : public File {
     return Status::OK();
   }
 
+  Status AdviseRandomAccess(uint8_t* addr, uint64_t length) override {
+    if (::madvise(addr, length, MADV_RANDOM) != 0) {
+      return ErrnoStatus(path_, errno, "madvise");
+    }
+    return Status::OK();
+  }
+
   const std::string& path() const override { return path_; }
 
  private:

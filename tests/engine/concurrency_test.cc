@@ -132,6 +132,9 @@ class CountingFileSystem final : public storage::FileSystem {
     Result<uint8_t*> Map(uint64_t l, bool w) override { return real_->Map(l, w); }
     Status Unmap(uint8_t* a, uint64_t l) override { return real_->Unmap(a, l); }
     Status DropMappedPages(uint8_t* a, uint64_t l) override { return real_->DropMappedPages(a, l); }
+    Status AdviseRandomAccess(uint8_t* a, uint64_t l) override {
+      return real_->AdviseRandomAccess(a, l);
+    }
     Status MapSync(uint8_t* a, uint64_t o, uint64_t l) override {
       return real_->MapSync(a, o, l);
     }

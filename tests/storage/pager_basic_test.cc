@@ -312,11 +312,17 @@ TEST_CASE("pager: stats report readers and log use") {
 namespace mmdoc::storage {
 namespace {
 
-// Resident bytes (smaps "Rss") of every mapping of `path` in this process.
-uint64_t ResidentBytesOfMaps(const std::string& path) {
+// What /proc/self/smaps says about one mapping.
+struct MapInfo {
+  uint64_t rss = 0;     // resident bytes ("Rss")
+  std::string flags;    // "VmFlags", e.g. "rd wr sh mr mw me ms rr"
+};
+
+// Every mapping of `path` in this process.
+std::vector<MapInfo> MapsOf(const std::string& path) {
   FILE* f = std::fopen("/proc/self/smaps", "r");
   REQUIRE(f != nullptr);
-  uint64_t total = 0;
+  std::vector<MapInfo> maps;
   bool ours = false;
   char line[4096];
   while (std::fgets(line, sizeof(line), f) != nullptr) {
@@ -330,12 +336,40 @@ uint64_t ResidentBytesOfMaps(const std::string& path) {
     if (header) {  // "start-end perms offset dev inode path"
       ours = l.size() >= path.size() &&
              l.compare(l.size() - path.size(), path.size(), path) == 0;
+      if (ours) maps.emplace_back();
     } else if (ours && std::sscanf(line, "Rss: %llu kB", &kb) == 1) {
-      total += kb * 1024;
+      maps.back().rss = kb * 1024;
+    } else if (ours && l.rfind("VmFlags:", 0) == 0) {
+      maps.back().flags = l.substr(8) + " ";
     }
   }
   std::fclose(f);
+  return maps;
+}
+
+uint64_t ResidentBytesOfMaps(const std::string& path) {
+  uint64_t total = 0;
+  for (const MapInfo& m : MapsOf(path)) total += m.rss;
   return total;
+}
+
+TEST_CASE("pager: every map of the data file is advised random access") {
+  // Without MADV_RANDOM the kernel fills the page cache with large folios
+  // and a one-page write dirties (and writes back) the whole folio.
+  test::TempDir dir;
+  PagerOptions o = SmallOptions();
+  o.initial_map_size = 64 << 10;
+  const std::string path = dir.File("db");
+  auto p = OpenOrDie(path, o);
+  for (uint64_t i = 0; i < 8; i++) {
+    WriteTagged(p.get(), 0, i, Durability::kNone, PageType::kOverflow, 32);
+  }
+  std::vector<MapInfo> maps = MapsOf(path);
+  CHECK(maps.size() >= 2);  // remapped at least once
+  for (const MapInfo& m : maps) {
+    INFO("VmFlags:" << m.flags);
+    CHECK(m.flags.find(" rr ") != std::string::npos);
+  }
 }
 
 TEST_CASE("pager: a remap leaves each page resident once in the process") {

@@ -66,6 +66,9 @@ class FaultFileSystem::FaultFile final : public File {
   Status DropMappedPages(uint8_t* addr, uint64_t length) override {
     return real_->DropMappedPages(addr, length);
   }
+  Status AdviseRandomAccess(uint8_t* addr, uint64_t length) override {
+    return real_->AdviseRandomAccess(addr, length);
+  }
   Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kMapSync, path()));
     MMDOC_RETURN_IF_ERROR(real_->MapSync(addr, offset, length));
