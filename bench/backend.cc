@@ -18,9 +18,11 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
           "mmdoc-bench was built without the mmdoc engine");
     }
   } else if (name == "lmdb") {
-    b = NewLmdbBackend(true);
+    b = NewLmdbBackend(true, false);
+  } else if (name == "lmdb-nordahead") {
+    b = NewLmdbBackend(true, true);
   } else if (name == "lmdb-nowritemap") {
-    b = NewLmdbBackend(false);
+    b = NewLmdbBackend(false, false);
   } else if (name == "rocksdb") {
     b = NewRocksDbBackend();
   } else if (name == "sqlite") {
@@ -35,7 +37,7 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
 
 std::vector<std::string> BackendNames() {
   return {"mmdoc",           "lmdb",          "rocksdb", "sqlite",
-          "lmdb-nowritemap", "sqlite-norowid"};
+          "lmdb-nowritemap", "lmdb-nordahead", "sqlite-norowid"};
 }
 
 std::vector<std::string> DefaultBackendNames() {

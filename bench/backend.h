@@ -177,6 +177,7 @@ class Backend {
 
 // "mmdoc", "lmdb", "rocksdb", "sqlite", and variants: "mmdoc-replace"
 // (update by Get + Replace), "lmdb-nowritemap" (LMDB's default),
+// "lmdb-nordahead" (MDB_NORDAHEAD: no readahead, like mmdoc's data map),
 // "sqlite-norowid" (a WITHOUT ROWID table).
 // NotSupported for a name not built in, InvalidArgument for an unknown one.
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name);

@@ -10,7 +10,7 @@
 namespace mmdoc::bench {
 
 // writemap: MDB_WRITEMAP (best-known) or LMDB's default.
-std::unique_ptr<Backend> NewLmdbBackend(bool writemap);
+std::unique_ptr<Backend> NewLmdbBackend(bool writemap, bool nordahead);
 std::unique_ptr<Backend> NewRocksDbBackend();
 // rowid: a rowid table with a unique index on id, or WITHOUT ROWID.
 std::unique_ptr<Backend> NewSqliteBackend(bool rowid);

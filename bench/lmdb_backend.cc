@@ -83,11 +83,12 @@ class LmdbSession : public Session {
 
 class LmdbBackend : public Backend {
  public:
-  explicit LmdbBackend(bool writemap) : writemap_(writemap) {}
+  LmdbBackend(bool writemap, bool nordahead) : writemap_(writemap), nordahead_(nordahead) {}
   ~LmdbBackend() override { Close().ok(); }
 
   std::string name() const override {
-    return writemap_ ? "lmdb" : "lmdb-nowritemap";
+    if (!writemap_) return "lmdb-nowritemap";
+    return nordahead_ ? "lmdb-nordahead" : "lmdb";
   }
 
   bool Supports(Durability d) const override {
@@ -119,6 +120,7 @@ class LmdbBackend : public Backend {
     if (config.durability == Durability::kMsync) use_writemap = true;
     if (use_writemap) flags |= MDB_WRITEMAP;
     if (config.durability == Durability::kNone) flags |= MDB_NOSYNC;
+    if (nordahead_) flags |= MDB_NORDAHEAD;
     flags_ = flags;
     key_index_ = config.key_index;
     rc = mdb_env_open(env_, dir.c_str(), flags, 0644);
@@ -142,6 +144,7 @@ class LmdbBackend : public Backend {
                     std::to_string(MDB_VERSION_PATCH) + ": ";
     s += (flags_ & MDB_WRITEMAP) ? "MDB_WRITEMAP" : "no MDB_WRITEMAP";
     if (flags_ & MDB_NOSYNC) s += "|MDB_NOSYNC";
+    if (flags_ & MDB_NORDAHEAD) s += "|MDB_NORDAHEAD";
     if (!(flags_ & MDB_NOSYNC)) {
       s += (flags_ & MDB_WRITEMAP) ? " (sync = msync map + meta)"
                                    : " (sync = fdatasync data + meta)";
@@ -178,6 +181,7 @@ class LmdbBackend : public Backend {
 
  private:
   const bool writemap_;
+  const bool nordahead_;
   std::atomic<bool> key_index_{true};
   MDB_env* env_ = nullptr;
   MDB_dbi docs_ = 0;
@@ -420,8 +424,8 @@ Status LmdbSession::Count(uint64_t* docs, uint64_t* key_entries) {
 
 }  // namespace
 
-std::unique_ptr<Backend> NewLmdbBackend(bool writemap) {
-  return std::make_unique<LmdbBackend>(writemap);
+std::unique_ptr<Backend> NewLmdbBackend(bool writemap, bool nordahead) {
+  return std::make_unique<LmdbBackend>(writemap, nordahead);
 }
 
 }  // namespace mmdoc::bench

@@ -350,7 +350,7 @@ bool Built(const std::string& engine) {
 }
 
 TEST_CASE("bench adapters return the right documents", "[bench]") {
-  for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "rocksdb",
+  for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "lmdb-nordahead", "rocksdb",
                              "sqlite", "sqlite-norowid"}) {
     DYNAMIC_SECTION(engine) {
       if (Built(engine)) CheckEngine(engine, Durability::kNone);
@@ -373,7 +373,7 @@ TEST_CASE("bench adapters work in their durable modes", "[bench]") {
 
 TEST_CASE("bench adapters build the key index and delete by value and all",
           "[bench]") {
-  for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "rocksdb",
+  for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "lmdb-nordahead", "rocksdb",
                              "sqlite", "sqlite-norowid"}) {
     if (!Built(engine)) continue;
     for (Durability d :
