@@ -221,6 +221,7 @@ int Main(int argc, char** argv) {
 
   MachineInfo machine = DescribeMachine(parent);
   machine.mem_read_gb_per_sec = MeasureMemoryReadBandwidth();
+  run.mem_read_gb_per_sec = machine.mem_read_gb_per_sec;
   if (!quiet) {
     std::printf("machine: %s, %d cores, %.1f GiB, %s\n", machine.cpu.c_str(),
                 machine.cores,

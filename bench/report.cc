@@ -54,7 +54,7 @@ std::string Cell(const PhaseResult* r) {
 // The lines printed under a phase's row in the tables.
 const std::vector<std::string>& SubRows(const std::string& phase) {
   static const std::vector<std::string> kNone;
-  static const std::vector<std::string> kScan = {"  GB/s"};
+  static const std::vector<std::string> kScan = {"  GB/s", "  of mem read"};
   static const std::vector<std::string> kIndex = {"  vs insert"};
   static const std::vector<std::string> kMapping = {"  raw API",
                                                     "  CPU overhead"};
@@ -66,14 +66,20 @@ const std::vector<std::string>& SubRows(const std::string& phase) {
 
 // Sub-row i of phase for the result r; insert is the same engine's insert
 // row (for insert_noindex: its ops/s over insert's, what the index costs).
+// mem_gb is the memory read bandwidth the run measured (0: unknown).
 std::string SubCell(const std::string& phase, size_t i, const PhaseResult* r,
-                    const PhaseResult* insert) {
+                    const PhaseResult* insert, double mem_gb) {
   if (r == nullptr) return "-";
   if (!r->available) return "n/a";
   char buf[32];
   if (phase == "search_value") {
     if (r->gb_per_sec < 0) return "-";
-    std::snprintf(buf, sizeof buf, "%.2f", r->gb_per_sec);
+    if (i == 0) {
+      std::snprintf(buf, sizeof buf, "%.2f", r->gb_per_sec);
+    } else {
+      if (mem_gb <= 0) return "-";
+      std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * r->gb_per_sec / mem_gb);
+    }
     return buf;
   }
   if (phase == "insert_noindex") {
@@ -295,7 +301,7 @@ void PrintTables(std::FILE* out, const RunInfo& run,
             std::fprintf(
                 out, " %10s",
                 SubCell(phase, i, FindRow(results, engine, mode, n, phase),
-                        FindRow(results, engine, mode, n, "insert"))
+                        FindRow(results, engine, mode, n, "insert"), run.mem_read_gb_per_sec)
                     .c_str());
           }
           if (phase == "mapping" && i == 0 && r != nullptr && r->available &&
@@ -365,7 +371,8 @@ void PrintTables(std::FILE* out, const RunInfo& run,
           for (const auto& e : engines) {
             std::fprintf(out, " %20s",
                          SubCell(phase, i, FindRow(results, e, mode, n, phase),
-                                 FindRow(results, e, mode, n, "insert"))
+                                 FindRow(results, e, mode, n, "insert"),
+                                 run.mem_read_gb_per_sec)
                              .c_str());
           }
           std::fprintf(out, "\n");

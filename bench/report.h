@@ -49,6 +49,7 @@ struct RunInfo {
   std::string rocksdb_build;
   std::string command;
   uint64_t dataset_bytes = 0;  // BSON bytes of the largest dataset
+  double mem_read_gb_per_sec = 0;  // one core, measured in the same run
 };
 
 std::string ResultsToJson(const MachineInfo& machine, const RunInfo& run,
@@ -58,7 +59,8 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results);
 // One table per durability mode and engine (rows = phases, columns = doc
 // counts, ops/s; p50/p99 of the largest count), then a comparison table per
 // mode and count with each engine's ratio to the baseline (mmdoc, or the
-// first engine when mmdoc did not run). Under search_value its GB/s; under
+// first engine when mmdoc did not run). Under search_value its GB/s and
+// that rate as a share of run.mem_read_gb_per_sec (when set); under
 // insert_noindex its ratio to insert (what the key index costs a write);
 // under mapping the raw API's ops/s and the typed layer's CPU overhead.
 void PrintTables(std::FILE* out, const RunInfo& run,

@@ -211,6 +211,26 @@ TEST_CASE("mmdoc-bench times every phase by default", "[bench]") {
   CHECK(phases == DefaultPhases());
 }
 
+TEST_CASE("mmdoc-bench prints the scan rate as a share of memory bandwidth", "[bench]") {
+  test::TempDir dir;
+  std::string out = dir.File("out.txt");
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-bench --engines lmdb,sqlite --docs 500 --phases search_value --scans 2 --dir " +
+              dir.File("data") + " > " + out) == 0);
+  std::string text = ReadFile(out);
+  INFO(text);
+  // In every engine's table and in the comparison: "  of mem read  N.N%".
+  size_t rows = 0;
+  for (size_t at = text.find("\n  of mem read"); at != std::string::npos;
+       at = text.find("\n  of mem read", at + 1)) {
+    const std::string line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+    INFO(line);
+    CHECK(line.find('%') != std::string::npos);
+    rows++;
+  }
+  CHECK(rows == 3);
+}
+
 TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
   std::string bench = test::BuildDir() + "/mmdoc-bench --quiet ";
   CHECK(Run(bench + "--engines nosuch --docs 100 2>/dev/null") == 2);
