@@ -372,6 +372,18 @@ TEST_CASE("pager: every map of the data file is advised random access") {
   }
 }
 
+// Reads the runs of root slots 0..7 as the test below last wrote them
+// (tags 56..63).
+void CheckLastRuns(Pager* p) {
+  auto r = p->BeginRead();
+  REQUIRE(r.ok());
+  for (int slot = 0; slot < 8; slot++) {
+    const uint8_t* pg;
+    REQUIRE(r.value()->Get(r.value()->root(slot), &pg).ok());
+    CHECK(BodyMatches(pg, 32 * 4096, 56 + slot));
+  }
+}
+
 TEST_CASE("pager: a remap leaves each page resident once in the process") {
   test::TempDir dir;
   PagerOptions o = SmallOptions();
@@ -385,15 +397,7 @@ TEST_CASE("pager: a remap leaves each page resident once in the process") {
       WriteTagged(p.get(), static_cast<int>(i % 8), i, Durability::kNone, PageType::kOverflow, 32);
       if (i % 16 == 15) REQUIRE(p->Checkpoint().ok());
     }
-    // Read every live run through the current map.
-    auto r = p->BeginRead();
-    REQUIRE(r.ok());
-    for (int slot = 0; slot < 8; slot++) {
-      const uint8_t* pg;
-      REQUIRE(r.value()->Get(r.value()->root(slot), &pg).ok());
-      CHECK(BodyMatches(pg, 32 * 4096, 56 + slot));
-    }
-    r.value().reset();
+    CheckLastRuns(p.get());  // reads every live run through the current map
     const uint64_t file_bytes = p->Stats().file_size;
     const uint64_t resident = ResidentBytesOfMaps(path);
     INFO("resident " << resident << " bytes, file " << file_bytes << " bytes");
@@ -402,13 +406,7 @@ TEST_CASE("pager: a remap leaves each page resident once in the process") {
   }
   // Dropping the old maps' pages lost nothing written through them.
   auto p = OpenOrDie(path, o);
-  auto r = p->BeginRead();
-  REQUIRE(r.ok());
-  for (int slot = 0; slot < 8; slot++) {
-    const uint8_t* pg;
-    REQUIRE(r.value()->Get(r.value()->root(slot), &pg).ok());
-    CHECK(BodyMatches(pg, 32 * 4096, 56 + slot));
-  }
+  CheckLastRuns(p.get());
 }
 
 TEST_CASE("pager: readers run concurrently with a writer") {
