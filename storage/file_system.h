@@ -69,8 +69,8 @@ class File {
   // (madvise MADV_RANDOM): no readahead on a fault, so the page cache holds
   // the file in single pages instead of large folios. The kernel tracks
   // dirtiness per folio: on Linux 6.18/ext4 here, writing one 4 KiB page
-  // through a map of large folios dirtied, and wrote back, 64 or more pages
-  // around it. A hint: the default does nothing.
+  // through a map of large folios marked 64 or more pages around it dirty
+  // (the process's write_bytes; a dirty folio is written back whole). A hint: the default does nothing.
   virtual Status AdviseRandomAccess(uint8_t* /*addr*/, uint64_t /*length*/) {
     return Status::OK();
   }

@@ -80,8 +80,8 @@
 // Every data map is advised random access (File::AdviseRandomAccess,
 // MADV_RANDOM; LMDB's MDB_NORDAHEAD). The kernel tracks dirtiness per page
 // cache folio, and readahead on a fault fills the cache with large folios:
-// on Linux 6.18/ext4 one written 4 KiB page then dirtied, and was written
-// back as, 64 pages or more. With the advice a fault reads one page, so a
+// on Linux 6.18/ext4 one written 4 KiB page then marked 64 pages or more
+// dirty (measured as write_bytes), all of which the kernel writes back. With the advice a fault reads one page, so a
 // copy-on-write dirties what it writes. The cost: a cold full scan reads
 // the file a page per fault instead of in readahead batches.
 //
