@@ -139,6 +139,8 @@ class Update {
   struct Impl;
 
  private:
+  enum Kind { kOperators };
+  explicit Update(Kind);  // an empty operator update, for Parse to fill
   std::unique_ptr<Impl> impl_;
 };
 

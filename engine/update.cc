@@ -99,13 +99,26 @@ Status SplitPath(std::string_view path, std::vector<std::string>* parts) {
 struct PathTree {
   enum Op { kNone, kSet, kUnset, kInc };
   Op op = kNone;
-  Value value;  // kSet, kInc
-  // kSet: the value as BSON element bytes (type byte, then the value after
-  // the element's key), for Apply's top-level splice.
-  uint8_t raw_type = 0;
-  std::string raw;
+  // kSet, kInc: the operand as the one-element document {"": value}, built
+  // from the update's bytes without libbson; raw_type() and raw() are its
+  // element's type byte and value bytes, for Apply's top-level splice.
+  std::string value_doc;
   std::string path;
   std::vector<std::pair<std::string, std::unique_ptr<PathTree>>> children;
+
+  uint8_t raw_type() const { return static_cast<uint8_t>(value_doc[4]); }
+  std::string_view raw() const {
+    // [len:4][type][""\0][value][\0]
+    return std::string_view(value_doc).substr(6, value_doc.size() - 7);
+  }
+  // The operand (points into value_doc).
+  bson_value_t value() const {
+    bson_iter_t it;
+    bson_iter_init_from_data(&it, reinterpret_cast<const uint8_t*>(value_doc.data()),
+                             value_doc.size());
+    bson_iter_next(&it);
+    return *bson_iter_value(&it);
+  }
 
   PathTree* Find(std::string_view name) const {
     for (const auto& c : children) {
@@ -132,10 +145,14 @@ struct PathTree {
 // inside a path already there (MongoDB's "conflict" error).
 Status AddPath(PathTree* root, std::string_view path, PathTree** leaf) {
   std::vector<std::string> parts;
-  MMDOC_RETURN_IF_ERROR(SplitPath(path, &parts));
+  if (path.find('.') == std::string_view::npos) {
+    if (path.empty()) return Status::InvalidArgument("bad field path", path);
+  } else {
+    MMDOC_RETURN_IF_ERROR(SplitPath(path, &parts));
+  }
   PathTree* n = root;
-  for (const std::string& part : parts) {
-    n = n->Child(part);
+  for (size_t i = 0; i < std::max<size_t>(parts.size(), 1); i++) {
+    n = n->Child(parts.empty() ? path : std::string_view(parts[i]));
     if (n->op != PathTree::kNone) {
       return Status::InvalidArgument("conflicting update paths " + n->path +
                                      " and " + std::string(path));
@@ -240,9 +257,11 @@ Status AppendMissing(const PathTree& n,
 Status Create(const PathTree& n, std::string_view key, bson_t* out) {
   switch (n.op) {
     case PathTree::kSet:
-    case PathTree::kInc:
-      Append(out, key, n.value.get());
+    case PathTree::kInc: {
+      bson_value_t v = n.value();
+      Append(out, key, &v);
       return Status::OK();
+    }
     case PathTree::kUnset:
       return Status::OK();
     case PathTree::kNone:
@@ -273,14 +292,17 @@ Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array,
     seen.push_back(c);
     const bson_value_t* cur = bson_iter_value(it);
     switch (c->op) {
-      case PathTree::kSet:
-        Append(out, key, c->value.get());
+      case PathTree::kSet: {
+        bson_value_t v = c->value();
+        Append(out, key, &v);
         continue;
+      }
       case PathTree::kUnset:
         continue;
       case PathTree::kInc: {
         bson_value_t sum;
-        MMDOC_RETURN_IF_ERROR(Add(cur, c->value.get(), c->path, &sum));
+        bson_value_t delta = c->value();
+        MMDOC_RETURN_IF_ERROR(Add(cur, &delta, c->path, &sum));
         Append(out, key, &sum);
         continue;
       }
@@ -363,9 +385,9 @@ void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len,
     if (node == nullptr) {
       out->append(reinterpret_cast<const char*>(start), end - start);
     } else if (node->op == PathTree::kSet) {
-      out->push_back(static_cast<char>(node->raw_type));
+      out->push_back(static_cast<char>(node->raw_type()));
       out->append(reinterpret_cast<const char*>(start) + 1, key_len + 1);
-      out->append(node->raw);
+      out->append(node->raw());
     }  // kUnset: dropped
   };
   while (bson_iter_next(&it)) {
@@ -381,10 +403,10 @@ void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len,
   for (const auto& [name, child] : tree.children) {
     if (child->op != PathTree::kSet) continue;
     if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
-    out->push_back(static_cast<char>(child->raw_type));
+    out->push_back(static_cast<char>(child->raw_type()));
     out->append(name);
     out->push_back('\0');
-    out->append(child->raw);
+    out->append(child->raw());
   }
   out->push_back('\0');
   uint32_t n = static_cast<uint32_t>(out->size());
@@ -392,6 +414,8 @@ void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len,
 }
 
 }  // namespace
+
+Update::Update(Kind) : impl_(std::make_unique<Impl>()) {}
 
 Update::Update() : impl_(std::make_unique<Impl>()) {
   impl_->replacement = true;
@@ -408,7 +432,7 @@ Result<Update> Update::Parse(const bson_t* update) {
   if (update == nullptr || !bson_iter_init(&it, update)) {
     return Status::InvalidArgument("update is not a BSON document");
   }
-  Update u;
+  Update u(kOperators);
   bson_iter_t peek = it;
   bool operators = bson_iter_next(&peek) && bson_iter_key(&peek)[0] == '$';
   if (!operators) {
@@ -467,16 +491,23 @@ Result<Update> Update::Parse(const bson_t* update) {
       PathTree* leaf = nullptr;
       MMDOC_RETURN_IF_ERROR(AddPath(&u.impl_->tree, path, &leaf));
       leaf->op = op;
-      if (op != PathTree::kUnset) leaf->value = Value::FromBsonValue(v);
-      if (op == PathTree::kSet) {
-        // {"": v} is [len:4][type][""\0][value][\0].
-        bson_t one;
-        bson_init(&one);
-        bson_append_iter(&one, "", 0, &fields);
-        const uint8_t* b = bson_get_data(&one);
-        leaf->raw_type = b[4];
-        leaf->raw.assign(reinterpret_cast<const char*>(b) + 6, one.len - 7);
-        bson_destroy(&one);
+      if (op != PathTree::kUnset) {
+        // The element's value bytes, straight from the update document: an
+        // element runs from its type byte (just before its key) to where
+        // the iterator found the next element (next_off; the subdocument's
+        // final NUL after the last one).
+        const char* key = bson_iter_key(&fields);
+        const char* end = reinterpret_cast<const char*>(fields.raw) + fields.next_off;
+        const char* value = key + path.size() + 1;
+        std::string& d = leaf->value_doc;
+        const uint32_t len = static_cast<uint32_t>(4 + 2 + (end - value) + 1);
+        d.reserve(len);
+        d.resize(4);
+        for (int i = 0; i < 4; i++) d[i] = static_cast<char>(len >> (8 * i));
+        d.push_back(key[-1]);  // the element's type byte
+        d.push_back('\0');     // its key, ""
+        d.append(value, end - value);
+        d.push_back('\0');
       }
     }
   }
