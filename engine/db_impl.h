@@ -227,6 +227,12 @@ class TransactionImpl {
   // Indexes i with (*skip)[i] set get no keys.
   void ComputeKeys(CollState* c, std::string_view doc, KeySets* out,
                    const std::vector<char>* skip = nullptr);
+  // InvalidArgument when a key of new_keys is over index::kMaxKeySize.
+  Status CheckKeySizes(CollState* c, std::string_view pk, const KeySets& new_keys);
+  // Takes back what InsertPrepared wrote before it found a duplicate in
+  // index `index`: the primary entry, the entries of the indexes before it
+  // and the first `keys` keys of its own (new_keys_).
+  Status UndoInsert(CollState* c, std::string_view pk, size_t index, size_t keys);
   // Key sizes, and unique indexes against entries of other documents
   // (keys in *old_keys, the document's own, are not conflicts).
   Status CheckKeys(CollState* c, std::string_view pk, std::string_view new_doc,

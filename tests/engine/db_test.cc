@@ -163,6 +163,41 @@ TEST_CASE("secondary indexes: build, maintain, unique, drop, persist", "[engine]
   CHECK(db->Find("c", J(R"({"k": {"$gte": 100, "$lt": 130}})")).value().size() == 3);
 }
 
+TEST_CASE("a duplicate in a later unique index takes back the insert's earlier entries",
+          "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->CreateIndex("c", "a").ok());  // not unique, written first
+  REQUIRE(db->CreateIndex("c", "u", IndexOptions{true}).ok());
+  REQUIRE(db->CreateIndex("c", "v", IndexOptions{true}).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1, "a": [1, 2], "u": 10, "v": [20, 21]})")).ok());
+  auto txn = db->Begin();
+  REQUIRE(txn.ok());
+  Transaction& t = *txn.value();
+  // Fails in "v" after its first key (22) and every key of "a" and "u" went in.
+  Status s = t.Insert("c", J(R"({"_id": 2, "a": [3, 4], "u": 11, "v": [22, 21]})"));
+  CHECK(s.IsAlreadyExists());
+  CHECK(s.ToString().find("'v'") != std::string::npos);
+  // Fails in "u": the entries of "a" come back out.
+  s = t.Insert("c", J(R"({"_id": 3, "a": 5, "u": 10, "v": 30})"));
+  CHECK(s.IsAlreadyExists());
+  CHECK(s.ToString().find("'u'") != std::string::npos);
+  // The transaction goes on: the failed documents' keys are free.
+  REQUIRE(t.Insert("c", J(R"({"_id": 4, "a": 3, "u": 11, "v": 22})")).ok());
+  REQUIRE(t.Commit().ok());
+  CHECK(db->Get("c", V("2")).status().IsNotFound());
+  CHECK(db->Get("c", V("3")).status().IsNotFound());
+  auto idx = db->ListIndexes("c");
+  REQUIRE(idx.ok());
+  REQUIRE(idx.value().size() == 3);
+  CHECK(idx.value()[0].entries == 3);  // a: 1, 2 (doc 1) and 3 (doc 4)
+  CHECK(idx.value()[1].entries == 2);  // u: 10, 11
+  CHECK(idx.value()[2].entries == 3);  // v: 20, 21, 22
+  CHECK(Ids(db->Find("c", J(R"({"a": 3})")).value()) == std::vector<std::string>{"4"});
+  CHECK(db->Find("c", J(R"({"a": {"$in": [4, 5]}})")).value().empty());
+  CHECK(Ids(db->Find("c", J(R"({"v": 22})")).value()) == std::vector<std::string>{"4"});
+  CHECK(db->Count("c", J("{}")).value() == 2);
+}
+
 TEST_CASE("missing fields are indexed as null", "[engine]") {
   TestDB db(Fast());
   REQUIRE(db->CreateIndex("c", "k").ok());
