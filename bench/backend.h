@@ -66,6 +66,8 @@ struct BackendConfig {
   int max_sessions = 1;
   // Periodic flush interval for Durability::kPeriodic.
   uint32_t sync_interval_ms = 100;
+  // mmdoc only: Options::log_size (0 = the library's default).
+  uint64_t mmdoc_log_bytes = 0;
   // Whether the store has the unique index on `key` from the start. false:
   // the documents alone (what insert_noindex measures); BuildKeyIndex adds
   // the index later.

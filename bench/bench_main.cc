@@ -85,6 +85,7 @@ int Main(int argc, char** argv) {
   int batch = 1000, threads = 1, scans = 0;
   uint64_t seed = 1, max_durable_ops = 10000, mapping_docs = 50000;
   uint32_t sync_interval_ms = 100;
+  uint64_t mmdoc_log_mib = 0;
   bool keep = false, quiet = false;
   std::string engine_help =
       "engines, comma-separated (default: the four of the seed test bed";
@@ -129,6 +130,10 @@ int Main(int argc, char** argv) {
   app.add_option("--sync-interval-ms", sync_interval_ms,
                  "flush interval of periodic mode")
       ->capture_default_str();
+  app.add_option("--mmdoc-log-mib", mmdoc_log_mib,
+                 "mmdoc's log size in MiB (Options::log_size; a checkpoint "
+                 "runs each time it fills; default: the library's, 64)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option(
       "--dir", dir_arg,
       "data directory (default: a temporary one in the current directory)");
@@ -255,6 +260,7 @@ int Main(int argc, char** argv) {
         config.max_durable_ops = max_durable_ops;
         config.mapping_docs = mapping_docs;
         config.sync_interval_ms = sync_interval_ms;
+        config.mmdoc_log_bytes = mmdoc_log_mib << 20;
         config.dir = parent;
         config.keep_data = keep;
         config.progress = progress;

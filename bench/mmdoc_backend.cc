@@ -270,6 +270,8 @@ class MmdocBackend : public Backend {
     options.create_if_missing = true;
     options.durability = config.durability;
     options.sync_interval_ms = config.sync_interval_ms;
+    if (config.mmdoc_log_bytes != 0) options.log_size = config.mmdoc_log_bytes;
+    log_size_ = options.log_size;
     durability_ = config.durability;
     sync_interval_ms_ = config.sync_interval_ms;
     auto db = DB::Open(dir + "/bench.mmdb", options);
@@ -293,6 +295,7 @@ class MmdocBackend : public Backend {
     if (durability_ == Durability::kPeriodic) {
       s += " (" + std::to_string(sync_interval_ms_) + " ms)";
     }
+    s += ", log " + std::to_string(log_size_ >> 20) + " MiB";
     s += replace_ ? ", page 4096, update = Get + Replace"
                   : ", page 4096, update = Update($set)";
     s += ", search_key = Find limit 1, build_index = CreateIndex(unique), "
@@ -318,6 +321,7 @@ class MmdocBackend : public Backend {
   std::unique_ptr<DB> db_;
   Durability durability_ = Durability::kFsync;
   uint32_t sync_interval_ms_ = 100;
+  uint64_t log_size_ = 0;
 };
 
 }  // namespace

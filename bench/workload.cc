@@ -460,6 +460,7 @@ Status Runner::OpenStore(const std::string& name, bool key_index) {
   bc.expected_bytes = data_.bson_bytes();
   bc.max_sessions = std::max(config_.threads, writers_);
   bc.sync_interval_ms = config_.sync_interval_ms;
+  bc.mmdoc_log_bytes = config_.mmdoc_log_bytes;
   bc.key_index = key_index;
   Status s = backend_->Open(store_dir_, bc);
   if (s.ok()) {

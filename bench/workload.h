@@ -112,6 +112,8 @@ struct WorkloadConfig {
   // so the timed ones run against a full store. 0 = no cap.
   uint64_t max_durable_ops = 0;
   uint32_t sync_interval_ms = 100;
+  // mmdoc's Options::log_size; 0 = the library's default.
+  uint64_t mmdoc_log_bytes = 0;
   // Parent of the engine's data directory (created and removed here).
   std::string dir;
   bool keep_data = false;

@@ -231,6 +231,32 @@ TEST_CASE("mmdoc-bench prints the scan rate as a share of memory bandwidth", "[b
   CHECK(rows == 3);
 }
 
+TEST_CASE("mmdoc-bench --mmdoc-log-mib sets mmdoc's log size", "[bench]") {
+  test::TempDir dir;
+  // store_bytes counts the data file and the preallocated log.
+  auto run = [&](int mib, std::string* notes) {
+    std::string json = dir.File("log" + std::to_string(mib) + ".json");
+    REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines mmdoc --docs 500 --phases insert" +
+                " --quiet --mmdoc-log-mib " + std::to_string(mib) + " --dir " +
+                dir.File("data") + " --json " + json) == 0);
+    Json j(json);
+    REQUIRE(j.doc != nullptr);
+    bson_iter_t it, f;
+    REQUIRE(bson_iter_init(&it, j.doc));
+    REQUIRE(bson_iter_find_descendant(&it, "results.0.notes", &f));
+    *notes = bson_iter_utf8(&f, nullptr);
+    REQUIRE(bson_iter_init(&it, j.doc));
+    REQUIRE(bson_iter_find_descendant(&it, "results.0.store_bytes", &f));
+    return Number(&f);
+  };
+  std::string notes4, notes12;
+  const double small = run(4, &notes4);
+  const double large = run(12, &notes12);
+  CHECK(notes4.find("log 4 MiB") != std::string::npos);
+  CHECK(notes12.find("log 12 MiB") != std::string::npos);
+  CHECK(large - small == 8 << 20);
+}
+
 TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
   std::string bench = test::BuildDir() + "/mmdoc-bench --quiet ";
   CHECK(Run(bench + "--engines nosuch --docs 100 2>/dev/null") == 2);
