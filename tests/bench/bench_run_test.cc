@@ -40,6 +40,11 @@ struct Json {
   ~Json() {
     if (doc != nullptr) bson_destroy(doc);
   }
+  // The value at a dotted path ("config.phases", "results.0.notes").
+  bool Find(const char* path, bson_iter_t* out) const {
+    bson_iter_t it;
+    return doc != nullptr && bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, out);
+  }
   bson_t* doc = nullptr;
   std::string message;
 };
@@ -203,8 +208,7 @@ TEST_CASE("mmdoc-bench times every phase by default", "[bench]") {
   Json j(json);
   REQUIRE(j.doc != nullptr);
   bson_iter_t it, sub;
-  REQUIRE(bson_iter_init(&it, j.doc));
-  REQUIRE(bson_iter_find_descendant(&it, "config.phases", &sub));
+  REQUIRE(j.Find("config.phases", &sub));
   REQUIRE(bson_iter_recurse(&sub, &it));
   std::vector<std::string> phases;
   while (bson_iter_next(&it)) phases.push_back(bson_iter_utf8(&it, nullptr));
@@ -241,12 +245,10 @@ TEST_CASE("mmdoc-bench --mmdoc-log-mib sets mmdoc's log size", "[bench]") {
                 dir.File("data") + " --json " + json) == 0);
     Json j(json);
     REQUIRE(j.doc != nullptr);
-    bson_iter_t it, f;
-    REQUIRE(bson_iter_init(&it, j.doc));
-    REQUIRE(bson_iter_find_descendant(&it, "results.0.notes", &f));
+    bson_iter_t f;
+    REQUIRE(j.Find("results.0.notes", &f));
     *notes = bson_iter_utf8(&f, nullptr);
-    REQUIRE(bson_iter_init(&it, j.doc));
-    REQUIRE(bson_iter_find_descendant(&it, "results.0.store_bytes", &f));
+    REQUIRE(j.Find("results.0.store_bytes", &f));
     return Number(&f);
   };
   std::string notes4, notes12;
