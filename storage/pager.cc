@@ -400,8 +400,18 @@ class PagerImpl final : public Pager {
   void StopFlusher() MMDOC_EXCLUDES(sync_mu_);
   void UnregisterReader(uint64_t txid) MMDOC_EXCLUDES(state_mu_) {
     MutexLock l(&state_mu_);
+    if (txid == newest_reader_txid_ && newest_readers_ > 0) {
+      newest_readers_--;
+      return;
+    }
     auto it = readers_.find(txid);
     if (it != readers_.end() && --it->second == 0) readers_.erase(it);
+  }
+  // The oldest open snapshot's txid, or UINT64_MAX when none is open.
+  uint64_t OldestReaderLocked() const MMDOC_REQUIRES(state_mu_) {
+    uint64_t oldest = newest_readers_ > 0 ? newest_reader_txid_ : UINT64_MAX;
+    if (!readers_.empty()) oldest = std::min(oldest, readers_.begin()->first);
+    return oldest;
   }
   // Takes n contiguous free pages; 0 if none.
   PageId TakeRunLocked(uint32_t n) MMDOC_REQUIRES(alloc_mu_);
@@ -444,8 +454,14 @@ class PagerImpl final : public Pager {
   // Written by the writer under state_mu_; the writer reads it without
   // (writer_committed()).
   Snapshot committed_ MMDOC_GUARDED_BY(state_mu_);
-  // Snapshot txid -> open readers.
+  // Open readers: those of the newest snapshot any reader took are counted
+  // in newest_readers_, older ones in readers_ (snapshot txid -> count).
+  // Most read transactions start and end at the same newest snapshot, and
+  // a map node per transaction (insert, then erase) cost ~290 instructions,
+  // 7% of a DB::Get (callgrind).
   std::map<uint64_t, int> readers_ MMDOC_GUARDED_BY(state_mu_);
+  uint64_t newest_reader_txid_ MMDOC_GUARDED_BY(state_mu_) = 0;
+  int newest_readers_ MMDOC_GUARDED_BY(state_mu_) = 0;
 
   Mutex writer_mu_;
   CondVar writer_cv_{&writer_mu_};
@@ -1022,7 +1038,13 @@ PagerImpl::~PagerImpl() {
 
 Result<std::unique_ptr<Txn>> PagerImpl::BeginRead() {
   MutexLock l(&state_mu_);
-  readers_[committed_.txid]++;
+  const uint64_t txid = committed_.txid;
+  if (txid != newest_reader_txid_) {
+    if (newest_readers_ > 0) readers_[newest_reader_txid_] += newest_readers_;
+    newest_reader_txid_ = txid;
+    newest_readers_ = 0;
+  }
+  newest_readers_++;
   return std::unique_ptr<Txn>(new ReadTxnImpl(this, committed_));
 }
 
@@ -1060,7 +1082,7 @@ void PagerImpl::ReleasePending() {
   uint64_t oldest = UINT64_MAX;
   {
     MutexLock l(&state_mu_);
-    if (!readers_.empty()) oldest = readers_.begin()->first;
+    oldest = OldestReaderLocked();
   }
   MutexLock l(&alloc_mu_);
   // Rule 5(a): freed by T, reusable once every open snapshot is >= T.
@@ -1582,8 +1604,10 @@ PagerStats PagerImpl::Stats() {
     MutexLock l(&state_mu_);
     st.page_count = committed_.page_count;
     st.txid = committed_.txid;
+    st.readers = static_cast<uint64_t>(newest_readers_);
     for (const auto& [t, n] : readers_) st.readers += n;
-    st.oldest_reader_txid = readers_.empty() ? 0 : readers_.begin()->first;
+    const uint64_t oldest = OldestReaderLocked();
+    st.oldest_reader_txid = oldest == UINT64_MAX ? 0 : oldest;
   }
   {
     MutexLock l(&alloc_mu_);

@@ -306,6 +306,51 @@ TEST_CASE("pager: stats report readers and log use") {
   CHECK(st.oldest_reader_txid == r2.value()->txid());
 }
 
+TEST_CASE("pager: readers of one snapshot and of older ones are counted apart") {
+  // BeginRead counts readers of the newest snapshot in one counter and moves
+  // them to the per-txid map when a newer snapshot gets a reader; whichever
+  // order readers close in, the oldest open snapshot is what rule 5(a)
+  // waits for.
+  test::TempDir dir;
+  auto p = OpenOrDie(dir.File("db"));
+  WriteTagged(p.get(), 0, 1);
+  auto a1 = p->BeginRead();
+  auto a2 = p->BeginRead();
+  const uint64_t ta = a1.value()->txid();
+  CHECK(a2.value()->txid() == ta);
+  WriteTagged(p.get(), 0, 2);  // frees a page a1 and a2 can still read
+  auto b = p->BeginRead();
+  const uint64_t tb = b.value()->txid();
+  REQUIRE(tb > ta);
+  PagerStats st = p->Stats();
+  CHECK(st.readers == 3);
+  CHECK(st.oldest_reader_txid == ta);
+  const uint64_t pending = st.pending_pages;
+  CHECK(pending >= 1);
+  a1.value().reset();
+  st = p->Stats();
+  CHECK(st.readers == 2);
+  CHECK(st.oldest_reader_txid == ta);
+  WriteTagged(p.get(), 0, 3);  // a2 still pins what the second write freed
+  CHECK(p->Stats().pending_pages >= pending);
+  a2.value().reset();
+  st = p->Stats();
+  CHECK(st.readers == 1);
+  CHECK(st.oldest_reader_txid == tb);
+  auto c = p->BeginRead();  // b moves to the map, c is the newest
+  const uint64_t tc = c.value()->txid();
+  REQUIRE(tc > tb);
+  CHECK(p->Stats().oldest_reader_txid == tb);
+  c.value().reset();
+  st = p->Stats();
+  CHECK(st.readers == 1);
+  CHECK(st.oldest_reader_txid == tb);
+  b.value().reset();
+  st = p->Stats();
+  CHECK(st.readers == 0);
+  CHECK(st.oldest_reader_txid == 0);
+}
+
 }  // namespace
 }  // namespace mmdoc::storage
 
