@@ -6,6 +6,7 @@
 #include <bson/bson.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -257,6 +258,21 @@ TEST_CASE("mmdoc-bench --mmdoc-log-mib sets mmdoc's log size", "[bench]") {
   CHECK(notes4.find("log 4 MiB") != std::string::npos);
   CHECK(notes12.find("log 12 MiB") != std::string::npos);
   CHECK(large - small == 8 << 20);
+}
+
+TEST_CASE("tools/run-bench builds a target the build system has", "[bench]") {
+  // README command 1 builds mmdoc-bench with `cmake --build --target T`; on
+  // a fresh checkout a T that is the binary's name but not a target fails.
+  const std::string script = ReadFile(std::string(MMDOC_SOURCE_DIR) + "/tools/run-bench");
+  const size_t at = script.find("--target ");
+  REQUIRE(at != std::string::npos);
+  const size_t from = at + std::strlen("--target ");
+  const std::string target = script.substr(from, script.find_first_of(" \n", from) - from);
+  INFO(target);
+  test::TempDir dir;
+  const std::string out = dir.File("targets.txt");
+  REQUIRE(Run("cmake --build " + test::BuildDir() + " --target help > " + out) == 0);
+  CHECK(ReadFile(out).find("... " + target + "\n") != std::string::npos);
 }
 
 TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
