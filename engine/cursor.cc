@@ -101,8 +101,8 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   // interval or several); otherwise it has one key and intervals do not
   // overlap.
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
-  cur->cursor_ = std::make_unique<index::BTree::Cursor>(
-      cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary);
+  cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_
+                                                  : c->primary);
   if (!options.sort_field.empty()) {
     Status s = cur->Materialize();
     if (!s.ok()) return s;
@@ -173,11 +173,13 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
   v.value.v_utf8.str = const_cast<char*>(value.data());
   v.value.v_utf8.len = static_cast<uint32_t>(value.size());
   engine::KeyInterval iv;
+  // Type byte, value, terminator: one allocation.
+  iv.lo.reserve(value.size() + 4);
   engine::AppendKey(&v, &iv.lo);
   iv.hi = iv.lo;
   iv.lo_inclusive = iv.hi_inclusive = true;
   cur->intervals_.push_back(std::move(iv));
-  cur->cursor_ = std::make_unique<index::BTree::Cursor>(cur->index_tree_);
+  cur->cursor_.emplace(cur->index_tree_);
   return cur;
 }
 

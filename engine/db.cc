@@ -125,8 +125,28 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, b
 Result<std::unique_ptr<TransactionImpl>> DBImpl::BeginRead() {
   auto txn = pager_->BeginRead();
   if (!txn.ok()) return txn.status();
+  std::unique_ptr<TransactionImpl> spare;
+  std::shared_ptr<const CatalogCache> cache;
+  {
+    storage::MutexLock l(&cache_mu_);
+    cache = cache_;
+    if (!spare_reads_.empty()) {
+      spare = std::move(spare_reads_.back());
+      spare_reads_.pop_back();
+    }
+  }
+  if (spare) {
+    spare->Renew(std::move(txn.value()), std::move(cache));
+    return spare;
+  }
   return std::make_unique<TransactionImpl>(this, std::move(txn.value()), true,
                                            Durability::kNone, false);
+}
+
+void DBImpl::EndRead(std::unique_ptr<TransactionImpl> t) {
+  t->Abort();  // ends the snapshot; a reader that missed the cache fills it
+  storage::MutexLock l(&cache_mu_);
+  if (spare_reads_.size() < kSpareReads) spare_reads_.push_back(std::move(t));
 }
 
 Status DBImpl::Check(CheckReport* report) {
@@ -356,7 +376,14 @@ Status DBImpl::Compact() {
     src.value()->Abort();
     MMDOC_RETURN_IF_ERROR(dst.value()->Checkpoint());
   }  // closes both the copy (checkpointed) and the snapshot
-  // Close ourselves, swap the files in, reopen.
+  // Close ourselves, swap the files in, reopen. The catalog cache and the
+  // spare readers describe the old file: a page number and txid of the old
+  // catalog could name a different state in the new one.
+  {
+    storage::MutexLock l(&cache_mu_);
+    cache_ = nullptr;
+    spare_reads_.clear();
+  }
   MMDOC_RETURN_IF_ERROR(pager_->Checkpoint());
   pager_.reset();
   Status s = fs->Rename(tmp, path_);
@@ -378,7 +405,14 @@ Status Cursor::status() const { return impl_->status(); }
 ExplainInfo Cursor::explain() const { return impl_->explain(); }
 
 Transaction::Transaction(std::unique_ptr<TransactionImpl> impl) : impl_(std::move(impl)) {}
-Transaction::~Transaction() = default;
+Transaction::~Transaction() {
+  // A read transaction goes back to its DB to be renewed by a later
+  // BeginRead (it holds no snapshot meanwhile).
+  if (impl_ && impl_->read_only()) {
+    DBImpl* db = impl_->db();
+    db->EndRead(std::move(impl_));
+  }
+}
 bool Transaction::read_only() const { return impl_->read_only(); }
 Result<Document> Transaction::Get(std::string_view c, const Value& id) { return impl_->Get(c, id); }
 Result<std::unique_ptr<Cursor>> Transaction::Find(std::string_view c, const Document& filter,

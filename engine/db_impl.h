@@ -32,6 +32,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -104,7 +105,13 @@ class DBImpl {
   ~DBImpl();
 
   Result<std::unique_ptr<TransactionImpl>> Begin(const WriteOptions& wo, bool replaying = false);
+  // A read transaction; a spare one EndRead kept is renewed when there is
+  // one (with the collection state it had, if the catalog has not changed).
   Result<std::unique_ptr<TransactionImpl>> BeginRead();
+  // Finishes a read transaction from BeginRead and keeps it as a spare
+  // (up to kSpareReads), so a point read does not build and free a
+  // transaction, a catalog and a collection's trees every time.
+  void EndRead(std::unique_ptr<TransactionImpl> t);
   // DB::Get: a point read on its own snapshot. When the catalog cache is
   // current it reads the _id tree directly, without a TransactionImpl
   // (whose catalog and collection objects cost more than the lookup).
@@ -143,6 +150,11 @@ class DBImpl {
   std::unique_ptr<storage::Pager> pager_;
   storage::Mutex cache_mu_;
   std::shared_ptr<const CatalogCache> cache_ MMDOC_GUARDED_BY(cache_mu_);
+  // Finished read transactions (EndRead); declared after pager_, so they
+  // go first. Each holds no snapshot.
+  static constexpr size_t kSpareReads = 8;
+  std::vector<std::unique_ptr<TransactionImpl>> spare_reads_
+      MMDOC_GUARDED_BY(cache_mu_);
 };
 
 // The state of one collection inside a transaction.
@@ -198,10 +210,27 @@ class TransactionImpl {
   // it, so not finding it means the catalog tree is damaged (Corruption),
   // never a missing collection with no trees.
   Status ListedCollection(std::string_view coll, CollState** out);
-  index::Catalog* catalog() { return catalog_.get(); }
+  index::Catalog* catalog() { return Cat(); }
+  DBImpl* db() const { return db_; }
+
+  // Whether a finished read transaction may be renewed with its collection
+  // state kept (DBImpl::EndRead): everything it loaded came from the
+  // catalog cache, so it owns its trees and names the cache's state.
+  bool Reusable() const;
+  // Starts a finished read transaction again on snapshot `txn`, keeping the
+  // collections it loaded when `cache` is the cache they came from and
+  // describes txn's catalog, and dropping them otherwise.
+  // REQUIRES: read_only() and finished.
+  void Renew(std::unique_ptr<storage::Txn> txn,
+             std::shared_ptr<const CatalogCache> cache);
 
  private:
   Status Writable();
+  // Takes `c` as cache_ when it describes this txn's catalog state.
+  void AdoptCache(std::shared_ptr<const CatalogCache> c);
+  // The catalog, made on first use (a read served from the cache never
+  // needs one).
+  index::Catalog* Cat();
   // The catalog cache describing the state this txn is about to commit.
   std::shared_ptr<CatalogCache> NextCache();
   // Marks the transaction unusable after a failure that may have left its
@@ -253,7 +282,7 @@ class TransactionImpl {
 
   DBImpl* db_;
   std::unique_ptr<storage::Txn> txn_;
-  std::unique_ptr<index::Catalog> catalog_;
+  std::unique_ptr<index::Catalog> catalog_;  // see Cat()
   // The catalog cache, when it describes this txn's starting state.
   std::shared_ptr<const CatalogCache> cache_;
   bool ddl_ = false;         // created or dropped a collection or index
@@ -308,7 +337,7 @@ class CursorImpl {
   Status status_;
 
   enum class Mode { kEmpty, kScan, kIndex, kMaterialized } mode_ = Mode::kEmpty;
-  std::unique_ptr<index::BTree::Cursor> cursor_;  // scan or index
+  std::optional<index::BTree::Cursor> cursor_;  // scan or index
   index::BTree* index_tree_ = nullptr;
   bool index_unique_ = false;
   bool index_is_primary_ = false;

@@ -596,7 +596,12 @@ void FindNeedle(const Node& n, std::string* needle) {
 
 }  // namespace
 
-Filter::Filter() : root_(std::make_unique<Node>()) {}
+Filter::Filter() = default;
+
+const Node& Filter::Root() const {
+  static const Node kMatchAll;  // an empty $and
+  return root_ ? *root_ : kMatchAll;
+}
 Filter::~Filter() = default;
 Filter::Filter(Filter&&) noexcept = default;
 Filter& Filter::operator=(Filter&&) noexcept = default;
@@ -622,11 +627,11 @@ Result<Filter> Filter::Parse(const Document& filter) {
 
 bool Filter::Matches(const uint8_t* doc, size_t len) const {
   if (!needle_.empty() && !Contains(doc, len, needle_)) return false;
-  return MatchNode(*root_, doc, len);
+  return MatchNode(Root(), doc, len);
 }
 
 bool Filter::MatchesAll() const {
-  return root_->kind == Node::kAnd && root_->children.empty();
+  return Root().kind == Node::kAnd && Root().children.empty();
 }
 
 std::optional<std::vector<KeyInterval>> Filter::IndexBounds(
@@ -636,7 +641,7 @@ std::optional<std::vector<KeyInterval>> Filter::IndexBounds(
 
 std::optional<std::vector<KeyInterval>> Filter::IndexBounds(
     std::string_view path, bool multikey) const {
-  return NodeBounds(*root_, path, multikey);
+  return NodeBounds(Root(), path, multikey);
 }
 
 }  // namespace mmdoc::engine

@@ -107,7 +107,9 @@ class Filter {
   // Matches rejects a document lacking it with one memmem before parsing:
   // a full scan then costs about what reading the bytes does.
   std::string needle_;
-  std::unique_ptr<Node> root_;
+  std::unique_ptr<Node> root_;  // null: matches everything (no allocation
+                                // for the filter a point cursor never uses)
+  const Node& Root() const;
 };
 
 // A parsed update: operators {$set: {...}, $unset: {...}, $inc: {...}} on

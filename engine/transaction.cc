@@ -3,6 +3,7 @@
 // what the log payload holds.
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "engine/db_impl.h"
@@ -208,21 +209,57 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
   return t->Get(coll, id);
 }
 
-TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn, bool read_only,
-                                 Durability durability, bool replaying)
+TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn,
+                                 bool read_only, Durability durability,
+                                 bool replaying)
     : db_(db),
       txn_(std::move(txn)),
-      catalog_(std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec())),
       read_only_(read_only),
       durability_(durability),
       replaying_(replaying) {
-  if (replaying_) return;
-  std::shared_ptr<const CatalogCache> c = db_->cache();
+  if (!read_only_)
+    catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
+  if (!replaying_) AdoptCache(db_->cache());
+}
+
+void TransactionImpl::AdoptCache(std::shared_ptr<const CatalogCache> c) {
   if (!c) return;
   const storage::PageId root = txn_->root(index::kCatalogRootSlot);
   uint64_t txid;
   if (root == c->catalog_root && CatalogKey(txn_.get(), root, &txid) && txid == c->catalog_txid)
     cache_ = std::move(c);
+}
+
+index::Catalog* TransactionImpl::Cat() {
+  if (!catalog_)
+    catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
+  return catalog_.get();
+}
+
+bool TransactionImpl::Reusable() const {
+  // Collections found in the cache own their trees (CollState::owned); any
+  // other tree belongs to catalog_, which Abort frees.
+  return read_only_ && !replaying_ && cache_ != nullptr && !cache_miss_;
+}
+
+void TransactionImpl::Renew(std::unique_ptr<storage::Txn> txn,
+                            std::shared_ptr<const CatalogCache> cache) {
+  assert(read_only_ && finished_);
+  std::shared_ptr<const CatalogCache> old = std::move(cache_);
+  cache_ = nullptr;
+  txn_ = std::move(txn);
+  finished_ = false;
+  cache_miss_ = false;
+  poisoned_ = Status::OK();
+  AdoptCache(std::move(cache));
+  if (cache_ == nullptr || cache_ != old) {
+    colls_.clear();
+    return;
+  }
+  // The same catalog state (AdoptCache checked this snapshot's catalog
+  // against it): every kept collection's trees have the same roots.
+  for (auto& [name, c] : colls_)
+    for (auto& t : c->owned) t->Rebind(txn_.get());
 }
 
 TransactionImpl::~TransactionImpl() { Abort(); }
@@ -271,17 +308,18 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
         for (size_t i = 0; i < c->meta.indexes.size(); i++)
           c->index_trees.push_back(own(hit->second.index_roots[i]));
       } else {
-        c->primary = catalog_->Adopt(tree_name, hit->second.primary_root);
+        c->primary = Cat()->Adopt(tree_name, hit->second.primary_root);
         for (size_t i = 0; i < c->meta.indexes.size(); i++)
-          c->index_trees.push_back(catalog_->Adopt(IndexTreeName(coll, c->meta.indexes[i].field),
-                                                   hit->second.index_roots[i]));
+          c->index_trees.push_back(
+              Cat()->Adopt(IndexTreeName(coll, c->meta.indexes[i].field),
+                           hit->second.index_roots[i]));
       }
       *out = (colls_[c->name] = std::move(c)).get();
       return Status::OK();
     }
   }
   std::string meta;
-  Status s = catalog_->GetMeta(tree_name, &meta);
+  Status s = Cat()->GetMeta(tree_name, &meta);
   if (s.IsNotFound()) {
     if (!create) {
       *out = (colls_[c->name] = std::move(c)).get();
@@ -290,7 +328,7 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
     if (read_only_) return Status::NotSupported("write in a read-only transaction");
     ddl_ = true;
     c->meta = CollectionMeta();
-    s = catalog_->Create(tree_name, c->meta.Encode());
+    s = Cat()->Create(tree_name, c->meta.Encode());
     if (!s.ok()) return Poison(s);
     c->meta_dirty = false;
   } else if (!s.ok()) {
@@ -301,10 +339,10 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
     cache_miss_ = true;
   }
   c->exists = true;
-  MMDOC_RETURN_IF_ERROR(catalog_->Open(tree_name, &c->primary));
+  MMDOC_RETURN_IF_ERROR(Cat()->Open(tree_name, &c->primary));
   for (const IndexMeta& m : c->meta.indexes) {
     index::BTree* t;
-    MMDOC_RETURN_IF_ERROR(catalog_->Open(IndexTreeName(coll, m.field), &t));
+    MMDOC_RETURN_IF_ERROR(Cat()->Open(IndexTreeName(coll, m.field), &t));
     c->index_trees.push_back(t);
   }
   *out = (colls_[c->name] = std::move(c)).get();
@@ -378,7 +416,7 @@ Result<uint64_t> TransactionImpl::Count(std::string_view coll, const Document& f
 Result<std::vector<std::string>> TransactionImpl::ListCollections() {
   if (finished_) return Status::InvalidArgument("transaction already finished");
   std::vector<std::string> names;
-  MMDOC_RETURN_IF_ERROR(catalog_->List("c:", &names));
+  MMDOC_RETURN_IF_ERROR(Cat()->List("c:", &names));
   for (std::string& n : names) n.erase(0, 2);
   return names;
 }
@@ -766,10 +804,10 @@ Status TransactionImpl::CreateCollection(std::string_view coll) {
 Status TransactionImpl::DropCollectionState(CollState* c) {
   ddl_ = true;
   for (const IndexMeta& m : c->meta.indexes) {
-    Status s = catalog_->Drop(IndexTreeName(c->name, m.field));
+    Status s = Cat()->Drop(IndexTreeName(c->name, m.field));
     if (!s.ok()) return Poison(s);
   }
-  Status s = catalog_->Drop(CollectionTreeName(c->name));
+  Status s = Cat()->Drop(CollectionTreeName(c->name));
   if (!s.ok()) return Poison(s);
   colls_.erase(c->name);
   return Status::OK();
@@ -796,10 +834,10 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
     if (m.field == field) return Status::AlreadyExists("index exists on field", field);
   const std::string tree_name = IndexTreeName(coll, field);
   ddl_ = true;
-  Status s = catalog_->Create(tree_name, {});
+  Status s = Cat()->Create(tree_name, {});
   if (!s.ok()) return Poison(s);
   index::BTree* tree;
-  s = catalog_->Open(tree_name, &tree);
+  s = Cat()->Open(tree_name, &tree);
   if (!s.ok()) return Poison(s);
   c->meta.indexes.push_back(IndexMeta{std::string(field), o.unique});
   c->index_trees.push_back(tree);
@@ -809,7 +847,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
   auto undo = [&](Status err) -> Status {
     c->meta.indexes.pop_back();
     c->index_trees.pop_back();
-    Status d = catalog_->Drop(tree_name);
+    Status d = Cat()->Drop(tree_name);
     if (!d.ok()) return Poison(d);
     return err;
   };
@@ -863,7 +901,7 @@ Status TransactionImpl::DropIndex(std::string_view coll, std::string_view field)
   if (!c->exists) return Status::NotFound("no such collection", coll);
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     if (c->meta.indexes[i].field != field) continue;
-    Status s = catalog_->Drop(IndexTreeName(coll, field));
+    Status s = Cat()->Drop(IndexTreeName(coll, field));
     if (!s.ok()) return Poison(s);
     c->meta.indexes.erase(c->meta.indexes.begin() + i);
     c->index_trees.erase(c->index_trees.begin() + i);
@@ -890,10 +928,10 @@ Status TransactionImpl::Commit() {
   Status s;
   for (auto& [name, c] : colls_) {
     if (!c->exists || !c->meta_dirty) continue;
-    s = catalog_->SetMeta(CollectionTreeName(name), c->meta.Encode());
+    s = Cat()->SetMeta(CollectionTreeName(name), c->meta.Encode());
     if (!s.ok()) break;
   }
-  if (s.ok()) s = catalog_->Flush();
+  if (s.ok()) s = Cat()->Flush();
   std::shared_ptr<CatalogCache> next;
   if (s.ok() && !replaying_) next = NextCache();
   if (s.ok()) {
@@ -922,7 +960,7 @@ Status TransactionImpl::Commit() {
 
 std::shared_ptr<CatalogCache> TransactionImpl::NextCache() {
   auto next = std::make_shared<CatalogCache>();
-  next->catalog_root = catalog_->tree()->root();
+  next->catalog_root = Cat()->tree()->root();
   if (!CatalogKey(txn_.get(), next->catalog_root, &next->catalog_txid)) return nullptr;
   // Entries of collections this txn did not load are still right unless it
   // changed the catalog's shape (DDL); then start afresh.
@@ -947,7 +985,9 @@ void TransactionImpl::Abort() {
     if (next) db_->PublishCache(std::move(next));
   }
   finished_ = true;
-  colls_.clear();
+  // A read transaction that may be renewed (DBImpl::EndRead) keeps the
+  // collections it loaded from the cache.
+  if (!Reusable()) colls_.clear();
   catalog_.reset();
   if (txn_) {
     txn_->Abort();

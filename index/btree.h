@@ -83,6 +83,11 @@ class BTree {
   BTree(const BTree&) = delete;
   BTree& operator=(const BTree&) = delete;
 
+  // Moves the tree to `txn`, another transaction in which the tree has the
+  // same root (a later read of the same committed state). Cursors on it
+  // must be gone. REQUIRES: no writes through this BTree.
+  void Rebind(storage::Txn* txn) { txn_ = txn; }
+
   storage::PageId root() const { return root_; }
   storage::Txn* txn() const { return txn_; }
   Comparator comparator() const { return cmp_; }
