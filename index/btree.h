@@ -175,8 +175,11 @@ class BTree::Cursor {
   BTree* tree_;
   std::vector<Frame> path_;  // root .. leaf
   bool valid_ = false;
-  std::string_view key_, value_;
-  char key_buf_[KeyCodec::kMaxForm];  // key() of a packed key
+  // key_ is the stored key until key() first unpacks it into key_buf_.
+  mutable bool key_ready_ = false;
+  mutable std::string_view key_;
+  std::string_view value_;
+  mutable char key_buf_[KeyCodec::kMaxForm];  // key() of a packed key
   Status Load();  // fills key_/value_ from the leaf frame
   void PrefetchAhead() const;  // hints the leaf and its sibling (see .cc)
 };
