@@ -406,9 +406,10 @@ ExplainInfo Cursor::explain() const { return impl_->explain(); }
 
 Transaction::Transaction(std::unique_ptr<TransactionImpl> impl) : impl_(std::move(impl)) {}
 Transaction::~Transaction() {
-  // A read transaction goes back to its DB to be renewed by a later
-  // BeginRead (it holds no snapshot meanwhile).
-  if (impl_ && impl_->read_only()) {
+  // A read transaction this ends goes back to its DB to be renewed by a
+  // later BeginRead (it holds no snapshot meanwhile). One the caller
+  // already finished does not touch the DB again: it may be gone.
+  if (impl_ && impl_->read_only() && !impl_->finished()) {
     DBImpl* db = impl_->db();
     db->EndRead(std::move(impl_));
   }

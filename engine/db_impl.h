@@ -177,6 +177,7 @@ class TransactionImpl {
   ~TransactionImpl();
 
   bool read_only() const { return read_only_; }
+  bool finished() const { return finished_; }
   storage::Txn* txn() { return txn_.get(); }
 
   Result<Document> Get(std::string_view coll, const Value& id);

@@ -676,3 +676,25 @@ TEST_CASE("read transactions begun after others ended see every commit since",
   for (int i = 0; i < 12; i++) CHECK(read_v(1000 + i) == i);
   CHECK(count() == model.size() + 12);
 }
+
+TEST_CASE("transactions the caller finished may be destroyed after their DB", "[engine]") {
+  // A read transaction ended by its destructor goes back to its DB; one
+  // already committed or aborted must not touch the DB again (under ASan a
+  // use after free; here it once hung on the freed DB's mutex).
+  TestDB db(Fast());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1})")).ok());
+  auto aborted = db->BeginRead().value();
+  CHECK(aborted->Count("c", J("{}")).value() == 1);
+  aborted->Abort();
+  auto committed = db->BeginRead().value();
+  CHECK(committed->Count("c", J("{}")).value() == 1);
+  REQUIRE(committed->Commit().ok());
+  auto written = db->Begin().value();
+  REQUIRE(written->Insert("c", J(R"({"_id": 2})")).ok());
+  REQUIRE(written->Commit().ok());
+  db.Reopen();  // the DB those came from is gone
+  aborted.reset();
+  committed.reset();
+  written.reset();
+  CHECK(db->Count("c", J("{}")).value() == 2);
+}

@@ -117,9 +117,10 @@ class Cursor {
 };
 
 // A read snapshot or the write transaction. Created by DB::Begin/BeginRead.
-// Its Cursors must be destroyed before it, and it before the DB. A read
-// transaction that ends goes back to its DB, which renews it for a later
-// BeginRead (a point read then builds no catalog or tree objects).
+// Its Cursors must be destroyed before it, and it before the DB unless it
+// was committed or aborted. A read transaction ended by its destructor goes
+// back to its DB, which renews it for a later BeginRead (a point read then
+// builds no catalog or tree objects).
 // Every collection argument names a collection; reading a collection that
 // does not exist behaves as an empty one, and the first Insert creates it.
 class Transaction {
