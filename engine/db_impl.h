@@ -339,6 +339,9 @@ class CursorImpl {
 
   enum class Mode { kEmpty, kScan, kIndex, kMaterialized } mode_ = Mode::kEmpty;
   std::optional<index::BTree::Cursor> cursor_;  // scan or index
+  // A scan: the leaf whose bytes hold the filter's needle (or that has
+  // values elsewhere), so its documents are read one by one.
+  const char* checked_leaf_ = nullptr;
   index::BTree* index_tree_ = nullptr;
   bool index_unique_ = false;
   bool index_is_primary_ = false;

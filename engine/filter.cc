@@ -18,10 +18,15 @@
 #include <bson/bson.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#endif
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MMDOC_AVX2_SEARCH 1
 #endif
 #include <string>
 
@@ -531,11 +536,77 @@ std::optional<Intervals> NodeBounds(const Node& n, std::string_view path,
 // and its last character at 16 positions at once and memcmp only where both
 // match. Not the trailing NUL, which follows every string of that length.
 // (glibc's memmem spent ~500 instructions on a 140-byte document.)
+#if defined(MMDOC_AVX2_SEARCH)
+// The same test at 32 positions per step, for CPUs with AVX2 (checked at
+// run time; the build targets plain x86-64). A scan searches whole B+tree
+// leaves, ~3 KB each, where this halves the instructions of the search.
+std::atomic<bool> g_avx2_disabled{false};
+
+__attribute__((target("avx2"))) inline uint32_t CandidatesAvx2(const uint8_t* p,
+                                                               size_t n,
+                                                               __m256i first,
+                                                               __m256i tail) {
+  const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i b =
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + n - 2));
+  return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_and_si256(
+      _mm256_cmpeq_epi8(a, first), _mm256_cmpeq_epi8(b, tail))));
+}
+
+inline bool CheckCandidates(const uint8_t* p, uint32_t mask, const uint8_t* nd,
+                            size_t n) {
+  for (; mask != 0; mask &= mask - 1) {
+    if (std::memcmp(p + __builtin_ctz(mask), nd, n) == 0) return true;
+  }
+  return false;
+}
+
+__attribute__((target("avx2"))) bool ContainsAvx2(const uint8_t* hay,
+                                                  size_t last,
+                                                  const uint8_t* nd, size_t n) {
+  // REQUIRES: last + 1 >= 32 (the hay holds 32 candidate starts).
+  const __m256i first = _mm256_set1_epi8(static_cast<char>(nd[0]));
+  const __m256i tail = _mm256_set1_epi8(static_cast<char>(nd[n - 2]));
+  size_t i = 0;
+  // 64 starts per step; candidates (both bytes right) are rare.
+  for (; i + 64 <= last + 1; i += 64) {
+    const uint32_t m0 = CandidatesAvx2(hay + i, n, first, tail);
+    const uint32_t m1 = CandidatesAvx2(hay + i + 32, n, first, tail);
+    if ((m0 | m1) != 0 && (CheckCandidates(hay + i, m0, nd, n) ||
+                           CheckCandidates(hay + i + 32, m1, nd, n)))
+      return true;
+  }
+  for (; i + 32 <= last + 1; i += 32) {
+    if (CheckCandidates(hay + i, CandidatesAvx2(hay + i, n, first, tail), nd,
+                        n))
+      return true;
+  }
+  if (i > last) return false;
+  // One overlapping block ends exactly at `last`; drop the starts already
+  // checked.
+  const size_t p = last + 1 - 32;
+  return CheckCandidates(
+      hay + p, CandidatesAvx2(hay + p, n, first, tail) >> (i - p) << (i - p),
+      nd, n);
+}
+
+bool UseAvx2() {
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") != 0;
+  }();
+  return has && !g_avx2_disabled.load(std::memory_order_relaxed);
+}
+#endif
+
 bool Contains(const uint8_t* hay, size_t len, const std::string& needle) {
   const size_t n = needle.size();
   if (len < n) return false;
   const uint8_t* nd = reinterpret_cast<const uint8_t*>(needle.data());
   const size_t last = len - n;  // the last possible start
+#if defined(MMDOC_AVX2_SEARCH)
+  if (last + 1 >= 32 && UseAvx2()) return ContainsAvx2(hay, last, nd, n);
+#endif
   size_t i = 0;
 #if defined(__SSE2__)
   const __m128i first = _mm_set1_epi8(static_cast<char>(nd[0]));
@@ -628,6 +699,18 @@ Result<Filter> Filter::Parse(const Document& filter) {
 bool Filter::Matches(const uint8_t* doc, size_t len) const {
   if (!needle_.empty() && !Contains(doc, len, needle_)) return false;
   return MatchNode(Root(), doc, len);
+}
+
+void DisableAvx2SearchForTesting(bool disable) {
+#if defined(MMDOC_AVX2_SEARCH)
+  g_avx2_disabled.store(disable);
+#else
+  (void)disable;
+#endif
+}
+
+bool Filter::MayMatchIn(const uint8_t* bytes, size_t len) const {
+  return needle_.empty() || Contains(bytes, len, needle_);
 }
 
 bool Filter::MatchesAll() const {

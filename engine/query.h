@@ -61,6 +61,10 @@ struct KeyInterval {
   bool hi_inclusive = true;
 };
 
+// Tests only: makes the needle search use its SSE2 path even where the CPU
+// has AVX2, so both paths can be checked on one machine.
+void DisableAvx2SearchForTesting(bool disable);
+
 // A parsed filter in MongoDB's syntax: {field: value} (equality),
 // {field: {$eq,$gt,$gte,$lt,$lte,$ne,$in,$nin,$exists: ...}}, implicit AND
 // of fields, {$and: [...]}, {$or: [...]}, dotted paths. Array semantics as
@@ -81,6 +85,12 @@ class Filter {
   bool Matches(const uint8_t* doc, size_t len) const;
   // True when the filter is {} (matches all).
   bool MatchesAll() const;
+  // Whether the filter has bytes every match contains (see needle_), and
+  // whether they occur in [bytes, bytes + len). When they do not, no
+  // document lying wholly inside those bytes matches: a scan rejects a
+  // whole B+tree leaf with one search.
+  bool HasNeedle() const { return !needle_.empty(); }
+  bool MayMatchIn(const uint8_t* bytes, size_t len) const;
 
   // Key intervals (sorted, non-overlapping) that contain the index key of
   // every matching document's value at `path` (null for missing), or

@@ -935,6 +935,29 @@ std::string_view BTree::Cursor::key() const {
 }
 std::string_view BTree::Cursor::value() const { return value_; }
 
+std::string_view BTree::Cursor::LeafBytes(bool* all_inline) const {
+  const uint8_t* page = path_.back().page;
+  const uint32_t ps = tree_->txn_->page_size();
+  const uint32_t upper = std::min(Upper(page), ps);
+  const uint32_t n = Count(page);
+  bool inl = true;
+  for (uint32_t i = 0; i < n && inl; i++) {
+    const uint32_t off = Slot(page, i);
+    inl = off >= upper && off + kLeafCellHeader <= ps &&
+          (page[off + 2] & kCellOverflow) == 0;
+  }
+  *all_inline = inl;
+  return {reinterpret_cast<const char*>(page) + upper, ps - upper};
+}
+
+Status BTree::Cursor::SkipLeaf(uint64_t* skipped) {
+  Frame& leaf = path_.back();
+  const int n = static_cast<int>(Count(leaf.page));
+  *skipped = leaf.index < n ? static_cast<uint64_t>(n - leaf.index) : 1;
+  if (leaf.index < n) leaf.index = n - 1;
+  return Next();
+}
+
 Status BTree::Cursor::Load() {
   const Frame& f = path_.back();
   LeafCell c;

@@ -166,6 +166,18 @@ class BTree::Cursor {
   std::string_view key() const;    // REQUIRES: Valid()
   std::string_view value() const;  // REQUIRES: Valid()
 
+  // Whole-leaf access, for a scan that can reject a leaf by its bytes.
+  // The current leaf's cell area: every inline value of the leaf lies
+  // inside it, between keys and cell headers. *all_inline is false when a
+  // value of the leaf is elsewhere (an overflow run) or a cell lies outside
+  // the area (a damaged page; reading it entry by entry reports that).
+  // REQUIRES: Valid()
+  std::string_view LeafBytes(bool* all_inline) const;
+  // Moves past the rest of the current leaf to the first entry of the next
+  // one (or to !Valid() at the end). *skipped gets the entries passed over,
+  // the current one included. REQUIRES: Valid()
+  Status SkipLeaf(uint64_t* skipped);
+
  private:
   struct Frame {
     const uint8_t* page;

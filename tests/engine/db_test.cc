@@ -698,3 +698,51 @@ TEST_CASE("transactions the caller finished may be destroyed after their DB", "[
   written.reset();
   CHECK(db->Count("c", J("{}")).value() == 2);
 }
+
+TEST_CASE(
+    "a scan for a string finds it in every leaf and in overflow documents",
+    "[engine]") {
+  // A scan rejects a whole leaf when the value's bytes are nowhere in it;
+  // documents stored in overflow runs are not in the leaf's bytes and must
+  // still be read. Explain still counts every document as examined.
+  TestDB db(Fast());
+  std::mt19937_64 rng(3);
+  std::set<int> want;
+  const int n = 3000;
+  auto txn = db->Begin().value();
+  for (int i = 0; i < n; i++) {
+    const bool hit = rng() % 97 == 0;
+    const bool big = rng() % 41 == 0;  // ~6 KB: an overflow run
+    std::string pad(big ? 6000 : 10 + rng() % 60, 'p');
+    std::string v =
+        hit ? "needle-value" : "other-" + std::to_string(rng() % 1000);
+    if (hit) want.insert(i);
+    REQUIRE(
+        txn->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"pad\": \"" +
+                           pad + "\", \"v\": \"" + v + "\"}"))
+            .ok());
+  }
+  // Big documents (overflow runs) that match.
+  for (int i = n; i < n + 5; i++) {
+    want.insert(i);
+    REQUIRE(txn->Insert("c", J("{\"_id\": " + std::to_string(i) +
+                               ", \"pad\": \"" + std::string(7000, 'q') +
+                               "\", \"v\": \"needle-value\"}"))
+                .ok());
+  }
+  REQUIRE(txn->Commit().ok());
+  auto tr = db->BeginRead().value();
+  auto cur = tr->Find("c", J(R"({"v": "needle-value"})")).value();
+  std::set<int> got;
+  while (cur->Next())
+    got.insert(std::stoi(cur->document().Get("_id").value().ToJson()));
+  REQUIRE(cur->status().ok());
+  CHECK(got == want);
+  auto ex = tr->Explain("c", J(R"({"v": "needle-value"})"));
+  REQUIRE(ex.ok());
+  CHECK(ex.value().plan == "COLLSCAN");
+  CHECK(ex.value().docs_examined == static_cast<uint64_t>(n + 5));
+  CHECK(ex.value().returned == want.size());
+  // A value no document holds: every leaf rejected, nothing returned.
+  CHECK(tr->Count("c", J(R"({"v": "absent-value"})")).value() == 0);
+}

@@ -1,7 +1,9 @@
 // Filter: parsing, MongoDB matching semantics over documents of mixed
 // types, and the soundness of IndexBounds (randomized: every matching
 // document has an index key inside the bounds).
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -64,6 +66,52 @@ std::vector<int> Which(const std::string& filter) {
 }
 
 using Ids = std::vector<int>;
+
+TEST_CASE(
+    "Filter: MayMatchIn finds the needle at every offset, both search paths",
+    "[filter]") {
+  // {v: s} has the needle int32(len+1) s NUL. Hays of 0..300 bytes hold it
+  // at each possible offset, or a near miss (first and last character
+  // right, one byte between wrong), among bytes that share its first byte.
+  std::mt19937_64 rng(5);
+  for (bool sse2 : {false, true}) {
+    DisableAvx2SearchForTesting(sse2);
+    for (size_t slen : {1u, 2u, 15u, 36u, 40u}) {
+      std::string s;
+      for (size_t i = 0; i < slen; i++)
+        s.push_back(static_cast<char>('a' + rng() % 3));
+      Filter f = F("{\"v\": \"" + s + "\"}");
+      REQUIRE(f.HasNeedle());
+      std::string needle(4, '\0');
+      const uint32_t l = static_cast<uint32_t>(slen + 1);
+      std::memcpy(&needle[0], &l, 4);
+      needle += s;
+      needle.push_back('\0');
+      for (size_t len = 0; len <= 300; len += 1 + len / 16) {
+        for (int variant = 0; variant < 3; variant++) {
+          std::string hay(len, '\0');
+          for (char& c : hay)
+            c = rng() % 4 == 0 ? needle[0] : static_cast<char>('a' + rng() % 3);
+          if (variant > 0 && len >= needle.size()) {
+            const size_t at = rng() % (len - needle.size() + 1);
+            hay.replace(at, needle.size(), needle);
+            if (variant == 2 && slen > 1) hay[at + 4] = 'z';  // near miss
+          }
+          const bool want = std::search(hay.begin(), hay.end(), needle.begin(),
+                                        needle.end()) != hay.end();
+          INFO("sse2 " << sse2 << " slen " << slen << " len " << len
+                       << " variant " << variant);
+          CHECK(f.MayMatchIn(reinterpret_cast<const uint8_t*>(hay.data()),
+                             hay.size()) == want);
+        }
+      }
+    }
+  }
+  DisableAvx2SearchForTesting(false);
+  // No needle (not a string equality): every span may match.
+  CHECK_FALSE(F(R"({"v": {"$gt": 1}})").HasNeedle());
+  CHECK(F(R"({"v": {"$gt": 1}})").MayMatchIn(nullptr, 0));
+}
 
 TEST_CASE("Filter: equality over mixed types", "[filter]") {
   CHECK(Which("{}").size() == kDocs.size());

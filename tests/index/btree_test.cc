@@ -233,6 +233,75 @@ TEST_CASE("large values go to overflow runs and are freed", "[btree]") {
   CHECK(store.LivePages().size() == 1);
 }
 
+TEST_CASE(
+    "cursor: a leaf's bytes hold its inline values; SkipLeaf passes the rest",
+    "[btree]") {
+  MemStore store;
+  auto w = store.BeginWrite();
+  BTree t(w.get(), 0);
+  const int n = 2000;
+  std::vector<std::string> values(n);
+  for (int i = 0; i < n; i++) {
+    // Every 301st value is too large to stay in its leaf.
+    values[i] = std::string(i % 301 == 0 ? 2000 : 20 + i % 90,
+                            static_cast<char>('a' + i % 26));
+    REQUIRE(t.Put(Key(i), values[i]).ok());
+  }
+  BTree::Cursor c(&t);
+  REQUIRE(c.SeekToFirst().ok());
+  int seen = 0, leaves = 0, leaves_with_overflow = 0;
+  while (c.Valid()) {
+    bool all_inline;
+    const std::string_view leaf = c.LeafBytes(&all_inline);
+    leaves++;
+    bool overflow = false;
+    int in_leaf = 0;
+    // Walk this leaf: every value is inside its bytes unless it overflowed.
+    while (c.Valid()) {
+      bool ignored;
+      if (c.LeafBytes(&ignored).data() != leaf.data()) break;
+      const std::string_view v = c.value();
+      const bool inside = v.data() >= leaf.data() &&
+                          v.data() + v.size() <= leaf.data() + leaf.size();
+      CHECK(inside == (v.size() < 2000));
+      overflow |= !inside;
+      CHECK(v == values[seen]);
+      seen++;
+      in_leaf++;
+      REQUIRE(c.Next().ok());
+    }
+    CHECK(all_inline == !overflow);
+    leaves_with_overflow += overflow;
+    (void)in_leaf;
+  }
+  CHECK(seen == n);
+  CHECK(leaves > 20);
+  CHECK(leaves_with_overflow > 0);
+  CHECK(leaves_with_overflow < leaves);
+
+  // SkipLeaf from the first entry of each leaf passes the whole leaf, and
+  // the counts add up to every entry.
+  REQUIRE(c.SeekToFirst().ok());
+  uint64_t skipped_total = 0;
+  int skips = 0;
+  while (c.Valid()) {
+    uint64_t skipped = 0;
+    REQUIRE(c.SkipLeaf(&skipped).ok());
+    CHECK(skipped > 0);
+    skipped_total += skipped;
+    skips++;
+  }
+  CHECK(skipped_total == static_cast<uint64_t>(n));
+  CHECK(skips == leaves);
+  // From the middle of a leaf: the current entry and those after it.
+  REQUIRE(c.Seek(Key(1)).ok());
+  uint64_t skipped = 0;
+  REQUIRE(c.SkipLeaf(&skipped).ok());
+  REQUIRE(c.Valid());
+  CHECK(c.key() == Key(static_cast<int>(skipped) + 1));
+  Commit(w.get(), &t);
+}
+
 TEST_CASE("drop frees every page", "[btree]") {
   MemStore store;
   auto w = store.BeginWrite();
