@@ -214,10 +214,6 @@ class TransactionImpl {
   index::Catalog* catalog() { return Cat(); }
   DBImpl* db() const { return db_; }
 
-  // Whether a finished read transaction may be renewed with its collection
-  // state kept (DBImpl::EndRead): everything it loaded came from the
-  // catalog cache, so it owns its trees and names the cache's state.
-  bool Reusable() const;
   // Starts a finished read transaction again on snapshot `txn`, keeping the
   // collections it loaded when `cache` is the cache they came from and
   // describes txn's catalog, and dropping them otherwise.
@@ -227,6 +223,10 @@ class TransactionImpl {
 
  private:
   Status Writable();
+  // Whether Abort may keep the collection state for a later Renew:
+  // everything it loaded came from the catalog cache, so it owns its trees
+  // and names the cache's state.
+  bool Reusable() const;
   // Takes `c` as cache_ when it describes this txn's catalog state.
   void AdoptCache(std::shared_ptr<const CatalogCache> c);
   // The catalog, made on first use (a read served from the cache never

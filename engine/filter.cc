@@ -531,11 +531,16 @@ std::optional<Intervals> NodeBounds(const Node& n, std::string_view path,
   return std::nullopt;
 }
 
-// Whether needle occurs in hay. The needle is an encoded string (int32
-// length, bytes, NUL; at least 5 bytes): compare its first byte (the length)
-// and its last character at 16 positions at once and memcmp only where both
-// match. Not the trailing NUL, which follows every string of that length.
-// (glibc's memmem spent ~500 instructions on a 140-byte document.)
+// Bit k of mask: a candidate start at p + k (its first and next-to-last
+// bytes match). Whether any candidate is the needle.
+inline bool CheckCandidates(const uint8_t* p, uint32_t mask, const uint8_t* nd,
+                            size_t n) {
+  for (; mask != 0; mask &= mask - 1) {
+    if (std::memcmp(p + __builtin_ctz(mask), nd, n) == 0) return true;
+  }
+  return false;
+}
+
 #if defined(MMDOC_AVX2_SEARCH)
 // The same test at 32 positions per step, for CPUs with AVX2 (checked at
 // run time; the build targets plain x86-64). A scan searches whole B+tree
@@ -551,14 +556,6 @@ __attribute__((target("avx2"))) inline uint32_t CandidatesAvx2(const uint8_t* p,
       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + n - 2));
   return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_and_si256(
       _mm256_cmpeq_epi8(a, first), _mm256_cmpeq_epi8(b, tail))));
-}
-
-inline bool CheckCandidates(const uint8_t* p, uint32_t mask, const uint8_t* nd,
-                            size_t n) {
-  for (; mask != 0; mask &= mask - 1) {
-    if (std::memcmp(p + __builtin_ctz(mask), nd, n) == 0) return true;
-  }
-  return false;
 }
 
 __attribute__((target("avx2"))) bool ContainsAvx2(const uint8_t* hay,
@@ -599,6 +596,11 @@ bool UseAvx2() {
 }
 #endif
 
+// Whether needle occurs in hay. The needle is an encoded string (int32
+// length, bytes, NUL; at least 5 bytes): compare its first byte (the length)
+// and its last character at 16 positions at once and memcmp only where both
+// match. Not the trailing NUL, which follows every string of that length.
+// (glibc's memmem spent ~500 instructions on a 140-byte document.)
 bool Contains(const uint8_t* hay, size_t len, const std::string& needle) {
   const size_t n = needle.size();
   if (len < n) return false;
@@ -619,10 +621,7 @@ bool Contains(const uint8_t* hay, size_t len, const std::string& needle) {
         _mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, first), _mm_cmpeq_epi8(b, tail))));
   };
   auto check = [&](size_t p, unsigned mask) {
-    for (; mask != 0; mask &= mask - 1) {
-      if (std::memcmp(hay + p + __builtin_ctz(mask), nd, n) == 0) return true;
-    }
-    return false;
+    return CheckCandidates(hay + p, mask, nd, n);
   };
   if (last + 1 >= 16) {
     for (; i + 16 <= last + 1; i += 16) {
