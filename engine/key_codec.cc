@@ -127,7 +127,10 @@ int Compare(std::string_view a, std::string_view b) {
   return Bytewise(a, {buf, Unpack(b, buf)});
 }
 
-const index::KeyCodec kTreeKeyCodec = {Pack, Unpack, Compare};
+// Every packed key is kPackedSize bytes and begins with the three bytes of
+// kPackedPrefix, which no ordinary key of that size begins with (see the
+// top of this file); two packed keys order bytewise.
+const index::KeyCodec kTreeKeyCodec = {Pack, Unpack, Compare, kPackedSize, 3};
 
 }  // namespace
 

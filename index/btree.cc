@@ -149,64 +149,97 @@ inline void SetChild(uint8_t* w, uint32_t c, PageId child) {
   }
 }
 
-// Binary search over the n keys of a node. *pos is the first key >= key;
-// *eq tells whether it is equal. False when a key is damaged.
-template <typename KeyAt>
-inline bool Search(uint32_t n, std::string_view key, Comparator cmp,
-                   KeyAt key_at, uint32_t* pos, bool* eq) {
+// Two stored keys of the same size that both begin with a packed key's
+// signature (KeyCodec): both are packed and order bytewise. Their first
+// `sig` bytes are equal, so the rest decides, eight bytes at a time.
+inline int PackedCompare(std::string_view a, std::string_view b, uint32_t sig) {
+  size_t i = sig;
+  for (; i + 8 <= a.size(); i += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a.data() + i, 8);
+    std::memcpy(&y, b.data() + i, 8);
+    if (x != y) return __builtin_bswap64(x) < __builtin_bswap64(y) ? -1 : 1;
+  }
+  for (; i < a.size(); i++) {
+    if (a[i] != b[i])
+      return static_cast<uint8_t>(a[i]) < static_cast<uint8_t>(b[i]) ? -1 : 1;
+  }
+  return 0;
+}
+
+// The first n (1..4) bytes of p, as a number for an equality test.
+// REQUIRES: p has at least 4 bytes.
+inline uint32_t Signature(const char* p, uint32_t n) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return n >= 4 ? v : v & ((1u << (8 * n)) - 1);
+}
+
+template <typename KeyAt, typename Cmp>
+inline bool SearchWith(uint32_t n, KeyAt key_at, Cmp cmp, uint32_t* pos,
+                       bool* eq) {
   uint32_t lo = 0, hi = n;
   *eq = false;
-  if (cmp == nullptr) {
-    while (lo < hi) {
-      uint32_t mid = (lo + hi) / 2;
-      std::string_view k = key_at(mid);
-      if (k.empty()) return false;
-      int r = Bytewise(k, key);
-      if (r < 0) {
-        lo = mid + 1;
-      } else if (r > 0) {
-        hi = mid;
-      } else {
-        *pos = mid;
-        *eq = true;
-        return true;
-      }
-    }
-  } else {
-    while (lo < hi) {
-      uint32_t mid = (lo + hi) / 2;
-      std::string_view k = key_at(mid);
-      if (k.empty()) return false;
-      int r = cmp(k, key);
-      if (r < 0) {
-        lo = mid + 1;
-      } else if (r > 0) {
-        hi = mid;
-      } else {
-        *pos = mid;
-        *eq = true;
-        return true;
-      }
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    std::string_view k = key_at(mid);
+    if (k.empty()) return false;
+    int r = cmp(k);
+    if (r < 0) {
+      lo = mid + 1;
+    } else if (r > 0) {
+      hi = mid;
+    } else {
+      *pos = mid;
+      *eq = true;
+      return true;
     }
   }
   *pos = lo;
   return true;
 }
 
+// Binary search over the n keys of a node. *pos is the first key >= key;
+// *eq tells whether it is equal. False when a key is damaged. `sig` is
+// nonzero when `key` is packed (BTree::StoredKey): node keys in the same
+// packed form are then compared inline, any other key through cmp.
+template <typename KeyAt>
+inline bool Search(uint32_t n, std::string_view key, Comparator cmp,
+                   uint32_t sig, KeyAt key_at, uint32_t* pos, bool* eq) {
+  if (cmp == nullptr)
+    return SearchWith(
+        n, key_at, [key](std::string_view k) { return Bytewise(k, key); }, pos,
+        eq);
+  if (sig != 0) {
+    const uint32_t want = Signature(key.data(), sig);
+    return SearchWith(
+        n, key_at,
+        [key, cmp, sig, want](std::string_view k) {
+          if (k.size() == key.size() && Signature(k.data(), sig) == want)
+            return PackedCompare(k, key, sig);
+          return cmp(k, key);
+        },
+        pos, eq);
+  }
+  return SearchWith(
+      n, key_at, [key, cmp](std::string_view k) { return cmp(k, key); }, pos,
+      eq);
+}
+
 inline bool LeafSearch(const uint8_t* p, uint32_t ps, std::string_view key,
-                       Comparator cmp, uint32_t* pos, bool* eq) {
+                       Comparator cmp, uint32_t sig, uint32_t* pos, bool* eq) {
   return Search(
-      Count(p), key, cmp, [p, ps](uint32_t i) { return LeafKey(p, ps, i); },
-      pos, eq);
+      Count(p), key, cmp, sig,
+      [p, ps](uint32_t i) { return LeafKey(p, ps, i); }, pos, eq);
 }
 
 // The child index (0..n) whose subtree may hold `key`.
 inline bool BranchSearch(const uint8_t* p, uint32_t ps, std::string_view key,
-                         Comparator cmp, uint32_t* child_index) {
+                         Comparator cmp, uint32_t sig, uint32_t* child_index) {
   uint32_t pos;
   bool eq;
   if (!Search(
-          Count(p), key, cmp,
+          Count(p), key, cmp, sig,
           [p, ps](uint32_t i) { return BranchKey(p, ps, i); }, &pos, &eq)) {
     return false;
   }
@@ -304,6 +337,7 @@ struct BTree::Impl {
   BTree* t;
   storage::Txn* txn;
   uint32_t ps;
+  uint32_t key_sig = 0;  // of the key Put or Delete searches for (StoredKey)
 
   explicit Impl(BTree* tree)
       : t(tree), txn(tree->txn_), ps(tree->txn_->page_size()) {
@@ -488,7 +522,7 @@ struct BTree::Impl {
                  Change* out) {
     uint32_t pos;
     bool found;
-    if (!LeafSearch(p, ps, key, t->cmp_, &pos, &found))
+    if (!LeafSearch(p, ps, key, t->cmp_, key_sig, &pos, &found))
       return PageError(id, "cell out of bounds");
     if (found && mode == PutMode::kInsert)
       return Status::AlreadyExists("key already exists");
@@ -551,7 +585,8 @@ struct BTree::Impl {
       return PutLeaf(id, p, key, value, mode, rightmost, out);
     uint32_t c;
     PageId child;
-    if (!BranchSearch(p, ps, key, t->cmp_, &c) || !ChildAt(p, ps, c, &child)) {
+    if (!BranchSearch(p, ps, key, t->cmp_, key_sig, &c) ||
+        !ChildAt(p, ps, c, &child)) {
       return PageError(id, "cell out of bounds");
     }
     uint32_t n = Count(p);
@@ -653,7 +688,7 @@ struct BTree::Impl {
       uint32_t pos;
       bool found;
       LeafCell cell;
-      if (!LeafSearch(p, ps, key, t->cmp_, &pos, &found))
+      if (!LeafSearch(p, ps, key, t->cmp_, key_sig, &pos, &found))
         return PageError(id, "cell out of bounds");
       if (!found) return Status::NotFound("key not found");
       if (!DecodeLeaf(p, ps, pos, &cell))
@@ -667,7 +702,8 @@ struct BTree::Impl {
     }
     uint32_t c;
     PageId child;
-    if (!BranchSearch(p, ps, key, t->cmp_, &c) || !ChildAt(p, ps, c, &child)) {
+    if (!BranchSearch(p, ps, key, t->cmp_, key_sig, &c) ||
+        !ChildAt(p, ps, c, &child)) {
       return PageError(id, "cell out of bounds");
     }
     Change ch;
@@ -797,10 +833,18 @@ BTree::BTree(storage::Txn* txn, PageId root, Comparator cmp)
 BTree::BTree(storage::Txn* txn, PageId root, const KeyCodec& codec)
     : txn_(txn), root_(root), cmp_(codec.compare), codec_(&codec) {}
 
-std::string_view BTree::StoredKey(std::string_view key, char* buf) const {
+std::string_view BTree::StoredKey(std::string_view key, char* buf,
+                                  uint32_t* signature) const {
+  *signature = 0;
   if (codec_ != nullptr) {
     size_t n = codec_->pack(key, buf);
-    if (n != 0) return {buf, n};
+    if (n != 0) {
+      if (n == codec_->packed_size && n >= 4 && codec_->signature_size >= 1 &&
+          codec_->signature_size <= 4) {
+        *signature = codec_->signature_size;
+      }
+      return {buf, n};
+    }
   }
   return key;
 }
@@ -811,7 +855,8 @@ Status BTree::Get(std::string_view key, std::string_view* value) {
   PageId id = root_;
   if (id == 0) return Status::NotFound("key not found");
   char buf[KeyCodec::kMaxForm];
-  key = StoredKey(key, buf);
+  uint32_t sig;
+  key = StoredKey(key, buf, &sig);
   const uint32_t ps = txn_->page_size();
   for (int depth = 0; depth <= kMaxDepth; depth++) {
     const uint8_t* p;
@@ -820,7 +865,7 @@ Status BTree::Get(std::string_view key, std::string_view* value) {
     if (Type(p) == PageType::kLeaf) {
       uint32_t pos;
       bool found;
-      if (!LeafSearch(p, ps, key, cmp_, &pos, &found))
+      if (!LeafSearch(p, ps, key, cmp_, sig, &pos, &found))
         return PageError(id, "cell out of bounds");
       if (!found) return Status::NotFound("key not found");
       LeafCell c;
@@ -829,7 +874,7 @@ Status BTree::Get(std::string_view key, std::string_view* value) {
       return LeafValue(txn_, c, value);
     }
     uint32_t c;
-    if (!BranchSearch(p, ps, key, cmp_, &c) || !ChildAt(p, ps, c, &id)) {
+    if (!BranchSearch(p, ps, key, cmp_, sig, &c) || !ChildAt(p, ps, c, &id)) {
       return PageError(id, "cell out of bounds");
     }
   }
@@ -853,8 +898,10 @@ Status CheckKeyValue(std::string_view key, std::string_view value) {
 Status BTree::Put(std::string_view key, std::string_view value, PutMode mode) {
   MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
   char buf[KeyCodec::kMaxForm];
-  key = StoredKey(key, buf);
+  uint32_t sig;
+  key = StoredKey(key, buf, &sig);
   Impl impl(this);
+  impl.key_sig = sig;
   if (root_ == 0) {
     if (mode == PutMode::kUpdate) return Status::NotFound("key not found");
     PageId id;
@@ -875,8 +922,10 @@ Status BTree::Delete(std::string_view key) {
     return Status::NotFound("key not found");
   }
   char buf[KeyCodec::kMaxForm];
-  key = StoredKey(key, buf);
+  uint32_t sig;
+  key = StoredKey(key, buf, &sig);
   Impl impl(this);
+  impl.key_sig = sig;
   Change ch;
   MMDOC_RETURN_IF_ERROR(impl.DelRec(root_, 0, key, &ch));
   root_ = ch.id;
@@ -1028,7 +1077,8 @@ Status BTree::Cursor::Seek(std::string_view target) {
   PageId id = tree_->root_;
   if (id == 0) return Status::OK();
   char buf[KeyCodec::kMaxForm];
-  target = tree_->StoredKey(target, buf);
+  uint32_t sig;
+  target = tree_->StoredKey(target, buf, &sig);
   storage::Txn* txn = tree_->txn_;
   const uint32_t ps = txn->page_size();
   for (;;) {
@@ -1040,7 +1090,7 @@ Status BTree::Cursor::Seek(std::string_view target) {
     if (Type(p) == PageType::kLeaf) {
       uint32_t pos;
       bool eq;
-      if (!LeafSearch(p, ps, target, tree_->cmp_, &pos, &eq)) {
+      if (!LeafSearch(p, ps, target, tree_->cmp_, sig, &pos, &eq)) {
         return PageError(id, "cell out of bounds");
       }
       path_.push_back({p, id, static_cast<int>(pos)});
@@ -1052,7 +1102,7 @@ Status BTree::Cursor::Seek(std::string_view target) {
       return Load();
     }
     uint32_t c;
-    if (!BranchSearch(p, ps, target, tree_->cmp_, &c))
+    if (!BranchSearch(p, ps, target, tree_->cmp_, sig, &c))
       return PageError(id, "cell out of bounds");
     path_.push_back({p, id, static_cast<int>(c)});
     if (!ChildAt(p, ps, c, &id))

@@ -51,6 +51,13 @@ struct KeyCodec {
   // its size, or returns 0 when `stored` is not a packed key.
   size_t (*unpack)(std::string_view stored, char* buf);
   Comparator compare;  // over stored keys; not nullptr
+  // Optional, so that a search can compare two packed keys inline instead
+  // of calling `compare` (0 = not used): every packed key is `packed_size`
+  // bytes long and begins with the same `signature_size` (1..4) bytes, no
+  // other stored key of that size begins with them, and two packed keys
+  // order bytewise.
+  uint32_t packed_size = 0;
+  uint32_t signature_size = 0;
 };
 
 inline constexpr size_t kMaxKeySize = 1024;
@@ -130,7 +137,11 @@ class BTree {
   };
 
   // The stored form of `key`: packed into buf when the codec packs it.
-  std::string_view StoredKey(std::string_view key, char* buf) const;
+  // *signature is the codec's signature_size when the key was packed and
+  // the codec describes its packed form (searches then compare two packed
+  // keys inline), else 0.
+  std::string_view StoredKey(std::string_view key, char* buf,
+                             uint32_t* signature) const;
 
   storage::Txn* txn_;
   storage::PageId root_;

@@ -28,10 +28,17 @@ int Bytewise(std::string_view a, std::string_view b) { return Sign(a.compare(b))
 std::string Guid(std::mt19937_64& rng) {
   static const char kHex[] = "0123456789abcdef";
   std::string s;
+  // Few distinct digits, and a run of zeros of random length first, so
+  // GUIDs share long prefixes and often differ only in their last bytes
+  // (where a search compares packed keys eight bytes at a time).
+  const int zeros = static_cast<int>(rng() % 33);
+  int digit = 0;
   for (int i = 0; i < 36; i++) {
-    // Few distinct digits, so GUIDs share long prefixes and differ late.
-    s.push_back(i == 8 || i == 13 || i == 18 || i == 23 ? '-'
-                                                        : kHex[rng() % 3 == 0 ? rng() % 16 : 0]);
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      s.push_back('-');
+      continue;
+    }
+    s.push_back(digit++ < zeros ? '0' : kHex[rng() % 3 == 0 ? rng() % 16 : 0]);
   }
   return s;
 }
