@@ -332,8 +332,7 @@ Value Value::String(std::string_view s) {
   // the _id of most lookups (libbson's builder cost more than the lookup).
   const uint32_t n = static_cast<uint32_t>(s.size());
   const uint32_t total = n + 13;
-  Value v;
-  v.doc_.resize(total);
+  Value v{std::string(total, '\0')};  // no null value built and replaced
   char* p = v.doc_.data();
   auto put32 = [](char* at, uint32_t x) {
     for (int i = 0; i < 4; i++) at[i] = static_cast<char>((x >> (8 * i)) & 0xff);

@@ -190,14 +190,16 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
   if (c && root == c->catalog_root && CatalogKey(txn, root, &txid) && txid == c->catalog_txid) {
     auto hit = c->colls.find(coll);
     if (hit != c->colls.end()) {
-      std::string pk;
+      // The key is built in a buffer each thread keeps, so that a lookup
+      // allocates only the document it returns.
+      thread_local std::string pk;
+      pk.clear();
       engine::AppendKey(id.get(), &pk);
       std::string_view doc;
-      Status s = Status::NotFound("");
-      if (pk.size() <= index::kMaxKeySize) {
-        index::BTree primary(txn, hit->second.primary_root, TreeKeyCodec());
-        s = primary.Get(pk, &doc);
-      }
+      index::BTree primary(txn, hit->second.primary_root, TreeKeyCodec());
+      Status s = pk.size() <= index::kMaxKeySize
+                     ? primary.Get(pk, &doc)
+                     : Status::NotFound("key too long");
       if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
       if (!s.ok()) return s;
       return Document::FromTrustedBytes(std::string(doc));

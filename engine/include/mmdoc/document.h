@@ -110,6 +110,8 @@ class Value {
   bool operator!=(const Value& o) const { return doc_ != o.doc_; }
 
  private:
+  // Takes doc as it is; the caller sets view_.
+  explicit Value(std::string doc) : doc_(std::move(doc)) {}
   void Reset();
   std::string doc_;     // BSON document {"v": <value>}
   bson_value_t view_;   // points into doc_
