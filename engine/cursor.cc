@@ -176,6 +176,13 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
   // Type byte, value, terminator: one allocation.
   iv.lo.reserve(value.size() + 4);
   engine::AppendKey(&v, &iv.lo);
+  if (cur->index_unique_) {
+    // At most one entry has this key: one lookup (NextFromPoint), no
+    // interval and no tree cursor.
+    cur->mode_ = Mode::kPoint;
+    cur->point_key_ = std::move(iv.lo);
+    return cur;
+  }
   iv.hi = iv.lo;
   iv.lo_inclusive = iv.hi_inclusive = true;
   cur->intervals_.push_back(std::move(iv));
@@ -327,10 +334,43 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
   return false;
 }
 
+bool CursorImpl::NextFromPoint(std::string_view* doc) {
+  if (point_done_) return false;
+  point_done_ = true;
+  std::string_view v;
+  Status s = point_key_.size() <= index::kMaxKeySize
+                 ? index_tree_->Get(point_key_, &v)
+                 : Status::NotFound("key too long");
+  if (s.IsNotFound()) return false;
+  if (!s.ok()) {
+    status_ = s;
+    return false;
+  }
+  explain_.keys_examined++;
+  std::string_view d = v;
+  if (!index_is_primary_) {
+    Status g = c_->primary->Get(v, &d);
+    if (!g.ok()) {
+      status_ = g.IsNotFound() ? Status::Corruption(
+                                     "index entry points at a missing document",
+                                     explain_.index)
+                               : g;
+      return false;
+    }
+  }
+  explain_.docs_examined++;
+  if (point_check_ && !PointMatches(d, point_field_, point_value_))
+    return false;
+  *doc = d;
+  return true;
+}
+
 bool CursorImpl::NextMatch(std::string_view* doc) {
   switch (mode_) {
     case Mode::kEmpty:
       return false;
+    case Mode::kPoint:
+      return NextFromPoint(doc);
     case Mode::kScan:
       return NextFromScan(doc);
     case Mode::kIndex:

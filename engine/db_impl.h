@@ -326,6 +326,7 @@ class CursorImpl {
   bool NextMatch(std::string_view* doc);
   bool NextFromScan(std::string_view* doc);
   bool NextFromIndex(std::string_view* doc);
+  bool NextFromPoint(std::string_view* doc);
   Status StartInterval();
   Status Materialize();
 
@@ -337,7 +338,14 @@ class CursorImpl {
   ExplainInfo explain_;
   Status status_;
 
-  enum class Mode { kEmpty, kScan, kIndex, kMaterialized } mode_ = Mode::kEmpty;
+  // kPoint: CreatePoint on _id or a unique index, one key (point_key_).
+  enum class Mode {
+    kEmpty,
+    kScan,
+    kIndex,
+    kPoint,
+    kMaterialized
+  } mode_ = Mode::kEmpty;
   std::optional<index::BTree::Cursor> cursor_;  // scan or index
   // A scan: the leaf whose bytes hold the filter's needle (or that has
   // values elsewhere), so its documents are read one by one.
@@ -353,6 +361,8 @@ class CursorImpl {
   bool point_check_ = false;
   std::string point_field_;
   std::string point_value_;
+  std::string point_key_;  // kPoint: the key looked up
+  bool point_done_ = false;
   std::unordered_set<std::string> seen_;
   bool dedup_ = false;
 

@@ -568,6 +568,13 @@ TEST_CASE("point plan: {field: string} agrees with the general plan (randomized)
     auto u = db->Find("c", J("{\"u\": \"u" + std::to_string(k) + "\"}"));
     REQUIRE(u.ok());
     REQUIRE(u.value().size() == (k < n ? 1u : 0u));
+    // One key looked up, one document fetched: Explain counts both.
+    auto ux =
+        tr.value()->Explain("c", J("{\"u\": \"u" + std::to_string(k) + "\"}"));
+    REQUIRE(ux.ok());
+    CHECK(ux.value().plan == "IXSCAN");
+    CHECK(ux.value().keys_examined == (k < n ? 1u : 0u));
+    CHECK(ux.value().docs_examined == (k < n ? 1u : 0u));
     if (k < n) {
       const std::string id = "\"id" + std::to_string(k % 37) + "-" + std::to_string(k) + "\"";
       CHECK(u.value()[0].Get("_id").value().ToJson() == id);
