@@ -486,6 +486,19 @@ Result<std::unique_ptr<Transaction>> DB::BeginRead() {
 
 namespace {
 
+// Runs fn(TransactionImpl*) -> Result<T> in a read transaction that goes
+// back to the DB afterwards (DBImpl::EndRead), as a Transaction's
+// destructor hands back its own: the next read renews it instead of
+// building one.
+template <typename Fn>
+auto InRead(DBImpl* db, Fn fn) -> decltype(fn(nullptr)) {
+  auto t = db->BeginRead();
+  if (!t.ok()) return t.status();
+  auto r = fn(t.value().get());
+  db->EndRead(std::move(t.value()));
+  return r;
+}
+
 // Runs fn in a write transaction of its own and commits it.
 template <typename Fn>
 Status InWrite(DBImpl* db, const WriteOptions& o, Fn fn) {
@@ -546,21 +559,22 @@ Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, bool
 
 Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,
                                        const FindOptions& options) {
-  auto t = impl_->BeginRead();
-  if (!t.ok()) return t.status();
-  auto cur = t.value()->Find(c, filter, options);
-  if (!cur.ok()) return cur.status();
-  std::vector<Document> out;
-  while (cur.value()->Next())
-    out.push_back(Document::FromTrustedBytes(std::string(cur.value()->raw())));
-  MMDOC_RETURN_IF_ERROR(cur.value()->status());
-  return out;
+  return InRead(
+      impl_.get(), [&](TransactionImpl* t) -> Result<std::vector<Document>> {
+        auto cur = t->Find(c, filter, options);
+        if (!cur.ok()) return cur.status();
+        std::vector<Document> out;
+        while (cur.value()->Next())
+          out.push_back(
+              Document::FromTrustedBytes(std::string(cur.value()->raw())));
+        MMDOC_RETURN_IF_ERROR(cur.value()->status());
+        return out;
+      });
 }
 
 Result<uint64_t> DB::Count(std::string_view c, const Document& filter) {
-  auto t = impl_->BeginRead();
-  if (!t.ok()) return t.status();
-  return t.value()->Count(c, filter);
+  return InRead(impl_.get(),
+                [&](TransactionImpl* t) { return t->Count(c, filter); });
 }
 
 Status DB::CreateCollection(std::string_view c) {
@@ -574,9 +588,8 @@ Status DB::DropCollection(std::string_view c) {
 }
 
 Result<std::vector<std::string>> DB::ListCollections() {
-  auto t = impl_->BeginRead();
-  if (!t.ok()) return t.status();
-  return t.value()->ListCollections();
+  return InRead(impl_.get(),
+                [](TransactionImpl* t) { return t->ListCollections(); });
 }
 
 Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
@@ -589,9 +602,8 @@ Status DB::DropIndex(std::string_view c, std::string_view f) {
 }
 
 Result<std::vector<IndexInfo>> DB::ListIndexes(std::string_view c) {
-  auto t = impl_->BeginRead();
-  if (!t.ok()) return t.status();
-  return t.value()->ListIndexes(c);
+  return InRead(impl_.get(),
+                [&](TransactionImpl* t) { return t->ListIndexes(c); });
 }
 
 Status DB::Check(CheckReport* report) { return impl_->Check(report); }
