@@ -316,13 +316,7 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
     } else {
       std::string_view pk = cursor_->value();
       if (dedup_ && !seen_.insert(std::string(pk)).second) continue;
-      Status g = c_->primary->Get(pk, &d);
-      if (!g.ok()) {
-        status_ = g.IsNotFound() ? Status::Corruption("index entry points at a missing document",
-                                                      explain_.index)
-                                 : g;
-        return false;
-      }
+      if (!FetchByPk(pk, &d)) return false;
     }
     explain_.docs_examined++;
     if (point_check_ ? PointMatches(d, point_field_, point_value_)
@@ -334,13 +328,22 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
   return false;
 }
 
+bool CursorImpl::FetchByPk(std::string_view pk, std::string_view* doc) {
+  Status s = c_->primary->Get(pk, doc);
+  if (s.ok()) return true;
+  status_ = s.IsNotFound()
+                ? Status::Corruption("index entry points at a missing document",
+                                     explain_.index)
+                : s;
+  return false;
+}
+
 bool CursorImpl::NextFromPoint(std::string_view* doc) {
   if (point_done_) return false;
   point_done_ = true;
   std::string_view v;
-  Status s = point_key_.size() <= index::kMaxKeySize
-                 ? index_tree_->Get(point_key_, &v)
-                 : Status::NotFound("key too long");
+  Status s =
+      index_tree_->Get(point_key_, &v);  // NotFound for an oversized key too
   if (s.IsNotFound()) return false;
   if (!s.ok()) {
     status_ = s;
@@ -348,16 +351,7 @@ bool CursorImpl::NextFromPoint(std::string_view* doc) {
   }
   explain_.keys_examined++;
   std::string_view d = v;
-  if (!index_is_primary_) {
-    Status g = c_->primary->Get(v, &d);
-    if (!g.ok()) {
-      status_ = g.IsNotFound() ? Status::Corruption(
-                                     "index entry points at a missing document",
-                                     explain_.index)
-                               : g;
-      return false;
-    }
-  }
+  if (!index_is_primary_ && !FetchByPk(v, &d)) return false;
   explain_.docs_examined++;
   if (point_check_ && !PointMatches(d, point_field_, point_value_))
     return false;

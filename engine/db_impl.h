@@ -327,6 +327,9 @@ class CursorImpl {
   bool NextFromScan(std::string_view* doc);
   bool NextFromIndex(std::string_view* doc);
   bool NextFromPoint(std::string_view* doc);
+  // The document an index entry's pk names; false (status_ set, Corruption
+  // when it is missing) on failure.
+  bool FetchByPk(std::string_view pk, std::string_view* doc);
   Status StartInterval();
   Status Materialize();
 

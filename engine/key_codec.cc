@@ -51,13 +51,14 @@ inline uint64_t LoadBigEndian64(const char* p) {
   return __builtin_bswap64(v);
 }
 
-// The first three bytes of every packed key, little-endian.
+// The first kPrefixSize bytes of every packed key, little-endian.
+constexpr uint32_t kPrefixSize = 3;
 constexpr uint32_t kPackedPrefix =
     static_cast<uint8_t>(engine::KeyRankByte(engine::kRankString)) | 0x01u << 16;
 
 inline uint32_t Prefix(const char* p) {
   uint32_t v = 0;
-  std::memcpy(&v, p, 3);
+  std::memcpy(&v, p, kPrefixSize);
   return v;
 }
 
@@ -127,10 +128,11 @@ int Compare(std::string_view a, std::string_view b) {
   return Bytewise(a, {buf, Unpack(b, buf)});
 }
 
-// Every packed key is kPackedSize bytes and begins with the three bytes of
-// kPackedPrefix, which no ordinary key of that size begins with (see the
-// top of this file); two packed keys order bytewise.
-const index::KeyCodec kTreeKeyCodec = {Pack, Unpack, Compare, kPackedSize, 3};
+// Every packed key is kPackedSize bytes and begins with the kPrefixSize
+// bytes of kPackedPrefix, which no ordinary key of that size begins with
+// (see the top of this file); two packed keys order bytewise.
+const index::KeyCodec kTreeKeyCodec = {Pack, Unpack, Compare, kPackedSize,
+                                       kPrefixSize};
 
 }  // namespace
 
