@@ -84,6 +84,7 @@ int Main(int argc, char** argv) {
   std::string dir_arg, json_path, csv_path;
   int batch = 1000, threads = 1, scans = 0;
   uint64_t seed = 1, max_durable_ops = 10000, mapping_docs = 50000;
+  uint64_t lookups = 0;
   uint32_t sync_interval_ms = 100;
   uint64_t mmdoc_log_mib = 0;
   bool keep = false, quiet = false;
@@ -118,6 +119,10 @@ int Main(int argc, char** argv) {
       "all); known:";
   for (const auto& p : AllPhases()) phases_help += " " + p;
   app.add_option("--phases", phases_arg, phases_help);
+  app.add_option("--lookups", lookups,
+                 "point reads per search_id and search_key phase (default "
+                 "N/10, the seed's; more make a short phase less noisy)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   app.add_option("--mapping-docs", mapping_docs,
                  "documents the mapping phase inserts and reads per round "
                  "(at most --docs)")
@@ -201,6 +206,7 @@ int Main(int argc, char** argv) {
   run.seed = seed;
   run.scans = scans > 0 ? scans : 20;
   run.mapping_docs = mapping_docs;
+  run.lookups = lookups;
   run.rocksdb_build = RocksDbBuild();
 
   // The data directory.
@@ -259,6 +265,7 @@ int Main(int argc, char** argv) {
                 : static_cast<int>(std::clamp<uint64_t>(20000000 / n, 5, 20));
         config.max_durable_ops = max_durable_ops;
         config.mapping_docs = mapping_docs;
+        config.lookups = lookups;
         config.sync_interval_ms = sync_interval_ms;
         config.mmdoc_log_bytes = mmdoc_log_mib << 20;
         config.dir = parent;

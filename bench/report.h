@@ -44,6 +44,7 @@ struct RunInfo {
   uint64_t seed = 0;
   int scans = 0;
   uint64_t mapping_docs = 0;
+  uint64_t lookups = 0;  // --lookups; 0: N/10 per search phase
   std::vector<std::string> engines;
   std::vector<std::string> phases;
   std::string rocksdb_build;

@@ -330,6 +330,11 @@ class Runner {
   Status Load(const std::string& phase);
   Status SearchId();
   Status SearchKey();
+  // Point reads per search phase (WorkloadConfig::lookups).
+  uint64_t Lookups() const {
+    return config_.lookups != 0 ? config_.lookups
+                                : std::max<uint64_t>(1, data_.size() / 10);
+  }
   Status SearchValue();
   Status Update();
   Status Delete();
@@ -551,7 +556,7 @@ Status Runner::Load(const std::string& phase) {
 }
 
 Status Runner::SearchId() {
-  uint64_t ops = std::max<uint64_t>(1, data_.size() / 10);
+  const uint64_t ops = Lookups();
   Progress progress(config_.progress, Label("search_id"), ops);
   Timed t = RunParallel(
       sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
@@ -573,7 +578,7 @@ Status Runner::SearchId() {
 }
 
 Status Runner::SearchKey() {
-  uint64_t ops = std::max<uint64_t>(1, data_.size() / 10);
+  const uint64_t ops = Lookups();
   Progress progress(config_.progress, Label("search_key"), ops);
   Timed t = RunParallel(
       sessions_, config_.threads, ops, &progress, [&](const Share& sh) {

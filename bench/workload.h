@@ -10,8 +10,8 @@
 //   on the main store (the unique index on key from the start):
 //     insert          N inserts, in transactions of `batch` (always runs when
 //                     any main-store phase is asked for: it loads the data)
-//     search_id       N/10 random existing documents by _id
-//     search_key      N/10 by key (the secondary index)
+//     search_id       N/10 random existing documents by _id (--lookups)
+//     search_key      N/10 by key (the secondary index; --lookups)
 //     search_value    S full scans for a random existing value (no index)
 //     update          N/10 distinct documents: set value, found by _id
 //     delete          N/10 other distinct documents, by _id
@@ -105,6 +105,10 @@ struct WorkloadConfig {
   // Number of search_value scans; delete_value does half as many ops
   // (rounded up), each a scan too.
   int scans = 20;
+  // Point reads per search_id and search_key phase; 0 = N/10 (the seed's).
+  // At 1M, N/10 lookups take a few tenths of a second: more of them give a
+  // steadier rate.
+  uint64_t lookups = 0;
   // Documents the mapping phase inserts and reads per round (at most N).
   uint64_t mapping_docs = 50000;
   // In a durable mode (not none), write phases time at most this many

@@ -260,6 +260,52 @@ TEST_CASE("mmdoc-bench --mmdoc-log-mib sets mmdoc's log size", "[bench]") {
   CHECK(large - small == 8 << 20);
 }
 
+TEST_CASE("mmdoc-bench --lookups sets the point reads per search phase",
+          "[bench]") {
+  test::TempDir dir;
+  // phase -> ops of the run's rows; config.lookups as recorded.
+  int runs = 0;
+  auto run = [&](const std::string& flag, std::map<std::string, double>* ops) {
+    std::string json = dir.File("lookups" + std::to_string(runs++) + ".json");
+    REQUIRE(Run(test::BuildDir() +
+                "/mmdoc-bench --engines mmdoc,lmdb --docs 500 --phases " +
+                "search_id,search_key --quiet" + flag + " --dir " +
+                dir.File("data") + " --json " + json) == 0);
+    Json j(json);
+    REQUIRE(j.doc != nullptr);
+    bson_iter_t it, sub;
+    REQUIRE(bson_iter_init_find(&it, j.doc, "results"));
+    REQUIRE(bson_iter_recurse(&it, &sub));
+    while (bson_iter_next(&sub)) {
+      bson_iter_t f;
+      REQUIRE(bson_iter_recurse(&sub, &f));
+      std::string engine, phase;
+      double n = 0;
+      while (bson_iter_next(&f)) {
+        std::string k = bson_iter_key(&f);
+        if (k == "engine") engine = bson_iter_utf8(&f, nullptr);
+        if (k == "phase") phase = bson_iter_utf8(&f, nullptr);
+        if (k == "ops") n = Number(&f);
+      }
+      (*ops)[engine + "/" + phase] = n;
+    }
+    bson_iter_t f;
+    REQUIRE(j.Find("config.lookups", &f));
+    return Number(&f);
+  };
+  std::map<std::string, double> seed, more;
+  CHECK(run("", &seed) == 0);
+  CHECK(run(" --lookups 777", &more) == 777);
+  for (const char* e : {"mmdoc", "lmdb"}) {
+    INFO(e);
+    const std::string p = e;
+    CHECK(seed[p + "/search_id"] == 50);  // N/10
+    CHECK(seed[p + "/search_key"] == 50);
+    CHECK(more[p + "/search_id"] == 777);
+    CHECK(more[p + "/search_key"] == 777);
+  }
+}
+
 TEST_CASE("tools/run-bench builds a target the build system has", "[bench]") {
   // README command 1 builds mmdoc-bench with `cmake --build --target T`; on
   // a fresh checkout a T that is the binary's name but not a target fails.
