@@ -46,6 +46,22 @@ struct Json {
     bson_iter_t it;
     return doc != nullptr && bson_iter_init(&it, doc) && bson_iter_find_descendant(&it, path, out);
   }
+  // Calls row(fields) for each element of the "results" array, with
+  // `fields` before the element's first field; false when there is no
+  // such array or an element is not a document.
+  template <typename Fn>
+  bool ForEachResult(Fn row) const {
+    bson_iter_t it, results;
+    if (doc == nullptr || !bson_iter_init_find(&it, doc, "results") ||
+        !bson_iter_recurse(&it, &results))
+      return false;
+    while (bson_iter_next(&results)) {
+      bson_iter_t fields;
+      if (!bson_iter_recurse(&results, &fields)) return false;
+      row(&fields);
+    }
+    return true;
+  }
   bson_t* doc = nullptr;
   std::string message;
 };
@@ -103,11 +119,8 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
     bool overhead = false;  // overhead_pct and its insert/read split
   };
   std::map<std::string, Row> rows;
-  REQUIRE(bson_iter_init_find(&it, j.doc, "results"));
-  REQUIRE(bson_iter_recurse(&it, &sub));
-  while (bson_iter_next(&sub)) {
-    bson_iter_t f;
-    REQUIRE(bson_iter_recurse(&sub, &f));
+  REQUIRE(j.ForEachResult([&](bson_iter_t* fields) {
+    bson_iter_t& f = *fields;
     std::string engine, durability, phase;
     Row row;
     int seen = 0;
@@ -135,7 +148,7 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
     }
     CHECK(seen == 2);
     rows[engine + "/" + durability + "/" + phase] = row;
-  }
+  }));
 
   std::stringstream list(engines);
   for (std::string engine; std::getline(list, engine, ',');) {
@@ -273,22 +286,17 @@ TEST_CASE("mmdoc-bench --lookups sets the point reads per search phase",
                 dir.File("data") + " --json " + json) == 0);
     Json j(json);
     REQUIRE(j.doc != nullptr);
-    bson_iter_t it, sub;
-    REQUIRE(bson_iter_init_find(&it, j.doc, "results"));
-    REQUIRE(bson_iter_recurse(&it, &sub));
-    while (bson_iter_next(&sub)) {
-      bson_iter_t f;
-      REQUIRE(bson_iter_recurse(&sub, &f));
+    REQUIRE(j.ForEachResult([&](bson_iter_t* f) {
       std::string engine, phase;
       double n = 0;
-      while (bson_iter_next(&f)) {
-        std::string k = bson_iter_key(&f);
-        if (k == "engine") engine = bson_iter_utf8(&f, nullptr);
-        if (k == "phase") phase = bson_iter_utf8(&f, nullptr);
-        if (k == "ops") n = Number(&f);
+      while (bson_iter_next(f)) {
+        std::string k = bson_iter_key(f);
+        if (k == "engine") engine = bson_iter_utf8(f, nullptr);
+        if (k == "phase") phase = bson_iter_utf8(f, nullptr);
+        if (k == "ops") n = Number(f);
       }
       (*ops)[engine + "/" + phase] = n;
-    }
+    }));
     bson_iter_t f;
     REQUIRE(j.Find("config.lookups", &f));
     return Number(&f);
@@ -344,13 +352,9 @@ TEST_CASE("mmdoc-syncbench writes a row per method, file and block size",
   Json j(json);
   INFO(j.message);
   REQUIRE(j.doc != nullptr);
-  bson_iter_t it, sub;
-  REQUIRE(bson_iter_init_find(&it, j.doc, "results"));
-  REQUIRE(bson_iter_recurse(&it, &sub));
   std::set<std::string> seen;
-  while (bson_iter_next(&sub)) {
-    bson_iter_t f;
-    REQUIRE(bson_iter_recurse(&sub, &f));
+  REQUIRE(j.ForEachResult([&](bson_iter_t* fields) {
+    bson_iter_t& f = *fields;
     std::string method, file;
     int64_t size = 0;
     double ops = 0, rate = 0;
@@ -365,7 +369,7 @@ TEST_CASE("mmdoc-syncbench writes a row per method, file and block size",
     CHECK(ops == 20);
     CHECK(rate > 0);
     seen.insert(method + "/" + file + "/" + std::to_string(size));
-  }
+  }));
   // none (appending only) + 3 syncing methods x 2 files, x 2 sizes.
   CHECK(seen.size() == 14);
   CHECK(seen.count("fdatasync/preallocated/4096") == 1);
