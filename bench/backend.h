@@ -68,6 +68,8 @@ struct BackendConfig {
   uint32_t sync_interval_ms = 100;
   // mmdoc only: Options::log_size (0 = the library's default).
   uint64_t mmdoc_log_bytes = 0;
+  // mmdoc only: Options::page_size (0 = the library's default).
+  uint32_t mmdoc_page_size = 0;
   // Whether the store has the unique index on `key` from the start. false:
   // the documents alone (what insert_noindex measures); BuildKeyIndex adds
   // the index later.

@@ -87,6 +87,7 @@ int Main(int argc, char** argv) {
   uint64_t lookups = 0;
   uint32_t sync_interval_ms = 100;
   uint64_t mmdoc_log_mib = 0;
+  uint32_t mmdoc_page_kib = 0;
   bool keep = false, quiet = false;
   std::string engine_help =
       "engines, comma-separated (default: the four of the seed test bed";
@@ -139,6 +140,10 @@ int Main(int argc, char** argv) {
                  "mmdoc's log size in MiB (Options::log_size; a checkpoint "
                  "runs each time it fills; default: the library's, 64)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  app.add_option("--mmdoc-page-kib", mmdoc_page_kib,
+                 "mmdoc's page size in KiB (Options::page_size: 4, 8, 16, "
+                 "32 or 64; default: the library's, 4)")
+      ->check(CLI::IsMember({4u, 8u, 16u, 32u, 64u}));
   app.add_option(
       "--dir", dir_arg,
       "data directory (default: a temporary one in the current directory)");
@@ -268,6 +273,7 @@ int Main(int argc, char** argv) {
         config.lookups = lookups;
         config.sync_interval_ms = sync_interval_ms;
         config.mmdoc_log_bytes = mmdoc_log_mib << 20;
+        config.mmdoc_page_size = mmdoc_page_kib << 10;
         config.dir = parent;
         config.keep_data = keep;
         config.progress = progress;

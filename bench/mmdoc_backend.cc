@@ -271,12 +271,17 @@ class MmdocBackend : public Backend {
     options.durability = config.durability;
     options.sync_interval_ms = config.sync_interval_ms;
     if (config.mmdoc_log_bytes != 0) options.log_size = config.mmdoc_log_bytes;
-    log_size_ = options.log_size;
+    if (config.mmdoc_page_size != 0) options.page_size = config.mmdoc_page_size;
     durability_ = config.durability;
     sync_interval_ms_ = config.sync_interval_ms;
     auto db = DB::Open(dir + "/bench.mmdb", options);
     if (!db.ok()) return db.status();
     db_ = std::move(db.value());
+    // The settings report what the file has, not what was asked for.
+    auto stats = db_->Stats();
+    if (!stats.ok()) return stats.status();
+    log_size_ = stats.value().log_size;
+    page_size_ = stats.value().page_size;
     MMDOC_RETURN_IF_ERROR(db_->CreateCollection(kCollection));
     key_index_ = config.key_index;
     if (!key_index_) return Status::OK();
@@ -296,8 +301,8 @@ class MmdocBackend : public Backend {
       s += " (" + std::to_string(sync_interval_ms_) + " ms)";
     }
     s += ", log " + std::to_string(log_size_ >> 20) + " MiB";
-    s += replace_ ? ", page 4096, update = Get + Replace"
-                  : ", page 4096, update = Update($set)";
+    s += ", page " + std::to_string(page_size_);
+    s += replace_ ? ", update = Get + Replace" : ", update = Update($set)";
     s += ", search_key = Find limit 1, build_index = CreateIndex(unique), "
          "delete_value = DeleteMany({value}), delete_all = DeleteMany({})";
     return s;
@@ -322,6 +327,7 @@ class MmdocBackend : public Backend {
   Durability durability_ = Durability::kFsync;
   uint32_t sync_interval_ms_ = 100;
   uint64_t log_size_ = 0;
+  uint32_t page_size_ = 0;
 };
 
 }  // namespace

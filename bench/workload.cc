@@ -466,6 +466,7 @@ Status Runner::OpenStore(const std::string& name, bool key_index) {
   bc.max_sessions = std::max(config_.threads, writers_);
   bc.sync_interval_ms = config_.sync_interval_ms;
   bc.mmdoc_log_bytes = config_.mmdoc_log_bytes;
+  bc.mmdoc_page_size = config_.mmdoc_page_size;
   bc.key_index = key_index;
   Status s = backend_->Open(store_dir_, bc);
   if (s.ok()) {

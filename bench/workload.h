@@ -118,6 +118,8 @@ struct WorkloadConfig {
   uint32_t sync_interval_ms = 100;
   // mmdoc's Options::log_size; 0 = the library's default.
   uint64_t mmdoc_log_bytes = 0;
+  // mmdoc's Options::page_size; 0 = the library's default.
+  uint32_t mmdoc_page_size = 0;
   // Parent of the engine's data directory (created and removed here).
   std::string dir;
   bool keep_data = false;

@@ -273,6 +273,29 @@ TEST_CASE("mmdoc-bench --mmdoc-log-mib sets mmdoc's log size", "[bench]") {
   CHECK(large - small == 8 << 20);
 }
 
+TEST_CASE("mmdoc-bench --mmdoc-page-kib sets mmdoc's page size", "[bench]") {
+  test::TempDir dir;
+  // The notes give the page size the database file reports (DB::Stats).
+  auto notes = [&](const std::string& flag) {
+    std::string json = dir.File("page" + std::to_string(flag.size()) + ".json");
+    REQUIRE(Run(test::BuildDir() +
+                "/mmdoc-bench --engines mmdoc --docs 500 --phases " +
+                "insert,search_value --quiet" + flag + " --dir " +
+                dir.File("data") + " --json " + json) == 0);
+    Json j(json);
+    REQUIRE(j.doc != nullptr);
+    bson_iter_t f;
+    REQUIRE(j.Find("results.0.notes", &f));
+    return std::string(bson_iter_utf8(&f, nullptr));
+  };
+  CHECK(notes("").find("page 4096,") != std::string::npos);
+  CHECK(notes(" --mmdoc-page-kib 16").find("page 16384,") != std::string::npos);
+  // Not a page size the library accepts: refused before anything runs.
+  CHECK(Run(test::BuildDir() +
+            "/mmdoc-bench --engines mmdoc --docs 10 --quiet" +
+            " --mmdoc-page-kib 5 --dir " + dir.File("data")) != 0);
+}
+
 TEST_CASE("mmdoc-bench --lookups sets the point reads per search phase",
           "[bench]") {
   test::TempDir dir;
