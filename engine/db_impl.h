@@ -273,10 +273,15 @@ class TransactionImpl {
   // *c is the collection (it may not exist).
   Status MatchingDocs(std::string_view coll, const Document& filter, bool many, CollState** c,
                       std::vector<std::pair<std::string, std::string>>* out);
-  // The collection, pk and stored bytes of the document with this _id;
-  // NotFound (naming the _id) when there is none.
+  // The collection, pk (appended to *pk) and stored bytes of the document
+  // with this _id; NotFound (naming the _id) when there is none.
   Status FindById(std::string_view coll, const Value& id, CollState** c, std::string* pk,
                   std::string_view* doc);
+  Status FindById(std::string_view coll, const bson_value_t* id, CollState** c,
+                  std::string* pk, std::string_view* doc);
+  // Applies `u` to one stored document (pk, doc); counts it in *r.
+  Status UpdateOne(CollState* c, std::string_view coll, const engine::Update& u,
+                   std::string_view pk, std::string_view doc, UpdateResult* r);
   // Appends (pk, document) for the document with this _id, if any.
   Status LookupById(CollState* c, const bson_value_t* id,
                     std::vector<std::pair<std::string, std::string>>* out);

@@ -361,13 +361,21 @@ Status TransactionImpl::ListedCollection(std::string_view coll, CollState** out)
 
 Status TransactionImpl::FindById(std::string_view coll, const Value& id, CollState** c,
                                  std::string* pk, std::string_view* doc) {
+  return FindById(coll, id.get(), c, pk, doc);
+}
+
+Status TransactionImpl::FindById(std::string_view coll, const bson_value_t* id,
+                                 CollState** c, std::string* pk,
+                                 std::string_view* doc) {
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, c));
   Status s;
   if ((*c)->exists) {
-    engine::AppendKey(id.get(), pk);
+    engine::AppendKey(id, pk);
     s = pk->size() > index::kMaxKeySize ? Status::NotFound("") : (*c)->primary->Get(*pk, doc);
   }
-  if (!(*c)->exists || s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
+  if (!(*c)->exists || s.IsNotFound())
+    return Status::NotFound("no document with _id",
+                            Value::FromBsonValue(id).ToJson());
   return s;
 }
 
@@ -692,20 +700,42 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
   auto u = engine::Update::Parse(update);
   if (!u.ok()) return u.status();
   CollState* c;
+  UpdateResult r;
+  bson_value_t idv;
+  if (IdEquality(filter, &idv)) {
+    // At most one document, updated from its bytes in the page, where the
+    // general path below copies each target first (for an update by _id
+    // that copy and its vector were 8% of the instructions: callgrind).
+    // The bytes stay valid: ReplaceAt reads them only for their keys,
+    // before it writes anything.
+    std::string_view doc;
+    scratch_pk_.clear();
+    Status s = FindById(coll, &idv, &c, &scratch_pk_, &doc);
+    if (s.IsNotFound()) return r;
+    MMDOC_RETURN_IF_ERROR(s);
+    MMDOC_RETURN_IF_ERROR(UpdateOne(c, coll, u.value(), scratch_pk_, doc, &r));
+    return r;
+  }
   std::vector<std::pair<std::string, std::string>> targets;  // pk, doc
   MMDOC_RETURN_IF_ERROR(MatchingDocs(coll, filter, many, &c, &targets));
-  UpdateResult r;
-  std::string out;
-  for (auto& [pk, doc] : targets) {
-    r.matched++;
-    out.clear();
-    MMDOC_RETURN_IF_ERROR(u.value().Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), &out));
-    if (out == doc) continue;
-    MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u.value()));
-    Log(LogOp::kReplace, coll, out);
-    r.modified++;
-  }
+  for (auto& [pk, doc] : targets)
+    MMDOC_RETURN_IF_ERROR(UpdateOne(c, coll, u.value(), pk, doc, &r));
   return r;
+}
+
+Status TransactionImpl::UpdateOne(CollState* c, std::string_view coll,
+                                  const engine::Update& u, std::string_view pk,
+                                  std::string_view doc, UpdateResult* r) {
+  r->matched++;
+  std::string& out = scratch_doc_;
+  out.clear();
+  MMDOC_RETURN_IF_ERROR(
+      u.Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), &out));
+  if (out == doc) return Status::OK();
+  MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u));
+  Log(LogOp::kReplace, coll, out);
+  r->modified++;
+  return Status::OK();
 }
 
 Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc) {
