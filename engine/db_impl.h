@@ -245,6 +245,8 @@ class TransactionImpl {
   Status InsertPrepared(CollState* c, std::string_view bson, std::string_view pk);
   // With `update`, indexes on fields it cannot change are left alone (their
   // keys are neither computed nor checked); without, every index is.
+  // ReplaceAt and DeleteAt read old_doc only for its keys, before they write
+  // anything, so it may point at the stored document in its page.
   Status ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
                    std::string_view new_doc, const engine::Update* update = nullptr);
   Status DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc);

@@ -646,8 +646,7 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
     return Status::InvalidArgument("document larger than 16 MiB", std::to_string(bson.size()));
   MMDOC_RETURN_IF_ERROR(engine::CheckFieldNames(reinterpret_cast<const uint8_t*>(bson.data()),
                                                 bson.size()));
-  std::string old_copy(old);
-  MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, old_copy, bson));
+  MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, old, bson));
   Log(LogOp::kReplace, coll, bson);
   return Status::OK();
 }
@@ -764,9 +763,7 @@ Status TransactionImpl::Delete(std::string_view coll, const Value& id) {
   std::string pk;
   std::string_view old;
   MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &old));
-  std::string old_copy;
-  if (!c->meta.indexes.empty()) old_copy.assign(old);
-  MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, old_copy));
+  MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, old));
   Log(LogOp::kDelete, coll, pk);
   return Status::OK();
 }
@@ -1050,8 +1047,7 @@ Status TransactionImpl::ApplyLog(std::string_view payload) {
         std::string_view old;
         if (!c->exists) return Status::Corruption("log replays a replace into a missing collection");
         MMDOC_RETURN_IF_ERROR(c->primary->Get(pk, &old));
-        std::string old_copy(old);
-        s = ReplaceAt(c, pk, old_copy, arg);
+        s = ReplaceAt(c, pk, old, arg);
         break;
       }
       case LogOp::kDelete: {
@@ -1060,8 +1056,7 @@ Status TransactionImpl::ApplyLog(std::string_view payload) {
         std::string_view old;
         if (!c->exists) return Status::Corruption("log replays a delete from a missing collection");
         MMDOC_RETURN_IF_ERROR(c->primary->Get(arg, &old));
-        std::string old_copy(old);
-        s = DeleteAt(c, arg, old_copy);
+        s = DeleteAt(c, arg, old);
         break;
       }
       case LogOp::kCreateCollection:
