@@ -6,9 +6,12 @@
 #include <bson/bson.h>
 
 #include <catch2/catch.hpp>
-#include <cstring>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -361,6 +364,37 @@ TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
         2);
   CHECK(Run(bench + "--engines lmdb --docs 100 --phases nosuch 2>/dev/null") ==
         2);
+}
+
+TEST_CASE("mmdoc-layoutbench reads a loaded and a compacted store", "[bench]") {
+  if (!NewBackend("mmdoc").ok()) return;  // built without the engine
+  test::TempDir dir;
+  const std::string out = dir.File("layout.txt");
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-layoutbench --docs 3000 --rounds 2 --lookups 500 --scans "
+              "2 --dir " +
+              dir.path() + " > " + out) == 0);
+  const std::string text = ReadFile(out);
+  INFO(text);
+  // The compacted store is the smaller one, with fuller pages.
+  double loaded_mib = 0, loaded_fill = 0, compact_s = 0, packed_mib = 0,
+         packed_fill = 0;
+  REQUIRE(std::sscanf(text.c_str(),
+                      "3000 documents; as loaded: %lf MiB, fill %lf; compacted "
+                      "(%lf s): %lf "
+                      "MiB, fill %lf",
+                      &loaded_mib, &loaded_fill, &compact_s, &packed_mib,
+                      &packed_fill) == 5);
+  CHECK(packed_fill > loaded_fill);
+  CHECK(packed_mib <= loaded_mib);
+  CHECK(text.find("round 2: point reads") != std::string::npos);
+  CHECK(text.find("median: point reads") != std::string::npos);
+  // Both stores are removed.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 1);
+  // A directory it cannot create: a one-line error and status 2.
+  CHECK(Run(test::BuildDir() + "/mmdoc-layoutbench --docs 10 --dir " + out +
+            "/sub 2>/dev/null") == 2);
 }
 
 TEST_CASE("mmdoc-syncbench writes a row per method, file and block size",
