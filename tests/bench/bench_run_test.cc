@@ -252,47 +252,48 @@ TEST_CASE("mmdoc-bench prints the scan rate as a share of memory bandwidth", "[b
   CHECK(rows == 3);
 }
 
+// The first row of a run of mmdoc alone (500 documents, `phases`, extra
+// `flags`): its notes (the settings) and its store size.
+struct MmdocRow {
+  std::string notes;
+  double store_bytes = -1;
+};
+MmdocRow RunMmdoc(const test::TempDir& dir, const std::string& name,
+                  const std::string& phases, const std::string& flags) {
+  const std::string json = dir.File(name + ".json");
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-bench --engines mmdoc --docs 500 --quiet --phases " +
+              phases + flags + " --dir " + dir.File("data") + " --json " +
+              json) == 0);
+  Json j(json);
+  REQUIRE(j.doc != nullptr);
+  MmdocRow row;
+  bson_iter_t f;
+  REQUIRE(j.Find("results.0.notes", &f));
+  row.notes = bson_iter_utf8(&f, nullptr);
+  REQUIRE(j.Find("results.0.store_bytes", &f));
+  row.store_bytes = Number(&f);
+  return row;
+}
+
 TEST_CASE("mmdoc-bench --mmdoc-log-mib sets mmdoc's log size", "[bench]") {
   test::TempDir dir;
   // store_bytes counts the data file and the preallocated log.
-  auto run = [&](int mib, std::string* notes) {
-    std::string json = dir.File("log" + std::to_string(mib) + ".json");
-    REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines mmdoc --docs 500 --phases insert" +
-                " --quiet --mmdoc-log-mib " + std::to_string(mib) + " --dir " +
-                dir.File("data") + " --json " + json) == 0);
-    Json j(json);
-    REQUIRE(j.doc != nullptr);
-    bson_iter_t f;
-    REQUIRE(j.Find("results.0.notes", &f));
-    *notes = bson_iter_utf8(&f, nullptr);
-    REQUIRE(j.Find("results.0.store_bytes", &f));
-    return Number(&f);
-  };
-  std::string notes4, notes12;
-  const double small = run(4, &notes4);
-  const double large = run(12, &notes12);
-  CHECK(notes4.find("log 4 MiB") != std::string::npos);
-  CHECK(notes12.find("log 12 MiB") != std::string::npos);
-  CHECK(large - small == 8 << 20);
+  const MmdocRow small = RunMmdoc(dir, "log4", "insert", " --mmdoc-log-mib 4");
+  const MmdocRow large =
+      RunMmdoc(dir, "log12", "insert", " --mmdoc-log-mib 12");
+  CHECK(small.notes.find("log 4 MiB") != std::string::npos);
+  CHECK(large.notes.find("log 12 MiB") != std::string::npos);
+  CHECK(large.store_bytes - small.store_bytes == 8 << 20);
 }
 
 TEST_CASE("mmdoc-bench --mmdoc-page-kib sets mmdoc's page size", "[bench]") {
   test::TempDir dir;
   // The notes give the page size the database file reports (DB::Stats).
-  auto notes = [&](const std::string& flag) {
-    std::string json = dir.File("page" + std::to_string(flag.size()) + ".json");
-    REQUIRE(Run(test::BuildDir() +
-                "/mmdoc-bench --engines mmdoc --docs 500 --phases " +
-                "insert,search_value --quiet" + flag + " --dir " +
-                dir.File("data") + " --json " + json) == 0);
-    Json j(json);
-    REQUIRE(j.doc != nullptr);
-    bson_iter_t f;
-    REQUIRE(j.Find("results.0.notes", &f));
-    return std::string(bson_iter_utf8(&f, nullptr));
-  };
-  CHECK(notes("").find("page 4096,") != std::string::npos);
-  CHECK(notes(" --mmdoc-page-kib 16").find("page 16384,") != std::string::npos);
+  CHECK(RunMmdoc(dir, "page4", "insert,search_value", "")
+            .notes.find("page 4096,") != std::string::npos);
+  CHECK(RunMmdoc(dir, "page16", "insert,search_value", " --mmdoc-page-kib 16")
+            .notes.find("page 16384,") != std::string::npos);
   // Not a page size the library accepts: refused before anything runs.
   CHECK(Run(test::BuildDir() +
             "/mmdoc-bench --engines mmdoc --docs 10 --quiet" +
