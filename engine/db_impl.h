@@ -270,23 +270,19 @@ class TransactionImpl {
   Status CheckKeys(CollState* c, std::string_view pk, std::string_view new_doc,
                    const KeySets& new_keys, const KeySets* old_keys);
   Status DropCollectionState(CollState* c);
-  // Copies (pk, document) of what `filter` matches (the first only unless
-  // many) into *out: changing trees under a cursor would invalidate it.
-  // *c is the collection (it may not exist).
-  Status MatchingDocs(std::string_view coll, const Document& filter, bool many, CollState** c,
-                      std::vector<std::pair<std::string, std::string>>* out);
-  // The collection, pk (appended to *pk) and stored bytes of the document
-  // with this _id; NotFound (naming the _id) when there is none.
-  Status FindById(std::string_view coll, const Value& id, CollState** c, std::string* pk,
-                  std::string_view* doc);
-  Status FindById(std::string_view coll, const bson_value_t* id, CollState** c,
+  // Calls fn(pk, document) -> Status for what `filter` matches (the first
+  // only unless many), stopping at the first error; fn may change the
+  // collection's trees. A filter {_id: v} names at most one document, which
+  // fn gets as its bytes in the page (pk in scratch_pk_); other matches are
+  // copied first, since changing trees under a cursor would invalidate it.
+  // *c is the collection (it may not exist). Defined in transaction.cc.
+  template <typename Fn>
+  Status ForEachMatch(std::string_view coll, const Document& filter, bool many,
+                      CollState** c, Fn fn);
+  // The collection, pk and stored bytes of the document with this _id;
+  // NotFound (naming the _id) when there is none.
+  Status FindById(std::string_view coll, const Value& id, CollState** c,
                   std::string* pk, std::string_view* doc);
-  // Applies `u` to one stored document (pk, doc); counts it in *r.
-  Status UpdateOne(CollState* c, std::string_view coll, const engine::Update& u,
-                   std::string_view pk, std::string_view doc, UpdateResult* r);
-  // Appends (pk, document) for the document with this _id, if any.
-  Status LookupById(CollState* c, const bson_value_t* id,
-                    std::vector<std::pair<std::string, std::string>>* out);
 
   DBImpl* db_;
   std::unique_ptr<storage::Txn> txn_;
