@@ -256,6 +256,7 @@ class WriteTxnImpl final : public Txn {
 
  private:
   friend class PagerImpl;
+  friend struct SpareWriteLists;
   Status FreeRun(PageId id, uint32_t run, uint64_t born);
 
   PagerImpl* const p_;
@@ -271,6 +272,16 @@ class WriteTxnImpl final : public Txn {
   std::vector<PageId> freed_dirty_;   // pages this txn allocated, then freed
   std::vector<PageId> freed_recent_;  // born after the last checkpoint
   std::vector<PageId> freed_ckpt_;    // born at or before the last checkpoint
+};
+
+// The five lists above, kept by the pager between write txns so that a
+// txn starts with the capacity the last one grew (growing them from empty
+// was ~1.5k instructions of every single-write commit, callgrind).
+struct SpareWriteLists {
+  std::vector<std::pair<PageId, uint32_t>> dirty;
+  std::vector<PageId> taken, freed_dirty, freed_recent, freed_ckpt;
+
+  void SwapWith(WriteTxnImpl* t);
 };
 
 // Writer-owned bookkeeping per page, indexed by page id (grown with the
@@ -385,6 +396,9 @@ class PagerImpl final : public Pager {
   Status CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durability d,
                    bool replayed);
   void AbortTxn(WriteTxnImpl* txn) MMDOC_EXCLUDES(alloc_mu_);
+  // Marks txn done, keeps its lists' capacity for the next write txn and
+  // releases the writer gate. The txn's lists are empty afterwards.
+  void FinishTxn(WriteTxnImpl* txn) MMDOC_EXCLUDES(spare_mu_);
   void ReleasePending() MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   // "Locked": the caller holds the writer gate (not a mutex).
   Status CheckpointLocked() MMDOC_EXCLUDES(alloc_mu_, state_mu_, sync_mu_);
@@ -467,6 +481,11 @@ class PagerImpl final : public Pager {
   CondVar writer_cv_{&writer_mu_};
   bool writer_active_ MMDOC_GUARDED_BY(writer_mu_) = false;
 
+  // The lists the last finished write txn left (WriteTxnImpl's ctor takes
+  // them, FinishTxn gives them back emptied).
+  Mutex spare_mu_;
+  SpareWriteLists spare_lists_ MMDOC_GUARDED_BY(spare_mu_);
+
   // Allocation state (mutated by the writer under alloc_mu_).
   Mutex alloc_mu_;
   FreeSet free_ MMDOC_GUARDED_BY(alloc_mu_);
@@ -537,9 +556,19 @@ Status ReadTxnImpl::Get(PageId id, const uint8_t** page) {
   return p_->CheckPage(id, snap_.base, snap_.page_count, page);
 }
 
+void SpareWriteLists::SwapWith(WriteTxnImpl* t) {
+  dirty.swap(t->dirty_);
+  taken.swap(t->taken_);
+  freed_dirty.swap(t->freed_dirty_);
+  freed_recent.swap(t->freed_recent_);
+  freed_ckpt.swap(t->freed_ckpt_);
+}
+
 WriteTxnImpl::WriteTxnImpl(PagerImpl* p, const Snapshot& base)
     : p_(p), txid_(base.txid + 1), serial_(p->NextWriteSerial()), page_count_(base.page_count) {
   std::copy(base.roots, base.roots + kMetaRoots, roots_);
+  MutexLock l(&p_->spare_mu_);
+  p_->spare_lists_.SwapWith(this);  // empty lists, or the last txn's
 }
 
 uint32_t WriteTxnImpl::page_size() const { return p_->ps_; }
@@ -1093,13 +1122,26 @@ void PagerImpl::ReleasePending() {
   }
 }
 
+void PagerImpl::FinishTxn(WriteTxnImpl* txn) {
+  txn->done_ = true;
+  txn->dirty_.clear();
+  txn->taken_.clear();
+  txn->freed_dirty_.clear();
+  txn->freed_recent_.clear();
+  txn->freed_ckpt_.clear();
+  {
+    MutexLock l(&spare_mu_);
+    spare_lists_.SwapWith(txn);
+  }
+  ReleaseWriter();
+}
+
 void PagerImpl::AbortTxn(WriteTxnImpl* txn) {
   {
     MutexLock l(&alloc_mu_);
     for (PageId id : txn->taken_) free_.insert(id);
   }
-  txn->done_ = true;
-  ReleaseWriter();
+  FinishTxn(txn);
 }
 
 Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
@@ -1170,8 +1212,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
         Status s = log_->WriteAt(off, r, len);
         if (!s.ok()) {  // not published; the error is sticky (rule 8)
           SetError(s);
-          txn->done_ = true;
-          ReleaseWriter();
+          FinishTxn(txn);
           return s;
         }
       }
@@ -1185,8 +1226,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
   if (!replayed && !by_checkpoint && !group) {
     Status s = SyncImpl(d, off, len, lsn_end);
     if (!s.ok()) {  // not published; the error is sticky (rule 8)
-      txn->done_ = true;
-      ReleaseWriter();
+      FinishTxn(txn);
       return s;
     }
   }
@@ -1215,8 +1255,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
   Status s;
   if (by_checkpoint) s = CheckpointLocked();
   if (d == Durability::kPeriodic && !replayed) StartFlusher();
-  txn->done_ = true;
-  ReleaseWriter();
+  FinishTxn(txn);
   if (group) s = SyncImpl(d, off, len, lsn_end);
   return s;
 }
