@@ -147,13 +147,9 @@ class BTree {
   storage::PageId root_;
   Comparator cmp_;
   const KeyCodec* codec_ = nullptr;
-  // Writer scratch space: three pages, allocated (not zeroed: every use
-  // writes before it reads) on the first write and reused. A BTree lives
-  // for one transaction, so zero-filling 12 KiB here was ~13k instructions
-  // of every single-write commit.
-  std::unique_ptr<uint8_t[]> scratch_;  // [0,ps) [ps,2ps): page copies
-                                        // for splits and merges;
-                                        // [2ps,3ps): the cell being inserted
+  // Writer scratch space (three pages, see ScratchPages in btree.cc) for
+  // the rare write that finds its thread's shared one in use.
+  std::unique_ptr<uint8_t[]> scratch_;
   uint32_t scratch_ps_ = 0;             // ps scratch_ was sized for
   std::vector<Entry> entries_;          // cells being redistributed
 };
