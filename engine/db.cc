@@ -143,6 +143,18 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::BeginRead() {
                                            Durability::kNone, false);
 }
 
+void DBImpl::KeepWriteState(std::unique_ptr<WriteState> s) {
+  std::unique_ptr<WriteState> old;  // freed outside the lock
+  storage::MutexLock l(&cache_mu_);
+  old = std::move(kept_write_);
+  kept_write_ = std::move(s);
+}
+
+std::unique_ptr<WriteState> DBImpl::TakeWriteState() {
+  storage::MutexLock l(&cache_mu_);
+  return std::move(kept_write_);
+}
+
 void DBImpl::EndRead(std::unique_ptr<TransactionImpl> t) {
   t->Abort();  // ends the snapshot; a reader that missed the cache fills it
   storage::MutexLock l(&cache_mu_);
@@ -383,6 +395,7 @@ Status DBImpl::Compact() {
     storage::MutexLock l(&cache_mu_);
     cache_ = nullptr;
     spare_reads_.clear();
+    kept_write_.reset();
   }
   MMDOC_RETURN_IF_ERROR(pager_->Checkpoint());
   pager_.reset();

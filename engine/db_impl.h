@@ -99,6 +99,8 @@ std::string CollectionTreeName(std::string_view collection);
 const index::KeyCodec& TreeKeyCodec();
 std::string IndexTreeName(std::string_view collection, std::string_view field);
 
+struct WriteState;  // below
+
 class DBImpl {
  public:
   static Result<std::unique_ptr<DBImpl>> Open(const std::string& path, const Options& options);
@@ -136,6 +138,10 @@ class DBImpl {
     storage::MutexLock l(&cache_mu_);
     cache_ = std::move(c);
   }
+  // What a committed write transaction leaves for the next one (replacing
+  // what an earlier one left), and taking it (nullptr when there is none).
+  void KeepWriteState(std::unique_ptr<WriteState> s) MMDOC_EXCLUDES(cache_mu_);
+  std::unique_ptr<WriteState> TakeWriteState() MMDOC_EXCLUDES(cache_mu_);
 
  private:
   DBImpl(std::string path, const Options& options);
@@ -155,6 +161,7 @@ class DBImpl {
   static constexpr size_t kSpareReads = 8;
   std::vector<std::unique_ptr<TransactionImpl>> spare_reads_
       MMDOC_GUARDED_BY(cache_mu_);
+  std::unique_ptr<WriteState> kept_write_ MMDOC_GUARDED_BY(cache_mu_);
 };
 
 // The state of one collection inside a transaction.
@@ -168,6 +175,19 @@ struct CollState {
   // A read-only transaction's trees from the catalog cache: owned here, as
   // nothing is flushed back to the catalog (cheaper than Catalog::Adopt).
   std::vector<std::unique_ptr<index::BTree>> owned;
+};
+
+// A committed write transaction's catalog (with the trees it opened) and
+// collection states, kept so that the next write transaction does not build
+// them again: for a single-write commit that building and freeing was ~3k
+// of ~28k instructions (callgrind). They are right for the next write txn
+// exactly when it starts from the catalog state `cache` names: the trees'
+// roots are the ones that txn committed and nothing has committed since.
+struct WriteState {
+  std::shared_ptr<const CatalogCache> cache;  // what the txn published
+  std::unique_ptr<index::Catalog> catalog;
+  std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls;
+  std::string log;  // the log buffer, for its capacity
 };
 
 class TransactionImpl {
@@ -229,6 +249,9 @@ class TransactionImpl {
   bool Reusable() const;
   // Takes `c` as cache_ when it describes this txn's catalog state.
   void AdoptCache(std::shared_ptr<const CatalogCache> c);
+  // A write txn: takes the catalog and collection states of the last
+  // commit when they describe this txn's starting state (see WriteState).
+  void ReuseWriteState(std::unique_ptr<WriteState> s);
   // The catalog, made on first use (a read served from the cache never
   // needs one).
   index::Catalog* Cat();

@@ -217,9 +217,33 @@ TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn,
       read_only_(read_only),
       durability_(durability),
       replaying_(replaying) {
-  if (!read_only_)
-    catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
   if (!replaying_) AdoptCache(db_->cache());
+  if (!read_only_ && !replaying_ && cache_)
+    ReuseWriteState(db_->TakeWriteState());
+  if (!read_only_ && !catalog_)
+    catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
+}
+
+void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
+  // A different cache object: something committed after that state's txn
+  // (or the file was compacted), so its roots may be stale.
+  if (!s || s->cache != cache_) return;
+  for (const auto& [name, c] : s->colls) {
+    // The cache was built from these states (NextCache); a mismatch would
+    // be a bug, and starting afresh is always right.
+    auto hit = cache_->colls.find(name);
+    if (hit == cache_->colls.end() ||
+        hit->second.primary_root != c->primary->root() ||
+        hit->second.index_roots.size() != c->index_trees.size())
+      return;
+    for (size_t i = 0; i < c->index_trees.size(); i++)
+      if (hit->second.index_roots[i] != c->index_trees[i]->root()) return;
+  }
+  catalog_ = std::move(s->catalog);
+  catalog_->Rebind(txn_.get());
+  colls_ = std::move(s->colls);
+  log_ = std::move(s->log);
+  log_.clear();
 }
 
 void TransactionImpl::AdoptCache(std::shared_ptr<const CatalogCache> c) {
@@ -949,15 +973,37 @@ Status TransactionImpl::Commit() {
     }
   }
   finished_ = true;
-  colls_.clear();
-  catalog_.reset();
   if (!s.ok()) {
+    colls_.clear();
+    catalog_.reset();
     txn_->Abort();
     txn_.reset();
     return s;
   }
   txn_.reset();
-  if (next) db_->PublishCache(std::move(next));
+  if (next) {
+    db_->PublishCache(next);
+    // A commit that created or dropped nothing leaves its trees to the next
+    // write txn (ReuseWriteState); the states hold what this txn committed.
+    if (!ddl_) {
+      auto keep = std::make_unique<WriteState>();
+      keep->cache = std::move(next);
+      for (auto it = colls_.begin(); it != colls_.end();) {
+        if (!it->second->exists) {
+          it = colls_.erase(it);
+        } else {
+          it->second->meta_dirty = false;
+          ++it;
+        }
+      }
+      keep->catalog = std::move(catalog_);
+      keep->colls = std::move(colls_);
+      keep->log = std::move(log_);
+      db_->KeepWriteState(std::move(keep));
+    }
+  }
+  colls_.clear();
+  catalog_.reset();
   if (db_->paranoid() && !replaying_) {
     Status c = db_->Check(nullptr);
     if (!c.ok()) return c;

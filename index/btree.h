@@ -91,8 +91,8 @@ class BTree {
   BTree& operator=(const BTree&) = delete;
 
   // Moves the tree to `txn`, another transaction in which the tree has the
-  // same root (a later read of the same committed state). Cursors on it
-  // must be gone. REQUIRES: no writes through this BTree.
+  // same root (a later read of the same committed state, or the write txn
+  // after the one that committed this root). Cursors on it must be gone.
   void Rebind(storage::Txn* txn) { txn_ = txn; }
 
   storage::PageId root() const { return root_; }

@@ -145,6 +145,12 @@ Status Catalog::Flush() {
   return Status::OK();
 }
 
+void Catalog::Rebind(storage::Txn* txn) {
+  txn_ = txn;
+  tree_.Rebind(txn);
+  for (auto& [name, tree] : open_) tree->Rebind(txn);
+}
+
 Status Catalog::Verify(std::vector<PageId>* pages) {
   return Verify(pages, nullptr);
 }

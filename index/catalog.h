@@ -73,6 +73,11 @@ class Catalog {
 
   BTree* tree() { return &tree_; }
 
+  // Moves the catalog and every tree opened through it to `txn`, a later
+  // transaction that starts from the state this one's txn committed (so
+  // every root is the same). BTrees it returned stay valid.
+  void Rebind(storage::Txn* txn);
+
  private:
   // A tree of this catalog: `cmp` when given, else the catalog's codec.
   std::unique_ptr<BTree> MakeTree(storage::PageId root, Comparator cmp) const;

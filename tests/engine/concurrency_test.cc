@@ -1164,5 +1164,58 @@ TEST_CASE("concurrency: periodic mode between flushes opens at an earlier intact
                static_cast<unsigned long long>(lost_commits));
 }
 
+TEST_CASE(
+    "concurrency: writers beside index DDL reuse only current write state") {
+  // A committed write txn leaves its trees to the next (WriteState); the
+  // next writer may begin between another's pager commit and its
+  // publishing the catalog cache, and DDL commits keep nothing. Two
+  // threads commit single inserts while a third builds and drops an index;
+  // every insert must be found, and the file must check.
+  const uint64_t seed = Seed("concurrency write state");
+  const int per = static_cast<int>(400 * Scale());
+  TestDB db([] {
+    Options o;
+    o.durability = Durability::kNone;
+    return o;
+  }());
+  Errors errors;
+  std::atomic<bool> done{false};
+  auto writer = [&](int w) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(w));
+    for (int i = 0; i < per && !errors.any(); i++) {
+      const int id = w * 1000000 + i;
+      std::string d = "{\"_id\": " + std::to_string(id) +
+                      ", \"k\": " + std::to_string(id) +
+                      ", \"r\": " + std::to_string(rng() % 100) + "}";
+      Status s = db->Insert("c", J(d));
+      if (!s.ok())
+        errors.Add("insert " + std::to_string(id) + ": " + s.ToString());
+    }
+  };
+  std::thread ddl([&] {
+    while (!done.load() && !errors.any()) {
+      Status s = db->CreateIndex("c", "k", IndexOptions{true});
+      if (!s.ok() && !s.IsAlreadyExists())
+        errors.Add("create index: " + s.ToString());
+      s = db->DropIndex("c", "k");
+      if (!s.ok() && !s.IsNotFound()) errors.Add("drop index: " + s.ToString());
+    }
+  });
+  std::thread a(writer, 1), b(writer, 2);
+  a.join();
+  b.join();
+  done.store(true);
+  ddl.join();
+  errors.Check();
+  REQUIRE(db->Count("c").value() == static_cast<uint64_t>(2 * per));
+  for (int w = 1; w <= 2; w++)
+    for (int i = 0; i < per; i++)
+      REQUIRE(db->Get("c", Value::Int32(w * 1000000 + i)).ok());
+  REQUIRE(db->CreateIndex("c", "k", IndexOptions{true}).ok());
+  CHECK(db->Count("c", J(R"({"k": {"$gte": 2000000}})")).value() ==
+        static_cast<uint64_t>(per));
+  db.CheckNow();
+}
+
 }  // namespace
 }  // namespace mmdoc::test
