@@ -187,7 +187,9 @@ struct WriteState {
   std::shared_ptr<const CatalogCache> cache;  // what the txn published
   std::unique_ptr<index::Catalog> catalog;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls;
-  std::string log;  // the log buffer, for its capacity
+  // Buffers, for their capacity.
+  std::string log, scratch_doc, scratch_pk, scratch_entry;
+  std::vector<std::vector<std::string>> old_keys, new_keys;
 };
 
 class TransactionImpl {

@@ -244,6 +244,11 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
   colls_ = std::move(s->colls);
   log_ = std::move(s->log);
   log_.clear();
+  scratch_doc_ = std::move(s->scratch_doc);
+  scratch_pk_ = std::move(s->scratch_pk);
+  scratch_entry_ = std::move(s->scratch_entry);
+  old_keys_ = std::move(s->old_keys);
+  new_keys_ = std::move(s->new_keys);
 }
 
 void TransactionImpl::AdoptCache(std::shared_ptr<const CatalogCache> c) {
@@ -999,6 +1004,11 @@ Status TransactionImpl::Commit() {
       keep->catalog = std::move(catalog_);
       keep->colls = std::move(colls_);
       keep->log = std::move(log_);
+      keep->scratch_doc = std::move(scratch_doc_);
+      keep->scratch_pk = std::move(scratch_pk_);
+      keep->scratch_entry = std::move(scratch_entry_);
+      keep->old_keys = std::move(old_keys_);
+      keep->new_keys = std::move(new_keys_);
       db_->KeepWriteState(std::move(keep));
     }
   }

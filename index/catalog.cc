@@ -1,6 +1,8 @@
 // index::Catalog: the tree of named trees (see index/catalog.h).
 #include "index/catalog.h"
 
+#include <algorithm>
+
 #include "index/btree_page.h"
 
 namespace mmdoc::index {
@@ -94,10 +96,20 @@ Status Catalog::Drop(std::string_view name) {
   MMDOC_RETURN_IF_ERROR(t.Drop());
   MMDOC_RETURN_IF_ERROR(tree_.Delete(name));
   if (it != open_.end()) open_.erase(it);
+  pending_meta_.erase(
+      std::remove_if(pending_meta_.begin(), pending_meta_.end(),
+                     [name](const auto& p) { return p.first == name; }),
+      pending_meta_.end());
   return Status::OK();
 }
 
 Status Catalog::GetMeta(std::string_view name, std::string* meta) {
+  for (const auto& [n, m] : pending_meta_) {
+    if (n == name) {
+      *meta = m;
+      return Status::OK();
+    }
+  }
   std::string_view entry, m;
   Status s = tree_.Get(name, &entry);
   if (s.IsNotFound()) return NoSuchTree(name);
@@ -109,15 +121,40 @@ Status Catalog::GetMeta(std::string_view name, std::string* meta) {
 }
 
 Status Catalog::SetMeta(std::string_view name, std::string_view meta) {
-  std::string_view entry;
-  Status s = tree_.Get(name, &entry);
-  if (s.IsNotFound()) return NoSuchTree(name);
-  MMDOC_RETURN_IF_ERROR(s);
-  PageId root;
-  MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &root, nullptr));
-  auto it = open_.find(name);
-  if (it != open_.end()) root = it->second->root();
-  return tree_.Put(name, MakeEntry(root, meta), PutMode::kUpdate);
+  if (open_.find(name) == open_.end()) {  // an open tree has an entry
+    std::string_view entry;
+    Status s = tree_.Get(name, &entry);
+    if (s.IsNotFound()) return NoSuchTree(name);
+    MMDOC_RETURN_IF_ERROR(s);
+  }
+  for (auto& [n, m] : pending_meta_) {
+    if (n == name) {
+      m.assign(meta);
+      return Status::OK();
+    }
+  }
+  pending_meta_.emplace_back(std::string(name), std::string(meta));
+  return Status::OK();
+}
+
+Status Catalog::FlushEntry(std::string_view name, const PageId* root,
+                           const std::string* meta) {
+  std::string_view entry, old_meta;
+  MMDOC_RETURN_IF_ERROR(tree_.Get(name, &entry));
+  PageId old_root;
+  MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &old_root, &old_meta));
+  const PageId new_root = root != nullptr ? *root : old_root;
+  if (new_root == old_root && (meta == nullptr || *meta == old_meta))
+    return Status::OK();
+  // The new entry is built before the Put: `entry` points into the page.
+  entry_buf_.assign(8, '\0');
+  node::Store64(reinterpret_cast<uint8_t*>(entry_buf_.data()), new_root);
+  if (meta != nullptr) {
+    entry_buf_.append(*meta);
+  } else {
+    entry_buf_.append(old_meta.data(), old_meta.size());
+  }
+  return tree_.Put(name, entry_buf_, PutMode::kUpdate);
 }
 
 Status Catalog::List(std::string_view prefix, std::vector<std::string>* names) {
@@ -132,15 +169,22 @@ Status Catalog::List(std::string_view prefix, std::vector<std::string>* names) {
 }
 
 Status Catalog::Flush() {
+  // One Put per changed entry: the root of each open tree and the metadata
+  // SetMeta gave, together.
+  auto pending = [this](std::string_view name) -> const std::string* {
+    for (const auto& [n, m] : pending_meta_)
+      if (n == name) return &m;
+    return nullptr;
+  };
   for (auto& [name, tree] : open_) {
-    std::string_view entry, meta;
-    MMDOC_RETURN_IF_ERROR(tree_.Get(name, &entry));
-    PageId root;
-    MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &root, &meta));
-    if (root == tree->root()) continue;
-    MMDOC_RETURN_IF_ERROR(
-        tree_.Put(name, MakeEntry(tree->root(), meta), PutMode::kUpdate));
+    const PageId root = tree->root();
+    MMDOC_RETURN_IF_ERROR(FlushEntry(name, &root, pending(name)));
   }
+  for (const auto& [name, meta] : pending_meta_) {
+    if (open_.find(name) == open_.end())
+      MMDOC_RETURN_IF_ERROR(FlushEntry(name, nullptr, &meta));
+  }
+  pending_meta_.clear();
   txn_->set_root(kCatalogRootSlot, tree_.root());
   return Status::OK();
 }

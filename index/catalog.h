@@ -51,12 +51,15 @@ class Catalog {
   // A BTree* that Open returned for `name` becomes invalid.
   Status Drop(std::string_view name);
   Status GetMeta(std::string_view name, std::string* meta);
+  // Sets the metadata of tree `name`; written into its entry by Flush,
+  // together with its root (GetMeta sees it at once).
   Status SetMeta(std::string_view name, std::string_view meta);
   // Names starting with `prefix`, in order.
   Status List(std::string_view prefix, std::vector<std::string>* names);
 
   // Stores the roots of every tree opened and changed through this catalog
-  // into their entries, and the catalog's own root into the meta slot.
+  // and the metadata SetMeta gave into their entries (one Put per changed
+  // entry), and the catalog's own root into the meta slot.
   // Call before committing. REQUIRES: writable txn.
   Status Flush();
 
@@ -82,10 +85,18 @@ class Catalog {
   // A tree of this catalog: `cmp` when given, else the catalog's codec.
   std::unique_ptr<BTree> MakeTree(storage::PageId root, Comparator cmp) const;
 
+  // Writes name's entry with `root` and `meta` (each nullptr: as stored)
+  // when either differs from what is stored.
+  Status FlushEntry(std::string_view name, const storage::PageId* root,
+                    const std::string* meta);
+
   storage::Txn* txn_;
   const KeyCodec* codec_;
   BTree tree_;
   std::map<std::string, std::unique_ptr<BTree>, std::less<>> open_;
+  // SetMeta's metadata until Flush (few: one per collection written).
+  std::vector<std::pair<std::string, std::string>> pending_meta_;
+  std::string entry_buf_;  // FlushEntry's new entry
 };
 
 }  // namespace mmdoc::index
