@@ -103,12 +103,16 @@ Status Catalog::Drop(std::string_view name) {
   return Status::OK();
 }
 
+std::string* Catalog::PendingMeta(std::string_view name) {
+  for (auto& [n, m] : pending_meta_)
+    if (n == name) return &m;
+  return nullptr;
+}
+
 Status Catalog::GetMeta(std::string_view name, std::string* meta) {
-  for (const auto& [n, m] : pending_meta_) {
-    if (n == name) {
-      *meta = m;
-      return Status::OK();
-    }
+  if (const std::string* pending = PendingMeta(name)) {
+    *meta = *pending;
+    return Status::OK();
   }
   std::string_view entry, m;
   Status s = tree_.Get(name, &entry);
@@ -127,11 +131,9 @@ Status Catalog::SetMeta(std::string_view name, std::string_view meta) {
     if (s.IsNotFound()) return NoSuchTree(name);
     MMDOC_RETURN_IF_ERROR(s);
   }
-  for (auto& [n, m] : pending_meta_) {
-    if (n == name) {
-      m.assign(meta);
-      return Status::OK();
-    }
+  if (std::string* pending = PendingMeta(name)) {
+    pending->assign(meta);
+    return Status::OK();
   }
   pending_meta_.emplace_back(std::string(name), std::string(meta));
   return Status::OK();
@@ -171,14 +173,9 @@ Status Catalog::List(std::string_view prefix, std::vector<std::string>* names) {
 Status Catalog::Flush() {
   // One Put per changed entry: the root of each open tree and the metadata
   // SetMeta gave, together.
-  auto pending = [this](std::string_view name) -> const std::string* {
-    for (const auto& [n, m] : pending_meta_)
-      if (n == name) return &m;
-    return nullptr;
-  };
   for (auto& [name, tree] : open_) {
     const PageId root = tree->root();
-    MMDOC_RETURN_IF_ERROR(FlushEntry(name, &root, pending(name)));
+    MMDOC_RETURN_IF_ERROR(FlushEntry(name, &root, PendingMeta(name)));
   }
   for (const auto& [name, meta] : pending_meta_) {
     if (open_.find(name) == open_.end())

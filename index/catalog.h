@@ -85,6 +85,8 @@ class Catalog {
   // A tree of this catalog: `cmp` when given, else the catalog's codec.
   std::unique_ptr<BTree> MakeTree(storage::PageId root, Comparator cmp) const;
 
+  // The metadata SetMeta gave `name` in this txn, or nullptr.
+  std::string* PendingMeta(std::string_view name);
   // Writes name's entry with `root` and `meta` (each nullptr: as stored)
   // when either differs from what is stored.
   Status FlushEntry(std::string_view name, const storage::PageId* root,

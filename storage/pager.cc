@@ -222,6 +222,28 @@ class ReadTxnImpl final : public Txn {
   const Snapshot snap_;
 };
 
+// What a write txn did to pages. The pager keeps the lists between write
+// txns (emptied), so that a txn starts with the capacity the last one grew:
+// growing them from empty was ~1.5k instructions of every single-write
+// commit (callgrind).
+struct WriteLists {
+  // Runs this txn allocated (first page, length); a run freed again has its
+  // dirty mark cleared and is skipped at commit.
+  std::vector<std::pair<PageId, uint32_t>> dirty;
+  std::vector<PageId> taken;         // pages taken from the free set
+  std::vector<PageId> freed_dirty;   // pages this txn allocated, then freed
+  std::vector<PageId> freed_recent;  // born after the last checkpoint
+  std::vector<PageId> freed_ckpt;    // born at or before the last checkpoint
+
+  void Clear() {
+    dirty.clear();
+    taken.clear();
+    freed_dirty.clear();
+    freed_recent.clear();
+    freed_ckpt.clear();
+  }
+};
+
 class WriteTxnImpl final : public Txn {
  public:
   WriteTxnImpl(PagerImpl* p, const Snapshot& base);
@@ -256,7 +278,6 @@ class WriteTxnImpl final : public Txn {
 
  private:
   friend class PagerImpl;
-  friend struct SpareWriteLists;
   Status FreeRun(PageId id, uint32_t run, uint64_t born);
 
   PagerImpl* const p_;
@@ -265,23 +286,7 @@ class WriteTxnImpl final : public Txn {
   PageId roots_[kMetaRoots];
   uint64_t page_count_;
   bool done_ = false;
-  // Runs this txn allocated (first page, length); a run freed again has its
-  // dirty mark cleared and is skipped at commit.
-  std::vector<std::pair<PageId, uint32_t>> dirty_;
-  std::vector<PageId> taken_;                   // pages taken from the free set
-  std::vector<PageId> freed_dirty_;   // pages this txn allocated, then freed
-  std::vector<PageId> freed_recent_;  // born after the last checkpoint
-  std::vector<PageId> freed_ckpt_;    // born at or before the last checkpoint
-};
-
-// The five lists above, kept by the pager between write txns so that a
-// txn starts with the capacity the last one grew (growing them from empty
-// was ~1.5k instructions of every single-write commit, callgrind).
-struct SpareWriteLists {
-  std::vector<std::pair<PageId, uint32_t>> dirty;
-  std::vector<PageId> taken, freed_dirty, freed_recent, freed_ckpt;
-
-  void SwapWith(WriteTxnImpl* t);
+  WriteLists lists_;
 };
 
 // Writer-owned bookkeeping per page, indexed by page id (grown with the
@@ -484,7 +489,7 @@ class PagerImpl final : public Pager {
   // The lists the last finished write txn left (WriteTxnImpl's ctor takes
   // them, FinishTxn gives them back emptied).
   Mutex spare_mu_;
-  SpareWriteLists spare_lists_ MMDOC_GUARDED_BY(spare_mu_);
+  WriteLists spare_lists_ MMDOC_GUARDED_BY(spare_mu_);
 
   // Allocation state (mutated by the writer under alloc_mu_).
   Mutex alloc_mu_;
@@ -556,19 +561,11 @@ Status ReadTxnImpl::Get(PageId id, const uint8_t** page) {
   return p_->CheckPage(id, snap_.base, snap_.page_count, page);
 }
 
-void SpareWriteLists::SwapWith(WriteTxnImpl* t) {
-  dirty.swap(t->dirty_);
-  taken.swap(t->taken_);
-  freed_dirty.swap(t->freed_dirty_);
-  freed_recent.swap(t->freed_recent_);
-  freed_ckpt.swap(t->freed_ckpt_);
-}
-
 WriteTxnImpl::WriteTxnImpl(PagerImpl* p, const Snapshot& base)
     : p_(p), txid_(base.txid + 1), serial_(p->NextWriteSerial()), page_count_(base.page_count) {
   std::copy(base.roots, base.roots + kMetaRoots, roots_);
   MutexLock l(&p_->spare_mu_);
-  p_->spare_lists_.SwapWith(this);  // empty lists, or the last txn's
+  std::swap(lists_, p_->spare_lists_);  // empty lists, or the last txn's
 }
 
 uint32_t WriteTxnImpl::page_size() const { return p_->ps_; }
@@ -605,7 +602,7 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero,
     got = p_->TakeRunLocked(n);
   }
   if (got != 0) {
-    for (uint32_t i = 0; i < n; i++) taken_.push_back(got + i);
+    for (uint32_t i = 0; i < n; i++) lists_.taken.push_back(got + i);
   } else {
     got = page_count_;
     MMDOC_RETURN_IF_ERROR(p_->EnsureCapacity(page_count_ + n));
@@ -623,7 +620,7 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero,
   PageMark& m = p_->marks_[got];
   m.dirty = serial_;
   m.run = n;
-  dirty_.emplace_back(got, n);
+  lists_.dirty.emplace_back(got, n);
   *id = got;
   *page = pg;
   return Status::OK();
@@ -665,7 +662,7 @@ Status WriteTxnImpl::Free(PageId id) {
   if (done_) return Status::InvalidArgument("transaction already finished");
   if (IsDirty(id)) {
     PageMark& m = p_->marks_[id];
-    for (uint32_t i = 0; i < m.run; i++) freed_dirty_.push_back(id + i);
+    for (uint32_t i = 0; i < m.run; i++) lists_.freed_dirty.push_back(id + i);
     m.dirty = 0;
     return Status::OK();
   }
@@ -681,8 +678,8 @@ Status WriteTxnImpl::FreeRun(PageId id, uint32_t run, uint64_t born) {
   m.freed = serial_;
   // Rule 5(b): a page that may be reachable from the durable meta waits for
   // the next checkpoint.
-  auto& list =
-      born <= p_->checkpoint_txid_.load() ? freed_ckpt_ : freed_recent_;
+  auto& list = born <= p_->checkpoint_txid_.load() ? lists_.freed_ckpt
+                                                   : lists_.freed_recent;
   for (uint32_t i = 0; i < run; i++) list.push_back(id + i);
   return Status::OK();
 }
@@ -1124,14 +1121,10 @@ void PagerImpl::ReleasePending() {
 
 void PagerImpl::FinishTxn(WriteTxnImpl* txn) {
   txn->done_ = true;
-  txn->dirty_.clear();
-  txn->taken_.clear();
-  txn->freed_dirty_.clear();
-  txn->freed_recent_.clear();
-  txn->freed_ckpt_.clear();
+  txn->lists_.Clear();
   {
     MutexLock l(&spare_mu_);
-    spare_lists_.SwapWith(txn);
+    std::swap(spare_lists_, txn->lists_);
   }
   ReleaseWriter();
 }
@@ -1139,7 +1132,7 @@ void PagerImpl::FinishTxn(WriteTxnImpl* txn) {
 void PagerImpl::AbortTxn(WriteTxnImpl* txn) {
   {
     MutexLock l(&alloc_mu_);
-    for (PageId id : txn->taken_) free_.insert(id);
+    for (PageId id : txn->lists_.taken) free_.insert(id);
   }
   FinishTxn(txn);
 }
@@ -1156,9 +1149,9 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
   // rewritten by many commits before then is summed once, not per commit.
   // With paranoid_checks every read verifies, so sum them now.
   // Pages born since the checkpoint and freed by this txn need no sum.
-  for (PageId id : txn->freed_recent_) Mark(id).unsummed = 0;
-  for (PageId id : txn->freed_dirty_) Mark(id).unsummed = 0;
-  for (const auto& [id, run] : txn->dirty_) {
+  for (PageId id : txn->lists_.freed_recent) Mark(id).unsummed = 0;
+  for (PageId id : txn->lists_.freed_dirty) Mark(id).unsummed = 0;
+  for (const auto& [id, run] : txn->lists_.dirty) {
     PageMark& m = marks_[id];
     if (m.dirty != txn->serial_) continue;  // freed again by this txn
     if (opts_.paranoid_checks) {
@@ -1240,16 +1233,18 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
   }
   {
     MutexLock l(&alloc_mu_);
-    for (PageId id : txn->freed_dirty_) free_.insert(id);
-    if (!txn->freed_recent_.empty()) {
+    for (PageId id : txn->lists_.freed_dirty) free_.insert(id);
+    if (!txn->lists_.freed_recent.empty()) {
       auto& v = pending_[txn->txid_];
-      v.insert(v.end(), txn->freed_recent_.begin(), txn->freed_recent_.end());
-      pending_count_ += txn->freed_recent_.size();
+      v.insert(v.end(), txn->lists_.freed_recent.begin(),
+               txn->lists_.freed_recent.end());
+      pending_count_ += txn->lists_.freed_recent.size();
     }
-    if (!txn->freed_ckpt_.empty()) {
+    if (!txn->lists_.freed_ckpt.empty()) {
       auto& v = pending_ckpt_[txn->txid_];
-      v.insert(v.end(), txn->freed_ckpt_.begin(), txn->freed_ckpt_.end());
-      pending_ckpt_count_ += txn->freed_ckpt_.size();
+      v.insert(v.end(), txn->lists_.freed_ckpt.begin(),
+               txn->lists_.freed_ckpt.end());
+      pending_ckpt_count_ += txn->lists_.freed_ckpt.size();
     }
   }
   Status s;
