@@ -183,13 +183,18 @@ struct CollState {
 // of ~28k instructions (callgrind). They are right for the next write txn
 // exactly when it starts from the catalog state `cache` names: the trees'
 // roots are the ones that txn committed and nothing has committed since.
+// A write transaction's reused buffers, kept whole for their capacity.
+struct WriteBuffers {
+  std::string log;             // the commit's logical log record
+  std::string doc, pk, entry;  // a document, its _id key, an index entry
+  std::vector<std::vector<std::string>> old_keys, new_keys;  // per index
+};
+
 struct WriteState {
   std::shared_ptr<const CatalogCache> cache;  // what the txn published
   std::unique_ptr<index::Catalog> catalog;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls;
-  // Buffers, for their capacity.
-  std::string log, scratch_doc, scratch_pk, scratch_entry;
-  std::vector<std::vector<std::string>> old_keys, new_keys;
+  WriteBuffers buffers;
 };
 
 class TransactionImpl {
@@ -288,7 +293,7 @@ class TransactionImpl {
   Status CheckKeySizes(CollState* c, std::string_view pk, const KeySets& new_keys);
   // Takes back what InsertPrepared wrote before it found a duplicate in
   // index `index`: the primary entry, the entries of the indexes before it
-  // and the first `keys` keys of its own (new_keys_).
+  // and the first `keys` keys of its own (buf_.new_keys).
   Status UndoInsert(CollState* c, std::string_view pk, size_t index, size_t keys);
   // Key sizes, and unique indexes against entries of other documents
   // (keys in *old_keys, the document's own, are not conflicts).
@@ -298,7 +303,7 @@ class TransactionImpl {
   // Calls fn(pk, document) -> Status for what `filter` matches (the first
   // only unless many), stopping at the first error; fn may change the
   // collection's trees. A filter {_id: v} names at most one document, which
-  // fn gets as its bytes in the page (pk in scratch_pk_); other matches are
+  // fn gets as its bytes in the page (pk in buf_.pk); other matches are
   // copied first, since changing trees under a cursor would invalidate it.
   // *c is the collection (it may not exist). Defined in transaction.cc.
   template <typename Fn>
@@ -321,10 +326,8 @@ class TransactionImpl {
   bool replaying_;
   bool finished_ = false;
   Status poisoned_;
-  std::string log_;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls_;
-  std::string scratch_doc_, scratch_pk_, scratch_entry_;  // reused buffers
-  KeySets old_keys_, new_keys_;
+  WriteBuffers buf_;              // log record, scratch strings, index keys
   std::vector<char> skip_index_;  // ReplaceAt: indexes the update cannot change
 };
 

@@ -242,13 +242,8 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
   catalog_ = std::move(s->catalog);
   catalog_->Rebind(txn_.get());
   colls_ = std::move(s->colls);
-  log_ = std::move(s->log);
-  log_.clear();
-  scratch_doc_ = std::move(s->scratch_doc);
-  scratch_pk_ = std::move(s->scratch_pk);
-  scratch_entry_ = std::move(s->scratch_entry);
-  old_keys_ = std::move(s->old_keys);
-  new_keys_ = std::move(s->new_keys);
+  buf_ = std::move(s->buffers);
+  buf_.log.clear();
 }
 
 void TransactionImpl::AdoptCache(std::shared_ptr<const CatalogCache> c) {
@@ -306,11 +301,11 @@ Status TransactionImpl::Poison(Status s) {
 
 void TransactionImpl::Log(LogOp op, std::string_view coll, std::string_view arg) {
   if (replaying_) return;
-  log_.push_back(static_cast<char>(op));
-  PutU32(&log_, static_cast<uint32_t>(coll.size()));
-  log_.append(coll);
-  PutU32(&log_, static_cast<uint32_t>(arg.size()));
-  log_.append(arg);
+  buf_.log.push_back(static_cast<char>(op));
+  PutU32(&buf_.log, static_cast<uint32_t>(coll.size()));
+  buf_.log.append(coll);
+  PutU32(&buf_.log, static_cast<uint32_t>(arg.size()));
+  buf_.log.append(arg);
 }
 
 Status TransactionImpl::Collection(std::string_view coll, bool create, CollState** out) {
@@ -531,8 +526,8 @@ Status TransactionImpl::CheckKeys(CollState* c, std::string_view pk, std::string
 // Put that finds a duplicate changes nothing, so only the entries this
 // insert wrote before it are taken back out (UndoInsert).
 Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std::string_view pk) {
-  ComputeKeys(c, bson, &new_keys_);
-  MMDOC_RETURN_IF_ERROR(CheckKeySizes(c, pk, new_keys_));
+  ComputeKeys(c, bson, &buf_.new_keys);
+  MMDOC_RETURN_IF_ERROR(CheckKeySizes(c, pk, buf_.new_keys));
   Status s = c->primary->Put(pk, bson, index::PutMode::kInsert);
   if (s.IsAlreadyExists()) {
     bson_value_t id;
@@ -540,10 +535,10 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
     return Status::AlreadyExists("duplicate _id", Value::FromBsonValue(&id).ToJson());
   }
   if (!s.ok()) return Poison(s);
-  std::string& entry = scratch_entry_;
+  std::string& entry = buf_.entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    const std::vector<std::string>& keys = new_keys_[i];
+    const std::vector<std::string>& keys = buf_.new_keys[i];
     for (size_t j = 0; j < keys.size(); j++) {
       entry.assign(keys[j]);
       if (!m.unique) entry.append(pk);
@@ -557,7 +552,8 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
       if (!s.ok()) return Poison(s);
     }
   }
-  for (size_t i = 0; i < c->meta.indexes.size(); i++) NoteKeyCount(c, i, new_keys_[i].size());
+  for (size_t i = 0; i < c->meta.indexes.size(); i++)
+    NoteKeyCount(c, i, buf_.new_keys[i].size());
   c->meta.count++;
   c->meta_dirty = true;
   return Status::OK();
@@ -565,12 +561,12 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
 
 Status TransactionImpl::UndoInsert(CollState* c, std::string_view pk, size_t index,
                                    size_t keys) {
-  std::string& entry = scratch_entry_;
+  std::string& entry = buf_.entry;
   for (size_t i = 0; i <= index; i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    const size_t n = i < index ? new_keys_[i].size() : keys;
+    const size_t n = i < index ? buf_.new_keys[i].size() : keys;
     for (size_t j = 0; j < n; j++) {
-      entry.assign(new_keys_[i][j]);
+      entry.assign(buf_.new_keys[i][j]);
       if (!m.unique) entry.append(pk);
       Status s = c->index_trees[i]->Delete(entry);
       if (!s.ok()) return Poison(s);
@@ -583,11 +579,11 @@ Status TransactionImpl::UndoInsert(CollState* c, std::string_view pk, size_t ind
 
 Status TransactionImpl::Insert(std::string_view coll, const Document& doc, Value* id) {
   MMDOC_RETURN_IF_ERROR(Writable());
-  std::string& bson = scratch_doc_;
+  std::string& bson = buf_.doc;
   MMDOC_RETURN_IF_ERROR(engine::PrepareForInsert(doc, &bson, id));
   bson_value_t idv;
   if (!DocId(bson, &idv)) return Status::InvalidArgument("document without _id");
-  std::string& pk = scratch_pk_;
+  std::string& pk = buf_.pk;
   pk.clear();
   engine::AppendKey(&idv, &pk);
   if (pk.size() > index::kMaxKeySize)
@@ -609,15 +605,16 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
     skip = &skip_index_;
   }
   // Keys first: old_doc may point into a page the primary Put rewrites.
-  ComputeKeys(c, old_doc, &old_keys_, skip);
-  ComputeKeys(c, new_doc, &new_keys_, skip);
-  MMDOC_RETURN_IF_ERROR(CheckKeys(c, pk, new_doc, new_keys_, &old_keys_));
-  std::string& entry = scratch_entry_;
+  ComputeKeys(c, old_doc, &buf_.old_keys, skip);
+  ComputeKeys(c, new_doc, &buf_.new_keys, skip);
+  MMDOC_RETURN_IF_ERROR(
+      CheckKeys(c, pk, new_doc, buf_.new_keys, &buf_.old_keys));
+  std::string& entry = buf_.entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     if (skip != nullptr && (*skip)[i]) continue;  // keys unchanged
     const IndexMeta& m = c->meta.indexes[i];
-    const std::vector<std::string>& olds = old_keys_[i];
-    const std::vector<std::string>& news = new_keys_[i];
+    const std::vector<std::string>& olds = buf_.old_keys[i];
+    const std::vector<std::string>& news = buf_.new_keys[i];
     NoteKeyCount(c, i, news.size());
     if (olds == news) continue;
     for (const std::string& k : olds) {
@@ -691,7 +688,7 @@ Status TransactionImpl::ForEachMatch(std::string_view coll,
   if (by_id) {
     // Copying the one document first was 8% of an update by _id
     // (callgrind); fn reads it in place, as ReplaceAt and DeleteAt allow.
-    std::string& pk = scratch_pk_;
+    std::string& pk = buf_.pk;
     pk.clear();
     engine::AppendKey(&idv, &pk);
     if (pk.size() > index::kMaxKeySize) return Status::OK();
@@ -726,7 +723,7 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
   if (!u.ok()) return u.status();
   CollState* c;
   UpdateResult r;
-  std::string& out = scratch_doc_;
+  std::string& out = buf_.doc;
   MMDOC_RETURN_IF_ERROR(ForEachMatch(
       coll, filter, many, &c,
       [&](std::string_view pk, std::string_view doc) -> Status {
@@ -744,11 +741,11 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
 }
 
 Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc) {
-  ComputeKeys(c, old_doc, &old_keys_);
-  std::string& entry = scratch_entry_;
+  ComputeKeys(c, old_doc, &buf_.old_keys);
+  std::string& entry = buf_.entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    for (const std::string& k : old_keys_[i]) {
+    for (const std::string& k : buf_.old_keys[i]) {
       entry.assign(k);
       if (!m.unique) entry.append(pk);
       Status s = c->index_trees[i]->Delete(entry);
@@ -804,7 +801,7 @@ Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
   // instead of deleting entry by entry with rebalancing. Each tree stays
   // registered in the catalog with root 0, the empty tree.
   uint64_t n = 0;
-  const size_t log_mark = log_.size();
+  const size_t log_mark = buf_.log.size();
   index::BTree::Cursor cur(c->primary);
   Status s;
   for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
@@ -812,7 +809,7 @@ Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
     n++;
   }
   if (!s.ok()) {
-    log_.resize(log_mark);  // nothing changed
+    buf_.log.resize(log_mark);  // nothing changed
     return s;
   }
   for (index::BTree* t : c->index_trees) {
@@ -974,7 +971,7 @@ Status TransactionImpl::Commit() {
     if (replaying_) {
       s = db_->pager()->CommitReplayed(txn_.get());
     } else {
-      s = txn_->Commit(log_, durability_);
+      s = txn_->Commit(buf_.log, durability_);
     }
   }
   finished_ = true;
@@ -1003,12 +1000,7 @@ Status TransactionImpl::Commit() {
       }
       keep->catalog = std::move(catalog_);
       keep->colls = std::move(colls_);
-      keep->log = std::move(log_);
-      keep->scratch_doc = std::move(scratch_doc_);
-      keep->scratch_pk = std::move(scratch_pk_);
-      keep->scratch_entry = std::move(scratch_entry_);
-      keep->old_keys = std::move(old_keys_);
-      keep->new_keys = std::move(new_keys_);
+      keep->buffers = std::move(buf_);
       db_->KeepWriteState(std::move(keep));
     }
   }
