@@ -110,10 +110,6 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   return cur;
 }
 
-namespace {
-
-// {field: "value"} in MongoDB's sense, for a plain field name: the field
-// is that string, or an array with that string as an element.
 bool PointMatches(std::string_view doc, std::string_view field, std::string_view value) {
   bson_iter_t it;
   if (!bson_iter_init_from_data(&it, reinterpret_cast<const uint8_t*>(doc.data()), doc.size()) ||
@@ -132,8 +128,6 @@ bool PointMatches(std::string_view doc, std::string_view field, std::string_view
     if (is_value(&elems)) return true;
   return false;
 }
-
-}  // namespace
 
 std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollState* c,
                                                     std::string_view field, std::string_view value,

@@ -429,6 +429,10 @@ Transaction::~Transaction() {
 }
 bool Transaction::read_only() const { return impl_->read_only(); }
 Result<Document> Transaction::Get(std::string_view c, const Value& id) { return impl_->Get(c, id); }
+Result<Document> Transaction::GetBy(std::string_view c, std::string_view field,
+                                    const Value& value) {
+  return impl_->GetBy(c, field, value);
+}
 Result<std::unique_ptr<Cursor>> Transaction::Find(std::string_view c, const Document& filter,
                                                   const FindOptions& options) {
   auto r = impl_->Find(c, filter, options);
@@ -533,6 +537,11 @@ Status DB::Insert(std::string_view c, const Document& doc, Value* id, const Writ
 
 Result<Document> DB::Get(std::string_view c, const Value& id) {
   return impl_->Get(c, id);
+}
+
+Result<Document> DB::GetBy(std::string_view c, std::string_view field,
+                           const Value& value) {
+  return impl_->GetBy(c, field, value);
 }
 
 Status DB::Replace(std::string_view c, const Value& id, const Document& doc,

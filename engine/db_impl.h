@@ -94,6 +94,12 @@ struct CatalogCache {
   std::map<std::string, CachedColl, std::less<>> colls;
 };
 
+// Whether the BSON document `doc` matches {field: "value"} in MongoDB's
+// sense, for a plain field name (no dots): the field is that string, or an
+// array with that string as an element (cursor.cc).
+bool PointMatches(std::string_view doc, std::string_view field,
+                  std::string_view value);
+
 std::string CollectionTreeName(std::string_view collection);
 // How collection and index trees store keys (key_codec.cc).
 const index::KeyCodec& TreeKeyCodec();
@@ -118,6 +124,8 @@ class DBImpl {
   // current it reads the _id tree directly, without a TransactionImpl
   // (whose catalog and collection objects cost more than the lookup).
   Result<Document> Get(std::string_view coll, const Value& id);
+  Result<Document> GetBy(std::string_view coll, std::string_view field,
+                         const Value& value);
 
   Status Check(CheckReport* report);
   Result<DBStats> Stats();
@@ -208,6 +216,8 @@ class TransactionImpl {
   storage::Txn* txn() { return txn_.get(); }
 
   Result<Document> Get(std::string_view coll, const Value& id);
+  Result<Document> GetBy(std::string_view coll, std::string_view field,
+                         const Value& value);
   Result<std::unique_ptr<CursorImpl>> Find(std::string_view coll, const Document& filter,
                                            const FindOptions& options);
   Result<uint64_t> Count(std::string_view coll, const Document& filter);

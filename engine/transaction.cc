@@ -178,6 +178,19 @@ bool CatalogKey(storage::Txn* txn, storage::PageId root, uint64_t* txid) {
   return true;
 }
 
+// The cached state of `coll` when `c` describes the snapshot `txn` reads
+// (AdoptCache's test); null otherwise.
+const CachedColl* CachedFor(storage::Txn* txn, const CatalogCache* c,
+                            std::string_view coll) {
+  const storage::PageId root = txn->root(index::kCatalogRootSlot);
+  uint64_t txid;
+  if (c == nullptr || root != c->catalog_root ||
+      !CatalogKey(txn, root, &txid) || txid != c->catalog_txid)
+    return nullptr;
+  auto hit = c->colls.find(coll);
+  return hit == c->colls.end() ? nullptr : &hit->second;
+}
+
 }  // namespace
 
 Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
@@ -185,28 +198,72 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
   if (!read.ok()) return read.status();
   storage::Txn* txn = read.value().get();
   std::shared_ptr<const CatalogCache> c = cache();
-  const storage::PageId root = txn->root(index::kCatalogRootSlot);
-  uint64_t txid;
-  if (c && root == c->catalog_root && CatalogKey(txn, root, &txid) && txid == c->catalog_txid) {
-    auto hit = c->colls.find(coll);
-    if (hit != c->colls.end()) {
-      // The key is built in a buffer each thread keeps, so that a lookup
-      // allocates only the document it returns.
-      thread_local std::string pk;
-      pk.clear();
-      engine::AppendKey(id.get(), &pk);
-      std::string_view doc;
-      index::BTree primary(txn, hit->second.primary_root, TreeKeyCodec());
-      Status s = primary.Get(pk, &doc);  // NotFound for an oversized key too
-      if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
+  if (const CachedColl* cc = CachedFor(txn, c.get(), coll)) {
+    // The key is built in a buffer each thread keeps, so that a lookup
+    // allocates only the document it returns.
+    thread_local std::string pk;
+    pk.clear();
+    engine::AppendKey(id.get(), &pk);
+    std::string_view doc;
+    index::BTree primary(txn, cc->primary_root, TreeKeyCodec());
+    Status s = primary.Get(pk, &doc);  // NotFound for an oversized key too
+    if (s.IsNotFound())
+      return Status::NotFound("no document with _id", id.ToJson());
+    if (!s.ok()) return s;
+    return Document::FromTrustedBytes(std::string(doc));
+  }
+  // A collection the cache does not know (or none): the general path.
+  auto t = std::make_unique<TransactionImpl>(this, std::move(read.value()),
+                                             true, Durability::kNone, false);
+  return t->Get(coll, id);
+}
+
+Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field,
+                               const Value& value) {
+  if (field == "_id") return Get(coll, value);
+  auto read = pager_->BeginRead();
+  if (!read.ok()) return read.status();
+  storage::Txn* txn = read.value().get();
+  std::shared_ptr<const CatalogCache> c = cache();
+  const CachedColl* cc = CachedFor(txn, c.get(), coll);
+  // A string looked up through a unique index on a plain field name: what
+  // CursorImpl::CreatePoint and NextFromPoint do for {field: "string"},
+  // without the transaction, the filter and the cursor.
+  if (cc != nullptr && value.type() == BSON_TYPE_UTF8 && !field.empty() &&
+      field[0] != '$' &&
+      field.find_first_of(std::string_view(".\0", 2)) ==
+          std::string_view::npos) {
+    const std::vector<IndexMeta>& indexes = cc->meta.indexes;
+    for (size_t i = 0; i < indexes.size(); i++) {
+      if (indexes[i].field != field || !indexes[i].unique) continue;
+      thread_local std::string key;
+      key.clear();
+      engine::AppendKey(value.get(), &key);
+      std::string_view pk, doc;
+      index::BTree tree(txn, cc->index_roots[i], TreeKeyCodec());
+      Status s = tree.Get(key, &pk);  // NotFound for an oversized key too
+      if (s.ok()) {
+        index::BTree primary(txn, cc->primary_root, TreeKeyCodec());
+        s = primary.Get(pk, &doc);
+        if (s.IsNotFound())
+          return Status::Corruption("index entry points at a missing document",
+                                    field);
+      }
+      const bson_value_t* v = value.get();
+      if (s.ok() && !PointMatches(doc, field,
+                                  std::string_view(v->value.v_utf8.str,
+                                                   v->value.v_utf8.len)))
+        s = Status::NotFound("");
+      if (s.IsNotFound())
+        return Status::NotFound("no document with " + std::string(field),
+                                value.ToJson());
       if (!s.ok()) return s;
       return Document::FromTrustedBytes(std::string(doc));
     }
   }
-  // A collection the cache does not know (or none): the general path.
   auto t = std::make_unique<TransactionImpl>(this, std::move(read.value()), true,
                                              Durability::kNone, false);
-  return t->Get(coll, id);
+  return t->GetBy(coll, field, value);
 }
 
 TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn,
@@ -404,6 +461,41 @@ Result<Document> TransactionImpl::Get(std::string_view coll, const Value& id) {
   std::string_view v;
   MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &v));
   return Document::FromTrustedBytes(std::string(v));
+}
+
+Result<Document> TransactionImpl::GetBy(std::string_view coll,
+                                        std::string_view field,
+                                        const Value& value) {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  if (field.empty() || field.find('\0') != std::string_view::npos)
+    return Status::InvalidArgument("bad field path", field);
+  // {field: "string"} (Find's point plan) or {field: {$eq: value}}, so that
+  // a document value is compared, not read as operators.
+  bson_t b, eq;
+  bson_init(&b);
+  const int klen = static_cast<int>(field.size());
+  bool ok;
+  if (value.type() == BSON_TYPE_UTF8) {
+    ok = bson_append_value(&b, field.data(), klen, value.get());
+  } else {
+    ok = bson_append_document_begin(&b, field.data(), klen, &eq) &&
+         bson_append_value(&eq, "$eq", 3, value.get()) &&
+         bson_append_document_end(&b, &eq);
+  }
+  std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  if (!ok)
+    return Status::InvalidArgument("value cannot be compared", value.ToJson());
+  FindOptions options;
+  options.limit = 1;
+  auto cur = Find(coll, Document::FromTrustedBytes(std::move(bytes)), options);
+  if (!cur.ok()) return cur.status();
+  if (!cur.value()->Next()) {
+    MMDOC_RETURN_IF_ERROR(cur.value()->status());
+    return Status::NotFound("no document with " + std::string(field),
+                            value.ToJson());
+  }
+  return Document::FromTrustedBytes(std::string(cur.value()->raw()));
 }
 
 Result<std::unique_ptr<CursorImpl>> TransactionImpl::Find(std::string_view coll,

@@ -830,3 +830,85 @@ TEST_CASE(
   // A value no document holds: every leaf rejected, nothing returned.
   CHECK(tr->Count("c", J(R"({"v": "absent-value"})")).value() == 0);
 }
+
+TEST_CASE("GetBy returns what Find limit 1 returns (randomized)", "[engine]") {
+  // DB::GetBy looks a string up through a unique index directly when the
+  // catalog cache is current; every other case (no unique index, another
+  // type, dotted path, cold cache) goes through Find. Both must answer as
+  // Find({field: {$eq: value}}) with limit 1 does.
+  const uint64_t seed = mmdoc::test::Seed("getby");
+  std::mt19937_64 rng(seed);
+  TestDB db(Fast());
+  REQUIRE(db->CreateIndex("c", "u", IndexOptions{true}).ok());
+  REQUIRE(db->CreateIndex("c", "m", IndexOptions{false}).ok());
+  const int n = 150 * static_cast<int>(mmdoc::test::Scale());
+  std::vector<std::string> probes = {
+      R"("")",           "7",    "7.0",    R"({"x": "a"})",
+      R"(["u1", "u2"])", "null", R"("a")", R"("zz")"};
+  for (int i = 0; i < n; i++) {
+    const std::string u = "\"u" + std::to_string(i) + "\"";
+    std::string doc = "{\"_id\": \"id" + std::to_string(i) + "\"";
+    switch (rng() % 6) {
+      case 0:  // multikey: two strings of its own, unique across documents
+        doc += ", \"u\": [" + u + ", \"w" + std::to_string(i) + "\"]";
+        break;
+      case 1:  // a number (7 once; the rest unique)
+        doc += ", \"u\": " + std::to_string(i == 0 ? 7 : 1000 + i);
+        break;
+      case 2:  // missing: indexed as null, and unique allows one null
+        if (i % 50 == 0 && i > 0) break;
+        [[fallthrough]];
+      default:
+        doc += ", \"u\": " + u;
+    }
+    const char* m[] = {R"("a")", R"("b")", R"(["a", "zz"])", "7"};
+    doc += std::string(", \"m\": ") + m[rng() % 4] + ", \"copy\": " + u + "}";
+    auto s = db->Insert("c", J(doc));
+    REQUIRE((s.ok() || s.IsAlreadyExists()));  // a second null is refused
+    probes.push_back(u);
+    if (rng() % 8 == 0) probes.push_back("\"w" + std::to_string(i) + "\"");
+  }
+  probes.push_back("\"" + std::string(2000, 'k') +
+                   "\"");  // longer than any key
+  FindOptions one;
+  one.limit = 1;
+  auto check_all = [&](const char* when) {
+    auto tr = db->BeginRead();
+    REQUIRE(tr.ok());
+    for (const char* field : {"u", "m", "copy", "_id", "u.0"}) {
+      for (size_t k = 0; k < probes.size(); k += 1 + rng() % 3) {
+        INFO("seed " << seed << ", " << when << ": " << field << " = "
+                     << probes[k]);
+        const Value v = V(probes[k]);
+        Document filter =
+            J(std::string("{\"") + field + "\": {\"$eq\": " + probes[k] + "}}");
+        auto want = db->Find("c", filter, one);
+        REQUIRE(want.ok());
+        for (auto got :
+             {db->GetBy("c", field, v), tr.value()->GetBy("c", field, v)}) {
+          if (want.value().empty()) {
+            CHECK(got.status().IsNotFound());
+          } else {
+            REQUIRE(got.ok());
+            CHECK(got.value() == want.value()[0]);
+          }
+        }
+      }
+    }
+    CHECK(db->GetBy("nope", "u", V(R"("u1")")).status().IsNotFound());
+    CHECK(db->GetBy("c", "", V(R"("u1")")).status().IsInvalidArgument());
+    CHECK(db->GetBy("c", std::string_view("u\0x", 3), V(R"("u1")"))
+              .status()
+              .IsInvalidArgument());
+    CHECK(db->GetBy("c", "$u", V(R"("u1")")).status().IsInvalidArgument());
+  };
+  check_all("warm");
+  db.Reopen();
+  check_all("after reopen");
+  // DDL: the cache is rebuilt; without the unique index every lookup goes
+  // through Find (a scan), with the same answers.
+  REQUIRE(db->DropIndex("c", "u").ok());
+  check_all("index dropped");
+  REQUIRE(db->CreateIndex("c", "u", IndexOptions{true}).ok());
+  check_all("index rebuilt");
+}

@@ -132,6 +132,11 @@ class Transaction {
   // --- reads ---
   // The document with this _id; NotFound when there is none.
   Result<Document> Get(std::string_view collection, const Value& id);
+  // The first document Find({field: {$eq: value}}) returns; NotFound when
+  // none matches. The lookup by a unique key: with a unique index on
+  // `field` it is one index lookup and one fetch (see DB::GetBy).
+  Result<Document> GetBy(std::string_view collection, std::string_view field,
+                         const Value& value);
   // Documents matching `filter` (MongoDB syntax; {} matches all).
   // InvalidArgument for an unknown operator or a malformed filter.
   Result<std::unique_ptr<Cursor>> Find(std::string_view collection, const Document& filter,
@@ -220,6 +225,12 @@ class DB {
   Status Insert(std::string_view collection, const Document& doc, Value* id = nullptr,
                 const WriteOptions& options = WriteOptions());
   Result<Document> Get(std::string_view collection, const Value& id);
+  // As Transaction::GetBy, from the last commit. A string value looked up
+  // through a unique index on a plain field name takes the path Get takes
+  // for an _id (no transaction object, no filter, no cursor); anything
+  // else runs Find with limit 1.
+  Result<Document> GetBy(std::string_view collection, std::string_view field,
+                         const Value& value);
   Status Replace(std::string_view collection, const Value& id, const Document& doc,
                  const WriteOptions& options = WriteOptions());
   Result<UpdateResult> Update(std::string_view collection, const Document& filter,
