@@ -2,7 +2,9 @@
 // {_id, key, value} stored as the workload's BSON bytes.
 //
 //   search_id     DB::Get(_id)
-//   search_key    Find({key: k}) in a read transaction (the key index)
+//   search_key    DB::GetBy(key, k): the unique key index, then _id (the
+//                 same lookups as Find({key: k}) with limit 1, without the
+//                 filter, read transaction and cursor objects)
 //   search_value  Find({value: v}) in a read transaction (a full scan:
 //                 `value` has no index)
 //   update        Transaction::Update({_id: id}, {$set: {value: v}}), or
@@ -126,17 +128,9 @@ class MmdocSession : public Session {
   }
 
   Status FindByKey(std::string_view key, std::string* value) override {
-    auto txn = db_->BeginRead();
-    if (!txn.ok()) return txn.status();
-    FindOptions options;
-    options.limit = 1;
-    auto cursor =
-        txn.value()->Find(kCollection, StringFilter("key", key), options);
-    if (!cursor.ok()) return cursor.status();
-    Cursor& c = *cursor.value();
-    if (!c.Next())
-      return c.status().ok() ? Status::NotFound("find key", key) : c.status();
-    return ValueOf(c.raw(), value);
+    auto doc = db_->GetBy(kCollection, "key", Value::String(key));
+    if (!doc.ok()) return doc.status();
+    return ValueOf(doc.value().bytes(), value);
   }
 
   Status ScanByValue(std::string_view value, bool* found,
@@ -303,7 +297,7 @@ class MmdocBackend : public Backend {
     s += ", log " + std::to_string(log_size_ >> 20) + " MiB";
     s += ", page " + std::to_string(page_size_);
     s += replace_ ? ", update = Get + Replace" : ", update = Update($set)";
-    s += ", search_key = Find limit 1, build_index = CreateIndex(unique), "
+    s += ", search_key = DB::GetBy, build_index = CreateIndex(unique), "
          "delete_value = DeleteMany({value}), delete_all = DeleteMany({})";
     return s;
   }
