@@ -178,15 +178,20 @@ bool CatalogKey(storage::Txn* txn, storage::PageId root, uint64_t* txid) {
   return true;
 }
 
-// The cached state of `coll` when `c` describes the snapshot `txn` reads
-// (AdoptCache's test); null otherwise.
-const CachedColl* CachedFor(storage::Txn* txn, const CatalogCache* c,
-                            std::string_view coll) {
+// Whether the catalog cache `c` describes the snapshot `txn` reads: the
+// same catalog root page, carrying the same txid (see CatalogCache).
+bool Describes(const CatalogCache* c, storage::Txn* txn) {
   const storage::PageId root = txn->root(index::kCatalogRootSlot);
   uint64_t txid;
-  if (c == nullptr || root != c->catalog_root ||
-      !CatalogKey(txn, root, &txid) || txid != c->catalog_txid)
-    return nullptr;
+  return c != nullptr && root == c->catalog_root &&
+         CatalogKey(txn, root, &txid) && txid == c->catalog_txid;
+}
+
+// The cached state of `coll` when `c` describes the snapshot `txn` reads;
+// null otherwise.
+const CachedColl* CachedFor(storage::Txn* txn, const CatalogCache* c,
+                            std::string_view coll) {
+  if (!Describes(c, txn)) return nullptr;
   auto hit = c->colls.find(coll);
   return hit == c->colls.end() ? nullptr : &hit->second;
 }
@@ -304,11 +309,7 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
 }
 
 void TransactionImpl::AdoptCache(std::shared_ptr<const CatalogCache> c) {
-  if (!c) return;
-  const storage::PageId root = txn_->root(index::kCatalogRootSlot);
-  uint64_t txid;
-  if (root == c->catalog_root && CatalogKey(txn_.get(), root, &txid) && txid == c->catalog_txid)
-    cache_ = std::move(c);
+  if (Describes(c.get(), txn_.get())) cache_ = std::move(c);
 }
 
 index::Catalog* TransactionImpl::Cat() {
