@@ -185,12 +185,6 @@ struct CollState {
   std::vector<std::unique_ptr<index::BTree>> owned;
 };
 
-// A committed write transaction's catalog (with the trees it opened) and
-// collection states, kept so that the next write transaction does not build
-// them again: for a single-write commit that building and freeing was ~3k
-// of ~28k instructions (callgrind). They are right for the next write txn
-// exactly when it starts from the catalog state `cache` names: the trees'
-// roots are the ones that txn committed and nothing has committed since.
 // A write transaction's reused buffers, kept whole for their capacity.
 struct WriteBuffers {
   std::string log;             // the commit's logical log record
@@ -198,6 +192,12 @@ struct WriteBuffers {
   std::vector<std::vector<std::string>> old_keys, new_keys;  // per index
 };
 
+// A committed write transaction's catalog (with the trees it opened) and
+// collection states, kept so that the next write transaction does not build
+// them again: for a single-write commit that building and freeing was ~3k
+// of ~28k instructions (callgrind). They are right for the next write txn
+// exactly when it starts from the catalog state `cache` names: the trees'
+// roots are the ones that txn committed and nothing has committed since.
 struct WriteState {
   std::shared_ptr<const CatalogCache> cache;  // what the txn published
   std::unique_ptr<index::Catalog> catalog;

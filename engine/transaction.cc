@@ -100,16 +100,22 @@ std::string DescribeKeyValue(std::string_view doc, std::string_view field) {
   return Value::FromBsonValue(&v).ToJson();
 }
 
-// A filter {field: "string"} with a plain field name (no '$', no '.'):
-// the point query CursorImpl::CreatePoint plans without parsing a filter.
+// A field name the point plan takes: not empty, not an operator, not a
+// dotted path (nor one with a NUL, which no BSON key holds).
+bool PlainField(std::string_view f) {
+  return !f.empty() && f[0] != '$' &&
+         f.find_first_of(std::string_view(".\0", 2)) == std::string_view::npos;
+}
+
+// A filter {field: "string"} with a plain field name (PlainField): the
+// point query CursorImpl::CreatePoint plans without parsing a filter.
 bool PointFilter(const Document& filter, std::string_view* field, std::string_view* value) {
   bson_iter_t it;
   if (!bson_iter_init_from_data(&it, filter.data(), filter.size()) || !bson_iter_next(&it))
     return false;
   const uint32_t klen = bson_iter_key_len(&it);
   const char* key = bson_iter_key(&it);
-  if (klen == 0 || key[0] == '$' || std::memchr(key, '.', klen) != nullptr ||
-      !BSON_ITER_HOLDS_UTF8(&it))
+  if (!PlainField(std::string_view(key, klen)) || !BSON_ITER_HOLDS_UTF8(&it))
     return false;
   uint32_t len;
   const char* str = bson_iter_utf8(&it, &len);
@@ -234,10 +240,7 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field,
   // A string looked up through a unique index on a plain field name: what
   // CursorImpl::CreatePoint and NextFromPoint do for {field: "string"},
   // without the transaction, the filter and the cursor.
-  if (cc != nullptr && value.type() == BSON_TYPE_UTF8 && !field.empty() &&
-      field[0] != '$' &&
-      field.find_first_of(std::string_view(".\0", 2)) ==
-          std::string_view::npos) {
+  if (cc != nullptr && value.type() == BSON_TYPE_UTF8 && PlainField(field)) {
     const std::vector<IndexMeta>& indexes = cc->meta.indexes;
     for (size_t i = 0; i < indexes.size(); i++) {
       if (indexes[i].field != field || !indexes[i].unique) continue;
