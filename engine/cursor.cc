@@ -31,11 +31,18 @@ int PlanScore(const std::vector<engine::KeyInterval>& iv, bool unique) {
   return 2;
 }
 
+Status CheckCounts(const FindOptions& options) {
+  if (options.limit < 0) return Status::InvalidArgument("limit must be >= 0");
+  if (options.skip < 0) return Status::InvalidArgument("skip must be >= 0");
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollState* c,
                                                        engine::Filter filter,
                                                        const FindOptions& options) {
+  MMDOC_RETURN_IF_ERROR(CheckCounts(options));
   std::unique_ptr<CursorImpl> cur(new CursorImpl());
   cur->t_ = t;
   cur->c_ = c;
@@ -132,7 +139,10 @@ bool PointMatches(std::string_view doc, std::string_view field, std::string_view
 std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollState* c,
                                                     std::string_view field, std::string_view value,
                                                     const FindOptions& options) {
-  if (!options.projection.empty() || !options.sort_field.empty()) return nullptr;
+  // Bad counts fall through to Create, which refuses them.
+  if (!options.projection.empty() || !options.sort_field.empty() ||
+      !CheckCounts(options).ok())
+    return nullptr;
   std::unique_ptr<CursorImpl> cur(new CursorImpl());
   cur->t_ = t;
   cur->c_ = c;
@@ -373,11 +383,12 @@ bool CursorImpl::NextMatch(std::string_view* doc) {
 
 bool CursorImpl::Next() {
   if (!status_.ok()) return false;
-  if (options_.limit != 0 && returned_ >= options_.limit) return false;
+  // Create refused negative counts.
+  if (options_.limit != 0 && returned_ >= static_cast<uint64_t>(options_.limit)) return false;
   std::string_view d;
   while (true) {
     if (!NextMatch(&d)) return false;
-    if (skipped_ < options_.skip) {
+    if (skipped_ < static_cast<uint64_t>(options_.skip)) {
       skipped_++;
       continue;
     }

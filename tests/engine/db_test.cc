@@ -316,6 +316,39 @@ TEST_CASE("sort, skip, limit, projection", "[engine]") {
   CHECK(db->Find("c", J(R"({"v": {"$gte": 0}})"), lim).value().size() == 5);
 }
 
+TEST_CASE("a negative limit or skip is InvalidArgument, not a huge number", "[engine]") {
+  // Issue 22 item 5: -1 used to wrap to 2^64-1 (limit "none", skip "all").
+  TestDB db(Fast());
+  REQUIRE(db->CreateIndex("c", "w", IndexOptions{true}).ok());
+  for (int i = 0; i < 5; i++)
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"w\": \"" +
+                              std::to_string(i) + "\"}"))
+                .ok());
+  // A scan, an _id lookup, and the point plan for {field: "string"}.
+  for (const char* filter : {"{}", R"({"_id": 1})", R"({"w": "1"})"}) {
+    for (int which = 0; which < 2; which++) {
+      FindOptions o;
+      (which == 0 ? o.limit : o.skip) = -1;
+      const std::string want = which == 0 ? "limit must be >= 0" : "skip must be >= 0";
+      INFO(filter << " " << want);
+      auto r = db->Find("c", J(filter), o);
+      REQUIRE_FALSE(r.ok());
+      CHECK(r.status().IsInvalidArgument());
+      CHECK(r.status().message().find(want) != std::string::npos);
+      CHECK(db->Find("c", J(filter), FindOptions()).ok());
+      auto t = db->BeginRead().value();
+      CHECK(t->Find("c", J(filter), o).status().IsInvalidArgument());
+      CHECK(t->Explain("c", J(filter), o).status().IsInvalidArgument());
+      o.sort_field = "w";
+      CHECK(t->Find("c", J(filter), o).status().IsInvalidArgument());
+    }
+  }
+  FindOptions big;
+  big.limit = INT64_MAX;
+  big.skip = 1;
+  CHECK(db->Find("c", J("{}"), big).value().size() == 4);
+}
+
 TEST_CASE("update operators and delete by filter", "[engine]") {
   TestDB db(Fast());
   for (int i = 0; i < 10; i++)

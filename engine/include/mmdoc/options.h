@@ -59,10 +59,13 @@ struct FindOptions {
   std::string sort_field;
   // 1 ascending, -1 descending. Default: 1.
   int sort_direction = 1;
-  // Return at most this many documents; 0 means no limit. Default: 0.
-  uint64_t limit = 0;
-  // Skip this many matching documents first. Default: 0.
-  uint64_t skip = 0;
+  // Return at most this many documents; 0 means no limit. Signed so that a
+  // caller's -1 is refused (InvalidArgument "limit must be >= 0") rather
+  // than wrapped to no limit. Default: 0.
+  int64_t limit = 0;
+  // Skip this many matching documents first; negative is InvalidArgument.
+  // Default: 0.
+  int64_t skip = 0;
   // Return only these dotted fields (and _id); empty means whole documents.
   // Default: {}.
   std::vector<std::string> projection;
