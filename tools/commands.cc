@@ -799,8 +799,16 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
         kExitBadInput, "sort",
         "expected FIELD, -FIELD, FIELD:1 or FIELD:-1, got " + Quote(a.sort));
   }
-  options.limit = a.limit;
-  options.skip = a.skip;
+  for (const auto& [name, value] :
+       {std::pair{"--limit", a.limit}, std::pair{"--skip", a.skip}}) {
+    if (value < 0) {
+      return Fail(kExitBadInput, "find",
+                  std::string(name) + " must not be negative, got " +
+                      std::to_string(value));
+    }
+  }
+  options.limit = static_cast<decltype(options.limit)>(a.limit);
+  options.skip = static_cast<decltype(options.skip)>(a.skip);
   options.projection = a.project;
   auto db = OpenDb(c, false, &code);
   if (!db) return code;

@@ -26,8 +26,10 @@ struct InsertArgs {
 struct FindArgs {
   std::string filter = "{}";
   std::string sort;  // FIELD, -FIELD, FIELD:1 or FIELD:-1
-  uint64_t limit = 0;
-  uint64_t skip = 0;
+  // Signed so that a negative value reaches RunFind, which refuses it
+  // (unsigned parsing would wrap -1 around to "no limit").
+  int64_t limit = 0;
+  int64_t skip = 0;
   std::vector<std::string> project;
   bool explain = false;
 };

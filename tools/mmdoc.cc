@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tools/commands.h"
@@ -116,9 +117,12 @@ int Main(int argc, char** argv) {
   find->add_option("--sort", find_args.sort,
                    "Sort by FIELD; descending with --sort -FIELD, "
                    "--sort=-FIELD or --sort FIELD:-1");
-  find->add_option("--limit", find_args.limit,
-                   "Print at most N documents (0: all)");
-  find->add_option("--skip", find_args.skip, "Skip the first N matches");
+  // As text: CLI11 would saturate an out-of-range number and read a
+  // leading 0 as octal; ParseInt64 below refuses both.
+  std::string limit = "0";
+  std::string skip = "0";
+  find->add_option("--limit", limit, "Print at most N documents (0: all)");
+  find->add_option("--skip", skip, "Skip the first N matches");
   find->add_option("--project", find_args.project,
                    "Only these fields (and _id): a,b,c")
       ->delimiter(',');
@@ -245,7 +249,20 @@ int Main(int argc, char** argv) {
   export_args.progress = !no_progress;
   if (insert->parsed()) return RunInsert(c, insert_args);
   if (get->parsed()) return RunGet(c, id);
-  if (find->parsed()) return RunFind(c, find_args);
+  if (find->parsed()) {
+    for (const auto& [name, text, value] :
+         {std::tuple{"--limit", &limit, &find_args.limit},
+          std::tuple{"--skip", &skip, &find_args.skip}}) {
+      if (!ParseInt64(*text, value)) {
+        return Fail(kExitBadInput, "find",
+                    std::string(name) +
+                        " must be a whole number up to 9223372036854775807, "
+                        "got \"" +
+                        *text + "\"");
+      }
+    }
+    return RunFind(c, find_args);
+  }
   if (update->parsed()) return RunUpdate(c, filter, update_doc, many);
   if (del->parsed()) return RunDelete(c, filter, many);
   if (count->parsed()) return RunCount(c, filter);

@@ -3,6 +3,7 @@
 #include <bson/bson.h>
 
 #include <algorithm>
+#include <charconv>
 
 namespace mmdoc::tool {
 namespace {
@@ -50,6 +51,12 @@ std::string Describe(const Status& s) {
 
 int FailStatus(std::string_view what, const Status& s) {
   return Fail(ExitCodeFor(s), what, Describe(s));
+}
+
+bool ParseInt64(std::string_view text, int64_t* out) {
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, *out);
+  return !text.empty() && ec == std::errc() && ptr == end;
 }
 
 bool BsonToJson(const uint8_t* data, size_t size, std::string* out) {

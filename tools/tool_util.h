@@ -38,6 +38,11 @@ std::string Describe(const Status& s);
 // Fail(ExitCodeFor(s), what, Describe(s)).
 int FailStatus(std::string_view what, const Status& s);
 
+// A whole decimal number in int64's range ("-12", "0", "42"; no sign '+',
+// no spaces, no other base), into *out. False for anything else, including
+// values out of range (rather than saturating or wrapping around).
+bool ParseInt64(std::string_view text, int64_t* out);
+
 // Relaxed Extended JSON of one BSON document, on one line. False when the
 // bytes are not a valid document or hold invalid UTF-8.
 bool BsonToJson(const uint8_t* data, size_t size, std::string* out);

@@ -3,6 +3,7 @@
 // (DESIGN.md "Contracts"), and that nothing committed before an error is
 // lost.
 #include <bson/bson.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -575,6 +577,25 @@ TEST_CASE("tool: check and export --salvage on a damaged file", "[tools]") {
   CHECK(unique.size() == lines.size());
   for (const std::string& line : lines)
     CHECK(Contains(line, std::string(300, 'p')));
+}
+
+// issue 22 item 5: a negative --limit returned everything and a negative
+// --skip nothing, both with exit 0.
+TEST_CASE("tool: find refuses a negative --limit or --skip", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1}\n{\"_id\": 2}\n");
+  ExpectError(RunTool({"find", db, "--limit", "-1"}), 2, {"--limit", "-1"});
+  ExpectError(RunTool({"find", db, "--limit=-5"}), 2, {"--limit", "-5"});
+  ExpectError(RunTool({"find", db, "--skip", "-1"}), 2, {"--skip", "-1"});
+  ExpectError(RunTool({"find", db, "--skip", "-1", "--explain"}), 2,
+              {"--skip"});
+  // Past int64: refused, not wrapped around.
+  ExpectError(RunTool({"find", db, "--limit", "99999999999999999999"}), 2,
+              {"--limit"});
+  CHECK(Lines(MustRun({"find", db, "--limit", "1"}).out).size() == 1);
+  CHECK(Lines(MustRun({"find", db, "--limit", "0"}).out).size() == 2);
+  CHECK(Lines(MustRun({"find", db, "--skip", "1"}).out).size() == 1);
 }
 
 }  // namespace
