@@ -159,6 +159,9 @@ class Update {
 // Keeps only the listed dotted fields (and _id).
 class Projection {
  public:
+  // InvalidArgument naming the field for an empty path, an empty part
+  // ("a..b", ".a", "a."), a part starting with '$' ("$a", "a.$") and a
+  // leading '-' (an exclusion, which is not supported).
   static Result<Projection> Parse(const std::vector<std::string>& fields);
   Projection();
   ~Projection();

@@ -588,7 +588,21 @@ Result<Projection> Projection::Parse(const std::vector<std::string>& fields) {
   Projection p;
   std::vector<std::string> parts;
   for (const std::string& f : fields) {
+    if (f.empty()) return Status::InvalidArgument("empty field path in projection");
+    // "-a" reads as MongoDB's {a: 0}, which is not implemented: refuse it
+    // rather than keep a field nobody has.
+    if (f[0] == '-') {
+      return Status::InvalidArgument(
+          "exclusion projections are not supported; list the fields to keep", f);
+    }
     MMDOC_RETURN_IF_ERROR(SplitPath(f, &parts));
+    for (const std::string& part : parts) {
+      // "$a", "a.$" (MongoDB's positional projection): operators, not fields.
+      if (part[0] == '$') {
+        return Status::InvalidArgument(
+            "projection field names must not start with '$'", f);
+      }
+    }
     p.fields_.push_back(f);
   }
   return p;

@@ -256,6 +256,33 @@ TEST_CASE("Projection", "[update]") {
   CHECK_FALSE(Projection::Parse({""}).ok());
 }
 
+TEST_CASE("Projection: bad field paths are InvalidArgument naming the field",
+          "[update]") {
+  // Issue 22 item 6: these used to be accepted and project to {_id}.
+  auto bad = [](const std::string& field, const std::string& needle) {
+    auto p = Projection::Parse({"a", field});
+    INFO("'" << field << "'");
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.status().IsInvalidArgument());
+    INFO(p.status().message());
+    CHECK(p.status().message().find(needle) != std::string::npos);
+    CHECK(p.status().message().find(field) != std::string::npos);
+  };
+  bad("-_id", "exclusion projections are not supported; list the fields to keep");
+  bad("-a", "exclusion projections are not supported");
+  bad("$a", "$a");
+  bad("a.$", "a.$");
+  bad("a.$b", "a.$b");
+  bad("a..b", "a..b");
+  bad(".a", ".a");
+  bad("a.", "a.");
+  auto empty = Projection::Parse({""});
+  REQUIRE_FALSE(empty.ok());
+  CHECK(empty.status().IsInvalidArgument());
+  // Names that merely contain these characters are fields.
+  CHECK(Projection::Parse({"a-b", "a$", "_id", "x.y-z"}).ok());
+}
+
 // ------------------------------------------------------------ insert
 
 TEST_CASE("PrepareForInsert", "[update]") {

@@ -67,7 +67,8 @@ struct FindOptions {
   // Default: 0.
   int64_t skip = 0;
   // Return only these dotted fields (and _id); empty means whole documents.
-  // Default: {}.
+  // An empty path or part ("a..b"), a part starting with '$' and an
+  // exclusion ("-a") are InvalidArgument naming the field. Default: {}.
   std::vector<std::string> projection;
 };
 
