@@ -247,7 +247,7 @@ bool ParseSort(const std::string& spec, FindOptions* o) {
       return false;
     }
   }
-  if (field.empty()) return false;
+  if (!FieldPathProblem(field).empty()) return false;
   o->sort_field = field;
   o->sort_direction = dir;
   return true;
@@ -809,6 +809,19 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
   }
   options.limit = static_cast<decltype(options.limit)>(a.limit);
   options.skip = static_cast<decltype(options.skip)>(a.skip);
+  // Checked here too, not only by the API: an exclusion (-FIELD) or an
+  // operator must not quietly project nothing but _id.
+  for (const std::string& field : a.project) {
+    std::string problem =
+        !field.empty() && field[0] == '-'
+            ? "excluding fields (-FIELD) is not supported; name the fields to "
+              "keep"
+            : FieldPathProblem(field);
+    if (!problem.empty()) {
+      return Fail(kExitBadInput, "find",
+                  "--project " + Quote(field) + ": " + problem);
+    }
+  }
   options.projection = a.project;
   auto db = OpenDb(c, false, &code);
   if (!db) return code;

@@ -53,6 +53,20 @@ int FailStatus(std::string_view what, const Status& s) {
   return Fail(ExitCodeFor(s), what, Describe(s));
 }
 
+std::string FieldPathProblem(std::string_view path) {
+  if (path.empty()) return "empty field path";
+  size_t start = 0;
+  for (;;) {
+    size_t dot = path.find('.', start);
+    std::string_view part =
+        path.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    if (part.empty()) return "empty part in field path";
+    if (part[0] == '$') return "a field name cannot start with '$'";
+    if (dot == std::string_view::npos) return "";
+    start = dot + 1;
+  }
+}
+
 bool ParseInt64(std::string_view text, int64_t* out) {
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, *out);

@@ -38,6 +38,11 @@ std::string Describe(const Status& s);
 // Fail(ExitCodeFor(s), what, Describe(s)).
 int FailStatus(std::string_view what, const Status& s);
 
+// Why `path` is not a dotted field path ("a", "a.b.c"), or "" when it is
+// one: it is empty, has an empty part ("a..b", ".a", "a."), or has a part
+// starting with '$' (operators, never field names).
+std::string FieldPathProblem(std::string_view path);
+
 // A whole decimal number in int64's range ("-12", "0", "42"; no sign '+',
 // no spaces, no other base), into *out. False for anything else, including
 // values out of range (rather than saturating or wrapping around).
