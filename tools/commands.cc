@@ -983,6 +983,20 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
   int code = kExitOk;
   auto db = OpenDb(c, false, &code);
   if (!db) return code;
+  // A missing collection is "not found" (exit 1), salvage or not, and
+  // leaves no output file behind. A catalog that cannot be read is damage
+  // for --salvage to read past.
+  auto collections = db->ListCollections();
+  if (collections.ok()) {
+    bool found = false;
+    for (const std::string& name : *collections)
+      found = found || name == c.collection;
+    if (!found)
+      return Fail(kExitNotFound, "export",
+                  "no collection " + Quote(c.collection));
+  } else if (!a.salvage) {
+    return FailStatus("export", collections.status());
+  }
   Output out;
   std::string error;
   if (!out.Open(a.output, &error)) return Fail(kExitBadInput, a.output, error);
@@ -992,15 +1006,6 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
         "will not write BSON to a terminal; use -o FILE or redirect stdout");
   }
   if (a.salvage) return Salvage(db.get(), c, &out, bson);
-
-  auto collections = db->ListCollections();
-  if (!collections.ok()) return FailStatus("export", collections.status());
-  bool found = false;
-  for (const std::string& name : *collections)
-    found = found || name == c.collection;
-  if (!found)
-    return Fail(kExitNotFound, "export",
-                "no collection " + Quote(c.collection));
 
   auto txn = db->BeginRead();
   if (!txn.ok()) return FailStatus("export", txn.status());

@@ -619,5 +619,26 @@ TEST_CASE("tool: find refuses projections that are not field paths",
         "{ \"_id\" : 1, \"a\" : { \"b\" : 2 } }\n");
 }
 
+// issue 22 item 7: a missing collection exited 1 from export but 0 ("wrote
+// 0 documents") from export --salvage.
+TEST_CASE("tool: export of a missing collection exits 1, salvage or not",
+          "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1}\n");
+  ExpectError(RunTool({"export", db, "-c", "nope"}), 1, {"nope"});
+  ExpectError(RunTool({"export", db, "-c", "nope", "--salvage"}), 1, {"nope"});
+  // Nor is an output file left behind.
+  ExpectError(RunTool({"export", db, "-c", "nope", "-o", dir.File("o.json")}),
+              1, {"nope"});
+  ExpectError(RunTool({"export", db, "-c", "nope", "--salvage", "-o",
+                       dir.File("o.json")}),
+              1, {"nope"});
+  struct stat st;
+  CHECK(stat(dir.File("o.json").c_str(), &st) != 0);
+  Run salvage = MustRun({"export", db, "--salvage"});
+  CHECK(salvage.out == "{ \"_id\" : 1 }\n");
+}
+
 }  // namespace
 }  // namespace mmdoc::test
