@@ -166,7 +166,8 @@ int Main(int argc, char** argv) {
       "create",
       "Index FIELD (a dotted path), built from the documents already there. "
       "With --unique, "
-      "fails (exit 2, naming the value) if two documents share a value.");
+      "fails (exit 2, naming the value) if two documents share a value. "
+      "Compound indexes (a,b) are not supported.");
   AddCommon(index_create, &c);
   index_create->add_option("FIELD", field, "Dotted field path")->required();
   index_create->add_flag("--unique", unique, "Reject duplicate values");

@@ -640,5 +640,22 @@ TEST_CASE("tool: export of a missing collection exits 1, salvage or not",
   CHECK(salvage.out == "{ \"_id\" : 1 }\n");
 }
 
+// issue 22 item 8: 'a,b' made an index on a field named "a,b".
+TEST_CASE("tool: index create refuses what is not one dotted field path",
+          "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1, \"a\": 1, \"b\": 2}\n");
+  ExpectError(RunTool({"index", "create", db, "a,b"}), 2,
+              {"a,b", "compound indexes are not supported"});
+  ExpectError(RunTool({"index", "create", db, "a.$b"}), 2, {"a.$b"});
+  ExpectError(RunTool({"index", "create", db, "$a"}), 2, {"$a"});
+  ExpectError(RunTool({"index", "create", db, "a..b"}), 2, {"a..b"});
+  ExpectError(RunTool({"index", "create", db, ""}), 2, {"index create"});
+  CHECK(MustRun({"index", "list", db}).out.empty());
+  MustRun({"index", "create", db, "a.b"});
+  CHECK(Contains(MustRun({"index", "list", db}).out, "\"a.b\""));
+}
+
 }  // namespace
 }  // namespace mmdoc::test
