@@ -1,17 +1,19 @@
-// The Pager implementation: the data file map, shadow paging, the free list,
-// the write-ahead log, checkpoints and recovery. See storage/pager.h for the
-// commit protocol (rules 1-8) this file implements, and storage/format.h for
-// the on-disk formats.
+// The Pager implementation: opening, the data file map and its growth,
+// shadow paging, commit, checkpoint and recovery. See storage/pager.h for the
+// commit protocol (rules 1-8) this file implements and storage/format.h for
+// the on-disk formats. Its parts live apart: the meta page (meta.h), the log
+// (log.h), free pages and rule 5's queues (free_list.h), the verified-page
+// bitmap (page_bitmap.h), the sticky error (sticky_error.h).
 //
 // Locks (never held in the reverse order):
 //   writer gate (writer_mu_/writer_active_): one write Txn at a time; owns all
 //     "writer-owned" fields below (base_, map_len_, maps_ append, free-list
 //     mutation, log_used_, checkpoint state).
-//   alloc_mu_ -> state_mu_ -> err_mu_: alloc_mu_ guards the free/pending sets
+//   alloc_mu_ -> state_mu_: alloc_mu_ guards the free/pending sets
 //     (mutated by the writer, read by Stats/AccountedPages/Verify);
 //     state_mu_ guards the published snapshot, the reader table and the map
-//     pointer; err_mu_ guards the sticky error.
-//   sync_mu_ -> err_mu_: log sequence numbers and the group-commit leader.
+//     pointer.
+//   The log's sync_mu_ (log.h) and the sticky error's mutex are leaves.
 // Readers take state_mu_ only in BeginRead and in ~Txn; Get takes no lock.
 // The mutexes' contracts are annotated (storage/mutex.h) and checked by
 // tools/check-thread-safety; the writer gate is not a lock the analysis can
@@ -22,161 +24,29 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
-#include <set>
-#include <thread>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "storage/checksum.h"
 #include "storage/coding.h"
+#include "storage/free_list.h"
+#include "storage/log.h"
+#include "storage/meta.h"
 #include "storage/mutex.h"
+#include "storage/page_bitmap.h"
+#include "storage/sticky_error.h"
 
 namespace mmdoc::storage {
 namespace {
 
 constexpr uint64_t kMiB = 1ull << 20;
 
-uint64_t Align8(uint64_t x) { return (x + 7) & ~uint64_t{7}; }
-
 std::string PageMsg(PageId id, const std::string& what) {
   return "page " + std::to_string(id) + ": " + what;
 }
-
-// Which pages this process has verified (or written). Two levels, so it can
-// grow while readers test bits without a lock: chunk pointers are published
-// with release stores before any snapshot that covers them.
-class VerifiedBitmap {
- public:
-  static constexpr int kChunkShift = 20;  // 2^20 pages per chunk (128 KiB)
-  static constexpr uint64_t kChunkWords = (1ull << kChunkShift) / 64;
-  static constexpr size_t kChunks = 4096;  // covers 2^32 pages
-
-  VerifiedBitmap() : top_(new std::atomic<std::atomic<uint64_t>*>[kChunks]) {
-    for (size_t i = 0; i < kChunks; i++) top_[i].store(nullptr);
-  }
-  ~VerifiedBitmap() {
-    for (size_t i = 0; i < kChunks; i++) delete[] top_[i].load();
-  }
-  VerifiedBitmap(const VerifiedBitmap&) = delete;
-  VerifiedBitmap& operator=(const VerifiedBitmap&) = delete;
-
-  // Makes bits for pages [0, pages) available. Writer only.
-  void Reserve(uint64_t pages) {
-    uint64_t chunks = std::min<uint64_t>(
-        kChunks, (pages + (1ull << kChunkShift) - 1) >> kChunkShift);
-    for (uint64_t c = 0; c < chunks; c++) {
-      if (top_[c].load(std::memory_order_relaxed) != nullptr) continue;
-      auto* chunk = new std::atomic<uint64_t>[kChunkWords];
-      for (uint64_t w = 0; w < kChunkWords; w++) chunk[w].store(0);
-      top_[c].store(chunk, std::memory_order_release);
-    }
-  }
-  bool Test(uint64_t id) const {
-    std::atomic<uint64_t>* w = Word(id);
-    return w != nullptr &&
-           (w->load(std::memory_order_relaxed) & (1ull << (id & 63))) != 0;
-  }
-  void Set(uint64_t id) {
-    if (std::atomic<uint64_t>* w = Word(id)) {
-      w->fetch_or(1ull << (id & 63), std::memory_order_relaxed);
-    }
-  }
-  void Clear(uint64_t id) {
-    if (std::atomic<uint64_t>* w = Word(id)) {
-      w->fetch_and(~(1ull << (id & 63)), std::memory_order_relaxed);
-    }
-  }
-
- private:
-  std::atomic<uint64_t>* Word(uint64_t id) const {
-    uint64_t c = id >> kChunkShift;
-    if (c >= kChunks) return nullptr;
-    std::atomic<uint64_t>* chunk = top_[c].load(std::memory_order_acquire);
-    if (chunk == nullptr) return nullptr;
-    return &chunk[(id & ((1ull << kChunkShift) - 1)) >> 6];
-  }
-  std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> top_;
-};
-
-// The set of free pages: a bitmap indexed by page id, lowest first. A
-// std::set here cost a heap node per page freed or taken, thousands per
-// commit of 1000 inserts.
-class FreeSet {
- public:
-  size_t size() const { return count_; }
-  bool empty() const { return count_ == 0; }
-  bool count(PageId id) const {
-    return id / 64 < words_.size() && (words_[id / 64] >> (id % 64) & 1) != 0;
-  }
-  // Adds id; false when it was already free.
-  bool insert(PageId id) {
-    if (id / 64 >= words_.size()) words_.resize(std::max<size_t>(id / 64 + 1, words_.size() * 5 / 4));
-    uint64_t& w = words_[id / 64];
-    const uint64_t bit = uint64_t{1} << (id % 64);
-    if (w & bit) return false;
-    w |= bit;
-    count_++;
-    if (id / 64 < first_word_) first_word_ = id / 64;
-    return true;
-  }
-  // The lowest free page at or after `from`, or 0 when there is none.
-  PageId Next(PageId from) const {
-    size_t i = std::max<size_t>(from / 64, first_word_);
-    if (i >= words_.size()) return 0;
-    uint64_t w = words_[i];
-    if (i == from / 64) w &= ~uint64_t{0} << (from % 64);
-    while (w == 0) {
-      if (++i >= words_.size()) return 0;
-      w = words_[i];
-    }
-    return i * 64 + static_cast<PageId>(__builtin_ctzll(w));
-  }
-  // Removes and returns the lowest run of n consecutive free pages (0: none).
-  PageId TakeRun(uint32_t n) {
-    PageId start = 0, prev = 0;
-    uint32_t len = 0;
-    for (PageId id = Next(0); id != 0; id = Next(id + 1)) {
-      if (len > 0 && id == prev + 1) {
-        len++;
-      } else {
-        start = id;
-        len = 1;
-      }
-      prev = id;
-      if (len == n) {
-        for (PageId p = start; p < start + n; p++) Erase(p);
-        return start;
-      }
-    }
-    return 0;
-  }
-  template <typename F>
-  void ForEach(F f) const {
-    for (PageId id = Next(0); id != 0; id = Next(id + 1)) f(id);
-  }
-  std::vector<PageId> ToVector() const {
-    std::vector<PageId> v;
-    v.reserve(count_);
-    ForEach([&](PageId id) { v.push_back(id); });
-    return v;
-  }
-
- private:
-  void Erase(PageId id) {
-    words_[id / 64] &= ~(uint64_t{1} << (id % 64));
-    count_--;
-    while (first_word_ < words_.size() && words_[first_word_] == 0) first_word_++;
-  }
-  std::vector<uint64_t> words_;
-  size_t count_ = 0;
-  size_t first_word_ = 0;  // no free page below word first_word_
-};
 
 struct Snapshot {
   uint64_t txid = 0;
@@ -304,9 +174,9 @@ class PagerImpl final : public Pager {
  public:
   PagerImpl(const std::string& path, const PagerOptions& options)
       : path_(path),
-        log_path_(path + "-log"),
         opts_(options),
-        fs_(options.fs != nullptr ? options.fs : FileSystem::Default()) {}
+        fs_(options.fs != nullptr ? options.fs : FileSystem::Default()),
+        log_(fs_, path + "-log", &error_) {}
   ~PagerImpl() override;
 
   Status Init();
@@ -316,18 +186,16 @@ class PagerImpl final : public Pager {
   Result<std::unique_ptr<Txn>> BeginWrite() override;
   Status CommitReplayed(Txn* txn) override;
   Status Checkpoint() override;
-  Status Flush() override MMDOC_EXCLUDES(sync_mu_);
+  Status Flush() override { return log_.Flush(); }
   Status AccountedPages(std::vector<PageId>* pages) override
       MMDOC_EXCLUDES(alloc_mu_);
   Status Verify() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   PagerStats Stats() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   const std::string& path() const override { return path_; }
-  Status BackgroundError() override MMDOC_EXCLUDES(err_mu_) {
-    MutexLock l(&err_mu_);
-    return bg_error_;
+  Status BackgroundError() override { return error_.Get(); }
+  Status SyncForCommit(Durability d, uint64_t log_offset, uint64_t length) override {
+    return log_.SyncRange(d, log_offset, length);
   }
-  Status SyncForCommit(Durability d, uint64_t log_offset,
-                       uint64_t length) override MMDOC_EXCLUDES(sync_mu_);
   void TEST_CrashOnClose() override { crash_on_close_ = true; }
   void TEST_SetLastWriteSerial(uint32_t last) override {
     AcquireWriter();
@@ -369,21 +237,17 @@ class PagerImpl final : public Pager {
     }
     return Status::OK();
   }
-  bool CheckMeta(const uint8_t* pg, uint32_t ps, PageId id, std::string* why);
   Status EnsureCapacity(uint64_t pages);
   Status MapData(uint64_t min_len) MMDOC_EXCLUDES(state_mu_);
 
   // --- open ---
   Status CreateNew();
   Status LoadExisting(uint64_t size);
-  Status LoadFreeList(PageId root, uint64_t count, uint64_t page_count)
-      MMDOC_REQUIRES(alloc_mu_);
   Status OpenLog(bool fresh);
-  Status ZeroFill(File* f, uint64_t from, uint64_t to);
-  // Calls fn for each valid record after the checkpoint that ends at or
-  // before `limit`; returns the offset after the last one and sets *records.
-  uint64_t ScanLog(const std::function<bool(uint64_t, std::string_view)>& fn,
-                   uint64_t limit, uint64_t* records);
+  // Log::Scan of the records after the checkpoint (rule 4).
+  uint64_t ScanLog(const Log::RecordFn& fn, uint64_t limit, uint64_t* records) const {
+    return log_.Scan(checkpoint_txid_.load() + 1, log_epoch_.load(), limit, fn, records);
+  }
 
   // --- writer ---
   void AcquireWriter() MMDOC_EXCLUDES(writer_mu_) {
@@ -406,17 +270,17 @@ class PagerImpl final : public Pager {
   void FinishTxn(WriteTxnImpl* txn) MMDOC_EXCLUDES(spare_mu_);
   void ReleasePending() MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   // "Locked": the caller holds the writer gate (not a mutex).
-  Status CheckpointLocked() MMDOC_EXCLUDES(alloc_mu_, state_mu_, sync_mu_);
-  Status SyncImpl(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end)
-      MMDOC_EXCLUDES(sync_mu_);
-  void SetError(const Status& s) MMDOC_EXCLUDES(err_mu_) {
-    MutexLock l(&err_mu_);
-    if (bg_error_.ok()) bg_error_ = s;
-    has_error_.store(true, std::memory_order_release);
-  }
-  bool HasError() const { return has_error_.load(std::memory_order_acquire); }
-  void StartFlusher();
-  void StopFlusher() MMDOC_EXCLUDES(sync_mu_);
+  Status CheckpointLocked() MMDOC_EXCLUDES(alloc_mu_, state_mu_);
+  // Checkpoint step: writes the persisted free list (free and pending pages)
+  // for a checkpoint at `txid`, growing the file when the free set cannot
+  // hold the list's own pages; returns its root and entry count.
+  Status WriteFreeList(uint64_t txid, PageId* root, uint64_t* entries)
+      MMDOC_EXCLUDES(alloc_mu_, state_mu_);
+  // Checkpoint step: sums the pages written since the last checkpoint that
+  // are still in use (see CommitTxn), before they are synced.
+  void SumUnsummedPages();
+  void SetError(const Status& s) { error_.Set(s); }
+  bool HasError() const { return error_.Has(); }
   void UnregisterReader(uint64_t txid) MMDOC_EXCLUDES(state_mu_) {
     MutexLock l(&state_mu_);
     if (txid == newest_reader_txid_ && newest_readers_ > 0) {
@@ -446,16 +310,16 @@ class PagerImpl final : public Pager {
   uint8_t* writer_base() const MMDOC_NO_THREAD_SAFETY_ANALYSIS { return base_; }
 
   const std::string path_;
-  const std::string log_path_;
   const PagerOptions opts_;
   FileSystem* const fs_;
+  StickyError error_;  // rule 8
+  Log log_;
   bool opened_ = false;          // set by Init, before the Pager is shared
   bool crash_on_close_ = false;  // test hook, set before the destructor runs
 
   // Set by Init, before the Pager is shared; read-only afterwards.
   std::unique_ptr<File> data_;
   std::unique_ptr<FileSystem::Lock> lock_;
-  std::unique_ptr<File> log_;
   uint32_t ps_ = 0;
 
   // Maps of the data file; all but the last are kept for old readers.
@@ -465,8 +329,6 @@ class PagerImpl final : public Pager {
   uint8_t* base_ MMDOC_GUARDED_BY(state_mu_) = nullptr;
   uint64_t map_len_ = 0;  // writer-owned
   std::atomic<uint64_t> file_size_{0};
-  uint8_t* log_base_ = nullptr;  // set by Init, read-only afterwards
-  uint64_t log_cap_ = 0;         // set by Init, read-only afterwards
 
   // Published state.
   Mutex state_mu_;
@@ -494,14 +356,8 @@ class PagerImpl final : public Pager {
   // Allocation state (mutated by the writer under alloc_mu_).
   Mutex alloc_mu_;
   FreeSet free_ MMDOC_GUARDED_BY(alloc_mu_);
-  // Freed pages waiting for readers (rule 5a) / for a checkpoint (rule 5b).
-  std::map<uint64_t, std::vector<PageId>> pending_ MMDOC_GUARDED_BY(alloc_mu_);
-  std::map<uint64_t, std::vector<PageId>> pending_ckpt_
-      MMDOC_GUARDED_BY(alloc_mu_);
-  uint64_t pending_count_ MMDOC_GUARDED_BY(alloc_mu_) = 0;
-  uint64_t pending_ckpt_count_ MMDOC_GUARDED_BY(alloc_mu_) = 0;
+  PendingPages pending_ MMDOC_GUARDED_BY(alloc_mu_);  // rule 5
   std::vector<PageId> freelist_pages_ MMDOC_GUARDED_BY(alloc_mu_);
-  std::vector<uint8_t> log_buf_;  // a record being written (writer-owned)
   // Writer-owned: per-page marks (PageMark) and the serial of the newest
   // write txn (a txid can repeat after an abort; a serial never does).
   std::vector<PageMark> marks_;
@@ -523,31 +379,14 @@ class PagerImpl final : public Pager {
   // listed twice is summed once.
   std::vector<PageId> unsummed_;
 
-  // Checkpoint and log state (writer-owned; atomics for Stats).
+  // Checkpoint state (writer-owned; atomics for Stats).
   std::atomic<uint64_t> checkpoint_txid_{0};
   std::atomic<uint64_t> log_epoch_{0};
-  std::atomic<uint64_t> log_used_{0};
   // recovered_/recovering_: the writer gate, or writer_mu_ in Recover (run
   // before concurrent use); BeginWrite reads them under the gate alone.
   bool recovered_ = false;
   bool recovering_ = false;      // set by Recover while it replays
   uint64_t replay_records_ = 0;  // set by Init (OpenLog), cleared by Recover
-
-  // Log sequence numbers: bytes appended over the life of this Pager.
-  Mutex sync_mu_;
-  CondVar sync_cv_{&sync_mu_};
-  uint64_t appended_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;
-  uint64_t durable_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;
-  uint64_t log_start_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;  // lsn of offset 0
-  bool leader_active_ MMDOC_GUARDED_BY(sync_mu_) = false;
-  bool stop_flusher_ MMDOC_GUARDED_BY(sync_mu_) = false;
-  CondVar flusher_cv_{&sync_mu_};
-  std::thread flusher_;           // writer-owned; joined by the destructor
-  bool flusher_started_ = false;  // writer-owned
-
-  Mutex err_mu_;
-  std::atomic<bool> has_error_{false};
-  Status bg_error_ MMDOC_GUARDED_BY(err_mu_);
 
   VerifiedBitmap verified_;  // lock-free: atomic bits and chunk pointers
 };
@@ -703,33 +542,6 @@ void WriteTxnImpl::Abort() {
 // ---------------------------------------------------------------------------
 // Open
 
-bool PagerImpl::CheckMeta(const uint8_t* pg, uint32_t ps, PageId id,
-                          std::string* why) {
-  if (DecodeFixed64(pg + kMetaMagicOffset) != kMagic) {
-    *why = PageMsg(id, "bad magic");
-    return false;
-  }
-  uint32_t version = DecodeFixed32(pg + kMetaVersionOffset);
-  if (version < kMinFormatVersion || version > kFormatVersion) {
-    *why = PageMsg(id, "unsupported format version " + std::to_string(version));
-    return false;
-  }
-  if (DecodeFixed32(pg + kMetaPageSizeOffset) != ps) {
-    *why = PageMsg(id, "page size mismatch");
-    return false;
-  }
-  if (pg[kPageTypeOffset] != static_cast<uint8_t>(PageType::kMeta) ||
-      DecodeFixed32(pg + kPageRunLengthOffset) != 1) {
-    *why = PageMsg(id, "not a meta page");
-    return false;
-  }
-  if (DecodeFixed64(pg + kPageChecksumOffset) != PageChecksum(pg, ps, id)) {
-    *why = PageMsg(id, "checksum mismatch");
-    return false;
-  }
-  return true;
-}
-
 Status PagerImpl::MapData(uint64_t min_len) {
   uint64_t len = std::max<uint64_t>(opts_.initial_map_size, 1ull << 16);
   if (map_len_ != 0) len = map_len_;
@@ -820,22 +632,17 @@ Status PagerImpl::CreateNew() {
   MMDOC_RETURN_IF_ERROR(MapData(size));
   verified_.Reserve(2);
   std::random_device rd;
-  uint64_t epoch = ((uint64_t{rd()} << 24) ^ rd()) | 1;
+  Meta meta;
+  meta.page_size = ps_;
+  meta.page_count = 2;
+  meta.log_epoch = ((uint64_t{rd()} << 24) ^ rd()) | 1;
   uint8_t* m = writer_base();
-  std::memset(m, 0, 2ull * ps_);
-  EncodeFixed64(m + kPageTxidOffset, 0);
-  m[kPageTypeOffset] = static_cast<uint8_t>(PageType::kMeta);
-  EncodeFixed32(m + kPageRunLengthOffset, 1);
-  EncodeFixed64(m + kMetaMagicOffset, kMagic);
-  EncodeFixed32(m + kMetaVersionOffset, kFormatVersion);
-  EncodeFixed32(m + kMetaPageSizeOffset, ps_);
-  EncodeFixed64(m + kMetaPageCountOffset, 2);
-  EncodeFixed64(m + kMetaLogEpochOffset, epoch);
-  EncodeFixed64(m + kPageChecksumOffset, PageChecksum(m, ps_, 0));
+  std::memset(m + ps_, 0, ps_);
+  EncodeMeta(meta, 0, m);
   MMDOC_RETURN_IF_ERROR(data_->Sync());
   MMDOC_RETURN_IF_ERROR(fs_->SyncDir(path_));
   checkpoint_txid_.store(0);
-  log_epoch_.store(epoch);
+  log_epoch_.store(meta.log_epoch);
   MutexLock l(&state_mu_);
   committed_ = Snapshot();
   committed_.page_count = 2;
@@ -846,200 +653,47 @@ Status PagerImpl::CreateNew() {
 Status PagerImpl::LoadExisting(uint64_t size) {
   file_size_.store(size);
   MMDOC_RETURN_IF_ERROR(MapData(size));
-  const uint8_t* base = writer_base();
-  // Find the valid meta pages, trying every legal page size.
-  const uint8_t* best = nullptr;
-  uint32_t best_ps = 0;
-  uint64_t best_txid = 0;
-  PageId best_id = 0;
-  std::string why[2];
-  // The page size the error message uses: page 0's, else the default.
-  uint32_t hint = kMinPageSize;
-  if (size >= kMetaPageSizeOffset + 4 &&
-      DecodeFixed64(base + kMetaMagicOffset) == kMagic) {
-    hint = DecodeFixed32(base + kMetaPageSizeOffset);
-    if (hint < kMinPageSize || hint > kMaxPageSize || (hint & (hint - 1))) {
-      hint = kMinPageSize;
-    }
-  }
-  for (uint32_t ps = kMinPageSize; ps <= kMaxPageSize; ps *= 2) {
-    for (PageId id = 0; id < 2; id++) {
-      std::string reason;
-      bool ok;
-      if ((id + 1) * ps > size) {
-        ok = false;
-        reason = PageMsg(id, "beyond the end of the file");
-      } else {
-        ok = CheckMeta(base + id * ps, ps, id, &reason);
-      }
-      if (ps == hint) why[id] = reason;
-      if (!ok) continue;
-      uint64_t txid = DecodeFixed64(base + id * ps + kPageTxidOffset);
-      if (best == nullptr || txid > best_txid) {
-        best = base + id * ps;
-        best_ps = ps;
-        best_txid = txid;
-        best_id = id;
-      }
-    }
-  }
-  if (best == nullptr) {
-    return Status::Corruption(path_,
-                              "no valid meta page: " + why[0] + "; " + why[1]);
-  }
-  ps_ = best_ps;
-  const uint64_t pc = DecodeFixed64(best + kMetaPageCountOffset);
-  if (pc < 2) {
-    return Status::Corruption(path_, PageMsg(best_id, "meta page count < 2"));
-  }
-  if (pc > size / ps_) {
-    return Status::Corruption(
-        path_,
-        "file is shorter than its meta page says: " + std::to_string(size) +
-            " bytes, meta page " + std::to_string(best_id) + " says " +
-            std::to_string(pc) + " pages of " + std::to_string(ps_));
-  }
-  checkpoint_txid_.store(best_txid);
-  log_epoch_.store(DecodeFixed64(best + kMetaLogEpochOffset));
-  verified_.Reserve(pc);
+  Meta meta;
+  PageId slot;
+  MMDOC_RETURN_IF_ERROR(PickMeta(writer_base(), size, path_, &meta, &slot));
+  ps_ = meta.page_size;
+  checkpoint_txid_.store(meta.txid);
+  log_epoch_.store(meta.log_epoch);
+  verified_.Reserve(meta.page_count);
   {
     MutexLock l(&state_mu_);
-    committed_.txid = best_txid;
-    committed_.page_count = pc;
+    committed_.txid = meta.txid;
+    committed_.page_count = meta.page_count;
     committed_.base = base_;
-    for (int i = 0; i < kMetaRoots; i++) {
-      committed_.roots[i] = DecodeFixed64(best + kMetaRootsOffset + 8 * i);
-    }
+    std::copy(meta.roots, meta.roots + kMetaRoots, committed_.roots);
   }
   MutexLock l(&alloc_mu_);
-  return LoadFreeList(DecodeFixed64(best + kMetaFreeListRootOffset),
-                      DecodeFixed64(best + kMetaFreeCountOffset), pc);
-}
-
-Status PagerImpl::LoadFreeList(PageId root, uint64_t count,
-                               uint64_t page_count) {
-  std::set<PageId> lists;
-  const uint32_t cap = (ps_ - kFreeListEntriesOffset) / 8;
-  for (PageId id = root; id != 0;) {
-    if (id < 2 || id >= page_count) {
-      return Status::Corruption(
-          PageMsg(id, "free-list page out of range (page count " +
-                          std::to_string(page_count) + ")"));
-    }
-    if (!lists.insert(id).second) {
-      return Status::Corruption(PageMsg(id, "free-list chain loops"));
-    }
-    const uint8_t* pg;
-    MMDOC_RETURN_IF_ERROR(CheckPage(id, writer_base(), page_count, &pg));
-    if (pg[kPageTypeOffset] != static_cast<uint8_t>(PageType::kFreeList)) {
-      return Status::Corruption(PageMsg(
-          id, "not a free-list page (type " + std::to_string(pg[16]) + ")"));
-    }
-    uint32_t n = DecodeFixed32(pg + kFreeListCountOffset);
-    if (n > cap) return Status::Corruption(PageMsg(id, "bad free-list count"));
-    for (uint32_t i = 0; i < n; i++) {
-      PageId e = DecodeFixed64(pg + kFreeListEntriesOffset + 8 * i);
-      if (e < 2 || e >= page_count) {
-        return Status::Corruption(PageMsg(
-            id, "free-list entry " + std::to_string(e) + " out of range"));
-      }
-      if (!free_.insert(e)) {
-        return Status::Corruption(PageMsg(
-            id, "free list holds page " + std::to_string(e) + " twice"));
-      }
-    }
-    freelist_pages_.push_back(id);
-    id = DecodeFixed64(pg + kFreeListNextOffset);
-  }
-  for (PageId id : freelist_pages_) {
-    if (free_.count(id)) {
-      return Status::Corruption(
-          PageMsg(id, "free-list page is listed as free"));
-    }
-  }
-  if (free_.size() != count) {
-    return Status::Corruption(
-        path_, "free list holds " + std::to_string(free_.size()) +
-                   " pages, meta says " + std::to_string(count));
-  }
-  return Status::OK();
-}
-
-Status PagerImpl::ZeroFill(File* f, uint64_t from, uint64_t to) {
-  std::vector<uint8_t> zeros(std::min<uint64_t>(kMiB, to - from));
-  while (from < to) {
-    uint64_t n = std::min<uint64_t>(zeros.size(), to - from);
-    MMDOC_RETURN_IF_ERROR(f->WriteAt(from, zeros.data(), n));
-    from += n;
+  MMDOC_RETURN_IF_ERROR(LoadFreeList(
+      meta.freelist_root, ps_, meta.page_count,
+      [&](PageId id, const uint8_t** pg) {
+        return CheckPage(id, writer_base(), meta.page_count, pg);
+      },
+      &free_, &freelist_pages_));
+  if (free_.size() != meta.free_count) {
+    return Status::Corruption(path_, "free list holds " + std::to_string(free_.size()) +
+                                         " pages, meta says " +
+                                         std::to_string(meta.free_count));
   }
   return Status::OK();
 }
 
 Status PagerImpl::OpenLog(bool fresh) {
-  Result<std::unique_ptr<File>> f = fs_->Open(log_path_, /*create=*/true);
-  if (!f.ok()) return f.status();
-  log_ = std::move(f.value());
-  Result<uint64_t> size = log_->Size();
-  if (!size.ok()) return size.status();
-  const uint64_t want = Align8(opts_.log_size);
-  if (fresh) {
-    MMDOC_RETURN_IF_ERROR(log_->Truncate(0));
-    MMDOC_RETURN_IF_ERROR(ZeroFill(log_.get(), 0, want));
-    MMDOC_RETURN_IF_ERROR(log_->Sync());
-    MMDOC_RETURN_IF_ERROR(fs_->SyncDir(log_path_));
-    log_cap_ = want;
-  } else if (*size < want) {
-    MMDOC_RETURN_IF_ERROR(ZeroFill(log_.get(), *size, want));
-    MMDOC_RETURN_IF_ERROR(log_->Sync());
-    MMDOC_RETURN_IF_ERROR(fs_->SyncDir(log_path_));
-    log_cap_ = want;
-  } else {
-    log_cap_ = *size / 8 * 8;
-  }
-  Result<uint8_t*> m = log_->Map(log_cap_, /*writable=*/true);
-  if (!m.ok()) return m.status();
-  log_base_ = *m;
+  MMDOC_RETURN_IF_ERROR(log_.Open(opts_.log_size, fresh));
   if (fresh) {
     recovered_ = true;
   } else {
-    ScanLog(nullptr, log_cap_, &replay_records_);
+    ScanLog(nullptr, log_.capacity(), &replay_records_);
   }
   return Status::OK();
 }
 
-uint64_t PagerImpl::ScanLog(
-    const std::function<bool(uint64_t, std::string_view)>& fn, uint64_t limit,
-    uint64_t* records) {
-  uint64_t off = 0;
-  uint64_t expect = checkpoint_txid_.load() + 1;
-  const uint64_t epoch = log_epoch_.load();
-  *records = 0;
-  limit = std::min(limit, log_cap_);
-  while (off + kLogHeaderSize <= limit) {
-    const uint8_t* r = log_base_ + off;
-    uint32_t len = DecodeFixed32(r + kLogLengthOffset);
-    if (DecodeFixed32(r + kLogMagicOffset) != kLogRecordMagic ||
-        DecodeFixed64(r + kLogEpochOffset) != epoch ||
-        DecodeFixed64(r + kLogTxidOffset) != expect ||
-        len > limit - off - kLogHeaderSize ||
-        DecodeFixed64(r + kLogChecksumOffset) !=
-            Checksum(r + 8, kLogHeaderSize - 8 + uint64_t{len}, epoch)) {
-      break;
-    }
-    if (fn && !fn(expect, std::string_view(
-                              reinterpret_cast<const char*>(r + kLogHeaderSize),
-                              len))) {
-      break;
-    }
-    off += Align8(kLogHeaderSize + uint64_t{len});
-    expect++;
-    ++*records;
-  }
-  return off;
-}
-
 PagerImpl::~PagerImpl() {
-  StopFlusher();
+  log_.StopFlusher();
   bool writer_alive;
   {
     MutexLock l(&writer_mu_);
@@ -1050,12 +704,11 @@ PagerImpl::~PagerImpl() {
   if (opened_ && !crash_on_close_ && !HasError() && !writer_alive) {
     AcquireWriter();
     if (recovered_ && (writer_committed().txid != checkpoint_txid_.load() ||
-                       log_used_.load() > 0)) {
+                       log_.used() > 0)) {
       (void)CheckpointLocked();
     }
     ReleaseWriter();
   }
-  if (log_base_ != nullptr) (void)log_->Unmap(log_base_, log_cap_);
   for (auto& m : maps_) (void)data_->Unmap(m.first, m.second);
 }
 
@@ -1111,12 +764,7 @@ void PagerImpl::ReleasePending() {
     oldest = OldestReaderLocked();
   }
   MutexLock l(&alloc_mu_);
-  // Rule 5(a): freed by T, reusable once every open snapshot is >= T.
-  while (!pending_.empty() && pending_.begin()->first <= oldest) {
-    for (PageId id : pending_.begin()->second) free_.insert(id);
-    pending_count_ -= pending_.begin()->second.size();
-    pending_.erase(pending_.begin());
-  }
+  pending_.Release(oldest, &free_);
 }
 
 void PagerImpl::FinishTxn(WriteTxnImpl* txn) {
@@ -1166,58 +814,19 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
     for (uint32_t i = 1; i < run; i++) verified_.Clear(id + i);
   }
   bool by_checkpoint = false;
-  uint64_t off = 0, len = 0, lsn_end = 0;
+  Log::Position pos;
   if (!replayed) {
-    len = Align8(kLogHeaderSize + payload.size());
-    off = log_used_.load();
-    if (len > log_cap_ - off) {
-      by_checkpoint = true;  // rule 3: no record; the checkpoint commits it
-    } else {
-      const uint64_t epoch = log_epoch_.load();
-      // kFsync and kGroup write the record with pwrite (WriteAt), the
-      // others through the log map. On Linux/ext4 an fdatasync after a write
-      // through a shared map took ~10x longer (2.5-4 ms vs 0.3 ms, measured
-      // on the test bed) than after pwrite of the same bytes, and the
-      // write-protect fault of the first store after each writeback costs
-      // ~50-80 us under the writer lock. The map and pwrite see the same page
-      // cache, so ScanLog reads either. kMsync keeps writing through the map
-      // (its contract: msync of what the commit wrote there).
-      const bool via_write = d == Durability::kFsync || d == Durability::kGroup;
-      uint8_t* r = log_base_ + off;
-      if (via_write) {
-        log_buf_.resize(len);
-        r = log_buf_.data();
-      }
-      EncodeFixed32(r + kLogLengthOffset,
-                    static_cast<uint32_t>(payload.size()));
-      EncodeFixed32(r + kLogMagicOffset, kLogRecordMagic);
-      EncodeFixed64(r + kLogTxidOffset, txn->txid_);
-      EncodeFixed64(r + kLogEpochOffset, epoch);
-      if (!payload.empty()) {
-        std::memcpy(r + kLogHeaderSize, payload.data(), payload.size());
-      }
-      std::memset(r + kLogHeaderSize + payload.size(), 0,
-                  len - kLogHeaderSize - payload.size());
-      EncodeFixed64(
-          r + kLogChecksumOffset,
-          Checksum(r + 8, kLogHeaderSize - 8 + payload.size(), epoch));
-      if (via_write) {
-        Status s = log_->WriteAt(off, r, len);
-        if (!s.ok()) {  // not published; the error is sticky (rule 8)
-          SetError(s);
-          FinishTxn(txn);
-          return s;
-        }
-      }
-      log_used_.store(off + len);
-      MutexLock l(&sync_mu_);
-      appended_lsn_ += len;
-      lsn_end = appended_lsn_;
+    bool fits;
+    Status s = log_.Append(txn->txid_, log_epoch_.load(), payload, d, &pos, &fits);
+    if (!s.ok()) {  // not published; the error is sticky (rule 8)
+      FinishTxn(txn);
+      return s;
     }
+    by_checkpoint = !fits;  // rule 3: no record; the checkpoint commits it
   }
   const bool group = !replayed && !by_checkpoint && d == Durability::kGroup;
   if (!replayed && !by_checkpoint && !group) {
-    Status s = SyncImpl(d, off, len, lsn_end);
+    Status s = log_.Sync(d, pos);
     if (!s.ok()) {  // not published; the error is sticky (rule 8)
       FinishTxn(txn);
       return s;
@@ -1234,24 +843,14 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
   {
     MutexLock l(&alloc_mu_);
     for (PageId id : txn->lists_.freed_dirty) free_.insert(id);
-    if (!txn->lists_.freed_recent.empty()) {
-      auto& v = pending_[txn->txid_];
-      v.insert(v.end(), txn->lists_.freed_recent.begin(),
-               txn->lists_.freed_recent.end());
-      pending_count_ += txn->lists_.freed_recent.size();
-    }
-    if (!txn->lists_.freed_ckpt.empty()) {
-      auto& v = pending_ckpt_[txn->txid_];
-      v.insert(v.end(), txn->lists_.freed_ckpt.begin(),
-               txn->lists_.freed_ckpt.end());
-      pending_ckpt_count_ += txn->lists_.freed_ckpt.size();
-    }
+    pending_.Add(txn->txid_, txn->lists_.freed_recent, /*for_checkpoint=*/false);
+    pending_.Add(txn->txid_, txn->lists_.freed_ckpt, /*for_checkpoint=*/true);
   }
   Status s;
   if (by_checkpoint) s = CheckpointLocked();
-  if (d == Durability::kPeriodic && !replayed) StartFlusher();
+  if (d == Durability::kPeriodic && !replayed) log_.StartFlusher(opts_.sync_interval_ms);
   FinishTxn(txn);
-  if (group) s = SyncImpl(d, off, len, lsn_end);
+  if (group) s = log_.Sync(d, pos);
   return s;
 }
 
@@ -1266,124 +865,7 @@ Status PagerImpl::CommitReplayed(Txn* txn) {
 }
 
 // ---------------------------------------------------------------------------
-// Log sync, flush, checkpoint, recovery
-
-Status PagerImpl::SyncForCommit(Durability d, uint64_t log_offset,
-                                uint64_t length) {
-  uint64_t lsn_end;
-  {
-    MutexLock l(&sync_mu_);
-    lsn_end = log_start_lsn_ + log_offset + length;
-  }
-  return SyncImpl(d, log_offset, length, lsn_end);
-}
-
-// The one place that turns a Durability into syscalls on the log (rule 2).
-Status PagerImpl::SyncImpl(Durability d, uint64_t off, uint64_t len,
-                           uint64_t lsn_end) {
-  if (HasError()) return BackgroundError();
-  switch (d) {
-    case Durability::kNone:
-    case Durability::kPeriodic:  // the flusher thread syncs later
-      return Status::OK();
-    case Durability::kMsync: {
-      if (off > log_cap_ || len > log_cap_ - off) {
-        return Status::InvalidArgument("SyncForCommit: range outside the log");
-      }
-      Status s = log_->MapSync(log_base_, off, len);
-      if (!s.ok()) SetError(s);
-      return s;
-    }
-    case Durability::kFsync: {
-      uint64_t target;
-      {
-        MutexLock l(&sync_mu_);
-        target = appended_lsn_;
-      }
-      Status s = log_->Sync();
-      if (!s.ok()) {
-        SetError(s);
-        return s;
-      }
-      MutexLock l(&sync_mu_);
-      durable_lsn_ = std::max(durable_lsn_, target);
-      return s;
-    }
-    case Durability::kGroup: {
-      MutexLock l(&sync_mu_);
-      for (;;) {
-        if (durable_lsn_ >= lsn_end) return Status::OK();
-        if (HasError()) return BackgroundError();
-        if (!leader_active_) {
-          // Leader: one fdatasync covers every record appended so far.
-          leader_active_ = true;
-          const uint64_t target = appended_lsn_;
-          sync_mu_.Unlock();
-          Status s = log_->Sync();
-          if (!s.ok()) SetError(s);
-          sync_mu_.Lock();
-          leader_active_ = false;
-          if (s.ok()) durable_lsn_ = std::max(durable_lsn_, target);
-          sync_cv_.SignalAll();
-          if (!s.ok()) return s;
-        } else {
-          sync_cv_.Wait();
-        }
-      }
-    }
-  }
-  return Status::InvalidArgument("unknown durability mode");
-}
-
-Status PagerImpl::Flush() {
-  if (HasError()) return BackgroundError();
-  uint64_t target;
-  {
-    MutexLock l(&sync_mu_);
-    target = appended_lsn_;
-    if (durable_lsn_ >= target) return Status::OK();
-  }
-  Status s = log_->Sync();
-  if (!s.ok()) {
-    SetError(s);
-    return s;
-  }
-  MutexLock l(&sync_mu_);
-  durable_lsn_ = std::max(durable_lsn_, target);
-  sync_cv_.SignalAll();
-  return s;
-}
-
-void PagerImpl::StartFlusher() {
-  if (flusher_started_) return;
-  flusher_started_ = true;
-  flusher_ = std::thread([this] {
-    MutexLock l(&sync_mu_);
-    while (!stop_flusher_) {
-      // Sleeps the interval; StopFlusher cuts it short.
-      const auto deadline = std::chrono::steady_clock::now() +
-                            std::chrono::milliseconds(opts_.sync_interval_ms);
-      while (!stop_flusher_ &&
-             flusher_cv_.WaitFor(deadline - std::chrono::steady_clock::now())) {
-      }
-      if (stop_flusher_) break;
-      if (appended_lsn_ > durable_lsn_ && !HasError()) {
-        sync_mu_.Unlock();
-        (void)Flush();
-        sync_mu_.Lock();
-      }
-    }
-  });
-}
-
-void PagerImpl::StopFlusher() {
-  {
-    MutexLock l(&sync_mu_);
-    stop_flusher_ = true;
-  }
-  flusher_cv_.SignalAll();
-  if (flusher_.joinable()) flusher_.join();
-}
+// Checkpoint, recovery
 
 Status PagerImpl::Checkpoint() {
   if (HasError()) return BackgroundError();
@@ -1399,7 +881,8 @@ Status PagerImpl::Checkpoint() {
   return s;
 }
 
-// REQUIRES: the writer gate is held and no write txn is in progress.
+// Rule 3, in its steps. REQUIRES: the writer gate is held and no write txn
+// is in progress.
 Status PagerImpl::CheckpointLocked() {
   if (HasError()) return BackgroundError();
   uint64_t txid = writer_committed().txid;
@@ -1409,73 +892,84 @@ Status PagerImpl::CheckpointLocked() {
     MutexLock l(&state_mu_);
     committed_.txid = txid;
   }
-  PageId fl_root = 0;
-  uint64_t entries_count = 0;
+  Meta meta;
+  meta.txid = txid;
+  meta.page_size = ps_;
+  meta.log_epoch = log_epoch_.load() + 1;
+  MMDOC_RETURN_IF_ERROR(WriteFreeList(txid, &meta.freelist_root, &meta.free_count));
+  SumUnsummedPages();
+  // Data pages and free-list pages reach the disk before the meta.
+  Status s = data_->Sync();
+  if (!s.ok()) {
+    SetError(s);
+    return s;
+  }
+  meta.page_count = writer_committed().page_count;
+  std::copy(writer_committed().roots, writer_committed().roots + kMetaRoots, meta.roots);
+  EncodeMeta(meta, txid % 2, writer_base() + (txid % 2) * ps_);
+  s = data_->Sync();
+  if (!s.ok()) {
+    SetError(s);
+    return s;
+  }
+  // The checkpoint is durable: the log restarts under the new epoch.
+  checkpoint_txid_.store(txid);
+  log_epoch_.store(meta.log_epoch);
+  log_.Restart();
   {
     MutexLock l(&alloc_mu_);
-    const uint64_t cap = (ps_ - kFreeListEntriesOffset) / 8;
-    // The persisted free list: free + pending + the old free-list pages (on
-    // reopen no reader exists and the new meta no longer reaches them).
-    const uint64_t total = free_.size() + pending_count_ + pending_ckpt_count_ +
-                           freelist_pages_.size();
-    const uint64_t k = (total + cap) / (cap + 1);  // ceil(total / (cap + 1))
-    std::vector<PageId> new_fl;
-    while (new_fl.size() < k && !free_.empty()) new_fl.push_back(free_.TakeRun(1));
-    const uint64_t a = new_fl.size();
-    uint64_t need = (total - a + cap - 1) / cap;
-    if (a == k) need = k;
-    if (need > a) {
-      const uint64_t pc = writer_committed().page_count;
-      const uint64_t ext = need - a;
-      Status s = EnsureCapacity(pc + ext);
-      if (!s.ok()) {
-        for (PageId id : new_fl) free_.insert(id);
-        return s;
-      }
-      for (uint64_t i = 0; i < ext; i++) new_fl.push_back(pc + i);
-      MutexLock sl(&state_mu_);
-      committed_.page_count = pc + ext;
-    }
-    // Old free-list pages were reachable from the durable meta: they wait
-    // for this checkpoint (rule 5b).
-    if (!freelist_pages_.empty()) {
-      auto& v = pending_ckpt_[txid];
-      v.insert(v.end(), freelist_pages_.begin(), freelist_pages_.end());
-      pending_ckpt_count_ += freelist_pages_.size();
-    }
-    std::vector<PageId> entries = free_.ToVector();
-    for (const auto& [t, v] : pending_)
-      entries.insert(entries.end(), v.begin(), v.end());
-    for (const auto& [t, v] : pending_ckpt_) {
-      entries.insert(entries.end(), v.begin(), v.end());
-    }
-    std::sort(entries.begin(), entries.end());
-    entries_count = entries.size();
-    size_t next_entry = 0;
-    for (size_t i = 0; i < new_fl.size(); i++) {
-      const PageId id = new_fl[i];
-      uint8_t* pg = writer_base() + id * ps_;
-      std::memset(pg, 0, ps_);
-      EncodeFixed64(pg + kPageTxidOffset, txid);
-      pg[kPageTypeOffset] = static_cast<uint8_t>(PageType::kFreeList);
-      EncodeFixed32(pg + kPageRunLengthOffset, 1);
-      EncodeFixed64(pg + kFreeListNextOffset,
-                    i + 1 < new_fl.size() ? new_fl[i + 1] : 0);
-      const uint64_t n = std::min<uint64_t>(cap, entries.size() - next_entry);
-      EncodeFixed32(pg + kFreeListCountOffset, static_cast<uint32_t>(n));
-      for (uint64_t j = 0; j < n; j++) {
-        EncodeFixed64(pg + kFreeListEntriesOffset + 8 * j,
-                      entries[next_entry++]);
-      }
-      EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, ps_, id));
-      verified_.Set(id);
-    }
-    assert(next_entry == entries.size());
-    freelist_pages_ = new_fl;
-    fl_root = new_fl.empty() ? 0 : new_fl[0];
+    pending_.CheckpointDone(txid);
   }
-  // Sum the pages written since the last checkpoint that are still in use
-  // (see CommitTxn), before they are synced.
+  ReleasePending();
+  return Status::OK();
+}
+
+Status PagerImpl::WriteFreeList(uint64_t txid, PageId* root, uint64_t* entries_count) {
+  MutexLock l(&alloc_mu_);
+  const uint64_t cap = FreeListCapacity(ps_);
+  // The persisted free list: free + pending + the old free-list pages (on
+  // reopen no reader exists and the new meta no longer reaches them).
+  const uint64_t total = free_.size() + pending_.size() + freelist_pages_.size();
+  const uint64_t k = (total + cap) / (cap + 1);  // ceil(total / (cap + 1))
+  std::vector<PageId> new_fl;
+  while (new_fl.size() < k && !free_.empty()) new_fl.push_back(free_.TakeRun(1));
+  const uint64_t a = new_fl.size();
+  uint64_t need = (total - a + cap - 1) / cap;
+  if (a == k) need = k;
+  if (need > a) {
+    const uint64_t pc = writer_committed().page_count;
+    const uint64_t ext = need - a;
+    Status s = EnsureCapacity(pc + ext);
+    if (!s.ok()) {
+      for (PageId id : new_fl) free_.insert(id);
+      return s;
+    }
+    for (uint64_t i = 0; i < ext; i++) new_fl.push_back(pc + i);
+    MutexLock sl(&state_mu_);
+    committed_.page_count = pc + ext;
+  }
+  // Old free-list pages were reachable from the durable meta: they wait
+  // for this checkpoint (rule 5b).
+  pending_.Add(txid, freelist_pages_, /*for_checkpoint=*/true);
+  std::vector<PageId> entries = free_.ToVector();
+  pending_.ForEach([&](PageId id) { entries.push_back(id); });
+  std::sort(entries.begin(), entries.end());
+  size_t next = 0;
+  for (size_t i = 0; i < new_fl.size(); i++) {
+    const uint64_t n = std::min<uint64_t>(cap, entries.size() - next);
+    EncodeFreeListPage(writer_base() + new_fl[i] * ps_, ps_, new_fl[i], txid,
+                       i + 1 < new_fl.size() ? new_fl[i + 1] : 0, entries.data() + next, n);
+    next += n;
+    verified_.Set(new_fl[i]);
+  }
+  assert(next == entries.size());
+  freelist_pages_ = new_fl;
+  *root = new_fl.empty() ? 0 : new_fl[0];
+  *entries_count = entries.size();
+  return Status::OK();
+}
+
+void PagerImpl::SumUnsummedPages() {
   for (PageId id : unsummed_) {
     PageMark& m = marks_[id];
     if (m.unsummed == 0) continue;  // freed since, or listed twice
@@ -1485,57 +979,6 @@ Status PagerImpl::CheckpointLocked() {
     m.unsummed = 0;
   }
   unsummed_.clear();
-  // Data pages and free-list pages reach the disk before the meta.
-  Status s = data_->Sync();
-  if (!s.ok()) {
-    SetError(s);
-    return s;
-  }
-  const uint64_t epoch = log_epoch_.load() + 1;
-  uint8_t* m = writer_base() + (txid % 2) * ps_;
-  std::memset(m, 0, ps_);
-  EncodeFixed64(m + kPageTxidOffset, txid);
-  m[kPageTypeOffset] = static_cast<uint8_t>(PageType::kMeta);
-  EncodeFixed32(m + kPageRunLengthOffset, 1);
-  EncodeFixed64(m + kMetaMagicOffset, kMagic);
-  EncodeFixed32(m + kMetaVersionOffset, kFormatVersion);
-  EncodeFixed32(m + kMetaPageSizeOffset, ps_);
-  EncodeFixed64(m + kMetaPageCountOffset, writer_committed().page_count);
-  EncodeFixed64(m + kMetaFreeListRootOffset, fl_root);
-  EncodeFixed64(m + kMetaFreeCountOffset, entries_count);
-  EncodeFixed64(m + kMetaLogEpochOffset, epoch);
-  for (int i = 0; i < kMetaRoots; i++) {
-    EncodeFixed64(m + kMetaRootsOffset + 8 * i, writer_committed().roots[i]);
-  }
-  EncodeFixed64(m + kPageChecksumOffset, PageChecksum(m, ps_, txid % 2));
-  s = data_->Sync();
-  if (!s.ok()) {
-    SetError(s);
-    return s;
-  }
-  // The checkpoint is durable: the log restarts under the new epoch.
-  checkpoint_txid_.store(txid);
-  log_epoch_.store(epoch);
-  log_used_.store(0);
-  {
-    MutexLock l(&sync_mu_);
-    durable_lsn_ = appended_lsn_;
-    log_start_lsn_ = appended_lsn_;
-  }
-  sync_cv_.SignalAll();
-  {
-    MutexLock l(&alloc_mu_);
-    while (!pending_ckpt_.empty() && pending_ckpt_.begin()->first <= txid) {
-      auto& v = pending_[pending_ckpt_.begin()->first];
-      const auto& src = pending_ckpt_.begin()->second;
-      v.insert(v.end(), src.begin(), src.end());
-      pending_count_ += src.size();
-      pending_ckpt_count_ -= src.size();
-      pending_ckpt_.erase(pending_ckpt_.begin());
-    }
-  }
-  ReleasePending();
-  return Status::OK();
 }
 
 Status PagerImpl::Recover(const ReplayFn& apply) {
@@ -1557,7 +1000,7 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
         if (!s.ok()) err = s;
         return s.ok();
       },
-      log_cap_, &records);
+      log_.capacity(), &records);
   {
     MutexLock l(&writer_mu_);
     recovering_ = false;
@@ -1565,7 +1008,7 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
     recovered_ = true;
     replay_records_ = 0;
   }
-  log_used_.store(end);
+  log_.SetUsed(end);
   return Checkpoint();
 }
 
@@ -1576,11 +1019,7 @@ Status PagerImpl::AccountedPages(std::vector<PageId>* pages) {
   pages->clear();
   MutexLock l(&alloc_mu_);
   *pages = free_.ToVector();
-  for (const auto& [t, v] : pending_)
-    pages->insert(pages->end(), v.begin(), v.end());
-  for (const auto& [t, v] : pending_ckpt_) {
-    pages->insert(pages->end(), v.begin(), v.end());
-  }
+  pending_.ForEach([&](PageId id) { pages->push_back(id); });
   pages->insert(pages->end(), freelist_pages_.begin(), freelist_pages_.end());
   std::sort(pages->begin(), pages->end());
   return Status::OK();
@@ -1610,7 +1049,8 @@ Status PagerImpl::Verify() {
   }
   const uint64_t ck = checkpoint_txid_.load();
   std::string why;
-  if (!CheckMeta(base + (ck % 2) * ps_, ps_, ck % 2, &why)) {
+  Meta meta;
+  if (!DecodeMeta(base + (ck % 2) * ps_, ps_, ck % 2, &meta, &why)) {
     return Status::Corruption(path_, "durable meta: " + why);
   }
   {
@@ -1622,10 +1062,10 @@ Status PagerImpl::Verify() {
     }
   }
   uint64_t records;
-  uint64_t used = log_used_.load();
-  if (used > log_cap_) return Status::Corruption(log_path_, "log overflow");
+  uint64_t used = log_.used();
+  if (used > log_.capacity()) return Status::Corruption(log_.path(), "log overflow");
   if (ScanLog(nullptr, used, &records) < used) {
-    return Status::Corruption(log_path_, "log record before offset " +
+    return Status::Corruption(log_.path(), "log record before offset " +
                                              std::to_string(used) +
                                              " does not verify");
   }
@@ -1646,11 +1086,11 @@ PagerStats PagerImpl::Stats() {
   {
     MutexLock l(&alloc_mu_);
     st.free_pages = free_.size();
-    st.pending_pages = pending_count_ + pending_ckpt_count_;
+    st.pending_pages = pending_.size();
     st.freelist_pages = freelist_pages_.size();
   }
   st.checkpoint_txid = checkpoint_txid_.load();
-  st.log_used = log_used_.load();
+  st.log_used = log_.used();
   st.file_size = file_size_.load();
   return st;
 }

@@ -1,0 +1,47 @@
+// The meta page (storage/format.h, META PAGE): its one encoder, decoder and
+// validator, and rule 4's choice between the two meta pages.
+//
+// Thread safety: pure functions.
+#ifndef MMDOC_STORAGE_META_H_
+#define MMDOC_STORAGE_META_H_
+
+#include <cstdint>
+#include <string>
+
+#include "mmdoc/status.h"
+#include "storage/format.h"
+
+namespace mmdoc::storage {
+
+struct Meta {
+  uint64_t txid = 0;  // the checkpoint's transaction id; slot = txid % 2
+  uint32_t version = kFormatVersion;
+  uint32_t page_size = 0;
+  uint64_t page_count = 0;
+  PageId freelist_root = 0;
+  uint64_t free_count = 0;
+  uint64_t log_epoch = 0;
+  PageId roots[kMetaRoots] = {};
+};
+
+// Writes `m` as meta page `slot` (0 or 1) into `page` (m.page_size bytes,
+// all of them written), checksum included.
+void EncodeMeta(const Meta& m, PageId slot, uint8_t* page);
+
+// Decodes meta page `slot`, read as a page of `page_size` bytes. False, with
+// the reason in *why ("page N: bad magic", ...), when it is not a valid meta
+// page of that size: magic, version, page size, type, run length, checksum.
+bool DecodeMeta(const uint8_t* page, uint32_t page_size, PageId slot, Meta* m,
+                std::string* why);
+
+// Rule 4: of the two meta pages at the start of a file of `size` bytes
+// (`base` maps at least that much), the valid one with the larger txid,
+// trying every legal page size. Corruption naming `path` and why each page
+// is invalid when neither is; also when the chosen meta's page count is
+// below 2 or beyond the end of the file.
+Status PickMeta(const uint8_t* base, uint64_t size, const std::string& path, Meta* m,
+                PageId* slot);
+
+}  // namespace mmdoc::storage
+
+#endif  // MMDOC_STORAGE_META_H_
