@@ -1050,7 +1050,19 @@ int RunStats(const CommonArgs& c, bool json) {
   if (!db) return code;
   auto r = db->Stats();
   if (!r.ok()) return FailStatus("stats", r.status());
-  const DBStats& s = *r;
+  DBStats& s = *r;
+  if (c.collection_given) {
+    auto it = std::find_if(
+        s.collections.begin(), s.collections.end(),
+        [&](const CollectionStats& cs) { return cs.name == c.collection; });
+    if (it == s.collections.end()) {
+      return Fail(kExitNotFound, "stats",
+                  "no collection " + Quote(c.collection));
+    }
+    std::vector<CollectionStats> only;
+    only.push_back(std::move(*it));
+    s.collections = std::move(only);
+  }
   if (json) {
     std::printf("%s\n", s.ToJson().c_str());
     return kExitOk;

@@ -15,6 +15,7 @@ namespace mmdoc::tool {
 struct CommonArgs {
   std::string db;                      // path of the database file
   std::string collection = "default";  // -c
+  bool collection_given = false;       // -c was on the command line
   std::string durability = "fsync";    // --durability
 };
 
@@ -60,6 +61,7 @@ int RunIndexDrop(const CommonArgs& c, const std::string& field);
 int RunIndexList(const CommonArgs& c);
 int RunImport(const CommonArgs& c, const ImportArgs& a);
 int RunExport(const CommonArgs& c, const ExportArgs& a);
+// With -c, only that collection (exit 1 when it does not exist).
 int RunStats(const CommonArgs& c, bool json);
 int RunCheck(const CommonArgs& c);
 int RunCompact(const CommonArgs& c);

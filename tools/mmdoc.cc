@@ -19,10 +19,10 @@ constexpr const char* kFooter =
 relaxed Extended JSON on output, one document per line. Every command takes
 -c COLL (default: the collection named "default").
 
-Exit status: 0 success; 1 not found (get, index drop, export of a missing
-collection), a failed check, or a salvage that could not read everything;
-2 bad input, bad usage, or any other error. Errors are one line on stderr:
-"mmdoc: <what>: <detail>".
+Exit status: 0 success; 1 not found (get, index drop, export or stats -c of
+a missing collection), a failed check, or a salvage that could not read
+everything; 2 bad input, bad usage, or any other error. Errors are one line
+on stderr: "mmdoc: <what>: <detail>".
 
 Examples:
   echo '{"_id": 1, "name": "ada"}' | mmdoc insert app.mmdb --echo
@@ -44,11 +44,15 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return false;
 }
 
+// Every command's -c, to tell after parsing whether one was given.
+std::vector<CLI::Option*> collection_options;
+
 // Adds DB, -c and --durability to a command.
 void AddCommon(CLI::App* cmd, CommonArgs* c) {
   cmd->add_option("DB", c->db, "Database file")->required();
-  cmd->add_option("-c,--collection", c->collection, "Collection")
-      ->capture_default_str();
+  collection_options.push_back(
+      cmd->add_option("-c,--collection", c->collection, "Collection")
+          ->capture_default_str());
   cmd->add_option(
          "--durability", c->durability,
          "What each commit waits for: none, periodic, msync, fsync or group")
@@ -219,7 +223,8 @@ int Main(int argc, char** argv) {
   CLI::App* stats =
       app.add_subcommand("stats",
                          "Print collections, document counts, index sizes, "
-                         "file size, free pages and fill factor.");
+                         "file size, free pages and fill factor; with -c, "
+                         "only that collection (exit 1 when there is none).");
   AddCommon(stats, &c);
   stats->add_flag("--json", json, "As one JSON object");
 
@@ -246,6 +251,8 @@ int Main(int argc, char** argv) {
     return Fail(kExitBadInput, what, std::string(e.what()) + " (see --help)");
   }
 
+  for (const CLI::Option* o : collection_options)
+    c.collection_given = c.collection_given || o->count() > 0;
   import_args.progress = !no_progress;
   export_args.progress = !no_progress;
   if (insert->parsed()) return RunInsert(c, insert_args);

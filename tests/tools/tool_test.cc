@@ -657,5 +657,25 @@ TEST_CASE("tool: index create refuses what is not one dotted field path",
   CHECK(Contains(MustRun({"index", "list", db}).out, "\"a.b\""));
 }
 
+// issue 22 item 8: stats ignored -c.
+TEST_CASE("tool: stats -c shows only that collection", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db, "-c", "apples"}, "{\"_id\": 1}\n");
+  MustRun({"insert", db, "-c", "pears"}, "{\"_id\": 1}\n{\"_id\": 2}\n");
+  Run all = MustRun({"stats", db});
+  CHECK(Contains(all.out, "apples"));
+  CHECK(Contains(all.out, "pears"));
+  Run one = MustRun({"stats", db, "-c", "pears"});
+  CHECK(Contains(one.out, "pears"));
+  CHECK(Contains(one.out, "file size"));
+  CHECK_FALSE(Contains(one.out, "apples"));
+  Run json = MustRun({"stats", db, "--collection", "pears", "--json"});
+  CHECK(Contains(json.out, "pears"));
+  CHECK_FALSE(Contains(json.out, "apples"));
+  ExpectError(RunTool({"stats", db, "-c", "nope"}), 1, {"nope"});
+  ExpectError(RunTool({"stats", db, "-c", "nope", "--json"}), 1, {"nope"});
+}
+
 }  // namespace
 }  // namespace mmdoc::test
