@@ -36,8 +36,10 @@ int ExitCodeFor(const Status& s) {
 std::string Describe(const Status& s) {
   switch (s.code()) {
     case Status::Code::kBusy:
-      return "database is locked by another process or handle (" + s.message() +
-             ")";
+      // The storage layer's message already says this and names the file;
+      // say it once.
+      if (s.message().find("locked") != std::string::npos) return s.message();
+      return "database is locked by another process or handle: " + s.message();
     case Status::Code::kNotFound:
     case Status::Code::kAlreadyExists:  // the message names the value
     case Status::Code::kInvalidArgument:

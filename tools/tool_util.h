@@ -32,7 +32,7 @@ int Fail(int code, std::string_view what, std::string_view detail);
 int ExitCodeFor(const Status& s);
 
 // A readable detail for a failed Status, e.g. Busy becomes "database is
-// locked by another process or handle (<message>)".
+// locked by another process or handle: <file>".
 std::string Describe(const Status& s);
 
 // Fail(ExitCodeFor(s), what, Describe(s)).

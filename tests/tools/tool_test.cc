@@ -677,5 +677,27 @@ TEST_CASE("tool: stats -c shows only that collection", "[tools]") {
   ExpectError(RunTool({"stats", db, "-c", "nope", "--json"}), 1, {"nope"});
 }
 
+size_t Occurrences(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t i = s.find(part); i != std::string::npos; i = s.find(part, i + 1))
+    ++n;
+  return n;
+}
+
+// issue 22 item 8: the Busy message said "locked by another process or
+// handle" twice.
+TEST_CASE("tool: a locked database is reported once, naming the file",
+          "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("lk.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1}\n");
+  auto held = DB::Open(db);
+  REQUIRE(held.ok());
+  for (const Run& r : {RunTool({"get", db, "1"}), RunTool({"check", db})}) {
+    ExpectError(r, 2, {"lk.mmdb"});
+    CHECK(Occurrences(r.err, "locked by another process or handle") == 1);
+  }
+}
+
 }  // namespace
 }  // namespace mmdoc::test
