@@ -2,7 +2,9 @@
 // JSON has DESIGN.md's shape: every phase of every engine and durability
 // mode present (seed 002's and 003's phases too), with positive ops where
 // the engine has the mode (and, for mapping, a typed mapping layer) and an
-// n/a row where it does not.
+// n/a row where it does not. Also what a first run meets: tools/run-bench
+// --help before anything is installed, output paths refused before the
+// run, and tools/plot drawing the JSON.
 #include <bson/bson.h>
 
 #include <catch2/catch.hpp>
@@ -354,6 +356,47 @@ TEST_CASE("tools/run-bench builds a target the build system has", "[bench]") {
   const std::string out = dir.File("targets.txt");
   REQUIRE(Run("cmake --build " + test::BuildDir() + " --target help > " + out) == 0);
   CHECK(ReadFile(out).find("... " + target + "\n") != std::string::npos);
+}
+
+TEST_CASE("tools/plot draws mmdoc-bench's JSON and CSV", "[bench]") {
+  const std::string plot = std::string(MMDOC_SOURCE_DIR) + "/tools/plot";
+  if (Run(plot + " --help >/dev/null 2>&1") != 0) {  // it imports matplotlib
+    WARN("python3-matplotlib is not installed (tools/setup installs it)");
+    return;
+  }
+  test::TempDir dir;
+  std::string engines = "lmdb,sqlite";
+  if (NewBackend("mmdoc").ok()) engines = "mmdoc," + engines;
+  const std::string bench = test::BuildDir() + "/mmdoc-bench --engines " + engines +
+                            " --docs 300 --batch 50 --max-durable-ops 100 --scans 2"
+                            " --quiet --dir " + dir.File("data");
+  // One mode, every phase: the ratio chart; no durability chart, said so.
+  REQUIRE(Run(bench + " --json " + dir.File("one.json") + " --csv " +
+              dir.File("one.csv")) == 0);
+  const std::string err = dir.File("err.txt");
+  REQUIRE(Run(plot + " -o " + dir.File("charts") + " " + dir.File("one.json") +
+              " > /dev/null 2> " + err) == 0);
+  CHECK(ReadFile(err).find("no durability chart") != std::string::npos);
+  // Every durability mode: a ratio chart per mode and the durability chart.
+  REQUIRE(Run(bench + " --durability all --phases insert,update --json " +
+              dir.File("all.json")) == 0);
+  REQUIRE(Run(plot + " -o " + dir.File("charts") + " " + dir.File("all.json") +
+              " > /dev/null") == 0);
+  // The CSV of the first run draws the same way.
+  REQUIRE(Run(plot + " -o " + dir.File("csv") + " " + dir.File("one.csv") +
+              " > /dev/null 2>&1") == 0);
+  for (const char* png : {"charts/one-ratio.png", "charts/all-none-ratio.png",
+                          "charts/all-fsync-ratio.png", "charts/all-durability.png",
+                          "csv/one-ratio.png"}) {
+    INFO(png);
+    const std::string bytes = ReadFile(dir.File(png));
+    CHECK(bytes.size() > 1000);
+    CHECK(bytes.rfind("\x89PNG", 0) == 0);
+  }
+  // Not a result file: status 1 and nothing drawn.
+  std::ofstream(dir.File("empty.json")) << "{}";
+  CHECK(Run(plot + " -o " + dir.File("none") + " " + dir.File("empty.json") +
+            " 2>/dev/null") == 1);
 }
 
 TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
