@@ -24,12 +24,15 @@
 //   seed 003: mapping (mmdoc's typed layer against its raw BSON API,
 //     --mapping-docs inserts + reads through each, overhead in percent of
 //     CPU time; n/a for the peers).
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -65,6 +68,24 @@ uint64_t ParseCount(const std::string& s) {
       digits.find_first_not_of("0123456789") != std::string::npos)
     return 0;
   return std::stoull(digits) * mult;
+}
+
+// Whether path can be written, checked before the run so a bad --json
+// fails in a second, not after the whole run: an existing file is opened
+// for append (not truncated), a new one is created and removed again.
+bool CheckWritable(const std::string& flag, const std::string& path) {
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
+  const int fd = ::open(path.c_str(),
+                        O_WRONLY | O_APPEND | (existed ? 0 : O_CREAT | O_EXCL),
+                        0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "mmdoc-bench: cannot write %s %s: %s\n", flag.c_str(),
+                 path.c_str(), std::strerror(errno));
+    return false;
+  }
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());
+  return true;
 }
 
 bool WriteFile(const std::string& path, const std::string& text) {
@@ -152,6 +173,9 @@ int Main(int argc, char** argv) {
   app.add_flag("--keep", keep, "keep the data files");
   app.add_flag("--quiet", quiet, "no tables on stdout");
   CLI11_PARSE(app, argc, argv);
+  if ((!json_path.empty() && !CheckWritable("--json", json_path)) ||
+      (!csv_path.empty() && !CheckWritable("--csv", csv_path)))
+    return 2;
 
   RunInfo run;
   for (int i = 0; i < argc; ++i)
@@ -220,17 +244,25 @@ int Main(int argc, char** argv) {
   if (own_dir) {
     char tmpl[] = "./mmdoc-bench-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {
-      std::perror("mmdoc-bench: mkdtemp");
-      return 1;
+      std::fprintf(stderr,
+                   "mmdoc-bench: cannot create a data directory here (%s); "
+                   "give one with --dir\n",
+                   std::strerror(errno));
+      return 2;
     }
     parent = tmpl;
   } else {
     std::error_code ec;
     std::filesystem::create_directories(dir_arg, ec);
     if (ec) {
-      std::fprintf(stderr, "mmdoc-bench: cannot create %s: %s\n",
+      std::fprintf(stderr, "mmdoc-bench: cannot create --dir %s: %s\n",
                    dir_arg.c_str(), ec.message().c_str());
-      return 1;
+      return 2;
+    }
+    if (::access(dir_arg.c_str(), W_OK | X_OK) != 0) {
+      std::fprintf(stderr, "mmdoc-bench: cannot write in --dir %s: %s\n",
+                   dir_arg.c_str(), std::strerror(errno));
+      return 2;
     }
     parent = dir_arg;
   }
@@ -285,7 +317,9 @@ int Main(int argc, char** argv) {
           continue;
         }
         for (auto& row : r.value()) {
-          if (!quiet && progress) {
+          // A line per phase: on a terminal under the bars, in a log the
+          // only sign of progress.
+          if (!quiet) {
             std::fprintf(
                 stderr, "%s %s %s %s: %s ops/s\n", engine.c_str(), mode.c_str(),
                 std::to_string(n).c_str(), row.phase.c_str(),

@@ -7,7 +7,9 @@
 // run, and tools/plot drawing the JSON.
 #include <bson/bson.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -356,6 +358,48 @@ TEST_CASE("tools/run-bench builds a target the build system has", "[bench]") {
   const std::string out = dir.File("targets.txt");
   REQUIRE(Run("cmake --build " + test::BuildDir() + " --target help > " + out) == 0);
   CHECK(ReadFile(out).find("... " + target + "\n") != std::string::npos);
+}
+
+// Seconds a shell command takes; *rc gets its exit status.
+double Timed(const std::string& command, int* rc) {
+  const auto start = std::chrono::steady_clock::now();
+  *rc = Run(command);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+TEST_CASE("mmdoc-bench refuses an output path it cannot write before the run",
+          "[bench]") {
+  test::TempDir dir;
+  // 2M documents would take minutes to load: the refusal must come first.
+  const std::string bench = test::BuildDir() +
+                            "/mmdoc-bench --engines lmdb --docs 2M --quiet --dir " +
+                            dir.File("data");
+  const std::string err = dir.File("err.txt");
+  for (const std::string& flag :
+       {std::string(" --json ") + dir.File("no/such/dir/out.json"),
+        std::string(" --csv ") + dir.File("no/such/dir/out.csv"),
+        std::string(" --json ") + dir.path()}) {  // a directory
+    INFO(flag);
+    int rc = -1;
+    const double took = Timed(bench + flag + " 2> " + err, &rc);
+    CHECK(rc == 2);
+    CHECK(took < 10);
+    const std::string text = ReadFile(err);
+    INFO(text);
+    CHECK(text.rfind("mmdoc-bench: cannot write --", 0) == 0);
+    CHECK(std::count(text.begin(), text.end(), '\n') == 1);
+  }
+  // The check leaves no file behind and does not truncate one.
+  const std::string fresh = dir.File("fresh.json"), old = dir.File("old.json");
+  std::ofstream(old) << "previous run";
+  CHECK(Run(test::BuildDir() + "/mmdoc-bench --engines nosuch --docs 10 --json " +
+            fresh + " --csv " + old + " 2>/dev/null") == 2);
+  CHECK(!std::filesystem::exists(fresh));
+  CHECK(ReadFile(old) == "previous run");
+  // A data directory that cannot be made: one line, status 2.
+  CHECK(Run(test::BuildDir() + "/mmdoc-bench --engines lmdb --docs 10 --dir " +
+            old + "/sub 2>/dev/null") == 2);
 }
 
 TEST_CASE("tools/plot draws mmdoc-bench's JSON and CSV", "[bench]") {
