@@ -32,6 +32,9 @@ Examples:
   mmdoc export app.mmdb --format bson -o dump.bson && mmdoc import copy.mmdb dump.bson
 )";
 
+constexpr const char* kFilterHelp =
+    "MongoDB filter (the operators: see mmdoc find --help)";
+
 const std::vector<std::string> kCommands = {
     "insert", "get",    "find",   "update", "delete", "count",
     "index",  "import", "export", "stats",  "check",  "compact"};
@@ -114,9 +117,13 @@ int Main(int argc, char** argv) {
   CLI::App* find = app.add_subcommand(
       "find", "Print the documents matching FILTER, one per line.");
   AddCommon(find, &c);
+  // The operators engine/filter.cc parses, no more and no fewer.
   find->add_option("FILTER", find_args.filter,
-                   "MongoDB filter: equality, $gt, $gte, $lt, $lte, $ne, $in, "
-                   "$exists, $and, $or")
+                   "MongoDB filter: {field: value} (equality), $eq, $ne, $gt, "
+                   "$gte, $lt, $lte, $in, $nin, $exists, and $and, $or, $nor "
+                   "over filters; not supported (refused, exit 2): $regex, "
+                   "$not, $elemMatch, $size, $all, $type, $mod, $expr, $text, "
+                   "$where")
       ->capture_default_str();
   find->add_option("--sort", find_args.sort,
                    "Sort by FIELD; descending with --sort -FIELD, "
@@ -125,8 +132,9 @@ int Main(int argc, char** argv) {
   // leading 0 as octal; ParseInt64 below refuses both.
   std::string limit = "0";
   std::string skip = "0";
-  find->add_option("--limit", limit, "Print at most N documents (0: all)");
-  find->add_option("--skip", skip, "Skip the first N matches");
+  find->add_option("--limit", limit, "Print at most N documents (0: all)")
+      ->type_name("N");
+  find->add_option("--skip", skip, "Skip the first N matches")->type_name("N");
   find->add_option("--project", find_args.project,
                    "Only these fields (and _id): a,b,c")
       ->delimiter(',');
@@ -144,7 +152,7 @@ int Main(int argc, char** argv) {
       "first (or, with "
       "--many, every) document matching FILTER; print the counts.");
   AddCommon(update, &c);
-  update->add_option("FILTER", filter, "MongoDB filter")->required();
+  update->add_option("FILTER", filter, kFilterHelp)->required();
   update->add_option("UPDATE", update_doc, "Update document")->required();
   update->add_flag("--many", many, "Update every matching document");
 
@@ -153,13 +161,13 @@ int Main(int argc, char** argv) {
                          "Delete the first (or, with --many, every) document "
                          "matching FILTER; print the count.");
   AddCommon(del, &c);
-  del->add_option("FILTER", filter, "MongoDB filter")->required();
+  del->add_option("FILTER", filter, kFilterHelp)->required();
   del->add_flag("--many", many, "Delete every matching document");
 
   CLI::App* count = app.add_subcommand(
       "count", "Print how many documents match FILTER (default: all).");
   AddCommon(count, &c);
-  count->add_option("FILTER", filter, "MongoDB filter")->capture_default_str();
+  count->add_option("FILTER", filter, kFilterHelp)->capture_default_str();
 
   std::string field;
   bool unique = false;

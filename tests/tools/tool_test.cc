@@ -699,5 +699,17 @@ TEST_CASE("tool: a locked database is reported once, naming the file",
   }
 }
 
+// issue 22 item 8: find --help listed fewer operators than the engine has.
+TEST_CASE("tool: find --help lists the operators the engine supports",
+          "[tools]") {
+  Run help = MustRun({"find", "--help"});
+  for (const char* op : {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in",
+                         "$nin", "$exists", "$and", "$or", "$nor"}) {
+    CHECK(Contains(help.out, op));
+  }
+  CHECK(Contains(help.out, "not supported"));
+  CHECK(Contains(help.out, "$regex"));
+}
+
 }  // namespace
 }  // namespace mmdoc::test
