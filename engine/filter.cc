@@ -15,6 +15,12 @@
 //     path; $ne/$nin are the negations of $eq/$in ({a: {$ne: null}} does not
 //     match a missing a);
 //   - $exists is true when the path reaches at least one value.
+// What is not implemented is refused at Parse, never compared as bytes:
+// other operators at any depth (inside $and/$or/$nor, and '$' keys inside
+// document operands), regex values anywhere in a constant (libbson's JSON
+// reader makes {"$regex": ...} one; a later issue adds $regex), and an
+// undefined operand (as MongoDB: "cannot compare to undefined"). Code,
+// symbol and DBPointer constants compare as values, as in MongoDB.
 #include <bson/bson.h>
 
 #include <algorithm>
@@ -76,6 +82,66 @@ std::string_view Key(const bson_iter_t* it) {
   return std::string_view(bson_iter_key(it), bson_iter_key_len(it));
 }
 
+// MongoDB query operators this filter does not implement. They are named
+// "unsupported" (not "unknown") so that nobody hunts for a typo.
+bool IsMongoOperator(std::string_view name) {
+  static const char* const kNames[] = {
+      "$all",          "$alwaysFalse", "$alwaysTrue",  "$bitsAllClear",
+      "$bitsAllSet",   "$bitsAnyClear", "$bitsAnySet", "$comment",
+      "$elemMatch",    "$expr",        "$geoIntersects", "$geoWithin",
+      "$jsonSchema",   "$mod",         "$near",        "$nearSphere",
+      "$not",          "$options",     "$regex",       "$sampleRate",
+      "$size",         "$text",        "$type",        "$where"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
+}
+
+Status NotImplemented(std::string_view name, std::string_view where = {}) {
+  std::string m = IsMongoOperator(name) ? "unsupported operator "
+                                        : "unknown operator ";
+  m.append(name);
+  if (!where.empty()) {
+    m += " inside the value for ";
+    m.append(where);
+  }
+  return Status::InvalidArgument(m);
+}
+
+// A constant compared with stored values, at any depth. Refused where
+// comparing bytes would give a wrong answer: a regex (MongoDB matches it as
+// a pattern, which is not implemented yet), and a '$' key (an operator
+// where only a value can be; no stored document has one).
+Status CheckConstant(const bson_value_t* v, std::string_view path) {
+  if (v->value_type == BSON_TYPE_REGEX) {
+    return Status::InvalidArgument(
+        "regular expression values are not supported in filters", path);
+  }
+  if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY)
+    return Status::OK();
+  const bool array = v->value_type == BSON_TYPE_ARRAY;
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, v->value.v_doc.data,
+                                v->value.v_doc.data_len)) {
+    return Status::InvalidArgument("invalid BSON in the filter on", path);
+  }
+  while (bson_iter_next(&it)) {
+    if (!array && bson_iter_key_len(&it) > 0 && bson_iter_key(&it)[0] == '$')
+      return NotImplemented(Key(&it), path);
+    MMDOC_RETURN_IF_ERROR(CheckConstant(bson_iter_value(&it), path));
+  }
+  return Status::OK();
+}
+
+// The operand of $eq/$ne/ranges, an implicit equality or an $in/$nin
+// element. MongoDB refuses undefined there ("cannot compare to undefined").
+Status CheckOperand(const bson_value_t* v, std::string_view path) {
+  if (v->value_type == BSON_TYPE_UNDEFINED)
+    return Status::InvalidArgument("cannot compare to undefined", path);
+  return CheckConstant(v, path);
+}
+
 Status CheckPath(std::string_view path) {
   // "a..b", ".a" and "a." cannot name anything.
   if (path.empty() || path.front() == '.' || path.back() == '.' ||
@@ -124,9 +190,7 @@ Status ParseOperators(std::string_view path, bson_iter_t* ops, Node* and_node) {
       return Status::InvalidArgument(
           "cannot mix operators and fields in the filter on", path);
     }
-    if (!ParseOp(name, &pred->op)) {
-      return Status::InvalidArgument("unknown operator " + std::string(name));
-    }
+    if (!ParseOp(name, &pred->op)) return NotImplemented(name);
     const bson_value_t* v = bson_iter_value(ops);
     switch (pred->op) {
       case Node::kIn:
@@ -136,6 +200,7 @@ Status ParseOperators(std::string_view path, bson_iter_t* ops, Node* and_node) {
           return Status::InvalidArgument(std::string(name) + " needs an array");
         }
         while (bson_iter_next(&arr)) {
+          MMDOC_RETURN_IF_ERROR(CheckOperand(bson_iter_value(&arr), path));
           pred->operands.push_back(Value::FromBsonValue(bson_iter_value(&arr)));
         }
         break;
@@ -150,6 +215,7 @@ Status ParseOperators(std::string_view path, bson_iter_t* ops, Node* and_node) {
         }
         break;
       default:
+        MMDOC_RETURN_IF_ERROR(CheckOperand(v, path));
         pred->operand = Value::FromBsonValue(v);
         break;
     }
@@ -173,7 +239,7 @@ Result<std::unique_ptr<Node>> ParseDoc(bson_iter_t* it) {
       } else if (key == "$nor") {
         kind = Node::kNor;
       } else {
-        return Status::InvalidArgument("unknown operator " + std::string(key));
+        return NotImplemented(key);
       }
       auto child = ParseLogical(key, kind, it);
       if (!child.ok()) return child.status();
@@ -191,6 +257,7 @@ Result<std::unique_ptr<Node>> ParseDoc(bson_iter_t* it) {
         continue;
       }
     }
+    MMDOC_RETURN_IF_ERROR(CheckOperand(bson_iter_value(it), key));
     auto pred = std::make_unique<Node>();
     pred->kind = Node::kPred;
     pred->path.assign(key);

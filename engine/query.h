@@ -71,8 +71,13 @@ void DisableAvx2SearchForTesting(bool disable);
 // MongoDB: {a: 5} matches a == 5 and a == [.., 5, ..].
 class Filter {
  public:
-  // InvalidArgument naming the operator or field for unknown operators
-  // ("unknown operator $foo"), $in/$and/$or without an array, etc.
+  // InvalidArgument naming the operator or field for MongoDB operators not
+  // implemented here ("unsupported operator $regex"; $where, $expr,
+  // $elemMatch, $size, $all, $type, $not, $mod, ...), unknown operators
+  // ("unknown operator $foo"), at any depth and inside document operands;
+  // a regex value anywhere in a constant ("regular expression values are
+  // not supported in filters"); an undefined operand; $in/$and/$or without
+  // an array, etc. None of these is ever matched by comparing bytes.
   static Result<Filter> Parse(const bson_t* filter);
   static Result<Filter> Parse(const Document& filter);
   Filter();  // matches everything
@@ -126,8 +131,10 @@ class Filter {
 // dotted paths, or a replacement document (no '$' keys at the top level).
 class Update {
  public:
-  // InvalidArgument for unknown operators, mixing operators and plain
-  // fields, $inc with a non-number, an update of _id, conflicting paths.
+  // InvalidArgument for unknown operators and MongoDB's others ("unsupported
+  // update operator $push"), mixing operators and plain fields, $inc with a
+  // non-number, an update of _id, conflicting paths. Values, regex values
+  // included, are stored as given (filters refuse regex values instead).
   static Result<Update> Parse(const bson_t* update);
   static Result<Update> Parse(const Document& update);
   Update();

@@ -283,6 +283,48 @@ TEST_CASE("bad input: wrong types and unknown operators in filters and updates")
   ExpectSeed3(db);
 }
 
+TEST_CASE("bad input: a regex or unsupported operator in a write's filter changes nothing") {
+  // Issue 22 item 14: {"$nin": [{"$regex": ...}]} compared a regex value by
+  // equality, matched every document, and delete --many removed them all.
+  TestDB db;
+  Seed3(db);
+  for (const char* f :
+       {R"({"s": {"$nin": [{"$regex": "^x"}]}})", R"({"s": {"$ne": {"$regex": "y"}}})",
+        R"({"s": {"$not": {"$eq": "y"}}})", R"({"$nor": [{"s": {"$regex": "y"}}]})",
+        R"({"k": {"$gt": 0}, "s": {"$nin": ["y", {"$regex": "z", "$options": "i"}]}})",
+        R"({"_id": {"$regex": "."}})", R"({"_id": {"$nin": [{"$regex": "."}]}})",
+        R"({"$or": [{"k": {"$lt": 0}}, {"$where": "true"}]})",
+        R"({"k": {"$size": 0}})", R"({"s": {"$eq": {"$foo": 1}}})"}) {
+    INFO(f);
+    for (bool many : {true, false}) {
+      auto d = db->DeleteMany("c", J(f), many);
+      INFO(d.status().ToString());
+      CHECK(d.status().IsInvalidArgument());
+      auto u = db->Update("c", J(f), J(R"({"$set": {"s": "changed"}})"), many);
+      CHECK(u.status().IsInvalidArgument());
+      u = db->Update("c", J(f), J(R"({"k": 9})"), many);
+      CHECK(u.status().IsInvalidArgument());
+    }
+    {
+      auto t = db->Begin().value();
+      CHECK(t->DeleteMany("c", J(f)).status().IsInvalidArgument());
+      CHECK(t->Update("c", J(f), J(R"({"$inc": {"k": 1}})"), true).status().IsInvalidArgument());
+      REQUIRE(t->Commit().ok());
+    }
+    CHECK(db->Find("c", J(f)).status().IsInvalidArgument());
+    CHECK(db->Count("c", J(f)).status().IsInvalidArgument());
+    ExpectSeed3(db);
+  }
+  // A regex is a value MongoDB stores; $set and insert keep it as given.
+  REQUIRE(db->Update("c", J(R"({"_id": 2})"), J(R"({"$set": {"r": {"$regex": "^x", "$options": "i"}}})"))
+              .ok());
+  auto two = db->Get("c", Value::Int32(2));
+  REQUIRE(two.ok());
+  CHECK(two.value().Get("r").value().type() == BSON_TYPE_REGEX);
+  REQUIRE(db->Update("c", J(R"({"_id": 2})"), J(R"({"$unset": {"r": 1}})")).ok());
+  ExpectSeed3(db);
+}
+
 TEST_CASE("bad input: a path that is a directory, under a file, or under a missing directory") {
   TempDir dir;
   auto d = DB::Open(dir.path(), Options());
