@@ -14,6 +14,8 @@
 // $inc: int32+int32 stays int32 unless it overflows (then int64); with an
 // int64 the result is int64 (overflow is InvalidArgument); with a double it
 // is a double. Decimal128 is not supported by $inc.
+// Values are stored as given, regex values included (MongoDB stores them;
+// only a filter would read one as a pattern, and filters refuse them).
 #include <bson/bson.h>
 
 #include <algorithm>
@@ -164,6 +166,19 @@ Status AddPath(PathTree* root, std::string_view path, PathTree** leaf) {
   n->path.assign(path);
   *leaf = n;
   return Status::OK();
+}
+
+// MongoDB update operators not implemented here: named "unsupported" so
+// that nobody hunts for a typo.
+bool IsMongoUpdateOperator(std::string_view name) {
+  static const char* const kNames[] = {
+      "$addToSet", "$bit",  "$currentDate", "$max",     "$min",
+      "$mul",      "$pop",  "$pull",        "$pullAll", "$push",
+      "$rename",   "$setOnInsert"};
+  for (const char* n : kNames) {
+    if (name == n) return true;
+  }
+  return false;
 }
 
 bool IsNumber(bson_type_t t) {
@@ -456,8 +471,10 @@ Result<Update> Update::Parse(const bson_t* update) {
       return Status::InvalidArgument("cannot mix update operators and fields",
                                      op_name);
     } else {
-      return Status::InvalidArgument("unknown operator " +
-                                     std::string(op_name));
+      return Status::InvalidArgument(
+          (IsMongoUpdateOperator(op_name) ? "unsupported update operator "
+                                          : "unknown operator ") +
+          std::string(op_name));
     }
     bson_iter_t fields;
     if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &fields)) {

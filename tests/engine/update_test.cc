@@ -133,6 +133,13 @@ TEST_CASE("Update: bad updates", "[update]") {
     CHECK(u.status().message().find(needle) != std::string::npos);
   };
   bad(R"({"$foo": {"a": 1}})", "unknown operator $foo");
+  for (const char* op : {"$push", "$pull", "$addToSet", "$rename", "$min",
+                         "$max", "$mul", "$currentDate", "$setOnInsert"}) {
+    bad(std::string("{\"$set\": {\"b\": 1}, \"") + op + "\": {\"a\": 1}}",
+        std::string("unsupported update operator ") + op);
+  }
+  bad(R"({"$set": {"a.$": 1}})", "a.$");
+  bad(R"({"$inc": {"a": {"$regex": "x"}}})", "$inc needs a number");
   bad(R"({"$set": {"a": 1}, "b": 2})", "mix");
   bad(R"({"$set": 5})", "$set");
   bad(R"({"$set": {"_id": 5}})", "_id");
