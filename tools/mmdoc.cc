@@ -81,6 +81,8 @@ int Main(int argc, char** argv) {
       "mmdoc"};
   app.require_subcommand(1);
   app.footer(kFooter);
+  app.set_version_flag("--version", std::string("mmdoc ") + MMDOC_VERSION,
+                       "Print \"mmdoc <version>\" and exit");
 
   CommonArgs c;
 

@@ -711,5 +711,21 @@ TEST_CASE("tool: find --help lists the operators the engine supports",
   CHECK(Contains(help.out, "$regex"));
 }
 
+// issue 22 item 8: there was no --version.
+TEST_CASE("tool: --version prints the project version", "[tools]") {
+  // The version CMake's project() declared, as the build wrote it into the
+  // package's version file.
+  std::string config = ReadFile(BuildDir() + "/mmdocConfigVersion.cmake");
+  const std::string key = "set(PACKAGE_VERSION \"";
+  size_t at = config.find(key);
+  REQUIRE(at != std::string::npos);
+  at += key.size();
+  const std::string version = config.substr(at, config.find('"', at) - at);
+  REQUIRE_FALSE(version.empty());
+  Run r = MustRun({"--version"});
+  CHECK(r.out == "mmdoc " + version + "\n");
+  CHECK(r.err.empty());
+}
+
 }  // namespace
 }  // namespace mmdoc::test
