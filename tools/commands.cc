@@ -23,6 +23,8 @@
 #include "mmdoc/durability.h"
 #include "mmdoc/options.h"
 #include "mmdoc/status.h"
+#include "storage/coding.h"
+#include "storage/format.h"
 #include "tools/tool_util.h"
 
 namespace mmdoc::tool {
@@ -37,30 +39,71 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool Exists(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0;
-}
-
 uint64_t FileSize(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
+// Whether the file has the mmdoc magic where a meta page keeps it (page 0,
+// or page 1 at any legal page size: storage/format.h). A file without it
+// is not a database, damaged or not. True when the file cannot be read,
+// so that DB::Open says why.
+bool HasMetaMagic(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return true;
+  std::vector<uint8_t> head(storage::kMaxPageSize + storage::kMetaMagicOffset +
+                            8);
+  const size_t n = std::fread(head.data(), 1, head.size(), f);
+  std::fclose(f);
+  auto magic_at = [&](size_t offset) {
+    return offset + 8 <= n &&
+           storage::DecodeFixed64(head.data() + offset) == storage::kMagic;
+  };
+  if (magic_at(storage::kMetaMagicOffset)) return true;
+  for (size_t ps = storage::kMinPageSize; ps <= storage::kMaxPageSize;
+       ps *= 2) {
+    if (magic_at(ps + storage::kMetaMagicOffset)) return true;
+  }
+  return false;
+}
+
+// Refuses, before DB::Open can touch anything, a path that cannot be a
+// database: missing (unless `create`: a new database), a directory or
+// other non-file, an empty file, a file without the mmdoc magic. Prints
+// the error, stores the exit status (2) in *code and returns false.
+bool CheckDbPath(const std::string& path, bool create, const std::string& what,
+                 int* code) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT && create) return true;
+    *code = Fail(kExitBadInput, what,
+                 errno == ENOENT ? "no such database file"
+                                 : std::string(std::strerror(errno)));
+    return false;
+  }
+  const char* problem = nullptr;
+  if (S_ISDIR(st.st_mode)) {
+    problem = "is a directory, not a database file";
+  } else if (!S_ISREG(st.st_mode)) {
+    problem = "not a regular file";
+  } else if (st.st_size == 0) {
+    problem = "empty file (0 bytes), not a database";
+  } else if (!HasMetaMagic(path)) {
+    problem = "not an mmdoc database file (no meta page has the mmdoc magic)";
+  }
+  if (problem == nullptr) return true;
+  *code = Fail(kExitBadInput, what, problem);
+  return false;
+}
+
 // Opens c.db. `create`: create the file when it is missing (write commands
 // that add data); the others refuse a missing file rather than leaving an
-// empty database behind a typo. On failure prints the error, stores the
-// exit status in *code and returns null.
+// empty database behind a typo, and never pass create_if_missing. On
+// failure prints the error, stores the exit status in *code and returns
+// null.
 std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
   const std::string what = "open " + c.db;
-  if (IsDirectory(c.db)) {
-    *code = Fail(kExitBadInput, what, "is a directory, not a database file");
-    return nullptr;
-  }
-  if (!create && !Exists(c.db)) {
-    *code = Fail(kExitBadInput, what, "no such database file");
-    return nullptr;
-  }
+  if (!CheckDbPath(c.db, create, what, code)) return nullptr;
   Options options;
   options.create_if_missing = create;
   // mmdoc.cc checks the name; fsync is the default either way.
@@ -1095,9 +1138,8 @@ int RunStats(const CommonArgs& c, bool json) {
 
 int RunCheck(const CommonArgs& c) {
   const std::string what = "check " + c.db;
-  if (IsDirectory(c.db))
-    return Fail(kExitBadInput, what, "is a directory, not a database file");
-  if (!Exists(c.db)) return Fail(kExitBadInput, what, "no such database file");
+  int code = kExitOk;
+  if (!CheckDbPath(c.db, false, what, &code)) return code;
   Options options;
   options.create_if_missing = false;
   auto db = DB::Open(c.db, options);

@@ -727,5 +727,79 @@ TEST_CASE("tool: --version prints the project version", "[tools]") {
   CHECK(r.err.empty());
 }
 
+// Every entry of `dir` (not recursive) with its bytes; a directory maps to
+// "<dir>". To show that a command created or changed nothing.
+std::map<std::string, std::string> Snapshot(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  DIR* d = opendir(dir.c_str());
+  REQUIRE(d != nullptr);
+  while (dirent* e = readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st;
+    const std::string path = dir + "/" + name;
+    REQUIRE(stat(path.c_str(), &st) == 0);
+    files[name] = S_ISDIR(st.st_mode) ? "<dir>" : ReadFile(path);
+  }
+  closedir(d);
+  return files;
+}
+
+// issue 22: every command given a missing file, a directory, an empty file
+// or a file that is not a database fails with one line and exit 2, and
+// creates or changes nothing. (insert, import and index create given a
+// missing file create the database: that is how one is made.)
+TEST_CASE("tool: bad database paths: one line, exit 2, nothing touched",
+          "[tools]") {
+  TempDir inputs;
+  const std::string json = inputs.File("in.json");
+  WriteFile(json, "{\"_id\": 9}\n");
+  TempDir dir;
+  REQUIRE(mkdir(dir.File("dir.mmdb").c_str(), 0755) == 0);
+  WriteFile(dir.File("empty.mmdb"), "");
+  std::string junk;
+  for (int i = 0; i < 3 * 4096; ++i)
+    junk.push_back(static_cast<char>((i * 7919 + 13) % 256));
+  WriteFile(dir.File("junk.mmdb"), junk);
+  WriteFile(dir.File("text.mmdb"), "hello\n");
+  const auto before = Snapshot(dir.path());
+
+  struct Case {
+    const char* file;
+    const char* says;
+  };
+  for (const Case& bad :
+       {Case{"missing.mmdb", "no such database file"},
+        Case{"dir.mmdb", "directory"}, Case{"empty.mmdb", "empty"},
+        Case{"junk.mmdb", "not an mmdoc database"},
+        Case{"text.mmdb", "not an mmdoc database"}}) {
+    const std::string p = dir.File(bad.file);
+    const bool missing = std::string(bad.file) == "missing.mmdb";
+    std::vector<std::vector<std::string>> commands = {
+        {"get", p, "1"},
+        {"find", p},
+        {"count", p},
+        {"export", p},
+        {"export", p, "--salvage"},
+        {"stats", p},
+        {"check", p},
+        {"index", "list", p},
+        {"update", p, "{}", "{\"$set\": {\"a\": 1}}"},
+        {"delete", p, "{}"},
+        {"index", "drop", p, "a"},
+        {"compact", p}};
+    if (!missing) {
+      commands.push_back({"insert", p});
+      commands.push_back({"import", p, json});
+      commands.push_back({"index", "create", p, "a"});
+    }
+    for (const auto& args : commands) {
+      INFO("mmdoc " << args[0] << " " << args[1] << " on " << bad.file);
+      ExpectError(RunTool(args, "{\"_id\": 9}\n"), 2, {bad.says});
+      CHECK(Snapshot(dir.path()) == before);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mmdoc::test
