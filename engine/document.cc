@@ -157,6 +157,238 @@ Status Validate(const uint8_t* data, size_t size) {
   return Status::OK();
 }
 
+// ------------------------------------------------- numbers in JSON text
+//
+// libbson 1.23's JSON reader changes some numbers without an error: an
+// integer from 2^64 on wraps modulo 2^64 (18446744073709551616 reads as
+// 0), a $timestamp field from 2^32 on wraps modulo 2^32, a $numberDecimal
+// it cannot represent ("1e9999", 35 digits, "abc") becomes NaN, and a
+// $numberDouble is read by strtod, so "abc" is 0 and "1.5x" is 1.5.
+// CheckJsonNumbers finds these in the text before libbson reads it: one
+// pass, no allocation but for a $numberDecimal or an escaped key. It only
+// looks at numbers and strings; whatever else is wrong with the text is
+// libbson's to report.
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+bool IsJsonSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+// The closing quote of the string whose text starts at p.
+const char* StringEnd(const char* p, const char* end) {
+  const char* from = p;
+  while (true) {
+    const char* q =
+        static_cast<const char*>(std::memchr(from, '"', static_cast<size_t>(end - from)));
+    if (q == nullptr) return end;
+    const char* b = q;
+    while (b > p && b[-1] == '\\') --b;
+    if (((q - b) & 1) == 0) return q;  // not escaped
+    from = q + 1;
+  }
+}
+
+void AppendUtf8(uint32_t c, std::string* out) {
+  if (c < 0x80) {
+    out->push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+// The text of a JSON string with escapes undone (surrogate pairs are left
+// as two characters: only ASCII matters to the callers).
+std::string Unescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      out.push_back(s[i]);
+      continue;
+    }
+    char e = s[++i];
+    switch (e) {
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'n': out.push_back('\n'); break;
+      case 'r': out.push_back('\r'); break;
+      case 't': out.push_back('\t'); break;
+      case 'u':
+        if (i + 4 < s.size()) {
+          uint32_t c = 0;
+          for (int k = 1; k <= 4; k++) {
+            char h = s[i + k];
+            c = c * 16 + static_cast<uint32_t>(
+                             IsDigit(h) ? h - '0' : (h | 0x20) - 'a' + 10);
+          }
+          AppendUtf8(c, &out);
+          i += 4;
+        }
+        break;
+      default: out.push_back(e); break;  // " \ /
+    }
+  }
+  return out;
+}
+
+bool EqualsNoCase(std::string_view s, std::string_view lower) {
+  if (s.size() != lower.size()) return false;
+  for (size_t i = 0; i < s.size(); i++) {
+    if ((s[i] | 0x20) != lower[i]) return false;
+  }
+  return true;
+}
+
+// "NaN", "-Infinity", "inf", ...: the spellings libbson reads as NaN or an
+// infinity.
+bool SpellsNonFinite(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  return EqualsNoCase(s, "nan") || EqualsNoCase(s, "inf") ||
+         EqualsNoCase(s, "infinity");
+}
+
+Status CheckDecimal(std::string_view text) {
+  // NUL-terminated: libbson 1.23 reads "NaN" and "Inf" past the length.
+  const std::string z(text);
+  bson_decimal128_t d;
+  bool ok = bson_decimal128_from_string_w_len(
+      z.c_str(), static_cast<int>(z.size()), &d);
+  // Combination field 11110 is an infinity, 11111 NaN.
+  bool non_finite =
+      (d.high & 0x7800000000000000ull) == 0x7800000000000000ull;
+  if (ok && (!non_finite || SpellsNonFinite(text))) return Status::OK();
+  return Status::InvalidArgument("decimal " + std::string(text) +
+                                 " is out of range or not a number (decimal128)");
+}
+
+// A decimal number, as JSON writes it with an optional '+', a leading or
+// trailing '.' allowed (what strtod reads), or a non-finite spelling.
+Status CheckDoubleText(std::string_view s) {
+  if (SpellsNonFinite(s)) return Status::OK();
+  size_t i = 0, n = s.size();
+  if (i < n && (s[i] == '-' || s[i] == '+')) i++;
+  size_t digits = 0;
+  while (i < n && IsDigit(s[i])) i++, digits++;
+  if (i < n && s[i] == '.') {
+    i++;
+    while (i < n && IsDigit(s[i])) i++, digits++;
+  }
+  bool ok = digits > 0;
+  if (ok && i < n && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    if (i < n && (s[i] == '-' || s[i] == '+')) i++;
+    ok = i < n && IsDigit(s[i]);
+    while (i < n && IsDigit(s[i])) i++;
+  }
+  if (ok && i == n) return Status::OK();
+  return Status::InvalidArgument("$numberDouble \"" + std::string(s) +
+                                 "\" is not a number");
+}
+
+// Whether the decimal digits (no sign, no leading zeros) exceed `max`, a
+// number written with as many or fewer digits.
+bool Exceeds(std::string_view digits, std::string_view max) {
+  if (digits.size() != max.size()) return digits.size() > max.size();
+  return digits.compare(max) > 0;
+}
+
+Status CheckJsonNumbers(std::string_view json) {
+  const char* p = json.data();
+  const char* const end = p + json.size();
+  int depth = 0;
+  int timestamp_depth = -1;  // depth of an open {"$timestamp": {...}} body
+  enum { kNone, kDecimal, kDouble, kTimestamp } pending = kNone;  // key seen
+  while (p < end) {
+    const char c = *p;
+    if (c == '"') {
+      const char* text = p + 1;
+      const char* close = StringEnd(text, end);
+      std::string_view str(text, static_cast<size_t>(close - text));
+      p = close + (close < end);
+      const char* q = p;
+      while (q < end && IsJsonSpace(*q)) q++;
+      const bool escaped = str.find('\\') != std::string_view::npos;
+      if (q < end && *q == ':') {  // a key
+        pending = kNone;
+        if (!str.empty() && (str[0] == '$' || escaped)) {
+          std::string decoded;
+          if (escaped) {
+            decoded = Unescape(str);
+            str = decoded;
+          }
+          if (str == "$numberDecimal") {
+            pending = kDecimal;
+          } else if (str == "$numberDouble") {
+            pending = kDouble;
+          } else if (str == "$timestamp") {
+            pending = kTimestamp;
+          }
+        }
+        p = q + 1;
+        continue;
+      }
+      if (pending == kDecimal || pending == kDouble) {
+        std::string decoded;
+        if (escaped) {
+          decoded = Unescape(str);
+          str = decoded;
+        }
+        MMDOC_RETURN_IF_ERROR(pending == kDecimal ? CheckDecimal(str)
+                                                  : CheckDoubleText(str));
+      }
+      pending = kNone;
+      continue;
+    }
+    if (c == '-' || IsDigit(c)) {
+      const char* start = p;
+      if (c == '-') p++;
+      const char* digits = p;
+      while (p < end && IsDigit(*p)) p++;
+      if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) {
+        // A double: libbson refuses one that overflows.
+        while (p < end && (IsDigit(*p) || *p == '.' || *p == 'e' ||
+                           *p == 'E' || *p == '+' || *p == '-')) {
+          p++;
+        }
+      } else if (p > digits) {
+        std::string_view number(start, static_cast<size_t>(p - start));
+        std::string_view mag(digits, static_cast<size_t>(p - digits));
+        if (mag.size() >= 19 &&
+            Exceeds(mag, c == '-' ? "9223372036854775808"
+                                  : "9223372036854775807")) {
+          return Status::InvalidArgument("integer " + std::string(number) +
+                                         " is out of range (int64)");
+        }
+        if (depth == timestamp_depth && mag.size() >= 10 &&
+            Exceeds(mag, "4294967295")) {
+          return Status::InvalidArgument("timestamp field " +
+                                         std::string(number) +
+                                         " is out of range (uint32)");
+        }
+      }
+      pending = kNone;
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      depth++;
+      if (c == '{' && pending == kTimestamp) timestamp_depth = depth;
+      pending = kNone;
+    } else if (c == '}' || c == ']') {
+      if (depth == timestamp_depth) timestamp_depth = -1;
+      depth--;
+    } else if (!IsJsonSpace(c) && c != ',') {
+      pending = kNone;  // true, false, null, NaN, Infinity
+    }
+    p++;
+  }
+  return Status::OK();
+}
+
 // Parses exactly one JSON object with libbson into *out (bson_init'ed).
 // bson_init_from_json silently ignores a second document after the first
 // ("{} {}"), so we drive the reader ourselves and insist on end of input.
@@ -172,6 +404,9 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
     return Status::InvalidArgument(
         "invalid JSON: expected an object at the top level");
   }
+  // Before libbson, whose error for some wrapped integers names the
+  // wrapped value.
+  MMDOC_RETURN_IF_ERROR(CheckJsonNumbers(json));
   bson_json_reader_t* reader = bson_json_data_reader_new(false, 0x1000);
   bson_json_data_reader_ingest(
       reader, reinterpret_cast<const uint8_t*>(json.data()), json.size());

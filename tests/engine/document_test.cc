@@ -96,6 +96,123 @@ TEST_CASE("Document: FromJson rejects bad input", "[document]") {
   bad(Nested(200), "");
 }
 
+// The value at "a" of `json`, or a failed test.
+bson_value_t ValueOfA(const Document& d) {
+  bson_iter_t it;
+  bson_t b;
+  d.View(&b);
+  REQUIRE(bson_iter_init_find(&it, &b, "a"));
+  return *bson_iter_value(&it);
+}
+
+TEST_CASE("Document: numbers libbson would change are refused, naming them",
+          "[document]") {
+  // Issue 22 item 13: libbson 1.23 read 18446744073709551616 as 0 (and
+  // every integer from 2^64 on modulo 2^64), a decimal it cannot represent
+  // as NaN, a bad $numberDouble as 0 and a $timestamp field past 2^32-1
+  // modulo 2^32. Integers outside int64 are refused rather than stored as
+  // doubles: nothing is rounded without the caller saying so.
+  auto bad = [](const std::string& json, const std::string& needle) {
+    for (int as_value = json[0] == '{' ? 0 : 1; as_value < 2; as_value++) {
+      INFO(json << (as_value ? " (Value)" : ""));
+      Status s;
+      if (as_value) {
+        s = Value::FromJson(json).status();
+      } else {
+        s = Document::FromJson(json).status();
+      }
+      REQUIRE_FALSE(s.ok());
+      CHECK(s.IsInvalidArgument());
+      INFO(s.message());
+      CHECK(s.message().find(needle) != std::string::npos);
+    }
+  };
+  const std::string range = " is out of range (int64)";
+  bad(R"({"a": 18446744073709551616})", "integer 18446744073709551616" + range);
+  bad(R"({"a": 18446744073709551617})", "integer 18446744073709551617" + range);
+  bad(R"({"a": 36893488147419103233})", "integer 36893488147419103233" + range);
+  bad(R"({"a": -18446744073709551616})", "integer -18446744073709551616" + range);
+  bad(R"({"a": 123456789012345678901234567890})", "123456789012345678901234567890");
+  bad("18446744073709551616", "integer 18446744073709551616" + range);
+  bad(R"({"a": [1, {"b": [18446744073709551616]}]})", "18446744073709551616");
+  bad(R"({"x": "18446744073709551616", "a": 18446744073709551616})",
+      "18446744073709551616");
+  // Filters, updates and dates are documents too.
+  bad(R"({"n": {"$lt": 18446744073709551617}})", "18446744073709551617");
+  bad(R"({"$inc": {"n": 18446744073709551616}})", "18446744073709551616");
+  bad(R"({"a": {"$date": 18446744073709551616}})", "18446744073709551616");
+  // libbson refuses these itself; the message names them.
+  bad(R"({"a": 9223372036854775808})", "9223372036854775808");
+  bad(R"({"a": 18446744073709551615})", "18446744073709551615");
+  bad(R"({"a": -9223372036854775809})", "-9223372036854775809");
+  bad(R"({"a": 1e400})", "1e400");
+  bad(R"({"a": -1e400})", "-1e400");
+  bad(R"({"a": {"$numberLong": "9223372036854775808"}})", "9223372036854775808");
+  bad(R"({"a": {"$numberLong": "18446744073709551616"}})", "18446744073709551616");
+  bad(R"({"a": {"$numberLong": "-9223372036854775809"}})", "-9223372036854775809");
+  bad(R"({"a": {"$numberInt": "2147483648"}})", "2147483648");
+  bad(R"({"a": {"$numberInt": "-2147483649"}})", "-2147483649");
+  bad(R"({"a": {"$numberDouble": "1e400"}})", "1e400");
+  // Decimals libbson turns into NaN without the text saying so.
+  const std::string dec = " is out of range or not a number (decimal128)";
+  bad(R"({"a": {"$numberDecimal": "1e9999"}})", "decimal 1e9999" + dec);
+  bad(R"({"a": {"$numberDecimal": "-1e9999"}})", "decimal -1e9999" + dec);
+  bad(R"({"a": {"$numberDecimal": "1E6145"}})", "1E6145");
+  bad(R"({"a": {"$numberDecimal": "1e-6177"}})", "1e-6177");
+  bad(R"({"a": {"$numberDecimal": "abc"}})", "abc");
+  bad(R"({"a": {"$numberDecimal": ""}})", dec);
+  bad(R"({"a": {"$numberDecimal": "12345678901234567890123456789012345"}})",
+      "12345678901234567890123456789012345");
+  bad(R"({"a": {"$numberDecim\u0061l": "1e9999"}})", "1e9999");  // escaped key
+  bad(R"({"a": [{"$numberDecimal": "1e9999"}]})", "1e9999");
+  // A $numberDouble libbson would read as 0 or a prefix.
+  bad(R"({"a": {"$numberDouble": "abc"}})", "abc");
+  bad(R"({"a": {"$numberDouble": "1.5x"}})", "1.5x");
+  bad(R"({"a": {"$numberDouble": ""}})", "$numberDouble");
+  bad(R"({"a": {"$numberDouble": "0x10"}})", "0x10");
+  // $timestamp fields are uint32.
+  bad(R"({"a": {"$timestamp": {"t": 4294967296, "i": 1}}})",
+      "timestamp field 4294967296 is out of range (uint32)");
+  bad(R"({"a": {"$timestamp": {"t": 1, "i": 4294967296}}})", "4294967296");
+  bad(R"({"a": {"$timestamp": {"t": 1, "i": 18446744073709551616}}})",
+      "18446744073709551616");
+
+  // What stays accepted, as exactly what it says.
+  auto type_of_a = [](const std::string& json) {
+    Document d = Parse(json);
+    return ValueOfA(d).value_type;
+  };
+  CHECK(type_of_a(R"({"a": 9223372036854775807})") == BSON_TYPE_INT64);
+  CHECK(ValueOfA(Parse(R"({"a": -9223372036854775808})")).value.v_int64 ==
+        INT64_MIN);
+  CHECK(type_of_a(R"({"a": 18446744073709551616.0})") == BSON_TYPE_DOUBLE);
+  CHECK(type_of_a(R"({"a": 18446744073709551616e0})") == BSON_TYPE_DOUBLE);
+  CHECK(type_of_a(R"({"a": 1e308})") == BSON_TYPE_DOUBLE);
+  CHECK(type_of_a(R"({"a": -0})") == BSON_TYPE_INT32);
+  // Numbers inside strings and keys are text.
+  for (const char* ok :
+       {R"({"a": "18446744073709551616"})", R"({"a": "x\"18446744073709551616"})",
+        R"({"18446744073709551616": 1, "a": 2})", R"({"a": "\\", "b": 1})",
+        R"({"a": "\\\"18446744073709551616\\", "b": "$numberDecimal"})",
+        R"({"a": "$timestamp", "b": 4294967296})",
+        R"({"a": {"$timestamp": {"t": 4294967295, "i": 4294967295}}, "b": 4294967296})"}) {
+    INFO(ok);
+    CHECK(Document::FromJson(ok).ok());
+  }
+  for (const char* d : {"NaN", "-nan", "Infinity", "-Infinity", "inf", "1.5",
+                        "-0", "1e6144", "0e9999", "1\\u0030"}) {
+    INFO(d);
+    CHECK(type_of_a(std::string(R"({"a": {"$numberDecimal": ")") + d +
+                    "\"}}") == BSON_TYPE_DECIMAL128);
+  }
+  for (const char* d : {"1.0", "-0.0", "1e+20", "5e-324", "Infinity",
+                        "-Infinity", "NaN", "2", ".5", "1.", "-1E-2"}) {
+    INFO(d);
+    CHECK(type_of_a(std::string(R"({"a": {"$numberDouble": ")") + d +
+                    "\"}}") == BSON_TYPE_DOUBLE);
+  }
+}
+
 TEST_CASE("Document: '$' keys are allowed (filters and updates need them)",
           "[document]") {
   CHECK(Parse(R"({"a": {"$gt": 1}})").ToJson() == R"({ "a" : { "$gt" : 1 } })");

@@ -17,6 +17,15 @@
 // A violation is Status::InvalidArgument naming the problem (and, for JSON,
 // where it is).
 //
+// Numbers in JSON are taken as written or refused, never changed: an
+// integer outside int64 is InvalidArgument ("integer 18446744073709551616
+// is out of range (int64)"), not stored as a double (write 1.8e19 for a
+// double); so is a double that overflows (1e400), a $numberLong/$numberInt
+// string out of its range, a $timestamp field over 2^32-1, a $numberDouble
+// string that is not a number, and a $numberDecimal that decimal128 cannot
+// hold exactly (libbson would store NaN) unless the text says NaN or
+// Infinity.
+//
 // Thread safety: Document and Value are immutable values; share freely.
 #ifndef MMDOC_DOCUMENT_H_
 #define MMDOC_DOCUMENT_H_
@@ -44,7 +53,8 @@ class Document {
 
   // Parses one JSON object (Extended JSON). InvalidArgument for invalid
   // JSON (with libbson's message: line and position), a top-level array,
-  // a second document after the first, invalid UTF-8, too deep or too large.
+  // a second document after the first, invalid UTF-8, too deep or too
+  // large, a number out of range (see above).
   static Result<Document> FromJson(std::string_view json);
   // Copies and validates BSON bytes. InvalidArgument for bad lengths, bad
   // element types, bad UTF-8, too deep or too large.
