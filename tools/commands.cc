@@ -6,13 +6,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -296,23 +294,6 @@ bool ParseSort(const std::string& spec, FindOptions* o) {
   return true;
 }
 
-// A key that identifies an _id value exactly (type and bytes), for salvage.
-std::string IdKey(std::string_view raw) {
-  bson_t doc;
-  bson_iter_t it;
-  if (!bson_init_static(&doc, reinterpret_cast<const uint8_t*>(raw.data()),
-                        raw.size()) ||
-      !bson_iter_init_find(&it, &doc, "_id")) {
-    return std::string();
-  }
-  bson_t key;
-  bson_init(&key);
-  bson_append_value(&key, "", 0, bson_iter_value(&it));
-  std::string out(reinterpret_cast<const char*>(bson_get_data(&key)), key.len);
-  bson_destroy(&key);
-  return out;
-}
-
 // Where export writes: stdout or a file.
 class Output {
  public:
@@ -472,305 +453,59 @@ int ImportBson(FILE* in, const std::string& what, Loader* loader,
   return kExitOk;
 }
 
-// export --salvage: every document that can still be read. The API has no
-// reader that walks a damaged file page by page, so this works through
-// queries: a full scan until the first unreadable page, then, type bracket
-// by type bracket of _id (numbers, strings, ObjectIds, ...), range scans
-// {_id: {$gt: v}} that seek past the damage. v is found by probing above
-// the last _id read: exponentially growing steps, then a binary search
-// for the smallest v that reads again (numbers and ObjectIds), or
-// shortened-and-incremented prefixes (strings). Documents in a damaged
-// leaf page are lost, and so are documents in good leaves below a damaged
-// inner page. The number lost comes from the collection's document count
-// (Stats) or, when that cannot be read, from its index entry counts.
-class Salvager {
- public:
-  Salvager(DB* db, std::string collection, Output* out, bool bson)
-      : db_(db), collection_(std::move(collection)), out_(out), bson_(bson) {}
-
-  struct Scan {
-    bool ok = true;
-    uint64_t returned = 0;      // documents read, new or not
-    std::optional<Value> last;  // _id of the last one
-  };
-
-  // Runs `filter`, writing every document not written before.
-  Scan Run(const Document& filter) {
-    Scan scan;
-    auto txn = db_->BeginRead();
-    if (!txn.ok()) return Failed(&scan, txn.status());
-    auto cursor = (*txn)->Find(collection_, filter);
-    if (!cursor.ok()) return Failed(&scan, cursor.status());
-    while ((*cursor)->Next()) {
-      std::string_view raw = (*cursor)->raw();
-      ++scan.returned;
-      scan.last = IdOf(raw);
-      if (!seen_.insert(IdKey(raw)).second) continue;
-      if (WriteDoc(out_->get(), bson_, raw, &json_, &error_)) {
-        ++written_;
-      } else if (std::ferror(out_->get())) {
-        write_failed_ = true;
-        return Failed(&scan, Status::IOError("write", error_));
-      } else {
-        ++unwritable_;
-      }
-    }
-    if (!(*cursor)->status().ok()) return Failed(&scan, (*cursor)->status());
-    return scan;
-  }
-
-  // Whether a scan {_id: {$gt: v}} reads at least one document.
-  bool Reads(const Value& v) {
-    if (++probes_ > kMaxProbes) return false;
-    auto txn = db_->BeginRead();
-    if (!txn.ok()) return false;
-    FindOptions one;
-    one.limit = 1;
-    auto cursor = (*txn)->Find(collection_, IdFilter("$gt", v), one);
-    return cursor.ok() && (*cursor)->Next();
-  }
-
-  // The smallest probe above `base` found to read again; nullopt if none.
-  std::optional<Value> ProbePast(const Value& base) {
-    const bson_value_t* b = base.get();
-    switch (b->value_type) {
-      case BSON_TYPE_INT32:
-      case BSON_TYPE_INT64:
-      case BSON_TYPE_DOUBLE: {
-        double x = b->value_type == BSON_TYPE_INT32 ? b->value.v_int32
-                   : b->value_type == BSON_TYPE_INT64
-                       ? static_cast<double>(b->value.v_int64)
-                       : b->value.v_double;
-        return Search<double>(
-            x, [](double base, int k) { return base + std::ldexp(1.0, k); },
-            1023, [](double lo, double hi) { return lo + (hi - lo) / 2; },
-            [](double v) { return Value::Double(v); });
-      }
-      case BSON_TYPE_OID: {
-        unsigned __int128 x = 0;
-        for (uint8_t byte : b->value.v_oid.bytes) x = x << 8 | byte;
-        const unsigned __int128 max =
-            (static_cast<unsigned __int128>(1) << 96) - 1;
-        return Search<unsigned __int128>(
-            x,
-            [max](unsigned __int128 base, int k) {
-              unsigned __int128 step = static_cast<unsigned __int128>(1) << k;
-              return base > max - step ? max : base + step;
-            },
-            95,
-            [](unsigned __int128 lo, unsigned __int128 hi) {
-              return lo + (hi - lo) / 2;
-            },
-            [](unsigned __int128 v) {
-              bson_oid_t oid;
-              for (int i = 11; i >= 0; --i, v >>= 8)
-                oid.bytes[i] = static_cast<uint8_t>(v);
-              return Value::ObjectId(oid);
-            });
-      }
-      case BSON_TYPE_UTF8: {
-        // Strings as 16-byte big-endian numbers (bytewise order is the
-        // string order); probes drop trailing NULs.
-        std::string s(b->value.v_utf8.str, b->value.v_utf8.len);
-        unsigned __int128 x = 0;
-        for (size_t i = 0; i < 16; ++i) {
-          x = x << 8 | (i < s.size() ? static_cast<unsigned char>(s[i]) : 0);
-        }
-        const auto max = ~static_cast<unsigned __int128>(0);
-        auto found = Search<unsigned __int128>(
-            x,
-            [max](unsigned __int128 base, int k) {
-              unsigned __int128 step = static_cast<unsigned __int128>(1) << k;
-              return base > max - step ? max : base + step;
-            },
-            127,
-            [](unsigned __int128 lo, unsigned __int128 hi) {
-              return lo + (hi - lo) / 2;
-            },
-            [](unsigned __int128 v) {
-              std::string str(16, '\0');
-              for (int i = 15; i >= 0; --i, v >>= 8)
-                str[i] = static_cast<char>(v & 0xff);
-              while (!str.empty() && str.back() == '\0') str.pop_back();
-              return Value::String(str);
-            });
-        if (found) return found;
-        // Past the 16-byte range: increment ever shorter prefixes.
-        for (size_t n = s.size(); n > 0; --n) {
-          auto c = static_cast<unsigned char>(s[n - 1]);
-          if (c == 0xff) continue;
-          std::string probe = s.substr(0, n - 1);
-          probe.push_back(static_cast<char>(c + 1));
-          Value v = Value::String(probe);
-          if (Reads(v)) return v;
-        }
-        return std::nullopt;
-      }
-      default:
-        return std::nullopt;
-    }
-  }
-
-  // Reads everything it can; returns false when something could not be
-  // read.
-  bool RunAll() {
-    Scan scan = Run(Document());
-    if (scan.ok || write_failed_) return scan.ok;
-    for (const char* start : kBracketStarts) {
-      auto start_value = Value::FromJson(start);
-      if (!start_value.ok()) continue;
-      scan = Run(IdFilter("$gte", *start_value));
-      std::optional<Value> pos = scan.last;
-      while (!scan.ok && !write_failed_) {
-        std::optional<Value> past;
-        if (pos) {
-          past = ProbePast(*pos);
-        } else if (Reads(*start_value)) {  // damage right at the start
-          past = *start_value;
-        } else {
-          past = ProbePast(*start_value);
-        }
-        if (!past) break;
-        scan = Run(IdFilter("$gt", *past));
-        if (scan.last) pos = scan.last;
-        if (scan.returned == 0) break;
-      }
-      if (write_failed_) break;
-    }
-    return false;
-  }
-
-  uint64_t written() const { return written_; }
-  uint64_t unwritable() const { return unwritable_; }
-  bool write_failed() const { return write_failed_; }
-  const std::string& first_error() const { return first_error_; }
-
- private:
-  static constexpr uint64_t kMaxProbes = 100000;
-  // The smallest value of each type bracket an _id can be in, in
-  // MongoDB's order (a range query stays within one bracket).
-  static constexpr const char* kBracketStarts[] = {
-      R"({"$numberDouble": "-Infinity"})",
-      R"("")",
-      R"({})",
-      R"({"$binary": {"base64": "", "subType": "00"}})",
-      R"({"$oid": "000000000000000000000000"})",
-      "false",
-      R"({"$date": {"$numberLong": "-9223372036854775808"}})",
-      R"({"$timestamp": {"t": 0, "i": 0}})",
-  };
-
-  // Exponential steps above `base` (step(base, k) for k = 0..max_k) until
-  // a probe reads, then a binary search between the last failing and the
-  // first reading probe for the smallest one that reads.
-  template <typename T, typename Step, typename Mid, typename Make>
-  std::optional<Value> Search(T base, Step step, int max_k, Mid mid,
-                              Make make) {
-    T lo = base;
-    std::optional<T> hi;
-    for (int k = 0; k <= max_k; ++k) {
-      T v = step(base, k);
-      if (!(lo < v)) break;
-      if (Reads(make(v))) {
-        hi = v;
-        break;
-      }
-      lo = v;
-    }
-    if (!hi) return std::nullopt;
-    for (int i = 0; i < 128; ++i) {
-      T m = mid(lo, *hi);
-      if (!(lo < m) || !(m < *hi)) break;
-      if (Reads(make(m))) {
-        hi = m;
-      } else {
-        lo = m;
-      }
-    }
-    return make(*hi);
-  }
-
-  Scan& Failed(Scan* scan, const Status& s) {
-    scan->ok = false;
-    if (first_error_.empty()) first_error_ = s.ToString();
-    return *scan;
-  }
-
-  static std::optional<Value> IdOf(std::string_view raw) {
-    bson_t doc;
-    bson_iter_t it;
-    if (!bson_init_static(&doc, reinterpret_cast<const uint8_t*>(raw.data()),
-                          raw.size()) ||
-        !bson_iter_init_find(&it, &doc, "_id")) {
-      return std::nullopt;
-    }
-    return Value::FromBsonValue(bson_iter_value(&it));
-  }
-
-  // {_id: {<op>: v}}
-  static Document IdFilter(const char* op, const Value& v) {
-    bson_t f = BSON_INITIALIZER;
-    bson_t range;
-    bson_append_document_begin(&f, "_id", 3, &range);
-    bson_append_value(&range, op, -1, v.get());
-    bson_append_document_end(&f, &range);
-    Document d = Document::FromTrustedBytes(
-        std::string(reinterpret_cast<const char*>(bson_get_data(&f)), f.len));
-    bson_destroy(&f);
-    return d;
-  }
-
-  DB* db_;
-  std::string collection_;
-  Output* out_;
-  bool bson_;
-  std::set<std::string> seen_;
-  uint64_t written_ = 0;
-  uint64_t unwritable_ = 0;
-  uint64_t probes_ = 0;
-  bool write_failed_ = false;
-  std::string first_error_;
-  std::string json_;
-  std::string error_;
-};
-
+// export --salvage: DB::Salvage walks the collection's _id tree from its
+// root, skips every page that fails its checksum or structure (with the
+// subtree below it), and hands over each intact document, in _id order.
+// The number lost is the collection's document count less those read.
 int Salvage(DB* db, const CommonArgs& c, Output* out, bool bson) {
   const std::string what = "export --salvage";
-  // How many documents there should be: the collection's count, or else
-  // the largest index's entry count (every document is in every index).
-  std::optional<uint64_t> expected;
-  auto stats = db->Stats();
-  if (stats.ok()) {
-    expected = 0;
-    for (const CollectionStats& cs : stats->collections) {
-      if (cs.name == c.collection) expected = cs.documents;
-    }
-  } else if (auto indexes = db->ListIndexes(c.collection); indexes.ok()) {
-    for (const IndexInfo& index : *indexes) {
-      expected = std::max(expected.value_or(0), index.entries);
-    }
+  uint64_t written = 0;
+  uint64_t unwritable = 0;  // read, but not valid UTF-8 for JSON
+  std::string json;
+  std::string error;
+  std::string write_error;
+  DB::SalvageReport report;
+  Status s = db->Salvage(
+      c.collection,
+      [&](std::string_view raw) {
+        if (!write_error.empty()) return;  // the walk cannot be stopped
+        if (WriteDoc(out->get(), bson, raw, &json, &error)) {
+          ++written;
+        } else if (std::ferror(out->get())) {
+          write_error = error;
+        } else {
+          ++unwritable;
+        }
+      },
+      &report);
+  if (s.IsNotFound()) {
+    return Fail(kExitNotFound, "export",
+                "no collection " + Quote(c.collection));
   }
-  Salvager salvager(db, c.collection, out, bson);
-  bool complete = salvager.RunAll();
+  if (!s.ok()) return FailStatus(what, s);
   std::string close_error;
-  if (!out->Close(&close_error) || salvager.write_failed()) {
-    return Fail(kExitBadInput, "export: write",
-                close_error.empty() ? "failed" : close_error);
-  }
-  const uint64_t written = salvager.written();
+  if (!write_error.empty())
+    return Fail(kExitBadInput, "export: write", write_error);
+  if (!out->Close(&close_error))
+    return Fail(kExitBadInput, "export: write", close_error);
+
+  const uint64_t lost = report.lost + unwritable;
   std::string summary = "wrote " + std::to_string(written) + " documents; ";
-  uint64_t lost = salvager.unwritable();
-  if (expected && *expected > written)
-    lost = std::max(lost, *expected - written);
-  if (!complete && !expected) {
-    summary += "an unknown number could not be read";
-  } else {
-    summary += std::to_string(lost) + " could not be read";
+  summary += report.lost_known ? std::to_string(lost) + " could not be read"
+                               : "an unknown number could not be read";
+  if (report.damaged_pages > 0) {
+    summary += "; " + std::to_string(report.damaged_pages) +
+               " damaged page(s) skipped";
   }
-  if (!salvager.first_error().empty())
-    summary += " (first error: " + salvager.first_error() + ")";
+  if (!report.problems.empty()) {
+    summary += " (first problem: " + report.problems[0] + ")";
+  } else if (unwritable > 0) {
+    summary += " (first problem: " + error + ")";
+  }
   Fail(kExitOk, what, summary);
-  return (complete && lost == 0) ? kExitOk : kExitNotFound;
+  const bool complete = report.lost_known && lost == 0 &&
+                        report.damaged_pages == 0 && report.problems.empty();
+  return complete ? kExitOk : kExitNotFound;
 }
 
 }  // namespace

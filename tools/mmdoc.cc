@@ -224,8 +224,11 @@ int Main(int argc, char** argv) {
                   "Output file (default: stdout)");
   exp->add_flag(
       "--salvage", export_args.salvage,
-      "Read every document that can still be read from a damaged file; say on "
-      "stderr how many could not (exit 1 if any)");
+      "Read every intact document of the collection from a damaged file "
+      "(DB::Salvage: a walk of its _id tree that skips damaged pages); say on "
+      "stderr how many could not be read (exit 1 if any, or if a damaged "
+      "page was met). The file must still open: a file neither of whose meta "
+      "pages is valid is an error (exit 2)");
   exp->add_flag("--no-progress", no_progress,
                 "No progress bar (shown only on a terminal)");
 
