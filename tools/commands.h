@@ -2,6 +2,10 @@
 // line (CLI11) into these argument structs; each Run* function opens the
 // database, does its work, prints its output on stdout and any error as one
 // line on stderr, and returns the exit status (tools/tool_util.h).
+//
+// Defined by family: cmd_write.cc (insert, update, delete), cmd_read.cc
+// (get, find, count), cmd_index.cc (index create/drop/list),
+// cmd_transfer.cc (import, export), cmd_admin.cc (stats, check, compact).
 #ifndef MMDOC_TOOLS_COMMANDS_H_
 #define MMDOC_TOOLS_COMMANDS_H_
 

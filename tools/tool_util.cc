@@ -3,7 +3,10 @@
 #include <bson/bson.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <utility>
 
 namespace mmdoc::tool {
 namespace {
@@ -53,6 +56,48 @@ std::string Describe(const Status& s) {
 
 int FailStatus(std::string_view what, const Status& s) {
   return Fail(ExitCodeFor(s), what, Describe(s));
+}
+
+std::string JsonError(const Status& s) {
+  std::string m = s.message();
+  for (const char* prefix : {"invalid JSON: ", "Invalid JSON: "}) {
+    if (m.rfind(prefix, 0) == 0) m.erase(0, std::strlen(prefix));
+  }
+  return "invalid JSON: " + m;
+}
+
+std::optional<Document> ParseDocArg(std::string_view what,
+                                    const std::string& json, int* code) {
+  auto doc = Document::FromJson(json);
+  if (!doc.ok()) {
+    *code = Fail(kExitBadInput, what, JsonError(doc.status()) + " in " + json);
+    return std::nullopt;
+  }
+  return std::move(doc).value();
+}
+
+std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json,
+              std::string* error) {
+  if (bson) {
+    if (std::fwrite(raw.data(), 1, raw.size(), out) != raw.size()) {
+      *error = std::strerror(errno);
+      return false;
+    }
+    return true;
+  }
+  if (!BsonToJson(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(),
+                  json)) {
+    *error = "document cannot be written as JSON (invalid UTF-8?)";
+    return false;
+  }
+  json->push_back('\n');
+  if (std::fwrite(json->data(), 1, json->size(), out) != json->size()) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  return true;
 }
 
 std::string FieldPathProblem(std::string_view path) {

@@ -1,5 +1,6 @@
 // Helpers shared by the mmdoc tool's commands: exit statuses and the one-line
-// error messages, BSON to JSON, and the progress bar.
+// error messages, JSON arguments, writing documents, BSON to JSON, and the
+// progress bar.
 //
 // Exit statuses (the contract in DESIGN.md):
 //   0  success
@@ -13,9 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "mmdoc/document.h"
 #include "mmdoc/status.h"
 
 namespace mmdoc::tool {
@@ -37,6 +40,21 @@ std::string Describe(const Status& s);
 
 // Fail(ExitCodeFor(s), what, Describe(s)).
 int FailStatus(std::string_view what, const Status& s);
+
+// libbson's parse errors may already say "invalid JSON"; say it once.
+std::string JsonError(const Status& s);
+
+// Parses a JSON document given on the command line (a filter, an update).
+std::optional<Document> ParseDocArg(std::string_view what,
+                                    const std::string& json, int* code);
+
+// s in double quotes.
+std::string Quote(std::string_view s);
+
+// Writes one document in `format` ("json" or "bson"). False on a write
+// error or a document that cannot be written as JSON (*error says which).
+bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json,
+              std::string* error);
 
 // Why `path` is not a dotted field path ("a", "a.b.c"), or "" when it is
 // one: it is empty, has an empty part ("a..b", ".a", "a."), or has a part

@@ -1,0 +1,114 @@
+// The commands about the database file as a whole: stats, check, compact.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mmdoc/db.h"
+#include "mmdoc/options.h"
+#include "mmdoc/status.h"
+#include "tools/commands.h"
+#include "tools/open_db.h"
+#include "tools/tool_util.h"
+
+namespace mmdoc::tool {
+
+int RunStats(const CommonArgs& c, bool json) {
+  int code = kExitOk;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  auto r = db->Stats();
+  if (!r.ok()) return FailStatus("stats", r.status());
+  DBStats& s = *r;
+  if (c.collection_given) {
+    auto it = std::find_if(
+        s.collections.begin(), s.collections.end(),
+        [&](const CollectionStats& cs) { return cs.name == c.collection; });
+    if (it == s.collections.end()) {
+      return Fail(kExitNotFound, "stats",
+                  "no collection " + Quote(c.collection));
+    }
+    std::vector<CollectionStats> only;
+    only.push_back(std::move(*it));
+    s.collections = std::move(only);
+  }
+  if (json) {
+    std::printf("%s\n", s.ToJson().c_str());
+    return kExitOk;
+  }
+  auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::printf("file size     %llu bytes (%llu pages of %u bytes, %llu free)\n",
+              u(s.file_size), u(s.page_count), s.page_size, u(s.free_pages));
+  std::printf("log size      %llu bytes\n", u(s.log_size));
+  std::printf("fill factor   %.1f%%\n", s.fill_factor * 100);
+  std::printf("last txid     %llu\n", u(s.txid));
+  if (s.readers > 0) {
+    std::printf("readers       %llu (oldest at txid %llu)\n", u(s.readers),
+                u(s.oldest_reader_txid));
+  }
+  std::printf("\n%-24s %12s %12s\n", "collection / index", "documents",
+              "pages");
+  for (const CollectionStats& cs : s.collections) {
+    std::printf("%-24s %12llu %12llu\n", cs.name.c_str(), u(cs.documents),
+                u(cs.data_pages));
+    for (size_t i = 0; i < cs.indexes.size(); ++i) {
+      const IndexInfo& ix = cs.indexes[i];
+      std::string label = "  " + ix.field + (ix.unique ? " (unique)" : "");
+      uint64_t pages = i < cs.index_pages.size() ? cs.index_pages[i] : 0;
+      std::printf("%-24s %12llu %12llu\n", label.c_str(), u(ix.entries),
+                  u(pages));
+    }
+  }
+  return kExitOk;
+}
+
+int RunCheck(const CommonArgs& c) {
+  const std::string what = "check " + c.db;
+  int code = kExitOk;
+  if (!CheckDbPath(c.db, false, what, &code)) return code;
+  Options options;
+  options.create_if_missing = false;
+  auto db = DB::Open(c.db, options);
+  if (!db.ok()) {
+    // A file too damaged to open fails the check; anything else (locked,
+    // unreadable) is an error running it.
+    if (db.status().IsCorruption()) {
+      std::printf("problem: %s\n", db.status().message().c_str());
+      return Fail(kExitNotFound, what,
+                  "cannot open: " + db.status().ToString());
+    }
+    return Fail(kExitBadInput, what, Describe(db.status()));
+  }
+  CheckReport report;
+  Status s = (*db)->Check(&report);
+  if (s.ok()) {
+    std::printf("ok: %llu pages, %llu documents, %llu index entries checked\n",
+                static_cast<unsigned long long>(report.pages_checked),
+                static_cast<unsigned long long>(report.documents_checked),
+                static_cast<unsigned long long>(report.index_entries_checked));
+    return kExitOk;
+  }
+  if (!s.IsCorruption()) return FailStatus(what, s);
+  if (report.problems.empty()) report.problems.push_back(s.message());
+  for (const std::string& p : report.problems)
+    std::printf("problem: %s\n", p.c_str());
+  return Fail(kExitNotFound, what,
+              std::to_string(report.problems.size()) +
+                  " problem(s) found; first: " + report.problems[0]);
+}
+
+int RunCompact(const CommonArgs& c) {
+  int code = kExitOk;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  uint64_t before = FileSize(c.db);
+  Status s = (*db).Compact();
+  if (!s.ok()) return FailStatus("compact", s);
+  std::printf("compacted %s: %llu -> %llu bytes\n", c.db.c_str(),
+              static_cast<unsigned long long>(before),
+              static_cast<unsigned long long>(FileSize(c.db)));
+  return kExitOk;
+}
+
+}  // namespace mmdoc::tool

@@ -1,0 +1,146 @@
+// The commands that read documents: get, find, count.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "mmdoc/db.h"
+#include "mmdoc/document.h"
+#include "mmdoc/options.h"
+#include "mmdoc/status.h"
+#include "tools/commands.h"
+#include "tools/open_db.h"
+#include "tools/tool_util.h"
+
+namespace mmdoc::tool {
+namespace {
+
+// Parses FIELD, -FIELD, FIELD:1 / FIELD:-1 (also :asc / :desc).
+bool ParseSort(const std::string& spec, FindOptions* o) {
+  std::string field = spec;
+  int dir = 1;
+  if (!field.empty() && field[0] == '-') {
+    dir = -1;
+    field.erase(0, 1);
+  } else if (!field.empty() && field[0] == '+') {
+    field.erase(0, 1);
+  }
+  size_t colon = field.rfind(':');
+  if (colon != std::string::npos) {
+    std::string d = field.substr(colon + 1);
+    field.resize(colon);
+    if (d == "-1" || d == "desc") {
+      dir = -dir;
+    } else if (d != "1" && d != "asc") {
+      return false;
+    }
+  }
+  if (!FieldPathProblem(field).empty()) return false;
+  o->sort_field = field;
+  o->sort_direction = dir;
+  return true;
+}
+
+}  // namespace
+
+int RunGet(const CommonArgs& c, const std::string& id_arg) {
+  auto id = Value::FromJson(id_arg);
+  if (!id.ok()) {
+    // A bare word is a string; something that meant to be JSON is an error.
+    size_t i = id_arg.find_first_not_of(" \t");
+    if (i != std::string::npos && std::strchr("{[\"", id_arg[i]) != nullptr) {
+      return Fail(kExitBadInput, "id",
+                  JsonError(id.status()) + " in " + id_arg);
+    }
+    id = Value::String(id_arg);
+  }
+  int code = kExitOk;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  auto doc = db->Get(c.collection, *id);
+  if (!doc.ok()) {
+    if (doc.status().IsNotFound()) {
+      return Fail(kExitNotFound, "get",
+                  "no document with _id " + id->ToJson() + " in collection " +
+                      Quote(c.collection));
+    }
+    return FailStatus("get", doc.status());
+  }
+  std::string json;
+  if (!BsonToJson(doc->data(), doc->size(), &json)) {
+    return Fail(kExitBadInput, "get", "document cannot be written as JSON");
+  }
+  std::printf("%s\n", json.c_str());
+  return kExitOk;
+}
+
+int RunFind(const CommonArgs& c, const FindArgs& a) {
+  int code = kExitOk;
+  auto filter = ParseDocArg("filter", a.filter, &code);
+  if (!filter) return code;
+  FindOptions options;
+  if (!a.sort.empty() && !ParseSort(a.sort, &options)) {
+    return Fail(
+        kExitBadInput, "sort",
+        "expected FIELD, -FIELD, FIELD:1 or FIELD:-1, got " + Quote(a.sort));
+  }
+  for (const auto& [name, value] :
+       {std::pair{"--limit", a.limit}, std::pair{"--skip", a.skip}}) {
+    if (value < 0) {
+      return Fail(kExitBadInput, "find",
+                  std::string(name) + " must not be negative, got " +
+                      std::to_string(value));
+    }
+  }
+  options.limit = static_cast<decltype(options.limit)>(a.limit);
+  options.skip = static_cast<decltype(options.skip)>(a.skip);
+  // Checked here too, not only by the API: an exclusion (-FIELD) or an
+  // operator must not quietly project nothing but _id.
+  for (const std::string& field : a.project) {
+    std::string problem =
+        !field.empty() && field[0] == '-'
+            ? "excluding fields (-FIELD) is not supported; name the fields to "
+              "keep"
+            : FieldPathProblem(field);
+    if (!problem.empty()) {
+      return Fail(kExitBadInput, "find",
+                  "--project " + Quote(field) + ": " + problem);
+    }
+  }
+  options.projection = a.project;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  auto txn = db->BeginRead();
+  if (!txn.ok()) return FailStatus("find", txn.status());
+  if (a.explain) {
+    auto info = (*txn)->Explain(c.collection, *filter, options);
+    if (!info.ok()) return FailStatus("find", info.status());
+    std::printf("%s\n", info->ToJson().c_str());
+    return kExitOk;
+  }
+  auto cursor = (*txn)->Find(c.collection, *filter, options);
+  if (!cursor.ok()) return FailStatus("find", cursor.status());
+  std::string json;
+  std::string error;
+  while ((*cursor)->Next()) {
+    if (!WriteDoc(stdout, false, (*cursor)->raw(), &json, &error)) {
+      return Fail(kExitBadInput, "find", error);
+    }
+  }
+  if (!(*cursor)->status().ok()) return FailStatus("find", (*cursor)->status());
+  return kExitOk;
+}
+
+int RunCount(const CommonArgs& c, const std::string& filter_json) {
+  int code = kExitOk;
+  auto filter = ParseDocArg("filter", filter_json, &code);
+  if (!filter) return code;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  auto r = db->Count(c.collection, *filter);
+  if (!r.ok()) return FailStatus("count", r.status());
+  std::printf("%llu\n", static_cast<unsigned long long>(*r));
+  return kExitOk;
+}
+
+}  // namespace mmdoc::tool

@@ -1,0 +1,345 @@
+// The commands that move collections in and out of a database: import
+// (JSON lines or BSON) and export (the same, and --salvage).
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "mmdoc/db.h"
+#include "mmdoc/document.h"
+#include "mmdoc/status.h"
+#include "tools/commands.h"
+#include "tools/loader.h"
+#include "tools/open_db.h"
+#include "tools/tool_util.h"
+
+namespace mmdoc::tool {
+namespace {
+
+// Where export writes: stdout or a file.
+class Output {
+ public:
+  ~Output() {
+    if (file_ != nullptr && file_ != stdout) std::fclose(file_);
+  }
+  bool Open(const std::string& path, std::string* error) {
+    if (path.empty() || path == "-") {
+      file_ = stdout;
+      return true;
+    }
+    if (IsDirectory(path)) {
+      *error = "is a directory";
+      return false;
+    }
+    file_ = std::fopen(path.c_str(), "wb");
+    if (file_ == nullptr) *error = std::strerror(errno);
+    return file_ != nullptr;
+  }
+  FILE* get() const { return file_; }
+  bool is_terminal() const { return file_ == stdout && isatty(STDOUT_FILENO); }
+  // Flushes and closes; false (with *error) when anything failed.
+  bool Close(std::string* error) {
+    bool ok = std::fflush(file_) == 0 && !std::ferror(file_);
+    if (!ok) *error = std::strerror(errno);
+    if (file_ != stdout) {
+      if (std::fclose(file_) != 0 && ok) {
+        ok = false;
+        *error = std::strerror(errno);
+      }
+    }
+    file_ = nullptr;
+    return ok;
+  }
+
+ private:
+  FILE* file_ = nullptr;
+};
+
+// Little-endian int32 at p.
+uint32_t LoadLe32(const unsigned char* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
+         uint32_t{p[3]} << 24;
+}
+
+enum class InputFormat { kEmpty, kJson, kJsonArray, kBson, kUnknown };
+
+// Tells JSON lines from concatenated BSON by the first bytes of the file.
+InputFormat SniffFormat(const std::string& head, uint64_t file_size) {
+  if (head.empty()) return InputFormat::kEmpty;
+  const auto* p = reinterpret_cast<const unsigned char*>(head.data());
+  // BSON first: a document of 123 bytes starts with '{' too, but then with
+  // three NUL bytes, which JSON never has.
+  if (head.size() >= 5) {
+    uint32_t len = LoadLe32(p);
+    unsigned char type = p[4];
+    bool type_ok = (type >= 0x01 && type <= 0x13) || type == 0x7f ||
+                   type == 0xff || (type == 0x00 && len == 5);
+    if (len >= 5 && len <= kMaxDocumentSize && len <= file_size && type_ok &&
+        (len > head.size() || p[len - 1] == 0)) {
+      return InputFormat::kBson;
+    }
+  }
+  size_t i = 0;
+  if (head.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // UTF-8 byte order mark
+  i = head.find_first_not_of(" \t\r\n", i);
+  if (i == std::string::npos) return InputFormat::kEmpty;
+  if (head.find('\0') != std::string::npos) return InputFormat::kUnknown;
+  if (head[i] == '{') return InputFormat::kJson;
+  if (head[i] == '[') return InputFormat::kJsonArray;
+  return InputFormat::kUnknown;
+}
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(),
+                   suffix.size()) == 0;
+}
+
+int ImportJson(FILE* in, const std::string& what, Loader* loader,
+               Progress* progress) {
+  char* buf = nullptr;
+  size_t cap = 0;
+  uint64_t line_no = 0;
+  uint64_t bytes = 0;
+  int code = kExitOk;
+  for (;;) {
+    ssize_t n = getline(&buf, &cap, in);
+    if (n < 0) break;
+    ++line_no;
+    bytes += static_cast<uint64_t>(n);
+    std::string_view line(buf, static_cast<size_t>(n));
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
+      line.remove_suffix(1);
+    if (IsBlank(line)) continue;
+    auto doc = Document::FromJson(line);
+    if (!doc.ok()) {
+      code = FailInsert(loader, what + ": line " + std::to_string(line_no),
+                        JsonError(doc.status()));
+      break;
+    }
+    Status s = loader->Add(*doc);
+    if (!s.ok()) {
+      code = FailInsert(loader, what + ": line " + std::to_string(line_no),
+                        Describe(s));
+      break;
+    }
+    progress->Update(bytes, loader->inserted());
+  }
+  bool read_error = code == kExitOk && std::ferror(in);
+  std::free(buf);
+  if (read_error) return Fail(kExitBadInput, what, std::strerror(errno));
+  return code;
+}
+
+int ImportBson(FILE* in, const std::string& what, Loader* loader,
+               Progress* progress) {
+  std::string buf;
+  uint64_t offset = 0;
+  uint64_t doc_no = 0;
+  for (;;) {
+    unsigned char len_bytes[4];
+    size_t got = std::fread(len_bytes, 1, 4, in);
+    if (got == 0 && std::feof(in)) break;
+    ++doc_no;
+    const std::string where = what + ": document " + std::to_string(doc_no) +
+                              " at byte " + std::to_string(offset);
+    if (got < 4) {
+      return FailInsert(
+          loader, where,
+          std::ferror(in) ? std::strerror(errno) : "truncated file");
+    }
+    uint32_t len = LoadLe32(len_bytes);
+    if (len < 5 || len > kMaxDocumentSize) {
+      return FailInsert(
+          loader, where,
+          "invalid BSON: bad document length " + std::to_string(len));
+    }
+    buf.resize(len);
+    std::memcpy(buf.data(), len_bytes, 4);
+    if (std::fread(buf.data() + 4, 1, len - 4, in) != len - 4) {
+      return FailInsert(
+          loader, where,
+          std::ferror(in) ? std::strerror(errno) : "truncated file");
+    }
+    auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(buf.data()),
+                                  buf.size());
+    if (!doc.ok()) {
+      return FailInsert(loader, where,
+                        "invalid BSON: " + doc.status().message());
+    }
+    Status s = loader->Add(*doc);
+    if (!s.ok()) return FailInsert(loader, where, Describe(s));
+    offset += len;
+    progress->Update(offset, loader->inserted());
+  }
+  return kExitOk;
+}
+
+// export --salvage: DB::Salvage walks the collection's _id tree from its
+// root, skips every page that fails its checksum or structure (with the
+// subtree below it), and hands over each intact document, in _id order.
+// The number lost is the collection's document count less those read.
+int Salvage(DB* db, const CommonArgs& c, Output* out, bool bson) {
+  const std::string what = "export --salvage";
+  uint64_t written = 0;
+  uint64_t unwritable = 0;  // read, but not valid UTF-8 for JSON
+  std::string json;
+  std::string error;
+  std::string write_error;
+  DB::SalvageReport report;
+  Status s = db->Salvage(
+      c.collection,
+      [&](std::string_view raw) {
+        if (!write_error.empty()) return;  // the walk cannot be stopped
+        if (WriteDoc(out->get(), bson, raw, &json, &error)) {
+          ++written;
+        } else if (std::ferror(out->get())) {
+          write_error = error;
+        } else {
+          ++unwritable;
+        }
+      },
+      &report);
+  if (s.IsNotFound()) {
+    return Fail(kExitNotFound, "export",
+                "no collection " + Quote(c.collection));
+  }
+  if (!s.ok()) return FailStatus(what, s);
+  std::string close_error;
+  if (!write_error.empty())
+    return Fail(kExitBadInput, "export: write", write_error);
+  if (!out->Close(&close_error))
+    return Fail(kExitBadInput, "export: write", close_error);
+
+  const uint64_t lost = report.lost + unwritable;
+  std::string summary = "wrote " + std::to_string(written) + " documents; ";
+  summary += report.lost_known ? std::to_string(lost) + " could not be read"
+                               : "an unknown number could not be read";
+  if (report.damaged_pages > 0) {
+    summary += "; " + std::to_string(report.damaged_pages) +
+               " damaged page(s) skipped";
+  }
+  if (!report.problems.empty()) {
+    summary += " (first problem: " + report.problems[0] + ")";
+  } else if (unwritable > 0) {
+    summary += " (first problem: " + error + ")";
+  }
+  Fail(kExitOk, what, summary);
+  const bool complete = report.lost_known && lost == 0 &&
+                        report.damaged_pages == 0 && report.problems.empty();
+  return complete ? kExitOk : kExitNotFound;
+}
+
+}  // namespace
+
+int RunImport(const CommonArgs& c, const ImportArgs& a) {
+  const std::string what = a.file;
+  if (IsDirectory(a.file)) return Fail(kExitBadInput, what, "is a directory");
+  FILE* in = std::fopen(a.file.c_str(), "rb");
+  if (in == nullptr) return Fail(kExitBadInput, what, std::strerror(errno));
+  std::unique_ptr<FILE, int (*)(FILE*)> closer(in, &std::fclose);
+  uint64_t size = FileSize(a.file);
+
+  std::string head(4096, '\0');
+  head.resize(std::fread(head.data(), 1, head.size(), in));
+  std::rewind(in);
+  InputFormat format = SniffFormat(head, size);
+  if (format == InputFormat::kEmpty)
+    return Fail(kExitBadInput, what, "file is empty");
+  if (a.format == "bson" || (a.format == "auto" && EndsWith(a.file, ".bson"))) {
+    format = InputFormat::kBson;
+  } else if (a.format == "json") {
+    format = InputFormat::kJson;
+  }
+  if (format == InputFormat::kJsonArray) {
+    return Fail(kExitBadInput, what,
+                "a JSON array; give one document per line (as mongoexport "
+                "writes without "
+                "--jsonArray)");
+  }
+  if (format == InputFormat::kUnknown) {
+    return Fail(kExitBadInput, what,
+                "neither JSON lines nor BSON documents (binary data at the "
+                "start of the file)");
+  }
+
+  int code = kExitOk;
+  auto db = OpenDb(c, true, &code);
+  if (!db) return code;
+  Loader loader(db.get(), c.collection, a.batch, false);
+  Progress progress("import", size, a.progress && isatty(STDERR_FILENO));
+  code = format == InputFormat::kBson
+             ? ImportBson(in, what, &loader, &progress)
+             : ImportJson(in, what, &loader, &progress);
+  if (code != kExitOk) return code;
+  Status s = loader.Flush();
+  progress.Finish();
+  if (!s.ok()) return FailStatus("import: commit", s);
+  if (a.progress && isatty(STDERR_FILENO)) {
+    std::fprintf(stderr, "imported %llu documents into %s\n",
+                 static_cast<unsigned long long>(loader.inserted()),
+                 c.collection.c_str());
+  }
+  return kExitOk;
+}
+
+int RunExport(const CommonArgs& c, const ExportArgs& a) {
+  const bool bson = a.format == "bson";
+  int code = kExitOk;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  // A missing collection is "not found" (exit 1), salvage or not, and
+  // leaves no output file behind. A catalog that cannot be read is damage
+  // for --salvage to read past.
+  auto collections = db->ListCollections();
+  if (collections.ok()) {
+    bool found = false;
+    for (const std::string& name : *collections)
+      found = found || name == c.collection;
+    if (!found)
+      return Fail(kExitNotFound, "export",
+                  "no collection " + Quote(c.collection));
+  } else if (!a.salvage) {
+    return FailStatus("export", collections.status());
+  }
+  Output out;
+  std::string error;
+  if (!out.Open(a.output, &error)) return Fail(kExitBadInput, a.output, error);
+  if (bson && out.is_terminal()) {
+    return Fail(
+        kExitBadInput, "export",
+        "will not write BSON to a terminal; use -o FILE or redirect stdout");
+  }
+  if (a.salvage) return Salvage(db.get(), c, &out, bson);
+
+  auto txn = db->BeginRead();
+  if (!txn.ok()) return FailStatus("export", txn.status());
+  auto total = (*txn)->Count(c.collection, Document());
+  Progress progress("export", total.ok() ? *total : 0,
+                    a.progress && isatty(STDERR_FILENO));
+  auto cursor = (*txn)->Find(c.collection, Document());
+  if (!cursor.ok()) return FailStatus("export", cursor.status());
+  std::string json;
+  uint64_t n = 0;
+  while ((*cursor)->Next()) {
+    if (!WriteDoc(out.get(), bson, (*cursor)->raw(), &json, &error)) {
+      return Fail(kExitBadInput, "export", error);
+    }
+    ++n;
+    progress.Update(n, n);
+  }
+  progress.Finish();
+  if (!(*cursor)->status().ok()) {
+    return Fail(kExitBadInput, "export",
+                Describe((*cursor)->status()) + " (after " + std::to_string(n) +
+                    " documents; try export --salvage)");
+  }
+  if (!out.Close(&error)) return Fail(kExitBadInput, "export: write", error);
+  return kExitOk;
+}
+
+}  // namespace mmdoc::tool

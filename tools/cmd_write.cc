@@ -1,0 +1,71 @@
+// The commands that change documents: insert, update, delete.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "mmdoc/db.h"
+#include "mmdoc/document.h"
+#include "mmdoc/status.h"
+#include "tools/commands.h"
+#include "tools/loader.h"
+#include "tools/open_db.h"
+#include "tools/tool_util.h"
+
+namespace mmdoc::tool {
+
+int RunInsert(const CommonArgs& c, const InsertArgs& a) {
+  int code = kExitOk;
+  auto db = OpenDb(c, /*create=*/true, &code);
+  if (!db) return code;
+  Loader loader(db.get(), c.collection, a.batch, a.echo);
+  std::string line;
+  uint64_t line_no = 0;
+  while (std::getline(std::cin, line)) {
+    ++line_no;
+    if (IsBlank(line)) continue;
+    auto doc = Document::FromJson(line);
+    if (!doc.ok()) {
+      return FailInsert(&loader, "line " + std::to_string(line_no),
+                        JsonError(doc.status()));
+    }
+    Status s = loader.Add(*doc);
+    if (!s.ok())
+      return FailInsert(&loader, "line " + std::to_string(line_no),
+                        Describe(s));
+  }
+  if (std::cin.bad()) return FailInsert(&loader, "stdin", "read error");
+  Status s = loader.Flush();
+  if (!s.ok()) return FailStatus("commit", s);
+  return kExitOk;
+}
+
+int RunUpdate(const CommonArgs& c, const std::string& filter_json,
+              const std::string& update_json, bool many) {
+  int code = kExitOk;
+  auto filter = ParseDocArg("filter", filter_json, &code);
+  if (!filter) return code;
+  auto update = ParseDocArg("update", update_json, &code);
+  if (!update) return code;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  auto r = db->Update(c.collection, *filter, *update, many);
+  if (!r.ok()) return FailStatus("update", r.status());
+  std::printf("{\"matched\": %llu, \"modified\": %llu}\n",
+              static_cast<unsigned long long>(r->matched),
+              static_cast<unsigned long long>(r->modified));
+  return kExitOk;
+}
+
+int RunDelete(const CommonArgs& c, const std::string& filter_json, bool many) {
+  int code = kExitOk;
+  auto filter = ParseDocArg("filter", filter_json, &code);
+  if (!filter) return code;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  auto r = db->DeleteMany(c.collection, *filter, many);
+  if (!r.ok()) return FailStatus("delete", r.status());
+  std::printf("{\"deleted\": %llu}\n", static_cast<unsigned long long>(*r));
+  return kExitOk;
+}
+
+}  // namespace mmdoc::tool

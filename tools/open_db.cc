@@ -1,0 +1,96 @@
+#include "tools/open_db.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "mmdoc/durability.h"
+#include "mmdoc/options.h"
+#include "storage/coding.h"
+#include "storage/format.h"
+#include "tools/tool_util.h"
+
+namespace mmdoc::tool {
+namespace {
+
+// Whether the file has the mmdoc magic where a meta page keeps it (page 0,
+// or page 1 at any legal page size: storage/format.h). A file without it
+// is not a database, damaged or not. True when the file cannot be read,
+// so that DB::Open says why.
+bool HasMetaMagic(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return true;
+  std::vector<uint8_t> head(storage::kMaxPageSize + storage::kMetaMagicOffset +
+                            8);
+  const size_t n = std::fread(head.data(), 1, head.size(), f);
+  std::fclose(f);
+  auto magic_at = [&](size_t offset) {
+    return offset + 8 <= n &&
+           storage::DecodeFixed64(head.data() + offset) == storage::kMagic;
+  };
+  if (magic_at(storage::kMetaMagicOffset)) return true;
+  for (size_t ps = storage::kMinPageSize; ps <= storage::kMaxPageSize;
+       ps *= 2) {
+    if (magic_at(ps + storage::kMetaMagicOffset)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+uint64_t FileSize(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+bool CheckDbPath(const std::string& path, bool create, const std::string& what,
+                 int* code) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT && create) return true;
+    *code = Fail(kExitBadInput, what,
+                 errno == ENOENT ? "no such database file"
+                                 : std::string(std::strerror(errno)));
+    return false;
+  }
+  const char* problem = nullptr;
+  if (S_ISDIR(st.st_mode)) {
+    problem = "is a directory, not a database file";
+  } else if (!S_ISREG(st.st_mode)) {
+    problem = "not a regular file";
+  } else if (st.st_size == 0) {
+    problem = "empty file (0 bytes), not a database";
+  } else if (!HasMetaMagic(path)) {
+    problem = "not an mmdoc database file (no meta page has the mmdoc magic)";
+  }
+  if (problem == nullptr) return true;
+  *code = Fail(kExitBadInput, what, problem);
+  return false;
+}
+
+std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
+  const std::string what = "open " + c.db;
+  if (!CheckDbPath(c.db, create, what, code)) return nullptr;
+  Options options;
+  options.create_if_missing = create;
+  // mmdoc.cc checks the name; fsync is the default either way.
+  options.durability =
+      ParseDurability(c.durability).value_or(Durability::kFsync);
+  auto db = DB::Open(c.db, options);
+  if (!db.ok()) {
+    *code = Fail(kExitBadInput, what, Describe(db.status()));
+    return nullptr;
+  }
+  return std::move(db).value();
+}
+
+}  // namespace mmdoc::tool

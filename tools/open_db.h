@@ -1,0 +1,37 @@
+// Opening the database a command names: refusing, before DB::Open can
+// create or change anything, a path that cannot be a database, then
+// opening it with the options the command line gave.
+#ifndef MMDOC_TOOLS_OPEN_DB_H_
+#define MMDOC_TOOLS_OPEN_DB_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "mmdoc/db.h"
+#include "tools/commands.h"
+
+namespace mmdoc::tool {
+
+bool IsDirectory(const std::string& path);
+
+// The file's size in bytes; 0 when it cannot be stat'ed.
+uint64_t FileSize(const std::string& path);
+
+// Refuses, before DB::Open can touch anything, a path that cannot be a
+// database: missing (unless `create`: a new database), a directory or
+// other non-file, an empty file, a file without the mmdoc magic. Prints
+// the error, stores the exit status (2) in *code and returns false.
+bool CheckDbPath(const std::string& path, bool create, const std::string& what,
+                 int* code);
+
+// Opens c.db. `create`: create the file when it is missing (write commands
+// that add data); the others refuse a missing file rather than leaving an
+// empty database behind a typo, and never pass create_if_missing. On
+// failure prints the error, stores the exit status in *code and returns
+// null.
+std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code);
+
+}  // namespace mmdoc::tool
+
+#endif  // MMDOC_TOOLS_OPEN_DB_H_
