@@ -182,15 +182,20 @@ class Projection {
 };
 
 // InvalidArgument ("field names must not start with '$': $foo") when a key
-// at any depth of the (valid) document starts with '$'. Documents accept
-// such keys because filters and updates need them; stored documents must
-// not have them. PrepareForInsert and Update::Apply call this; so should
-// any other path that stores a caller's document (Replace).
+// at any depth of the (valid) document starts with '$', and ("duplicate
+// field name: a") when a (sub)document at any depth has a field name twice
+// (array keys are positions and are not compared). Documents accept both
+// because filters and updates need them; stored documents must not have
+// them (MongoDB refuses them too). PrepareForInsert and Update::Parse call
+// this; so should any other path that stores a caller's document
+// (Replace). Linear in the document; allocates only for a (sub)document of
+// more than 16 fields.
 Status CheckFieldNames(const uint8_t* doc, size_t len);
 
 // Adds an ObjectId _id as the first field when the document has none; moves
 // an existing _id first. InvalidArgument when _id is an array, undefined or
-// a regex, a key starts with '$', or the result is over kMaxDocumentSize.
+// a regex, a key starts with '$', a field name repeats, or the result is
+// over kMaxDocumentSize.
 // *id receives the _id.
 Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id);
 

@@ -1,6 +1,12 @@
 // Update ($set/$unset/$inc or replacement), Projection, PrepareForInsert and
 // CheckFieldNames.
 //
+// A stored document has no '$' keys and no field name twice in one
+// (sub)document, at any depth: CheckFieldNames, run on what Insert and
+// Replace store, on replacements and on $set values. An operator update of
+// such a document keeps it so (each path is applied once, in place or
+// appended when absent), so its results are not walked again.
+//
 // Operator updates are applied in one pass over the original document: the
 // update's paths form a tree (PathTree), and Rewrite copies the document
 // element by element, replacing, dropping or descending where the tree says,
@@ -33,17 +39,49 @@ std::string_view Key(const bson_iter_t* it) {
   return std::string_view(bson_iter_key(it), bson_iter_key_len(it));
 }
 
-Status CheckNamesIn(bson_iter_t* it) {
+Status Duplicate(std::string_view name) {
+  return Status::InvalidArgument("duplicate field name",
+                                 name.empty() ? "\"\"" : name);
+}
+
+// Keys of one document level up to this many are compared with each key
+// before them (no allocation); beyond it all of them are sorted once.
+constexpr size_t kLinearKeys = 16;
+
+// The '$' and duplicate checks of CheckFieldNames over the container `it`
+// iterates (an array's keys are positions, not names: not compared).
+Status CheckNamesIn(bson_iter_t* it, bool is_array) {
+  std::string_view first[kLinearKeys];
+  size_t n = 0;
+  std::vector<std::string_view> all;  // used past kLinearKeys
   while (bson_iter_next(it)) {
-    if (bson_iter_key_len(it) > 0 && bson_iter_key(it)[0] == '$') {
+    const std::string_view key = Key(it);
+    if (!key.empty() && key[0] == '$') {
       return Status::InvalidArgument("field names must not start with '$'",
-                                     Key(it));
+                                     key);
+    }
+    if (!is_array) {
+      if (n < kLinearKeys) {
+        for (size_t i = 0; i < n; i++) {
+          if (first[i] == key) return Duplicate(key);
+        }
+        first[n++] = key;
+      } else {
+        if (all.empty()) all.assign(first, first + n);
+        all.push_back(key);
+      }
     }
     bson_iter_t child;
-    if ((BSON_ITER_HOLDS_DOCUMENT(it) || BSON_ITER_HOLDS_ARRAY(it)) &&
+    const bool array = BSON_ITER_HOLDS_ARRAY(it);
+    if ((array || BSON_ITER_HOLDS_DOCUMENT(it)) &&
         bson_iter_recurse(it, &child)) {
-      MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child));
+      MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child, array));
     }
+  }
+  if (!all.empty()) {
+    std::sort(all.begin(), all.end());
+    auto d = std::adjacent_find(all.begin(), all.end());
+    if (d != all.end()) return Duplicate(*d);
   }
   return Status::OK();
 }
@@ -363,7 +401,7 @@ Status CheckFieldNames(const uint8_t* doc, size_t len) {
   if (!bson_iter_init_from_data(&it, doc, len)) {
     return Status::InvalidArgument("invalid BSON document");
   }
-  return CheckNamesIn(&it);
+  return CheckNamesIn(&it, false);
 }
 
 // ------------------------------------------------------------------ Update

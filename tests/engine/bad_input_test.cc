@@ -183,6 +183,33 @@ TEST_CASE("bad input: $ field names on insert, replace and update") {
   ExpectSeed3(db);
 }
 
+TEST_CASE("bad input: duplicate field names on insert, replace and update") {
+  // Issue 22 item 15.
+  TestDB db;
+  Seed3(db);
+  Status s = db->Insert("c", J(R"({"_id": 7, "_id": 8})"));
+  INFO(s.ToString());
+  CHECK(s.IsInvalidArgument());
+  CHECK(Has(s, "duplicate field name: _id"));
+  CHECK(Has(db->Insert("c", J(R"({"_id": 7, "a": {"b": [{"c": 1, "c": 1}]}})")), "c"));
+  CHECK(db->Insert("c", J(R"({"k": 7, "k": 7})")).IsInvalidArgument());
+  CHECK(db->Replace("c", Value::Int32(1), J(R"({"k": 1, "s": "x", "s": "y"})"))
+            .IsInvalidArgument());
+  CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"k": 1, "s": "x", "s": "y"})"))
+            .status()
+            .IsInvalidArgument());
+  CHECK(db->Update("c", J("{}"), J(R"({"$set": {"t": {"u": 1, "u": 2}}})"), true)
+            .status()
+            .IsInvalidArgument());
+  {
+    auto t = db->Begin().value();
+    CHECK(t->Insert("c", J(R"({"_id": 7, "x": 1, "x": 1})")).IsInvalidArgument());
+    REQUIRE(t->Commit().ok());
+  }
+  CHECK(db->Get("c", Value::Int32(7)).status().IsNotFound());
+  ExpectSeed3(db);
+}
+
 TEST_CASE("bad input: an index key over the maximum key size") {
   TestDB db;
   Seed3(db);

@@ -331,5 +331,68 @@ TEST_CASE("CheckFieldNames", "[update]") {
   CHECK(CheckFieldNames(bad.data(), bad.size()).IsInvalidArgument());
 }
 
+// {"k0": 0, ..., "k<n-1>": n-1}, then `extra` (JSON members) if any.
+std::string ManyFields(int n, const std::string& extra) {
+  std::string s = "{";
+  for (int i = 0; i < n; i++)
+    s += (i ? ", \"k" : "\"k") + std::to_string(i) + "\": " + std::to_string(i);
+  if (!extra.empty()) s += (n ? ", " : "") + extra;
+  return s + "}";
+}
+
+TEST_CASE("CheckFieldNames: duplicate field names at any depth",
+          "[update]") {
+  // Issue 22 item 15: {"_id": 1, "_id": 2} was stored as given; get
+  // returned both, find and $set each saw a different one.
+  auto dup = [](const std::string& json, const std::string& name) {
+    Document d = D(json);
+    Status s = CheckFieldNames(d.data(), d.size());
+    INFO(json.substr(0, 200) << ": " << s.ToString());
+    CHECK(s.IsInvalidArgument());
+    CHECK(s.message() == "duplicate field name: " + name);
+    std::string out;
+    Value id;
+    CHECK(PrepareForInsert(d, &out, &id).IsInvalidArgument());
+  };
+  dup(R"({"_id": 1, "_id": 2})", "_id");
+  dup(R"({"_id": 1, "a": 1, "b": 2, "a": 1})", "a");
+  dup(R"({"a": {"x": 1, "y": {"z": 1, "z": {"q": 1}}}})", "z");
+  dup(R"({"a": [1, {"b": 1, "c": 2, "b": 3}]})", "b");
+  dup(R"({"a": [[{"": 1, "": 2}]]})", R"("")");
+  // Past the linear scan's reach: the first, a middle and the last key.
+  for (int n : {15, 16, 17, 40, 300}) {
+    dup(ManyFields(n, R"("k0": 9)"), "k0");
+    dup(ManyFields(n, "\"k" + std::to_string(n / 2) + "\": 9"),
+        "k" + std::to_string(n / 2));
+    dup(ManyFields(n, R"("z": 1, "z": 2)"), "z");
+    dup("{\"a\": [" + ManyFields(n, R"("z": 1, "z": 2)") + "]}", "z");
+    Document fine = D(ManyFields(n, R"("z": {"k1": 1}, "y": [1, 1])"));
+    CHECK(CheckFieldNames(fine.data(), fine.size()).ok());
+  }
+  // The same name at different levels or in sibling documents is fine, as
+  // are an array's keys (never names).
+  Document fine = D(R"({"a": {"a": {"a": 1}}, "b": [{"a": 1}, {"a": 2}], "c": {"a": 1}})");
+  CHECK(CheckFieldNames(fine.data(), fine.size()).ok());
+  bson_t b, arr;
+  bson_init(&b);
+  BSON_APPEND_ARRAY_BEGIN(&b, "a", &arr);
+  BSON_APPEND_INT32(&arr, "0", 1);
+  BSON_APPEND_INT32(&arr, "0", 2);
+  bson_append_array_end(&b, &arr);
+  CHECK(CheckFieldNames(bson_get_data(&b), b.len).ok());
+  bson_destroy(&b);
+  // Updates: a replacement, a $set value.
+  for (const char* u :
+       {R"({"x": 1, "x": 2})", R"({"$set": {"a": {"b": 1, "b": 2}}})",
+        R"({"$set": {"a": [{"b": 1, "b": 2}]}})"}) {
+    auto p = Update::Parse(D(u));
+    INFO(u);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.status().message().find("duplicate field name") != std::string::npos);
+  }
+  // Filters may name a field twice (both conditions hold).
+  CHECK(Filter::Parse(D(R"({"a": {"$gt": 1}, "a": {"$lt": 5}})")).ok());
+}
+
 }  // namespace
 }  // namespace mmdoc::engine

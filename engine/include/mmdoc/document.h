@@ -10,10 +10,12 @@
 //     kMaxNestingDepth levels;
 //   - keys are valid UTF-8 and contain no NUL;
 //   - the top level is a document, never an array.
-// Keys starting with '$' are accepted here, because filters and updates
-// ({"a": {"$gt": 1}}, {"$set": ...}) are Documents too; a document to be
-// stored may not have them at any depth ("field names must not start with
-// '$': $foo"): Insert, Replace and Update check that.
+// Keys starting with '$' and a field name repeated in one (sub)document
+// are accepted here, because filters and updates ({"a": {"$gt": 1}},
+// {"$set": ...}) are Documents too; a document to be stored may not have
+// them at any depth ("field names must not start with '$': $foo",
+// "duplicate field name: _id", as MongoDB refuses them): Insert, Replace
+// and Update check that.
 // A violation is Status::InvalidArgument naming the problem (and, for JSON,
 // where it is).
 //
