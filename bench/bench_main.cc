@@ -5,7 +5,9 @@
 //                                                 # every phase (112-135 s
 //                                                 # here, 2 cores at load
 //                                                 # 4.5; the seed 000 phases
-//                                                 # alone 86 s)
+//                                                 # alone 86 s; all of
+//                                                 # tools/run-bench, built,
+//                                                 # 98 s at load 4.6)
 //   mmdoc-bench --docs 1M,2M,4M --json out.json   # the seed's sweep
 //   mmdoc-bench --durability all --batch 1        # what each mode costs
 //   mmdoc-bench --phases insert,insert_noindex,build_index

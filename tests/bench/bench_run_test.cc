@@ -368,6 +368,73 @@ double Timed(const std::string& command, int* rc) {
       .count();
 }
 
+TEST_CASE("tools/run-bench --help answers at once, installing and building nothing",
+          "[bench]") {
+  // Every installer and build tool on PATH fails and leaves a mark: help
+  // must not call any of them.
+  test::TempDir dir;
+  const std::string bin = dir.File("bin"), mark = dir.File("called");
+  std::filesystem::create_directories(bin);
+  for (const char* tool : {"apt-get", "apt", "dpkg-query", "sudo", "cmake", "make",
+                           "ninja", "c++", "g++", "gcc", "python3"}) {
+    const std::string path = bin + "/" + tool;
+    std::ofstream(path) << "#!/bin/sh\necho \"$0\" >>" << mark << "\nexit 1\n";
+    std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  }
+  const std::string script = std::string(MMDOC_SOURCE_DIR) + "/tools/run-bench";
+  const std::string out = dir.File("help.txt");
+  const std::string env = "PATH=" + bin + ":$PATH MMDOC_BUILD=";
+
+  // Nothing built yet: run-bench's own help and where the rest will be.
+  int rc = -1;
+  const double took = Timed(env + dir.File("nobuild") + " " + script +
+                                " --help > " + out + " 2>&1", &rc);
+  std::string text = ReadFile(out);
+  INFO(text);
+  CHECK(rc == 0);
+  CHECK(took < 5);
+  CHECK(!std::filesystem::exists(mark));
+  for (const char* needle :
+       {"Usage: tools/run-bench", "tools/setup", "tools/build-rocksdb-release",
+        "minutes on 2 idle cores", "MMDOC_ROCKSDB=debian", "MMDOC_BUILD=DIR",
+        "--docs 1M", "--durability all", "--json FILE",
+        "/mmdoc-bench --help` lists every option"}) {
+    INFO(needle);
+    CHECK(text.find(needle) != std::string::npos);
+  }
+  CHECK(Run(env + dir.File("nobuild") + " " + script + " -h >/dev/null 2>&1") == 0);
+
+  // Built: the binary's own option list follows, and every option the
+  // static part names is one the binary has.
+  rc = -1;
+  const double took_built =
+      Timed(env + test::BuildDir() + " " + script + " --help > " + out + " 2>&1", &rc);
+  text = ReadFile(out);
+  INFO(text);
+  CHECK(rc == 0);
+  CHECK(took_built < 5);
+  CHECK(!std::filesystem::exists(mark));
+  const size_t every = text.find("Every mmdoc-bench option");
+  REQUIRE(every != std::string::npos);
+  const std::string options = text.substr(every);
+  CHECK(options.find("--mmdoc-page-kib") != std::string::npos);
+  const size_t common = text.find("Common mmdoc-bench options:");
+  REQUIRE(common != std::string::npos);
+  std::stringstream lines(text.substr(common, every - common));
+  int named = 0;
+  for (std::string line; std::getline(lines, line);) {
+    for (size_t at = line.find("--"); at != std::string::npos;
+         at = line.find("--", at + 2)) {
+      const std::string flag =
+          line.substr(at, line.find_first_of(" ,=", at) - at);
+      INFO(flag);
+      CHECK(options.find(flag) != std::string::npos);
+      ++named;
+    }
+  }
+  CHECK(named >= 7);
+}
+
 TEST_CASE("mmdoc-bench refuses an output path it cannot write before the run",
           "[bench]") {
   test::TempDir dir;
