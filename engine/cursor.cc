@@ -8,7 +8,9 @@
 //   COLLSCAN walk the _id tree and test every document in place.
 // Every candidate is re-checked with the full filter, so an index only has
 // to return a superset. Without a sort, documents stream; with a sort, the
-// matches are collected and sorted (MongoDB order, missing = null).
+// matches are collected and sorted by engine::SortKey (MongoDB's order and
+// array rule: an array sorts by its smallest element ascending, its largest
+// descending; missing = null; [] below null).
 
 #include <algorithm>
 #include <cstring>
@@ -210,9 +212,8 @@ Status CursorImpl::Materialize() {
   keyed.reserve(docs.size());
   for (size_t i = 0; i < docs.size(); i++) {
     bson_value_t v;
-    if (!engine::LookupPath(reinterpret_cast<const uint8_t*>(docs[i].data()), docs[i].size(),
-                            field, &v))
-      v.value_type = BSON_TYPE_NULL;
+    engine::SortKey(reinterpret_cast<const uint8_t*>(docs[i].data()), docs[i].size(), field, dir,
+                    &v);
     keyed.push_back(Keyed{v, i});
   }
   std::stable_sort(keyed.begin(), keyed.end(), [dir](const Keyed& a, const Keyed& b) {

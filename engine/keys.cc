@@ -1,5 +1,5 @@
-// CompareValues, the order-preserving key encoding (AppendKey), LookupPath
-// and IndexKeys.
+// CompareValues, the order-preserving key encoding (AppendKey), LookupPath,
+// SortKey and IndexKeys.
 //
 // Key encoding. Every key starts with one byte for the value's canonical
 // type rank (query_path.h), shifted so that 0x00 stays free as a terminator;
@@ -473,6 +473,107 @@ bool LookupPath(const uint8_t* doc, size_t len, std::string_view path,
     if (!bson_iter_recurse(&it, &child)) return false;
     it = child;
   }
+}
+
+namespace {
+
+// The smallest (direction > 0) or largest value offered so far.
+struct SortPick {
+  explicit SortPick(int d) : direction(d) {}
+  const int direction;
+  bool have = false;
+  bson_value_t best;
+
+  void Offer(const bson_value_t* v) {
+    if (have) {
+      int c = CompareValues(v, &best);
+      if (direction > 0 ? c >= 0 : c <= 0) return;
+    }
+    best = *v;  // views into the document: no copy of its bytes
+    have = true;
+  }
+  void OfferNull() {
+    bson_value_t null;
+    null.value_type = BSON_TYPE_NULL;
+    Offer(&null);
+  }
+  // A value at the end of the path: an array offers its elements, [] an
+  // undefined (below null, as MongoDB sorts []).
+  void OfferLeaf(const bson_value_t* v) {
+    if (v->value_type != BSON_TYPE_ARRAY) return Offer(v);
+    bson_iter_t it;
+    bool any = false;
+    if (bson_iter_init_from_data(&it, v->value.v_doc.data,
+                                 v->value.v_doc.data_len)) {
+      while (bson_iter_next(&it)) {
+        any = true;
+        Offer(bson_iter_value(&it));
+      }
+    }
+    if (!any) {
+      bson_value_t undefined;
+      undefined.value_type = BSON_TYPE_UNDEFINED;
+      Offer(&undefined);
+    }
+  }
+};
+
+void SortWalkDoc(const uint8_t* data, size_t len, std::string_view path,
+                 SortPick* pick);
+
+// The rest of the path below the value v.
+void SortWalkValue(const bson_value_t* v, std::string_view rest,
+                   SortPick* pick) {
+  if (v->value_type == BSON_TYPE_DOCUMENT) {
+    return SortWalkDoc(v->value.v_doc.data, v->value.v_doc.data_len, rest,
+                       pick);
+  }
+  if (v->value_type != BSON_TYPE_ARRAY) return pick->OfferNull();
+  const size_t dot = rest.find('.');
+  const std::string_view head = rest.substr(0, dot);
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, v->value.v_doc.data,
+                                v->value.v_doc.data_len)) {
+    return pick->OfferNull();
+  }
+  if (IsNumeric(head)) {  // a position: that element only
+    if (!FindKey(&it, head)) return pick->OfferNull();
+    const bson_value_t elem = *bson_iter_value(&it);
+    if (dot == std::string_view::npos) return pick->OfferLeaf(&elem);
+    return SortWalkValue(&elem, rest.substr(dot + 1), pick);
+  }
+  bool any = false;  // documents in the array; other elements count for nothing
+  while (bson_iter_next(&it)) {
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it)) continue;
+    any = true;
+    uint32_t sub_len = 0;
+    const uint8_t* sub = nullptr;
+    bson_iter_document(&it, &sub_len, &sub);
+    SortWalkDoc(sub, sub_len, rest, pick);
+  }
+  if (!any) pick->OfferNull();
+}
+
+void SortWalkDoc(const uint8_t* data, size_t len, std::string_view path,
+                 SortPick* pick) {
+  const size_t dot = path.find('.');
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, data, len) ||
+      !FindKey(&it, path.substr(0, dot))) {
+    return pick->OfferNull();
+  }
+  const bson_value_t v = *bson_iter_value(&it);
+  if (dot == std::string_view::npos) return pick->OfferLeaf(&v);
+  SortWalkValue(&v, path.substr(dot + 1), pick);
+}
+
+}  // namespace
+
+void SortKey(const uint8_t* doc, size_t len, std::string_view path,
+             int direction, bson_value_t* out) {
+  SortPick pick(direction);
+  SortWalkDoc(doc, len, path, &pick);
+  *out = pick.best;  // the walk offers at least one value
 }
 
 void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,

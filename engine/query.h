@@ -44,6 +44,18 @@ void AppendNullKey(std::string* out);
 // Does not descend into arrays for non-numeric parts (see IndexKeys).
 bool LookupPath(const uint8_t* doc, size_t len, std::string_view path, bson_value_t* out);
 
+// The value a sort on `path` orders the document by (a view into doc),
+// MongoDB's rule: the values the path reaches, as for index keys (arrays
+// met along the path fan out to their document elements; a missing field,
+// or an array with no document element, is null), with an array at the
+// end giving its elements and [] giving undefined (below null); of these
+// the smallest for an ascending sort (direction > 0), the largest for a
+// descending one. A numeric part picks that position of an array and
+// nothing else (MongoDB's sort keys; filters also try a field of that name
+// in each element).
+void SortKey(const uint8_t* doc, size_t len, std::string_view path,
+             int direction, bson_value_t* out);
+
 // The index keys of a document for an index on `path`, MongoDB style:
 // missing -> one null key; a scalar or document -> its key; an array -> one
 // key per distinct element (an empty array -> one null key); arrays met

@@ -1,6 +1,6 @@
-// CompareValues, AppendKey, LookupPath and IndexKeys. The central property:
-// memcmp order of AppendKey encodings equals CompareValues order, for
-// randomized values of every type including the awkward numbers.
+// CompareValues, AppendKey, LookupPath, SortKey and IndexKeys. The central
+// property: memcmp order of AppendKey encodings equals CompareValues order,
+// for randomized values of every type including the awkward numbers.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -447,6 +447,41 @@ TEST_CASE("LookupPath", "[keys]") {
   CHECK_FALSE(LookupPath(d.data(), d.size(), "a.b.2", &v));
   CHECK_FALSE(LookupPath(d.data(), d.size(), "", &v));
   CHECK_FALSE(LookupPath(d.data(), d.size(), "a.", &v));
+}
+
+// SortKey of `json` on `path` as JSON ("undefined" for the [] key).
+std::string SortKeyOf(const std::string& json, const std::string& path,
+                      int direction) {
+  Document d = D(json);
+  bson_value_t v;
+  SortKey(d.data(), d.size(), path, direction, &v);
+  if (v.value_type == BSON_TYPE_UNDEFINED) return "undefined";
+  return Value::FromBsonValue(&v).ToJson();
+}
+
+TEST_CASE("SortKey: the smallest value ascending, the largest descending",
+          "[keys]") {
+  CHECK(SortKeyOf(R"({"a": [3, 1, 2]})", "a", 1) == "1");
+  CHECK(SortKeyOf(R"({"a": [3, 1, 2]})", "a", -1) == "3");
+  CHECK(SortKeyOf(R"({"a": ["a", 5, null]})", "a", 1) == "null");
+  CHECK(SortKeyOf(R"({"a": ["a", 5, null]})", "a", -1) == "\"a\"");
+  CHECK(SortKeyOf(R"({"a": []})", "a", 1) == "undefined");
+  CHECK(SortKeyOf(R"({"a": []})", "a", -1) == "undefined");
+  CHECK(SortKeyOf(R"({"a": [[2, 1], [0]]})", "a", 1) == "[ 0 ]");
+  CHECK(SortKeyOf(R"({"b": 1})", "a", 1) == "null");
+  CHECK(SortKeyOf(R"({"a": 7})", "a.b", -1) == "null");
+  CHECK(SortKeyOf(R"({"a": [{"b": 2}, {"c": 1}, 9]})", "a.b", 1) == "null");
+  CHECK(SortKeyOf(R"({"a": [{"b": 2}, {"c": 1}, 9]})", "a.b", -1) == "2");
+  CHECK(SortKeyOf(R"({"a": [1, 2]})", "a.b", -1) == "null");
+  CHECK(SortKeyOf(R"({"a": [{"b": [4, 8]}, {"b": {"c": [6]}}]})", "a.b.c", -1) ==
+        "6");
+  CHECK(SortKeyOf(R"({"a": [{"b": [4, 8]}, {"b": {"c": [6]}}]})", "a.b.c", 1) ==
+        "null");
+  // A position, not a field "1" in each element.
+  CHECK(SortKeyOf(R"({"a": [{"1": 0}, {"b": 5}]})", "a.1.b", 1) == "5");
+  CHECK(SortKeyOf(R"({"a": [{"1": 0}, [3, 4]]})", "a.1", -1) == "4");
+  CHECK(SortKeyOf(R"({"a": [{"1": 0}]})", "a.1", 1) == "null");
+  CHECK(SortKeyOf(R"({"a": {"1": [0, 1]}})", "a.1", -1) == "1");
 }
 
 std::vector<std::string> Keys(const std::string& json,
