@@ -27,7 +27,7 @@ uint64_t NowNs() {
 // Zero-fills [0, size) with pwrite and syncs, so later writes find blocks
 // allocated and initialized.
 Status Prefill(File* f, uint64_t size) {
-  MMDOC_RETURN_IF_ERROR(f->Allocate(size));
+  MMDOC_RETURN_IF_ERROR(f->Allocate(0, size));
   std::string zeros(1 << 20, '\0');
   for (uint64_t off = 0; off < size; off += zeros.size()) {
     MMDOC_RETURN_IF_ERROR(f->WriteAt(

@@ -88,6 +88,7 @@ Status DBImpl::OpenPager() {
   po.create_if_missing = options_.create_if_missing;
   po.page_size = options_.page_size;
   po.paranoid_checks = paranoid_;
+  po.accept_log_loss = options_.accept_log_loss;
   po.fs = options_.file_system;
   po.log_size = options_.log_size;
   po.sync_interval_ms = options_.sync_interval_ms;

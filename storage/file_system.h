@@ -1,13 +1,14 @@
 // storage::FileSystem and storage::File: the one seam between mmdoc and the OS.
 //
 // Every syscall that touches a database file (open, pread/pwrite, ftruncate,
-// fallocate, mmap/munmap/msync, fdatasync, flock, rename, unlink, directory
-// fsync) is made by storage/posix_file.cc and nowhere else. Tests substitute
+// fallocate, mmap/munmap/msync, fdatasync, flock, link, rename, unlink,
+// directory fsync) is made by storage/posix_file.cc and nowhere else. Tests substitute
 // their own FileSystem (tests/support/fault_fs.h) to drop unsynced writes,
 // tear pages, or fail the Nth write or sync with EIO or ENOSPC.
 //
 // Errors: IOError with the path and errno text; Full for ENOSPC; Busy when a
-// lock is held elsewhere; NotFound when a file to open does not exist.
+// lock is held elsewhere; NotFound when a file to open does not exist;
+// AlreadyExists when a file to create does.
 //
 // Thread safety: a File may be used from several threads at once for ReadAt,
 // WriteAt and Sync calls on disjoint ranges; Map/Unmap/Truncate/Allocate must
@@ -35,10 +36,12 @@ class File {
   virtual Status WriteAt(uint64_t offset, const void* buf, size_t n) = 0;
   virtual Result<uint64_t> Size() = 0;
   virtual Status Truncate(uint64_t size) = 0;
-  // Makes sure [0, size) is backed by disk blocks (posix_fallocate), so a
-  // later write through the map cannot fail with SIGBUS on a full disk.
-  // Returns Full when the disk is full. Never shrinks the file.
-  virtual Status Allocate(uint64_t size) = 0;
+  // Makes sure [offset, offset + length) is backed by disk blocks
+  // (posix_fallocate; the file grows when it ends before), so a later write
+  // through the map cannot fail with SIGBUS on a full disk: a hole in a
+  // sparse copy is allocated too. Returns Full when the disk is full; the
+  // file's size is then unchanged. Never shrinks the file.
+  virtual Status Allocate(uint64_t offset, uint64_t length) = 0;
   // fdatasync: data written with WriteAt or through a writable map, and the
   // file size, reach the disk before this returns.
   virtual Status Sync() = 0;
@@ -75,6 +78,14 @@ class File {
     return Status::OK();
   }
 
+  // Takes an exclusive lock on the file (flock on this descriptor), held
+  // until the File is destroyed. Busy, naming the path, when another holder
+  // (another process, or another File of this one) has it.
+  virtual Status TryLock() = 0;
+  // Whether `path` names this file now (same device and inode): false when
+  // it was renamed over, replaced or removed since it was opened.
+  virtual Result<bool> IsAt(const std::string& path) = 0;
+
   virtual const std::string& path() const = 0;
 };
 
@@ -86,20 +97,17 @@ class FileSystem {
   // does not exist. NotFound when it does not exist and create is false;
   // InvalidArgument when path is a directory; IOError otherwise.
   virtual Result<std::unique_ptr<File>> Open(const std::string& path, bool create) = 0;
+  // Creates `path` holding the n bytes at data, atomically and durably:
+  // after a crash at any point the path either does not exist or holds all
+  // of them (written and synced under another name, then linked, then the
+  // directory synced). AlreadyExists when the path exists; Full on ENOSPC,
+  // leaving nothing behind.
+  virtual Status CreateExclusive(const std::string& path, const void* data, size_t n) = 0;
   virtual bool Exists(const std::string& path) = 0;
   virtual Status Remove(const std::string& path) = 0;
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   // fsync of the directory holding path, so a create or rename is durable.
   virtual Status SyncDir(const std::string& path) = 0;
-
-  // Takes an exclusive lock on path (flock on a descriptor of its own), held
-  // until the returned object is destroyed. Busy, naming the path, when any
-  // other holder (another process, or another handle in this process) has it.
-  class Lock {
-   public:
-    virtual ~Lock() = default;
-  };
-  virtual Result<std::unique_ptr<Lock>> LockFile(const std::string& path) = 0;
 
   // The process-wide POSIX file system. Never deleted.
   static FileSystem* Default();

@@ -37,9 +37,29 @@
 //   64     8    log epoch: log records with this epoch follow this checkpoint
 //   72     8*kMetaRoots  root slots (0 = empty); index/ uses slot 0 for its
 //               catalog tree
-//   72+8*kMetaRoots ... zero
+//   136    16   database id: random, chosen when the file is created; the
+//               log's header carries it too (version 3)
+//   152    4    flags: kMetaClean when the log holds nothing this checkpoint
+//               lacks (written by the checkpoint at close) (version 3)
+//   156    ...  zero up to kMetaStampOffset
+//   1024   32   the durable stamp (below); not covered by the checksum
+//   1056   ...  zero
 //   The meta's txid (header offset 8) is the checkpoint's transaction id.
-//   Meta for txid T is written to page T % 2.
+//   Meta for txid T is written to page T % 2. The checksum covers bytes
+//   [8, kMetaStampOffset) in version 3 and [8, page size) before.
+//
+// DURABLE STAMP (in the newest meta page, at kMetaStampOffset): written
+//   after each sync that makes log records durable, so that a log replaced
+//   by an older copy of itself, or cut short, is noticed at open even though
+//   each record in it is intact. Only this region of a durable meta page
+//   is ever rewritten; its bytes lie outside the checksum, so a torn write
+//   of it leaves the meta valid.
+//   offset size description
+//   0      4    magic kStampMagic
+//   4      4    zero
+//   8      8    log epoch the records belong to (the meta's, else ignored)
+//   16     8    txid of the last durable record
+//   24     8    XXH3-64 of bytes [0, 24) of the stamp, seeded with the slot
 //
 // FREE-LIST PAGE (type kFreeList; a singly linked chain)
 //   offset size description
@@ -52,9 +72,21 @@
 //   to sit in a leaf. Body of the first page and all of the following pages
 //   hold the bytes; index/ records the value length in the leaf.
 //
-// LOG FILE <db>-log: preallocated to PagerOptions::log_size and zero-filled
-//   when created; records are appended from offset 0 and the log restarts at
-//   0 after each checkpoint. Each record, 8-byte aligned:
+// LOG FILE <db>-log: a header page, then PagerOptions::log_size bytes of
+//   records, preallocated and zero-filled when created; records are
+//   appended from kLogRecordsOffset and start there again after each
+//   checkpoint (the new epoch tells old records from new).
+//   LOG HEADER (version 3; a version 1 or 2 database's log has none and its
+//   records start at offset 0):
+//   offset size description
+//   0      8    checksum: XXH3-64 of bytes [8, 64)
+//   8      8    magic kLogMagic
+//   16     4    format version (kFormatVersion)
+//   20     4    zero
+//   24     16   database id (the meta page's)
+//   40     8    size of the records area in bytes
+//   48     ...  zero up to kLogRecordsOffset
+//   Each record, 8-byte aligned:
 //   offset size description
 //   0      8    checksum: XXH3-64 of bytes [8, 32 + payload length), seeded
 //               with the epoch
@@ -87,12 +119,15 @@ enum class PageType : uint8_t {
 
 inline constexpr uint64_t kMagic = 0x0a0d00636f646d6dull;  // "mmdoc\0\r\n"
 // Version 2: collection and index trees may hold packed keys
-// (engine/key_codec.cc), which a version-1 reader would misorder. Version-1
-// files open (their keys are all ordinary; the engine reads both forms) and
-// are written back as version 2.
-inline constexpr uint32_t kFormatVersion = 2;
+// (engine/key_codec.cc), which a version-1 reader would misorder. Version 3:
+// the database id, the clean flag and the durable stamp in the meta page,
+// and the log's header. Version 1 and 2 files open (their logs are read
+// without a header) and are written back as version 3.
+inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kMinFormatVersion = 1;  // oldest version Open accepts
 inline constexpr uint32_t kLogRecordMagic = 0x4c4f4731;  // "1GOL" as LE bytes
+inline constexpr uint64_t kLogMagic = 0x0a474f4c636f646dull;  // "mdocLOG\n"
+inline constexpr uint32_t kStampMagic = 0x504d5453;          // "STMP"
 inline constexpr int kMetaRoots = 8;
 inline constexpr uint32_t kMinPageSize = 4096;
 inline constexpr uint32_t kMaxPageSize = 65536;
@@ -115,11 +150,26 @@ inline constexpr uint32_t kMetaFreeListRootOffset = 48;
 inline constexpr uint32_t kMetaFreeCountOffset = 56;
 inline constexpr uint32_t kMetaLogEpochOffset = 64;
 inline constexpr uint32_t kMetaRootsOffset = 72;
+inline constexpr uint32_t kMetaDbIdOffset = 136;
+inline constexpr uint32_t kMetaFlagsOffset = 152;
+inline constexpr uint32_t kMetaStampOffset = 1024;
+inline constexpr uint32_t kMetaStampSize = 32;
+// Meta flags.
+inline constexpr uint32_t kMetaClean = 1;
 
 // Free-list page offsets.
 inline constexpr uint32_t kFreeListNextOffset = 24;
 inline constexpr uint32_t kFreeListCountOffset = 32;
 inline constexpr uint32_t kFreeListEntriesOffset = 40;
+
+// Log header offsets.
+inline constexpr uint32_t kLogHeaderChecksumOffset = 0;
+inline constexpr uint32_t kLogHeaderMagicOffset = 8;
+inline constexpr uint32_t kLogHeaderVersionOffset = 16;
+inline constexpr uint32_t kLogHeaderDbIdOffset = 24;
+inline constexpr uint32_t kLogHeaderRecordsSizeOffset = 40;
+inline constexpr uint32_t kLogHeaderUsed = 48;
+inline constexpr uint32_t kLogRecordsOffset = 4096;
 
 // Log record offsets.
 inline constexpr uint32_t kLogChecksumOffset = 0;

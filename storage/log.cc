@@ -23,7 +23,7 @@ Log::Log(FileSystem* fs, std::string path, StickyError* error)
 
 Log::~Log() {
   StopFlusher();
-  if (base_ != nullptr) (void)file_->Unmap(base_, capacity_);
+  if (base_ != nullptr) (void)file_->Unmap(base_, map_len_);
 }
 
 Status Log::ZeroFill(uint64_t from, uint64_t to) {
@@ -36,40 +36,102 @@ Status Log::ZeroFill(uint64_t from, uint64_t to) {
   return Status::OK();
 }
 
-Status Log::Open(uint64_t size, bool fresh) {
-  Result<std::unique_ptr<File>> f = fs_->Open(path_, /*create=*/true);
-  if (!f.ok()) return f.status();
-  file_ = std::move(f.value());
-  Result<uint64_t> have = file_->Size();
-  if (!have.ok()) return have.status();
-  const uint64_t want = Align8(size);
-  // Zeros written, not just allocated: an fdatasync after a write into an
-  // unwritten extent must also write the extent's metadata.
-  if (fresh) {
-    MMDOC_RETURN_IF_ERROR(file_->Truncate(0));
-    MMDOC_RETURN_IF_ERROR(ZeroFill(0, want));
-    MMDOC_RETURN_IF_ERROR(file_->Sync());
-    MMDOC_RETURN_IF_ERROR(fs_->SyncDir(path_));
-    capacity_ = want;
-  } else if (*have < want) {
-    MMDOC_RETURN_IF_ERROR(ZeroFill(*have, want));
-    MMDOC_RETURN_IF_ERROR(file_->Sync());
-    MMDOC_RETURN_IF_ERROR(fs_->SyncDir(path_));
-    capacity_ = want;
-  } else {
-    capacity_ = *have / 8 * 8;
-  }
-  Result<uint8_t*> m = file_->Map(capacity_, /*writable=*/true);
+Status Log::Map() {
+  map_len_ = std::max<uint64_t>(capacity_, 8);
+  Result<uint8_t*> m = file_->Map(map_len_, /*writable=*/true);
   if (!m.ok()) return m.status();
   base_ = *m;
+  used_.store(start_);
   return Status::OK();
+}
+
+Status Log::Open(const uint64_t db_id[2], bool legacy) {
+  Result<std::unique_ptr<File>> f = fs_->Open(path_, /*create=*/false);
+  if (!f.ok()) return f.status();
+  file_ = std::move(f.value());
+  Result<uint64_t> size = file_->Size();
+  if (!size.ok()) return size.status();
+  if (legacy) {
+    start_ = 0;
+    capacity_ = *size / 8 * 8;
+    return Map();
+  }
+  auto bad = [&](const std::string& why) {
+    file_.reset();
+    return Status::Corruption(path_, why);
+  };
+  if (*size < kLogRecordsOffset) {
+    return bad(*size == 0 ? "the log is empty" : "the log is too short to have a header");
+  }
+  uint8_t h[kLogHeaderUsed];
+  MMDOC_RETURN_IF_ERROR(file_->ReadAt(0, h, sizeof h));
+  if (DecodeFixed64(h + kLogHeaderMagicOffset) != kLogMagic ||
+      DecodeFixed64(h + kLogHeaderChecksumOffset) != Checksum(h + 8, sizeof h - 8, 0)) {
+    return bad("not an mmdoc log (bad header)");
+  }
+  if (DecodeFixed32(h + kLogHeaderVersionOffset) != kFormatVersion) {
+    return bad("unsupported log version " +
+               std::to_string(DecodeFixed32(h + kLogHeaderVersionOffset)));
+  }
+  if (DecodeFixed64(h + kLogHeaderDbIdOffset) != db_id[0] ||
+      DecodeFixed64(h + kLogHeaderDbIdOffset + 8) != db_id[1]) {
+    return bad("the log belongs to another database");
+  }
+  const uint64_t records = DecodeFixed64(h + kLogHeaderRecordsSizeOffset);
+  if (*size < kLogRecordsOffset + records) {
+    return bad("the log is truncated: " + std::to_string(*size) + " bytes, its header says " +
+               std::to_string(kLogRecordsOffset + records));
+  }
+  start_ = kLogRecordsOffset;
+  capacity_ = kLogRecordsOffset + records;
+  return Map();
+}
+
+Status Log::Create(const uint64_t db_id[2], uint64_t size) {
+  const uint64_t records = Align8(size);
+  Status s;
+  {
+    Result<std::unique_ptr<File>> f = fs_->Open(path_, /*create=*/true);
+    if (!f.ok()) return f.status();
+    file_ = std::move(f.value());
+  }
+  // Zeros written, not just allocated: an fdatasync after a write into an
+  // unwritten extent must also write the extent's metadata.
+  s = file_->Truncate(0);
+  if (s.ok()) s = ZeroFill(0, kLogRecordsOffset + records);
+  if (s.ok()) {
+    uint8_t h[kLogHeaderUsed] = {};
+    EncodeFixed64(h + kLogHeaderMagicOffset, kLogMagic);
+    EncodeFixed32(h + kLogHeaderVersionOffset, kFormatVersion);
+    EncodeFixed64(h + kLogHeaderDbIdOffset, db_id[0]);
+    EncodeFixed64(h + kLogHeaderDbIdOffset + 8, db_id[1]);
+    EncodeFixed64(h + kLogHeaderRecordsSizeOffset, records);
+    EncodeFixed64(h + kLogHeaderChecksumOffset, Checksum(h + 8, sizeof h - 8, 0));
+    s = file_->WriteAt(0, h, sizeof h);
+  }
+  if (s.ok()) s = file_->Sync();
+  if (s.ok()) s = fs_->SyncDir(path_);
+  if (!s.ok()) {
+    file_.reset();
+    (void)fs_->Remove(path_);
+    return s;
+  }
+  start_ = kLogRecordsOffset;
+  capacity_ = kLogRecordsOffset + records;
+  return Map();
+}
+
+Status Log::Remove() {
+  if (!fs_->Exists(path_)) return Status::OK();
+  return fs_->Remove(path_);
 }
 
 uint64_t Log::Scan(uint64_t first_txid, uint64_t epoch, uint64_t limit, const RecordFn& fn,
                    uint64_t* records) const {
-  uint64_t off = 0;
+  uint64_t off = start_;
   uint64_t expect = first_txid;
   *records = 0;
+  if (base_ == nullptr) return off;
   limit = std::min(limit, capacity_);
   while (off + kLogHeaderSize <= limit) {
     const uint8_t* r = base_ + off;
@@ -92,12 +154,13 @@ uint64_t Log::Scan(uint64_t first_txid, uint64_t epoch, uint64_t limit, const Re
   return off;
 }
 
-Status Log::Append(uint64_t txid, uint64_t epoch, std::string_view payload, Durability d,
-                   Position* pos, bool* fits) {
+Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Position* pos,
+                   bool* fits) {
   const uint64_t len = Align8(kLogHeaderSize + payload.size());
   const uint64_t off = used_.load();
   *fits = len <= capacity_ - off;
   if (!*fits) return Status::OK();
+  const uint64_t epoch = epoch_.load();
   // kFsync and kGroup write with pwrite: an fdatasync after stores through
   // a shared map took ~10x longer on Linux/ext4 than after pwrite of the
   // same bytes, and the first store after each writeback faults.
@@ -125,6 +188,7 @@ Status Log::Append(uint64_t txid, uint64_t epoch, std::string_view payload, Dura
   used_.store(off + len);
   MutexLock l(&sync_mu_);
   appended_lsn_ += len;
+  appended_txid_ = txid;
   *pos = Position{off, len, appended_lsn_};
   return Status::OK();
 }
@@ -137,9 +201,17 @@ Status Log::SyncRange(Durability d, uint64_t offset, uint64_t length) {
   uint64_t lsn_end;
   {
     MutexLock l(&sync_mu_);
-    lsn_end = start_lsn_ + offset + length;
+    lsn_end = start_lsn_ + (offset + length - std::min(offset + length, start_));
   }
   return SyncTo(d, offset, length, lsn_end);
+}
+
+void Log::MarkDurable(uint64_t lsn, uint64_t txid, uint64_t epoch) {
+  if (lsn <= durable_lsn_) return;
+  durable_lsn_ = lsn;
+  if (on_durable_ && txid != 0 && epoch == epoch_.load() && lsn > start_lsn_) {
+    on_durable_(epoch, txid);
+  }
 }
 
 // The one place that turns a Durability into syscalls on the log (rule 2).
@@ -153,25 +225,26 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
       if (off > capacity_ || len > capacity_ - off) {
         return Status::InvalidArgument("SyncForCommit: range outside the log");
       }
-      Status s = file_->MapSync(base_, off, len);
-      if (!s.ok()) error_->Set(s);
-      return s;
-    }
-    case Durability::kFsync: {
-      uint64_t target;
+      // From the first record not yet durable: a durable record after one
+      // that is lost would never be replayed.
+      uint64_t from, txid, epoch;
       {
         MutexLock l(&sync_mu_);
-        target = appended_lsn_;
+        from = std::min(off, start_ + (durable_lsn_ - start_lsn_));
+        txid = lsn_end == appended_lsn_ ? appended_txid_ : 0;
+        epoch = epoch_.load();
       }
-      Status s = file_->Sync();
+      Status s = file_->MapSync(base_, from, off + len - from);
       if (!s.ok()) {
         error_->Set(s);
         return s;
       }
       MutexLock l(&sync_mu_);
-      durable_lsn_ = std::max(durable_lsn_, target);
+      MarkDurable(lsn_end, txid, epoch);
       return s;
     }
+    case Durability::kFsync:
+      return Flush();
     case Durability::kGroup: {
       MutexLock l(&sync_mu_);
       for (;;) {
@@ -180,13 +253,14 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
         if (!leader_active_) {
           // Leader: one fdatasync covers every record appended so far.
           leader_active_ = true;
-          const uint64_t target = appended_lsn_;
+          const uint64_t target = appended_lsn_, txid = appended_txid_;
+          const uint64_t epoch = epoch_.load();
           sync_mu_.Unlock();
           Status s = file_->Sync();
           if (!s.ok()) error_->Set(s);
           sync_mu_.Lock();
           leader_active_ = false;
-          if (s.ok()) durable_lsn_ = std::max(durable_lsn_, target);
+          if (s.ok()) MarkDurable(target, txid, epoch);
           sync_cv_.SignalAll();
           if (!s.ok()) return s;
         } else {
@@ -200,10 +274,12 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
 
 Status Log::Flush() {
   if (error_->Has()) return error_->Get();
-  uint64_t target;
+  uint64_t target, txid, epoch;
   {
     MutexLock l(&sync_mu_);
     target = appended_lsn_;
+    txid = appended_txid_;
+    epoch = epoch_.load();
     if (durable_lsn_ >= target) return Status::OK();
   }
   Status s = file_->Sync();
@@ -212,7 +288,7 @@ Status Log::Flush() {
     return s;
   }
   MutexLock l(&sync_mu_);
-  durable_lsn_ = std::max(durable_lsn_, target);
+  MarkDurable(target, txid, epoch);
   sync_cv_.SignalAll();
   return s;
 }
@@ -247,10 +323,11 @@ void Log::StopFlusher() {
   if (flusher_.joinable()) flusher_.join();
 }
 
-void Log::Restart() {
-  used_.store(0);
+void Log::Restart(uint64_t epoch) {
+  used_.store(start_);
   {
     MutexLock l(&sync_mu_);
+    epoch_.store(epoch);
     durable_lsn_ = appended_lsn_;
     start_lsn_ = appended_lsn_;
   }

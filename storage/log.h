@@ -4,13 +4,17 @@
 // that turns a mode into syscalls on the log), and reads them back for
 // recovery (rule 4). Group commit's leader and the periodic flusher live here.
 //
+// A log belongs to one database: its header carries the database id, and
+// Open refuses a log that is missing, foreign, damaged or cut short, so the
+// pager can tell "nothing to replay" from "the records are gone".
+//
 // Offsets are bytes into the log file; LSNs count the bytes appended over
 // the life of the Log, so a sync can tell whether an earlier one covered it.
 //
-// Thread safety: Open, Append, Restart, SetUsed and StartFlusher are called
-// by the pager's single writer; Sync, SyncRange and Flush from any thread
-// (group commit syncs outside the writer gate); Scan, used() and capacity()
-// from any thread.
+// Thread safety: Open, Create, Append, Restart, SetUsed and StartFlusher are
+// called by the pager's single writer; Sync, SyncRange and Flush from any
+// thread (group commit syncs outside the writer gate); Scan, used() and
+// capacity() from any thread.
 #ifndef MMDOC_STORAGE_LOG_H_
 #define MMDOC_STORAGE_LOG_H_
 
@@ -41,6 +45,8 @@ class Log {
   };
   // Called for each record Scan visits; false stops the scan.
   using RecordFn = std::function<bool(uint64_t txid, std::string_view payload)>;
+  // Called after a sync made every record of `epoch` up to `txid` durable.
+  using DurableFn = std::function<void(uint64_t epoch, uint64_t txid)>;
 
   // I/O errors are also kept in *error (rule 8). Not owned.
   Log(FileSystem* fs, std::string path, StickyError* error);
@@ -48,44 +54,66 @@ class Log {
   Log(const Log&) = delete;
   Log& operator=(const Log&) = delete;
 
-  // Opens the log file, creating it when missing, and maps it. With
-  // `fresh`, or when the file is shorter than `size`, it is (re)filled with
-  // zeros to `size` bytes and synced, so that a commit's sync never changes
-  // the file's size.
-  Status Open(uint64_t size, bool fresh);
+  // Opens the existing log of database `db_id` and maps it. NotFound when
+  // the file does not exist; Corruption, naming the log, when its header is
+  // damaged, names another database, or the file is shorter than the
+  // header says. `legacy`: a version 1 or 2 log, which has no header and
+  // whose records start at 0.
+  Status Open(const uint64_t db_id[2], bool legacy);
+  // Creates (or truncates) the log of database `db_id` with `size` bytes of
+  // records, zero-filled, header written, file and directory synced, then
+  // maps it. On failure (Full on a full disk) the file is removed, so a
+  // half-made log never takes the disk.
+  Status Create(const uint64_t db_id[2], uint64_t size);
+  // Makes sure every byte of the log is backed by disk blocks (a sparse
+  // copy's holes would make a store through the map SIGBUS on a full disk).
+  Status AllocateAll() { return file_->Allocate(0, capacity_); }
+  // Whether Open or Create succeeded.
+  bool ready() const { return base_ != nullptr; }
+  // Removes the log file. REQUIRES: !ready().
+  Status Remove();
 
-  // Visits the valid records from offset 0, the first with txid
+  // Visits the valid records from the start, the first with txid
   // `first_txid` and each next one txid + 1, all of epoch `epoch`, ending at
-  // or before `limit`. Returns the offset after the last one visited;
-  // *records counts them.
+  // or before offset `limit`. Returns the offset after the last one
+  // visited; *records counts them.
   uint64_t Scan(uint64_t first_txid, uint64_t epoch, uint64_t limit, const RecordFn& fn,
                 uint64_t* records) const;
 
-  // Appends the record of `txid` after the used part. kFsync and kGroup
-  // write it with pwrite, the other modes through the log's map (kMsync's
-  // contract is msync of what it wrote there). *fits is false, and nothing
-  // is written, when the record does not fit in the space left.
-  Status Append(uint64_t txid, uint64_t epoch, std::string_view payload, Durability d,
-                Position* pos, bool* fits) MMDOC_EXCLUDES(sync_mu_);
-  // Makes the record at `pos` durable as `d` says (rule 2).
+  // Appends the record of `txid` (of the epoch of the last Restart) after
+  // the used part. kFsync and kGroup write it with pwrite, the other modes
+  // through the log's map (kMsync's contract is msync of what it wrote
+  // there). *fits is false, and nothing is written, when the record does
+  // not fit in the space left. REQUIRES: ready().
+  Status Append(uint64_t txid, std::string_view payload, Durability d, Position* pos,
+                bool* fits) MMDOC_EXCLUDES(sync_mu_);
+  // Makes the record at `pos`, and every record before it, durable as `d`
+  // says (rule 2).
   Status Sync(Durability d, const Position& pos) MMDOC_EXCLUDES(sync_mu_);
-  // Sync of the bytes [offset, offset + length) appended since the last
+  // Sync of the bytes up to offset + length appended since the last
   // Restart (for the sync micro-benchmark and tests).
   Status SyncRange(Durability d, uint64_t offset, uint64_t length) MMDOC_EXCLUDES(sync_mu_);
   // Makes everything appended so far durable.
   Status Flush() MMDOC_EXCLUDES(sync_mu_);
+  // Called (under the log's lock: keep it short) after each sync that made
+  // records durable. Set before the log is shared.
+  void SetDurableHook(DurableFn fn) { on_durable_ = std::move(fn); }
 
   // The background flush of Durability::kPeriodic, every `interval_ms`;
-  // started once, stopped by the destructor.
+  // started once, stopped by StopFlusher or the destructor.
   void StartFlusher(uint32_t interval_ms) MMDOC_EXCLUDES(sync_mu_);
   void StopFlusher() MMDOC_EXCLUDES(sync_mu_);
 
   // A checkpoint made everything appended so far durable in the data file:
-  // appends restart at offset 0 and pending syncs are satisfied.
-  void Restart() MMDOC_EXCLUDES(sync_mu_);
+  // appends restart at the start under `epoch`, and pending syncs are
+  // satisfied.
+  void Restart(uint64_t epoch) MMDOC_EXCLUDES(sync_mu_);
   // After recovery: appends continue at `offset`.
   void SetUsed(uint64_t offset) { used_.store(offset); }
 
+  // The offset where records start, the end of the used part, and the end
+  // of the file's records area.
+  uint64_t start() const { return start_; }
   uint64_t used() const { return used_.load(); }
   uint64_t capacity() const { return capacity_; }
   const std::string& path() const { return path_; }
@@ -93,15 +121,22 @@ class Log {
  private:
   Status SyncTo(Durability d, uint64_t offset, uint64_t length, uint64_t lsn_end)
       MMDOC_EXCLUDES(sync_mu_);
+  // After a sync of everything appended up to `lsn` (captured with its txid
+  // and epoch before the sync): records it durable and calls the hook.
+  void MarkDurable(uint64_t lsn, uint64_t txid, uint64_t epoch) MMDOC_REQUIRES(sync_mu_);
   Status ZeroFill(uint64_t from, uint64_t to);
+  Status Map();
 
   FileSystem* const fs_;
   const std::string path_;
   StickyError* const error_;
+  DurableFn on_durable_;
 
-  // Set by Open, read-only afterwards.
+  // Set by Open or Create, read-only while the log is shared.
   std::unique_ptr<File> file_;
   uint8_t* base_ = nullptr;
+  uint64_t map_len_ = 0;
+  uint64_t start_ = 0;
   uint64_t capacity_ = 0;
 
   std::atomic<uint64_t> used_{0};  // written by the writer
@@ -109,13 +144,17 @@ class Log {
 
   Mutex sync_mu_;
   CondVar sync_cv_{&sync_mu_};
+  // The epoch of new records: written by the writer under sync_mu_ (so a
+  // sync can tell whether a restart came between), read by Append without.
+  std::atomic<uint64_t> epoch_{0};
   uint64_t appended_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;
+  uint64_t appended_txid_ MMDOC_GUARDED_BY(sync_mu_) = 0;  // its last record
   uint64_t durable_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;
-  uint64_t start_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;  // lsn of offset 0
+  uint64_t start_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;  // lsn of start()
   bool leader_active_ MMDOC_GUARDED_BY(sync_mu_) = false;
   bool stop_flusher_ MMDOC_GUARDED_BY(sync_mu_) = false;
   CondVar flusher_cv_{&sync_mu_};
-  std::thread flusher_;  // writer-owned; joined by the destructor
+  std::thread flusher_;  // writer-owned; joined by StopFlusher
 };
 
 }  // namespace mmdoc::storage

@@ -35,7 +35,10 @@ void EncodeMeta(const Meta& m, PageId slot, uint8_t* page) {
   for (int i = 0; i < kMetaRoots; i++) {
     EncodeFixed64(page + kMetaRootsOffset + 8 * i, m.roots[i]);
   }
-  EncodeFixed64(page + kPageChecksumOffset, PageChecksum(page, ps, slot));
+  EncodeFixed64(page + kMetaDbIdOffset, m.db_id[0]);
+  EncodeFixed64(page + kMetaDbIdOffset + 8, m.db_id[1]);
+  EncodeFixed32(page + kMetaFlagsOffset, m.clean ? kMetaClean : 0);
+  EncodeFixed64(page + kPageChecksumOffset, PageChecksum(page, kMetaStampOffset, slot));
 }
 
 bool DecodeMeta(const uint8_t* pg, uint32_t ps, PageId slot, Meta* m, std::string* why) {
@@ -57,7 +60,9 @@ bool DecodeMeta(const uint8_t* pg, uint32_t ps, PageId slot, Meta* m, std::strin
     *why = PageMsg(slot, "not a meta page");
     return false;
   }
-  if (DecodeFixed64(pg + kPageChecksumOffset) != PageChecksum(pg, ps, slot)) {
+  // Version 3 leaves the stamp region out of the checksum.
+  const uint32_t summed = version >= 3 ? kMetaStampOffset : ps;
+  if (DecodeFixed64(pg + kPageChecksumOffset) != PageChecksum(pg, summed, slot)) {
     *why = PageMsg(slot, "checksum mismatch");
     return false;
   }
@@ -71,6 +76,33 @@ bool DecodeMeta(const uint8_t* pg, uint32_t ps, PageId slot, Meta* m, std::strin
   for (int i = 0; i < kMetaRoots; i++) {
     m->roots[i] = DecodeFixed64(pg + kMetaRootsOffset + 8 * i);
   }
+  if (version >= 3) {
+    m->db_id[0] = DecodeFixed64(pg + kMetaDbIdOffset);
+    m->db_id[1] = DecodeFixed64(pg + kMetaDbIdOffset + 8);
+    m->clean = (DecodeFixed32(pg + kMetaFlagsOffset) & kMetaClean) != 0;
+  } else {
+    m->db_id[0] = m->db_id[1] = 0;
+    m->clean = false;
+  }
+  return true;
+}
+
+void EncodeStamp(const Stamp& st, PageId slot, uint8_t* page) {
+  uint8_t buf[kMetaStampSize] = {};
+  EncodeFixed32(buf, kStampMagic);
+  EncodeFixed64(buf + 8, st.epoch);
+  EncodeFixed64(buf + 16, st.txid);
+  EncodeFixed64(buf + 24, Checksum(buf, 24, slot));
+  std::memcpy(page + kMetaStampOffset, buf, sizeof buf);
+}
+
+bool DecodeStamp(const uint8_t* page, PageId slot, Stamp* st) {
+  const uint8_t* p = page + kMetaStampOffset;
+  if (DecodeFixed32(p) != kStampMagic || DecodeFixed64(p + 24) != Checksum(p, 24, slot)) {
+    return false;
+  }
+  st->epoch = DecodeFixed64(p + 8);
+  st->txid = DecodeFixed64(p + 16);
   return true;
 }
 

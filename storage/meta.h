@@ -1,5 +1,6 @@
 // The meta page (storage/format.h, META PAGE): its one encoder, decoder and
-// validator, and rule 4's choice between the two meta pages.
+// validator, rule 4's choice between the two meta pages, and the durable
+// stamp kept in the newest one.
 //
 // Thread safety: pure functions.
 #ifndef MMDOC_STORAGE_META_H_
@@ -22,6 +23,16 @@ struct Meta {
   uint64_t free_count = 0;
   uint64_t log_epoch = 0;
   PageId roots[kMetaRoots] = {};
+  // Version 3 (zero and false when read from an older file):
+  uint64_t db_id[2] = {0, 0};
+  bool clean = false;  // the log holds nothing this checkpoint lacks
+};
+
+// What the durable stamp says: log records of `epoch` up to `txid` were
+// made durable.
+struct Stamp {
+  uint64_t epoch = 0;
+  uint64_t txid = 0;
 };
 
 // Writes `m` as meta page `slot` (0 or 1) into `page` (m.page_size bytes,
@@ -41,6 +52,11 @@ bool DecodeMeta(const uint8_t* page, uint32_t page_size, PageId slot, Meta* m,
 // below 2 or beyond the end of the file.
 Status PickMeta(const uint8_t* base, uint64_t size, const std::string& path, Meta* m,
                 PageId* slot);
+
+// Writes the stamp into meta page `slot` (its stamp region only).
+void EncodeStamp(const Stamp& st, PageId slot, uint8_t* page);
+// The stamp of meta page `slot`; false when there is none or it is torn.
+bool DecodeStamp(const uint8_t* page, PageId slot, Stamp* st);
 
 }  // namespace mmdoc::storage
 

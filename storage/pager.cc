@@ -8,7 +8,7 @@
 // Locks (never held in the reverse order):
 //   writer gate (writer_mu_/writer_active_): one write Txn at a time; owns all
 //     "writer-owned" fields below (base_, map_len_, maps_ append, free-list
-//     mutation, log_used_, checkpoint state).
+//     mutation, the log's appends, checkpoint state).
 //   alloc_mu_ -> state_mu_: alloc_mu_ guards the free/pending sets
 //     (mutated by the writer, read by Stats/AccountedPages/Verify);
 //     state_mu_ guards the published snapshot, the reader table and the map
@@ -241,9 +241,26 @@ class PagerImpl final : public Pager {
   Status MapData(uint64_t min_len) MMDOC_EXCLUDES(state_mu_);
 
   // --- open ---
-  Status CreateNew();
-  Status LoadExisting(uint64_t size);
-  Status OpenLog(bool fresh);
+  // Opens and locks the data file, creating it (CreateFile) when missing
+  // and allowed; *created tells whether this call made it.
+  Status OpenDataFile(bool* created);
+  // A new database's first two pages: meta 0 (clean, txid 0) and a zero page.
+  std::vector<uint8_t> NewFileImage() const;
+  Status CreateFile();
+  // Reads the meta (rule 4). A file that is empty or all zeros, as a
+  // creation cut short by an older version leaves it, is refused unless
+  // the caller may create; then it is made a new database in place, and
+  // *created is set.
+  Status LoadExisting(uint64_t size, bool* created);
+  // Whether the log file exists with any byte that is not zero at its start.
+  bool LogHasContent();
+  Status OpenLog(bool created);
+  // Before the first commit of a session (rule 9): a log of this database,
+  // the data file's holes allocated, and a checkpoint that marks the
+  // database in use. Not sticky on failure.
+  Status StartWriting();
+  // The durable stamp (format.h), written after a log sync.
+  void StampDurable(uint64_t epoch, uint64_t txid);
   // Log::Scan of the records after the checkpoint (rule 4).
   uint64_t ScanLog(const Log::RecordFn& fn, uint64_t limit, uint64_t* records) const {
     return log_.Scan(checkpoint_txid_.load() + 1, log_epoch_.load(), limit, fn, records);
@@ -269,8 +286,9 @@ class PagerImpl final : public Pager {
   // releases the writer gate. The txn's lists are empty afterwards.
   void FinishTxn(WriteTxnImpl* txn) MMDOC_EXCLUDES(spare_mu_);
   void ReleasePending() MMDOC_EXCLUDES(state_mu_, alloc_mu_);
-  // "Locked": the caller holds the writer gate (not a mutex).
-  Status CheckpointLocked() MMDOC_EXCLUDES(alloc_mu_, state_mu_);
+  // "Locked": the caller holds the writer gate (not a mutex). `clean`: the
+  // checkpoint says the log holds nothing it lacks (rule 9).
+  Status CheckpointLocked(bool clean) MMDOC_EXCLUDES(alloc_mu_, state_mu_);
   // Checkpoint step: writes the persisted free list (free and pending pages)
   // for a checkpoint at `txid`, growing the file when the free set cannot
   // hold the list's own pages; returns its root and entry count.
@@ -319,7 +337,6 @@ class PagerImpl final : public Pager {
 
   // Set by Init, before the Pager is shared; read-only afterwards.
   std::unique_ptr<File> data_;
-  std::unique_ptr<FileSystem::Lock> lock_;
   uint32_t ps_ = 0;
 
   // Maps of the data file; all but the last are kept for old readers.
@@ -384,9 +401,19 @@ class PagerImpl final : public Pager {
   std::atomic<uint64_t> log_epoch_{0};
   // recovered_/recovering_: the writer gate, or writer_mu_ in Recover (run
   // before concurrent use); BeginWrite reads them under the gate alone.
-  bool recovered_ = false;
+  bool recovered_ = false;       // nothing (more) to replay
   bool recovering_ = false;      // set by Recover while it replays
   uint64_t replay_records_ = 0;  // set by Init (OpenLog), cleared by Recover
+
+  // Rule 9 (writer-owned; set by Init before the Pager is shared).
+  uint64_t db_id_[2] = {0, 0};
+  bool legacy_ = false;             // a version 1 or 2 file: its log has no header
+  bool durable_clean_ = false;      // what the durable meta says
+  bool in_use_ = false;             // the log restarted for this session's commits
+  bool log_needs_create_ = false;   // missing, foreign, damaged or legacy
+  Stamp stamp_;                     // the durable meta's stamp at open
+  bool have_stamp_ = false;
+  uint8_t* meta_map_ = nullptr;     // the first map: the meta pages, always mapped
 
   VerifiedBitmap verified_;  // lock-free: atomic bits and chunk pointers
 };
@@ -570,23 +597,14 @@ Status PagerImpl::MapData(uint64_t min_len) {
 
 Status PagerImpl::EnsureCapacity(uint64_t pages) {
   const uint64_t need = pages * ps_;
-  uint64_t size = file_size_.load();
+  const uint64_t size = file_size_.load();
   if (need > size) {
     uint64_t target = std::max(need, size + std::max(kMiB, size / 8));
     target = (target + ps_ - 1) / ps_ * ps_;
-    Status s = data_->Allocate(target);
-    if (!s.ok()) {
-      SetError(s);
-      return s;
-    }
+    // Not sticky: nothing was published, and the disk may have room later.
+    MMDOC_RETURN_IF_ERROR(data_->Allocate(size, target - size));
     file_size_.store(target);
-    if (target > map_len_) {
-      s = MapData(target);
-      if (!s.ok()) {
-        SetError(s);
-        return s;
-      }
-    }
+    if (target > map_len_) MMDOC_RETURN_IF_ERROR(MapData(target));
   }
   verified_.Reserve(pages);
   return Status::OK();
@@ -602,63 +620,124 @@ Status PagerImpl::Init() {
   if (opts_.log_size < 4096) {
     return Status::InvalidArgument("log_size must be at least 4096");
   }
-  if (!opts_.create_if_missing && !fs_->Exists(path_)) {
-    return Status::NotFound(path_, "database does not exist");
-  }
-  Result<std::unique_ptr<File>> f = fs_->Open(path_, opts_.create_if_missing);
-  if (!f.ok()) return f.status();
-  data_ = std::move(f.value());
-  Result<std::unique_ptr<FileSystem::Lock>> lk = fs_->LockFile(path_);
-  if (!lk.ok()) return lk.status();
-  lock_ = std::move(lk.value());
+  log_.SetDurableHook([this](uint64_t epoch, uint64_t txid) { StampDurable(epoch, txid); });
+  bool created = false;
+  MMDOC_RETURN_IF_ERROR(OpenDataFile(&created));
   Result<uint64_t> size = data_->Size();
   if (!size.ok()) return size.status();
-  bool fresh = *size == 0;
-  if (fresh) {
-    MMDOC_RETURN_IF_ERROR(CreateNew());
-  } else {
-    MMDOC_RETURN_IF_ERROR(LoadExisting(*size));
+  Status s = LoadExisting(*size, &created);
+  if (s.ok()) s = OpenLog(created);
+  if (!s.ok()) {
+    // A database this call made and could not finish is removed whole, so
+    // a full disk is left as it was found (the lock is still ours).
+    if (created) (void)fs_->Remove(path_);
+    return s;
   }
-  MMDOC_RETURN_IF_ERROR(OpenLog(fresh));
   opened_ = true;
   return Status::OK();
 }
 
-Status PagerImpl::CreateNew() {
-  ps_ = opts_.page_size;
-  const uint64_t size = 2ull * ps_;
-  MMDOC_RETURN_IF_ERROR(data_->Allocate(size));
-  file_size_.store(size);
-  MMDOC_RETURN_IF_ERROR(MapData(size));
-  verified_.Reserve(2);
-  std::random_device rd;
-  Meta meta;
-  meta.page_size = ps_;
-  meta.page_count = 2;
-  meta.log_epoch = ((uint64_t{rd()} << 24) ^ rd()) | 1;
-  uint8_t* m = writer_base();
-  std::memset(m + ps_, 0, ps_);
-  EncodeMeta(meta, 0, m);
-  MMDOC_RETURN_IF_ERROR(data_->Sync());
-  MMDOC_RETURN_IF_ERROR(fs_->SyncDir(path_));
-  checkpoint_txid_.store(0);
-  log_epoch_.store(meta.log_epoch);
-  MutexLock l(&state_mu_);
-  committed_ = Snapshot();
-  committed_.page_count = 2;
-  committed_.base = base_;
-  return Status::OK();
+Status PagerImpl::OpenDataFile(bool* created) {
+  *created = false;
+  // Lock the descriptor that is read, then check that the path still names
+  // it: a file renamed over the path in between (a compaction in another
+  // process) is opened again.
+  for (int attempt = 0; attempt < 100; attempt++) {
+    Result<std::unique_ptr<File>> f = fs_->Open(path_, /*create=*/false);
+    if (!f.ok()) {
+      if (!f.status().IsNotFound()) return f.status();
+      if (!opts_.create_if_missing) return Status::NotFound(path_, "database does not exist");
+      Status s = CreateFile();
+      if (s.ok()) {
+        *created = true;
+      } else if (!s.IsAlreadyExists()) {
+        return s;
+      }
+      continue;
+    }
+    MMDOC_RETURN_IF_ERROR(f.value()->TryLock());
+    Result<bool> here = f.value()->IsAt(path_);
+    if (!here.ok()) return here.status();
+    if (*here) {
+      data_ = std::move(f.value());
+      return Status::OK();
+    }
+    *created = false;
+  }
+  return Status::Busy(path_, "the file keeps being replaced while it is opened");
 }
 
-Status PagerImpl::LoadExisting(uint64_t size) {
+std::vector<uint8_t> PagerImpl::NewFileImage() const {
+  std::random_device rd;
+  auto random64 = [&rd] { return (uint64_t{rd()} << 32) ^ rd(); };
+  Meta meta;
+  meta.page_size = opts_.page_size;
+  meta.page_count = 2;
+  meta.log_epoch = random64() | 1;
+  meta.db_id[0] = random64();
+  meta.db_id[1] = random64();
+  meta.clean = true;
+  std::vector<uint8_t> img(2ull * opts_.page_size, 0);
+  EncodeMeta(meta, 0, img.data());
+  return img;
+}
+
+Status PagerImpl::CreateFile() {
+  const std::vector<uint8_t> img = NewFileImage();
+  return fs_->CreateExclusive(path_, img.data(), img.size());
+}
+
+bool PagerImpl::LogHasContent() {
+  Result<std::unique_ptr<File>> f = fs_->Open(log_.path(), /*create=*/false);
+  if (!f.ok()) return !f.status().IsNotFound();
+  Result<uint64_t> size = f.value()->Size();
+  if (!size.ok()) return true;
+  std::vector<uint8_t> head(std::min<uint64_t>(*size, kLogRecordsOffset));
+  if (!head.empty() && !f.value()->ReadAt(0, head.data(), head.size()).ok()) return true;
+  return std::any_of(head.begin(), head.end(), [](uint8_t b) { return b != 0; });
+}
+
+Status PagerImpl::LoadExisting(uint64_t size, bool* created) {
   file_size_.store(size);
   MMDOC_RETURN_IF_ERROR(MapData(size));
+  meta_map_ = writer_base();
   Meta meta;
   PageId slot;
-  MMDOC_RETURN_IF_ERROR(PickMeta(writer_base(), size, path_, &meta, &slot));
+  Status picked = PickMeta(writer_base(), size, path_, &meta, &slot);
+  if (!picked.ok()) {
+    const uint64_t head = std::min<uint64_t>(size, 2ull * kMinPageSize);
+    const bool blank = std::all_of(writer_base(), writer_base() + head,
+                                   [](uint8_t b) { return b == 0; });
+    if (!blank) return picked;
+    const std::string what =
+        size == 0 ? "the file is empty" : "the file holds only zeros";
+    if (!opts_.create_if_missing) {
+      return Status::Corruption(path_, what + ": not an mmdoc database (or one whose creation "
+                                              "never finished)");
+    }
+    if (LogHasContent()) {
+      return Status::Corruption(path_, what + " but its log " + log_.path() +
+                                           " is not: refusing to start a new database over it");
+    }
+    // Made a new database in place: the caller asked to create one.
+    const std::vector<uint8_t> img = NewFileImage();
+    MMDOC_RETURN_IF_ERROR(data_->Allocate(0, img.size()));
+    MMDOC_RETURN_IF_ERROR(data_->WriteAt(0, img.data(), img.size()));
+    MMDOC_RETURN_IF_ERROR(data_->Sync());
+    size = std::max<uint64_t>(size, img.size());
+    file_size_.store(size);
+    MMDOC_RETURN_IF_ERROR(MapData(size));
+    MMDOC_RETURN_IF_ERROR(PickMeta(writer_base(), size, path_, &meta, &slot));
+    *created = true;
+  }
   ps_ = meta.page_size;
   checkpoint_txid_.store(meta.txid);
   log_epoch_.store(meta.log_epoch);
+  db_id_[0] = meta.db_id[0];
+  db_id_[1] = meta.db_id[1];
+  legacy_ = meta.version < 3;
+  durable_clean_ = meta.clean;
+  have_stamp_ = !legacy_ && DecodeStamp(writer_base() + slot * ps_, slot, &stamp_);
   verified_.Reserve(meta.page_count);
   {
     MutexLock l(&state_mu_);
@@ -682,13 +761,45 @@ Status PagerImpl::LoadExisting(uint64_t size) {
   return Status::OK();
 }
 
-Status PagerImpl::OpenLog(bool fresh) {
-  MMDOC_RETURN_IF_ERROR(log_.Open(opts_.log_size, fresh));
-  if (fresh) {
+Status PagerImpl::OpenLog(bool created) {
+  if (created) {
+    // A new database gets its log now, so that a create that fails on a
+    // full disk fails whole.
+    MMDOC_RETURN_IF_ERROR(log_.Create(db_id_, opts_.log_size));
+    log_.Restart(log_epoch_.load());
     recovered_ = true;
-  } else {
-    ScanLog(nullptr, log_.capacity(), &replay_records_);
+    return Status::OK();
   }
+  Status s = log_.Open(db_id_, legacy_);
+  if (s.ok()) {
+    // A clean database's log holds nothing to replay; a legacy one is read
+    // and then replaced by a log with a header.
+    if (!durable_clean_) ScanLog(nullptr, log_.capacity(), &replay_records_);
+    log_needs_create_ = legacy_;
+  } else if (s.IsNotFound() || s.IsCorruption()) {
+    // Rule 9: without a log of its own, a database that was not closed
+    // cleanly may have lost commits; say so unless told to go on.
+    if (!durable_clean_ && !legacy_ && !opts_.accept_log_loss) {
+      std::string why = s.IsNotFound() ? "the log is missing" : s.message();
+      return Status::Corruption(
+          log_.path(), why + ", and the database was not closed cleanly: the commits after its "
+                             "last checkpoint were in it (open with accept_log_loss to open at "
+                             "the last checkpoint)");
+    }
+    log_needs_create_ = true;
+  } else {
+    return s;
+  }
+  const uint64_t replayable = checkpoint_txid_.load() + replay_records_;
+  if (!durable_clean_ && have_stamp_ && stamp_.epoch == log_epoch_.load() &&
+      stamp_.txid > replayable && !opts_.accept_log_loss) {
+    return Status::Corruption(
+        log_.path(), "the log ends at commit " + std::to_string(replayable) + " but commit " +
+                         std::to_string(stamp_.txid) +
+                         " was made durable: the log is an older copy or was cut short (open "
+                         "with accept_log_loss to open at what it holds)");
+  }
+  recovered_ = replay_records_ == 0;
   return Status::OK();
 }
 
@@ -703,9 +814,10 @@ PagerImpl::~PagerImpl() {
   assert(!writer_alive && "write Txn outlives its Pager");
   if (opened_ && !crash_on_close_ && !HasError() && !writer_alive) {
     AcquireWriter();
-    if (recovered_ && (writer_committed().txid != checkpoint_txid_.load() ||
-                       log_.used() > 0)) {
-      (void)CheckpointLocked();
+    // Rule 9: a database closed cleanly says so, and its log is not needed.
+    if (recovered_ && (!durable_clean_ || writer_committed().txid != checkpoint_txid_.load() ||
+                       log_.used() > log_.start())) {
+      (void)CheckpointLocked(/*clean=*/true);
     }
     ReleaseWriter();
   }
@@ -735,14 +847,13 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {
     return BackgroundError();
   }
   if (!recovered_ && !recovering_) {
-    if (replay_records_ > 0) {
-      ReleaseWriter();
-      return Status::InvalidArgument(
-          path_, "the log holds " + std::to_string(replay_records_) +
-                     " committed records: call Pager::Recover first");
-    }
-    recovered_ = true;
-    Status s = CheckpointLocked();
+    ReleaseWriter();
+    return Status::InvalidArgument(
+        path_, "the log holds " + std::to_string(replay_records_) +
+                   " committed records: call Pager::Recover first");
+  }
+  if (!in_use_ && !recovering_) {
+    Status s = StartWriting();
     if (!s.ok()) {
       ReleaseWriter();
       return s;
@@ -817,7 +928,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
   Log::Position pos;
   if (!replayed) {
     bool fits;
-    Status s = log_.Append(txn->txid_, log_epoch_.load(), payload, d, &pos, &fits);
+    Status s = log_.Append(txn->txid_, payload, d, &pos, &fits);
     if (!s.ok()) {  // not published; the error is sticky (rule 8)
       FinishTxn(txn);
       return s;
@@ -847,7 +958,12 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
     pending_.Add(txn->txid_, txn->lists_.freed_ckpt, /*for_checkpoint=*/true);
   }
   Status s;
-  if (by_checkpoint) s = CheckpointLocked();
+  if (by_checkpoint) {
+    // The commit is published but not logged: it must not be lost behind a
+    // later commit's record (rule 8).
+    s = CheckpointLocked(/*clean=*/false);
+    if (!s.ok()) SetError(s);
+  }
   if (d == Durability::kPeriodic && !replayed) log_.StartFlusher(opts_.sync_interval_ms);
   FinishTxn(txn);
   if (group) s = log_.Sync(d, pos);
@@ -871,11 +987,10 @@ Status PagerImpl::Checkpoint() {
   if (HasError()) return BackgroundError();
   AcquireWriter();
   Status s;
-  if (!recovered_ && replay_records_ > 0) {
+  if (!recovered_) {
     s = Status::InvalidArgument(path_, "call Pager::Recover before Checkpoint");
   } else {
-    recovered_ = true;
-    s = CheckpointLocked();
+    s = CheckpointLocked(/*clean=*/!in_use_);
   }
   ReleaseWriter();
   return s;
@@ -883,7 +998,7 @@ Status PagerImpl::Checkpoint() {
 
 // Rule 3, in its steps. REQUIRES: the writer gate is held and no write txn
 // is in progress.
-Status PagerImpl::CheckpointLocked() {
+Status PagerImpl::CheckpointLocked(bool clean) {
   if (HasError()) return BackgroundError();
   uint64_t txid = writer_committed().txid;
   if (txid % 2 == checkpoint_txid_.load() % 2) {
@@ -904,8 +1019,21 @@ Status PagerImpl::CheckpointLocked() {
     SetError(s);
     return s;
   }
+  // A data file renamed over or removed behind our back takes this
+  // checkpoint with it: say so, once, rather than write into a lost file.
+  Result<bool> here = data_->IsAt(path_);
+  if (!here.ok() || !*here) {
+    s = here.ok() ? Status::IOError(path_, "the database file was moved, replaced or removed "
+                                           "while open")
+                  : here.status();
+    SetError(s);
+    return s;
+  }
   meta.page_count = writer_committed().page_count;
   std::copy(writer_committed().roots, writer_committed().roots + kMetaRoots, meta.roots);
+  meta.db_id[0] = db_id_[0];
+  meta.db_id[1] = db_id_[1];
+  meta.clean = clean;
   EncodeMeta(meta, txid % 2, writer_base() + (txid % 2) * ps_);
   s = data_->Sync();
   if (!s.ok()) {
@@ -913,15 +1041,40 @@ Status PagerImpl::CheckpointLocked() {
     return s;
   }
   // The checkpoint is durable: the log restarts under the new epoch.
-  checkpoint_txid_.store(txid);
   log_epoch_.store(meta.log_epoch);
-  log_.Restart();
+  checkpoint_txid_.store(txid);
+  durable_clean_ = clean;
+  in_use_ = !clean;
+  legacy_ = false;
+  log_.Restart(meta.log_epoch);
   {
     MutexLock l(&alloc_mu_);
     pending_.CheckpointDone(txid);
   }
   ReleasePending();
   return Status::OK();
+}
+
+Status PagerImpl::StartWriting() {
+  if (log_needs_create_ || !log_.ready() ||
+      log_.capacity() - log_.start() < (opts_.log_size + 7) / 8 * 8) {
+    // A log is replaced only while the durable meta says it holds nothing.
+    if (!durable_clean_) MMDOC_RETURN_IF_ERROR(CheckpointLocked(/*clean=*/true));
+    MMDOC_RETURN_IF_ERROR(log_.Create(db_id_, opts_.log_size));
+    log_needs_create_ = false;
+  } else {
+    MMDOC_RETURN_IF_ERROR(log_.AllocateAll());
+  }
+  // Holes in a sparse copy of the file would otherwise be filled by stores
+  // through the map, and a full disk would be SIGBUS instead of Full.
+  MMDOC_RETURN_IF_ERROR(data_->Allocate(0, file_size_.load()));
+  return CheckpointLocked(/*clean=*/false);
+}
+
+void PagerImpl::StampDurable(uint64_t epoch, uint64_t txid) {
+  if (epoch != log_epoch_.load()) return;  // a checkpoint came between
+  const PageId slot = checkpoint_txid_.load() % 2;
+  EncodeStamp(Stamp{epoch, txid}, slot, meta_map_ + slot * ps_);
 }
 
 Status PagerImpl::WriteFreeList(uint64_t txid, PageId* root, uint64_t* entries_count) {
@@ -1090,7 +1243,7 @@ PagerStats PagerImpl::Stats() {
     st.freelist_pages = freelist_pages_.size();
   }
   st.checkpoint_txid = checkpoint_txid_.load();
-  st.log_used = log_.used();
+  st.log_used = log_.used() - log_.start();
   st.file_size = file_size_.load();
   return st;
 }

@@ -47,7 +47,7 @@
 //     checksum) with the larger txid; a torn or corrupt newer meta falls
 //     back to the older one. It then replays log records with the meta's
 //     epoch and txids meta.txid+1, +2, ... until a record is missing, torn
-//     or fails its checksum, then checkpoints.
+//     or fails its checksum, then checkpoints when it replayed any.
 // (5) A page freed by transaction T is reused only when (a) no read
 //     snapshot older than T is open, and (b) if the page was written before
 //     the last checkpoint (its header txid <= checkpoint txid), a checkpoint
@@ -66,7 +66,23 @@
 //     with paranoid_checks); pages this process wrote are known good.
 // (8) An I/O error during commit or checkpoint is sticky: every later write
 //     transaction fails with the same status until the database is reopened;
-//     read transactions keep working on the last good state.
+//     read transactions keep working on the last good state. A file that
+//     cannot grow (Full) fails the write transaction only: nothing was
+//     published, and later writes succeed once the disk has room.
+// (9) A database knows whether it needs its log. The meta page carries a
+//     database id, which the log's header repeats, and a clean flag: the
+//     checkpoint at Close writes it clean; before the first commit of a
+//     session a checkpoint writes it not clean (StartWriting). After each
+//     sync that makes log records durable, the newest meta page's stamp
+//     records the last of them. Open refuses, with Corruption naming the
+//     log, a database not closed cleanly whose log is missing, damaged,
+//     another database's, shorter than its header says, or ends before the
+//     stamp (an older copy of itself); PagerOptions::accept_log_loss opens
+//     it anyway. A clean database's log holds nothing it needs: it is made
+//     anew before the next write. Open of a clean database writes nothing.
+//     A new database is created whole (FileSystem::CreateExclusive): after
+//     a crash its path either does not exist or holds a valid meta page, and
+//     a new one whose log cannot be made is removed again.
 //
 // Growing: the file grows by posix_fallocate in steps (ENOSPC -> Full, never
 // SIGBUS). The map reserves address space beyond the file (at least 1 GiB,
@@ -101,8 +117,8 @@
 //    fdatasync (data pages + free-list pages), then the meta page, then the
 //    second fdatasync; so a durable meta never points at an unsynced free
 //    list page.
-//  - Recover always checkpoints (with a new epoch), even when it replayed
-//    nothing, so stale records of the old epoch can never follow new ones.
+//  - The first write of a session checkpoints (with a new epoch) before it
+//    appends, so stale records of an old epoch can never follow new ones.
 //  - The checkpoint runs on the writer's thread and blocks it (at 4M
 //    inserts, 22% of the insert phase). Skipping its syncs altogether
 //    (an unsafe experiment) gained only 7% on insert and lost half the
@@ -116,8 +132,11 @@
 //  - AccountedPages, Verify and Stats describe the last committed state when
 //    no write Txn is open (pages an open write Txn took are in neither set).
 //  - Recover must run before BeginWrite when the log holds records to
-//    replay (BeginWrite then returns InvalidArgument); when it holds none,
-//    the first BeginWrite recovers implicitly.
+//    replay (BeginWrite then returns InvalidArgument).
+//  - The data file is locked (flock) through the descriptor it is read
+//    from, and Open checks that the path still names that file after
+//    locking: a database renamed over the path (a compaction in another
+//    process) is opened again rather than written behind the new file.
 //
 // States: Closed --Open()--> Open --BeginWrite()--> Writing --Commit/Abort-->
 // Open; Open --I/O error in Commit/Checkpoint--> Failed (reads only) --Close.
@@ -155,6 +174,11 @@ struct PagerOptions {
   // Verify the checksum of every page on every read, not just the first.
   // Default: false.
   bool paranoid_checks = false;
+  // Open even when the log is missing, foreign, damaged, cut short or an
+  // older copy of itself although the database was not closed cleanly
+  // (rule 9): at the last checkpoint plus what the log still holds. The
+  // commits it lost are gone. Default: false (Open fails with Corruption).
+  bool accept_log_loss = false;
   // File system seam; nullptr means FileSystem::Default(). Not owned.
   FileSystem* fs = nullptr;
 
@@ -178,7 +202,7 @@ struct PagerStats {
   uint64_t freelist_pages = 0;  // pages holding the persisted free list
   uint64_t txid = 0;            // last committed transaction
   uint64_t checkpoint_txid = 0; // last checkpoint
-  uint64_t log_used = 0;        // bytes of the log in use
+  uint64_t log_used = 0;        // bytes of log records since the checkpoint
   uint64_t oldest_reader_txid = 0;  // 0 when no reader is open
   uint64_t readers = 0;
   uint64_t file_size = 0;
@@ -243,11 +267,13 @@ class Txn {
 class Pager {
  public:
   // Opens or creates the database at `path` (and `path`-log), takes the
-  // exclusive lock, picks the meta page (rule 4). It does NOT replay the
-  // log: call Recover() next. Errors: Busy (locked), NotFound (missing and
-  // !create_if_missing), Corruption (no valid meta, bad page size, file
-  // shorter than its meta says), IOError, InvalidArgument (bad options,
-  // path is a directory).
+  // exclusive lock, picks the meta page (rule 4), checks the log (rule 9).
+  // It does NOT replay the log: call Recover() next. Errors: Busy (locked),
+  // NotFound (missing and !create_if_missing), Corruption (no valid meta,
+  // an empty or all-zero file that may not be created over, bad page size,
+  // file shorter than its meta says, the log missing or not this
+  // database's when it is needed), Full (no room to create), IOError,
+  // InvalidArgument (bad options, path is a directory).
   static Result<std::unique_ptr<Pager>> Open(const std::string& path,
                                              const PagerOptions& options);
   virtual ~Pager();  // checkpoints when possible, then closes

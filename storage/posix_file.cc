@@ -1,6 +1,7 @@
 // The POSIX FileSystem: the only place in mmdoc that makes file syscalls
 // (open, pread, pwrite, ftruncate, posix_fallocate, mmap, munmap, msync,
-// madvise, fdatasync, fsync, flock, rename, unlink). See storage/file_system.h.
+// madvise, fdatasync, fsync, flock, link, linkat, rename, unlink). See
+// storage/file_system.h.
 //
 // Thread safety: PosixFile methods may be called concurrently for disjoint
 // ranges (pread/pwrite/fdatasync are thread-safe); Map/Unmap/Truncate/
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "storage/file_system.h"
@@ -79,16 +81,20 @@ class PosixFile final : public File {
     return Status::OK();
   }
 
-  Status Allocate(uint64_t size) override {
-    Result<uint64_t> cur = Size();
-    if (!cur.ok()) return cur.status();
-    if (*cur >= size) return Status::OK();
+  Status Allocate(uint64_t offset, uint64_t length) override {
+    if (length == 0) return Status::OK();
+    Result<uint64_t> before = Size();
+    if (!before.ok()) return before.status();
     int err;
     do {
-      err = ::posix_fallocate(fd_, static_cast<off_t>(*cur),
-                              static_cast<off_t>(size - *cur));
+      err = ::posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(length));
     } while (err == EINTR);
-    if (err != 0) return ErrnoStatus(path_, err, "posix_fallocate");
+    if (err != 0) {
+      // A partly successful allocation may have grown the file.
+      Result<uint64_t> after = Size();
+      if (after.ok() && *after > *before) (void)Truncate(*before);
+      return ErrnoStatus(path_, err, "posix_fallocate");
+    }
     return Status::OK();
   }
 
@@ -144,6 +150,28 @@ class PosixFile final : public File {
     return Status::OK();
   }
 
+  Status TryLock() override {
+    int r;
+    do {
+      r = ::flock(fd_, LOCK_EX | LOCK_NB);
+    } while (r != 0 && errno == EINTR);
+    if (r == 0) return Status::OK();
+    if (errno == EWOULDBLOCK) {
+      return Status::Busy(path_, "locked by another process or handle");
+    }
+    return ErrnoStatus(path_, errno, "flock");
+  }
+
+  Result<bool> IsAt(const std::string& path) override {
+    struct stat mine, there;
+    if (::fstat(fd_, &mine) != 0) return ErrnoStatus(path_, errno, "fstat");
+    if (::stat(path.c_str(), &there) != 0) {
+      if (errno == ENOENT) return false;
+      return ErrnoStatus(path, errno, "stat");
+    }
+    return mine.st_dev == there.st_dev && mine.st_ino == there.st_ino;
+  }
+
   const std::string& path() const override { return path_; }
 
  private:
@@ -151,17 +179,21 @@ class PosixFile final : public File {
   const int fd_;
 };
 
-class PosixLock final : public FileSystem::Lock {
- public:
-  explicit PosixLock(int fd) : fd_(fd) {}
-  ~PosixLock() override {
-    ::flock(fd_, LOCK_UN);
-    ::close(fd_);
+Status WriteFully(int fd, const std::string& path, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t off = 0;
+  while (n > 0) {
+    ssize_t r = ::pwrite(fd, p, n, static_cast<off_t>(off));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(path, errno, "pwrite");
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+    off += static_cast<uint64_t>(r);
   }
-
- private:
-  const int fd_;
-};
+  return Status::OK();
+}
 
 std::string DirName(const std::string& path) {
   size_t slash = path.find_last_of('/');
@@ -190,6 +222,46 @@ class PosixFileSystem final : public FileSystem {
       return Status::InvalidArgument(path, "is a directory");
     }
     return std::unique_ptr<File>(new PosixFile(path, fd));
+  }
+
+  Status CreateExclusive(const std::string& path, const void* data, size_t n) override {
+    const std::string dir = DirName(path);
+    // An unnamed file (O_TMPFILE) leaves nothing behind after a crash; where
+    // the file system has none, a uniquely named one is used instead.
+    std::string tmp;
+    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+        return ErrnoStatus(dir, errno, "open unnamed file");
+      }
+      std::random_device rd;
+      tmp = path + ".creating-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+      fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd < 0) return ErrnoStatus(tmp, errno, "open");
+    }
+    Status s = WriteFully(fd, path, data, n);
+    if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(path, errno, "fsync");
+    if (s.ok()) {
+      int r;
+      if (tmp.empty()) {
+        // AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; /proc works without it.
+        r = ::linkat(fd, "", AT_FDCWD, path.c_str(), AT_EMPTY_PATH);
+        if (r != 0 && errno != EEXIST) {
+          const std::string self = "/proc/self/fd/" + std::to_string(fd);
+          r = ::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW);
+        }
+      } else {
+        r = ::link(tmp.c_str(), path.c_str());
+      }
+      if (r != 0) {
+        s = errno == EEXIST ? Status::AlreadyExists(path, "exists")
+                            : ErrnoStatus(path, errno, "link");
+      }
+    }
+    ::close(fd);
+    if (!tmp.empty()) (void)::unlink(tmp.c_str());
+    if (!s.ok()) return s;
+    return SyncDir(path);
   }
 
   bool Exists(const std::string& path) override {
@@ -221,29 +293,6 @@ class PosixFileSystem final : public FileSystem {
     }
     ::close(fd);
     return s;
-  }
-
-  Result<std::unique_ptr<Lock>> LockFile(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      int err = errno;
-      if (err == EISDIR) return Status::InvalidArgument(path, "is a directory");
-      return ErrnoStatus(path, err, "open for lock");
-    }
-    int r;
-    do {
-      r = ::flock(fd, LOCK_EX | LOCK_NB);
-    } while (r != 0 && errno == EINTR);
-    if (r != 0) {
-      int err = errno;
-      ::close(fd);
-      if (err == EWOULDBLOCK) {
-        return Status::Busy("database is locked by another process or handle",
-                            path);
-      }
-      return ErrnoStatus(path, err, "flock");
-    }
-    return std::unique_ptr<Lock>(new PosixLock(fd));
   }
 };
 

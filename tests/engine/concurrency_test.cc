@@ -31,6 +31,7 @@
 
 #include "mmdoc/db.h"
 #include "storage/file_system.h"
+#include "tests/support/fs_wrapper.h"
 #include "tests/support/fault_fs.h"
 #include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
@@ -86,67 +87,38 @@ class Errors {
 // A FileSystem that passes everything to the POSIX one, counts the syncs of
 // the log and can make each of them take at least `delay` (a slow disk), so
 // that concurrent commits reliably overlap a sync.
-class CountingFileSystem final : public storage::FileSystem {
+class CountingFileSystem final : public test::FileSystemWrapper {
  public:
   explicit CountingFileSystem(std::chrono::microseconds delay = std::chrono::microseconds(0))
-      : base_(storage::FileSystem::Default()), delay_(delay) {}
+      : delay_(delay) {}
 
   uint64_t log_syncs() const { return log_syncs_.load(); }
 
   Result<std::unique_ptr<storage::File>> Open(const std::string& path, bool create) override {
-    auto f = base_->Open(path, create);
+    auto f = base()->Open(path, create);
     if (!f.ok()) return f.status();
     const bool is_log = path.size() >= 4 && path.compare(path.size() - 4, 4, "-log") == 0;
     return std::unique_ptr<storage::File>(new CountingFile(this, std::move(f.value()), is_log));
   }
-  bool Exists(const std::string& path) override { return base_->Exists(path); }
-  Status Remove(const std::string& path) override { return base_->Remove(path); }
-  Status Rename(const std::string& from, const std::string& to) override {
-    return base_->Rename(from, to);
-  }
-  Status SyncDir(const std::string& path) override { return base_->SyncDir(path); }
-  Result<std::unique_ptr<Lock>> LockFile(const std::string& path) override {
-    return base_->LockFile(path);
-  }
 
  private:
-  class CountingFile final : public storage::File {
+  class CountingFile final : public test::FileWrapper {
    public:
     CountingFile(CountingFileSystem* fs, std::unique_ptr<storage::File> real, bool is_log)
-        : fs_(fs), real_(std::move(real)), is_log_(is_log) {}
-    Status ReadAt(uint64_t o, void* b, size_t n) override { return real_->ReadAt(o, b, n); }
-    Status WriteAt(uint64_t o, const void* b, size_t n) override {
-      return real_->WriteAt(o, b, n);
-    }
-    Result<uint64_t> Size() override { return real_->Size(); }
-    Status Truncate(uint64_t s) override { return real_->Truncate(s); }
-    Status Allocate(uint64_t s) override { return real_->Allocate(s); }
+        : FileWrapper(std::move(real)), fs_(fs), is_log_(is_log) {}
     Status Sync() override {
       if (is_log_) {
         fs_->log_syncs_.fetch_add(1);
         if (fs_->delay_.count() > 0) std::this_thread::sleep_for(fs_->delay_);
       }
-      return real_->Sync();
+      return real()->Sync();
     }
-    Status SyncAll() override { return real_->SyncAll(); }
-    Result<uint8_t*> Map(uint64_t l, bool w) override { return real_->Map(l, w); }
-    Status Unmap(uint8_t* a, uint64_t l) override { return real_->Unmap(a, l); }
-    Status DropMappedPages(uint8_t* a, uint64_t l) override { return real_->DropMappedPages(a, l); }
-    Status AdviseRandomAccess(uint8_t* a, uint64_t l) override {
-      return real_->AdviseRandomAccess(a, l);
-    }
-    Status MapSync(uint8_t* a, uint64_t o, uint64_t l) override {
-      return real_->MapSync(a, o, l);
-    }
-    const std::string& path() const override { return real_->path(); }
 
    private:
     CountingFileSystem* fs_;
-    std::unique_ptr<storage::File> real_;
     bool is_log_;
   };
 
-  storage::FileSystem* base_;
   std::chrono::microseconds delay_;
   std::atomic<uint64_t> log_syncs_{0};
 };

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "mmdoc/db.h"
+#include "storage/format.h"
 #include "tests/support/fault_fs.h"
 #include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
@@ -285,7 +286,7 @@ TEST_CASE("corrupt file: a truncated file is Corruption at Open") {
   if (db.ok()) CHECK(db.value()->Check().ok());
 }
 
-TEST_CASE("corrupt file: a damaged log tail is ignored, earlier commits kept") {
+TEST_CASE("corrupt file: a damaged durable log record is reported; accept_log_loss keeps the rest") {
   TempDir dir;
   const std::string path = dir.File("c.mmdb");
   {
@@ -299,7 +300,7 @@ TEST_CASE("corrupt file: a damaged log tail is ignored, earlier commits kept") {
   }
   // Find the last log record and damage its payload.
   std::string log = ReadAll(path + "-log");
-  size_t off = 0, last = 0;
+  size_t off = storage::kLogRecordsOffset, last = 0;
   int records = 0;
   while (off + 32 <= log.size() && U32(log, off + 12) == 0x4c4f4731) {
     last = off;
@@ -309,7 +310,13 @@ TEST_CASE("corrupt file: a damaged log tail is ignored, earlier commits kept") {
   REQUIRE(records >= 20);
   log[last + 40] ^= 0x55;
   WriteAll(path + "-log", log);
-  auto db = DB::Open(path, Options());
+  // The damaged record was acknowledged as durable: losing it is reported.
+  auto refused = DB::Open(path, Options());
+  REQUIRE(refused.status().IsCorruption());
+  CHECK(refused.status().ToString().find("-log") != std::string::npos);
+  Options o;
+  o.accept_log_loss = true;
+  auto db = DB::Open(path, o);
   INFO(db.status().ToString());
   REQUIRE(db.ok());
   CHECK(db.value()->Check().ok());

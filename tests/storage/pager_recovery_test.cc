@@ -59,7 +59,7 @@ TEST_CASE("recovery: a torn log tail stops replay at the last intact record") {
   {
     auto p = OpenOrDie(path);
     for (int i = 0; i < 10; i++) {
-      last_offset = p->Stats().log_used;
+      last_offset = kLogRecordsOffset + p->Stats().log_used;
       WriteTagged(p.get(), 0, i);
     }
     p->TEST_CrashOnClose();

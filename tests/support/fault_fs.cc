@@ -27,63 +27,44 @@ Status ReadAll(File* f, std::string* out) {
 
 }  // namespace
 
-class FaultFileSystem::FaultFile final : public File {
+class FaultFileSystem::FaultFile final : public FileWrapper {
  public:
   FaultFile(FaultFileSystem* fs, std::unique_ptr<File> real)
-      : fs_(fs), real_(std::move(real)) {}
+      : FileWrapper(std::move(real)), fs_(fs) {}
 
-  Status ReadAt(uint64_t offset, void* buf, size_t n) override {
-    return real_->ReadAt(offset, buf, n);
-  }
   Status WriteAt(uint64_t offset, const void* buf, size_t n) override {
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kWrite, path()));
-    return real_->WriteAt(offset, buf, n);
+    return real()->WriteAt(offset, buf, n);
   }
-  Result<uint64_t> Size() override { return real_->Size(); }
-  Status Truncate(uint64_t size) override { return real_->Truncate(size); }
-  Status Allocate(uint64_t size) override {
+  Status Allocate(uint64_t offset, uint64_t length) override {
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kAllocate, path()));
-    return real_->Allocate(size);
+    return real()->Allocate(offset, length);
   }
   Status Sync() override {
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kSync, path()));
-    MMDOC_RETURN_IF_ERROR(real_->Sync());
-    fs_->Capture(real_.get(), 0, UINT64_MAX);
+    MMDOC_RETURN_IF_ERROR(real()->Sync());
+    fs_->Capture(real(), 0, UINT64_MAX);
     return Status::OK();
   }
   Status SyncAll() override {
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kSync, path()));
-    MMDOC_RETURN_IF_ERROR(real_->SyncAll());
-    fs_->Capture(real_.get(), 0, UINT64_MAX);
+    MMDOC_RETURN_IF_ERROR(real()->SyncAll());
+    fs_->Capture(real(), 0, UINT64_MAX);
     return Status::OK();
-  }
-  Result<uint8_t*> Map(uint64_t length, bool writable) override {
-    return real_->Map(length, writable);
-  }
-  Status Unmap(uint8_t* addr, uint64_t length) override {
-    return real_->Unmap(addr, length);
-  }
-  Status DropMappedPages(uint8_t* addr, uint64_t length) override {
-    return real_->DropMappedPages(addr, length);
-  }
-  Status AdviseRandomAccess(uint8_t* addr, uint64_t length) override {
-    return real_->AdviseRandomAccess(addr, length);
   }
   Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kMapSync, path()));
-    MMDOC_RETURN_IF_ERROR(real_->MapSync(addr, offset, length));
-    fs_->Capture(real_.get(), offset / kPage * kPage,
+    MMDOC_RETURN_IF_ERROR(real()->MapSync(addr, offset, length));
+    fs_->Capture(real(), offset / kPage * kPage,
                  (offset + length + kPage - 1) / kPage * kPage);
     return Status::OK();
   }
-  const std::string& path() const override { return real_->path(); }
 
  private:
   FaultFileSystem* const fs_;
-  const std::unique_ptr<File> real_;
 };
 
-FaultFileSystem::FaultFileSystem(storage::FileSystem* base) : base_(base) {}
+FaultFileSystem::FaultFileSystem(storage::FileSystem* base) : FileSystemWrapper(base) {}
 FaultFileSystem::~FaultFileSystem() = default;
 
 void FaultFileSystem::FailNth(Op op, uint64_t n, int err,
@@ -164,17 +145,25 @@ void FaultFileSystem::Capture(File* f, uint64_t begin, uint64_t end) {
 
 void FaultFileSystem::SimulatePowerLoss(std::mt19937_64& rng) {
   std::lock_guard<std::mutex> l(mu_);
+  // Directory changes not synced: a prefix survives, the rest is undone,
+  // newest first.
+  const size_t keep = dir_ops_.empty() ? 0 : rng() % (dir_ops_.size() + 1);
+  for (size_t i = dir_ops_.size(); i > keep; i--) Undo(dir_ops_[i - 1]);
+  dir_ops_.clear();
   for (auto& [path, st] : files_) {
-    auto opened = base_->Open(path, /*create=*/false);
+    auto opened = base()->Open(path, /*create=*/false);
     if (!opened.ok()) continue;
     File* f = opened.value().get();
     std::string cur;
     if (!ReadAll(f, &cur).ok()) continue;
     std::string result;
-    if (!st.synced) {
-      result = st.durable;
+    const int never_synced = st.synced ? -1 : static_cast<int>(rng() % 3);
+    if (never_synced == 0) {
+      result.clear();  // nothing of it reached the disk
+    } else if (never_synced == 1) {
+      result.assign(cur.size(), '\0');  // its size did, its data did not
     } else {
-      const std::string& old = st.durable;
+      const std::string& old = st.durable;  // empty when never synced
       uint64_t size = cur.size();
       if (cur.size() != old.size() && rng() % 2 == 0) size = old.size();
       result.assign(size, '\0');
@@ -221,8 +210,8 @@ void FaultFileSystem::SimulatePowerLoss(std::mt19937_64& rng) {
 
 Result<std::unique_ptr<File>> FaultFileSystem::Open(const std::string& path,
                                                     bool create) {
-  const bool existed = base_->Exists(path);
-  auto real = base_->Open(path, create);
+  const bool existed = base()->Exists(path);
+  auto real = base()->Open(path, create);
   if (!real.ok()) return real.status();
   std::lock_guard<std::mutex> l(mu_);
   if (files_.find(path) == files_.end()) {
@@ -232,38 +221,99 @@ Result<std::unique_ptr<File>> FaultFileSystem::Open(const std::string& path,
       st.synced = true;
     }
   }
+  if (!existed) dir_ops_.push_back(DirOp{DirOp::kCreate, "", path});
   return std::unique_ptr<File>(new FaultFile(this, std::move(real.value())));
 }
 
-bool FaultFileSystem::Exists(const std::string& path) {
-  return base_->Exists(path);
+Status FaultFileSystem::CreateExclusive(const std::string& path, const void* data, size_t n) {
+  MMDOC_RETURN_IF_ERROR(MaybeFail(Op::kWrite, path));
+  MMDOC_RETURN_IF_ERROR(base()->CreateExclusive(path, data, n));
+  std::lock_guard<std::mutex> l(mu_);
+  FileState& st = files_[path];
+  st.durable.assign(static_cast<const char*>(data), n);
+  st.synced = true;
+  return Status::OK();
+}
+
+// What a file holds durably: its tracked image, or (never opened here) its
+// content as it is now.
+FaultFileSystem::FileState FaultFileSystem::DurableState(const std::string& path) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = files_.find(path);
+    if (it != files_.end()) return it->second;
+  }
+  FileState st;
+  auto f = base()->Open(path, /*create=*/false);
+  if (f.ok()) (void)ReadAll(f.value().get(), &st.durable);
+  st.synced = true;
+  return st;
 }
 
 Status FaultFileSystem::Remove(const std::string& path) {
-  MMDOC_RETURN_IF_ERROR(base_->Remove(path));
+  FileState old = DurableState(path);
+  MMDOC_RETURN_IF_ERROR(base()->Remove(path));
   std::lock_guard<std::mutex> l(mu_);
   files_.erase(path);
+  DirOp op{DirOp::kRemove, "", path};
+  op.old_to = std::move(old);
+  dir_ops_.push_back(std::move(op));
   return Status::OK();
 }
 
 Status FaultFileSystem::Rename(const std::string& from, const std::string& to) {
-  MMDOC_RETURN_IF_ERROR(base_->Rename(from, to));
+  const bool replaced = base()->Exists(to);
+  FileState old_to;
+  if (replaced) old_to = DurableState(to);
+  MMDOC_RETURN_IF_ERROR(base()->Rename(from, to));
   std::lock_guard<std::mutex> l(mu_);
   auto it = files_.find(from);
   if (it != files_.end()) {
     files_[to] = std::move(it->second);
     files_.erase(it);
   }
+  DirOp op{DirOp::kRename, from, to};
+  op.replaced = replaced;
+  op.old_to = std::move(old_to);
+  dir_ops_.push_back(std::move(op));
   return Status::OK();
 }
 
 Status FaultFileSystem::SyncDir(const std::string& path) {
-  return base_->SyncDir(path);
+  MMDOC_RETURN_IF_ERROR(base()->SyncDir(path));
+  std::lock_guard<std::mutex> l(mu_);
+  dir_ops_.clear();  // tests keep their files in one directory
+  return Status::OK();
 }
 
-Result<std::unique_ptr<storage::FileSystem::Lock>> FaultFileSystem::LockFile(
-    const std::string& path) {
-  return base_->LockFile(path);
+void FaultFileSystem::Undo(const DirOp& op) {
+  auto write_back = [this](const std::string& path, const FileState& st) {
+    auto f = base()->Open(path, /*create=*/true);
+    if (!f.ok()) return;
+    (void)f.value()->Truncate(0);
+    if (!st.durable.empty()) (void)f.value()->WriteAt(0, st.durable.data(), st.durable.size());
+    files_[path] = st;
+    files_[path].synced = true;
+  };
+  switch (op.kind) {
+    case DirOp::kCreate:
+      (void)base()->Remove(op.to);
+      files_.erase(op.to);
+      break;
+    case DirOp::kRemove:
+      write_back(op.to, op.old_to);
+      break;
+    case DirOp::kRename: {
+      if (base()->Exists(op.to)) (void)base()->Rename(op.to, op.from);
+      auto it = files_.find(op.to);
+      if (it != files_.end()) {
+        files_[op.from] = std::move(it->second);
+        files_.erase(op.to);
+      }
+      if (op.replaced) write_back(op.to, op.old_to);
+      break;
+    }
+  }
 }
 
 }  // namespace mmdoc::test

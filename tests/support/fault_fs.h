@@ -12,9 +12,15 @@
 //    durable image is, at random, kept as written, reverted to the durable
 //    image, or torn (a random prefix of its 512-byte sectors new, the rest
 //    old). When the size changed since the last sync, the file ends up with
-//    either size. A file never synced since it was created reverts to its
-//    durable image, i.e. it becomes empty. A file that already existed when
-//    this object first opened it starts with its content as durable.
+//    either size. A file never synced since it was created ends up empty,
+//    or at its size holding only zeros (a journal commit can make a new
+//    file's size durable without its data, as ext4 does), or with some of
+//    its pages. A file that already existed when this object first opened
+//    it starts with its content as durable.
+//    Directory entries follow ext4's ordered journal: creates, renames and
+//    removes not yet made durable by SyncDir (or CreateExclusive, which
+//    syncs) survive as a random prefix, in the order they were made; the
+//    rest are undone.
 //
 //    Typical use:
 //      test::FaultFileSystem fs;
@@ -33,8 +39,7 @@
 //    makes every later call of those four fail until ClearFaults().
 //    Count(op, suffix) reports how many calls were made, failed or not.
 //
-// Reads, Size, Truncate, Map/Unmap, locks, Exists/Remove/Rename/SyncDir pass
-// straight through (Rename and Remove move or drop the durable image).
+// Reads, Size, Truncate, Map/Unmap, locks and Exists pass straight through.
 //
 // Thread safety: all methods are thread-safe (one internal mutex), so the
 // group-commit and periodic-flush threads of a Pager may use it.
@@ -51,16 +56,16 @@
 #include <vector>
 
 #include "storage/file_system.h"
+#include "tests/support/fs_wrapper.h"
 
 namespace mmdoc::test {
 
-class FaultFileSystem final : public storage::FileSystem {
+class FaultFileSystem final : public FileSystemWrapper {
  public:
   enum class Op { kWrite = 0, kSync = 1, kMapSync = 2, kAllocate = 3 };
 
   // `base` does the real I/O; not owned. Default: the POSIX file system.
-  explicit FaultFileSystem(
-      storage::FileSystem* base = storage::FileSystem::Default());
+  explicit FaultFileSystem(storage::FileSystem* base = storage::FileSystem::Default());
   ~FaultFileSystem() override;
   FaultFileSystem(const FaultFileSystem&) = delete;
   FaultFileSystem& operator=(const FaultFileSystem&) = delete;
@@ -88,11 +93,10 @@ class FaultFileSystem final : public storage::FileSystem {
   // --- storage::FileSystem ---
   Result<std::unique_ptr<storage::File>> Open(const std::string& path,
                                               bool create) override;
-  bool Exists(const std::string& path) override;
+  Status CreateExclusive(const std::string& path, const void* data, size_t n) override;
   Status Remove(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
   Status SyncDir(const std::string& path) override;
-  Result<std::unique_ptr<Lock>> LockFile(const std::string& path) override;
 
  private:
   class FaultFile;
@@ -100,6 +104,17 @@ class FaultFileSystem final : public storage::FileSystem {
     std::string durable;  // content as of the last sync
     bool synced = false;  // synced (or pre-existing) at least once
   };
+  // A directory change not yet durable, and what undoing it restores.
+  struct DirOp {
+    enum Kind { kCreate, kRename, kRemove } kind;
+    std::string from, to;     // kCreate/kRemove: `to` only
+    bool replaced = false;    // kRename: `to` existed and was replaced
+    FileState old_to;         // kRename (replaced) and kRemove: what `to` held
+  };
+  // Undoes `op` on the real files and in files_. REQUIRES: mu_ held.
+  void Undo(const DirOp& op);
+  // The durable state of `path`, tracked or read now. REQUIRES: mu_ not held.
+  FileState DurableState(const std::string& path);
   struct Rule {
     Op op;
     uint64_t remaining;
@@ -113,9 +128,9 @@ class FaultFileSystem final : public storage::FileSystem {
   // whole file), copies that range of the real file into the durable image.
   void Capture(storage::File* f, uint64_t begin, uint64_t end);
 
-  storage::FileSystem* const base_;
   mutable std::mutex mu_;
   std::map<std::string, FileState> files_;
+  std::vector<DirOp> dir_ops_;  // oldest first
   std::vector<Rule> rules_;
   bool fail_all_ = false;
   int fail_all_err_ = EIO;

@@ -31,6 +31,12 @@ struct Options {
   // every read. Slow; for tests and debugging. Also switched on by the
   // environment variable MMDOC_VERIFY=1. Default: false.
   bool paranoid_checks = false;
+  // Open a database that was not closed cleanly even when its log is
+  // missing, belongs to another database, is damaged, cut short, or an
+  // older copy of itself: at its last checkpoint plus what the log still
+  // holds. The commits the log lost are gone; without this, Open refuses
+  // with Corruption naming the log. Default: false.
+  bool accept_log_loss = false;
   // File system seam; nullptr means the POSIX one. Tests pass a fault
   // injecting one. Not owned. Default: nullptr.
   storage::FileSystem* file_system = nullptr;
