@@ -834,5 +834,38 @@ TEST_CASE("tool: bad database paths: one line, exit 2, nothing touched",
   }
 }
 
+// issue 22: the read-only commands open without create_if_missing, so a
+// database's files (and a missing log) stay as they were. check is left
+// out: DB::Check runs inside a write transaction, after which the close
+// rewrites the meta pages and creates a missing log (a library matter).
+TEST_CASE("tool: read-only commands leave the database files as they were",
+          "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1, \"a\": 1}\n{\"_id\": 2}\n");
+  MustRun({"insert", db, "-c", "other"}, "{\"_id\": 3}\n");
+  MustRun({"index", "create", db, "a"});
+  TempDir out;
+  const std::vector<std::vector<std::string>> commands = {
+      {"get", db, "1"},
+      {"find", db, "{\"a\": 1}"},
+      {"count", db},
+      {"export", db},
+      {"export", db, "--format", "bson", "-o", out.File("dump.bson")},
+      {"export", db, "--salvage", "-c", "other"},
+      {"stats", db},
+      {"stats", db, "--json", "-c", "other"},
+      {"index", "list", db}};
+  for (bool without_log : {false, true}) {
+    if (without_log) REQUIRE(std::remove((db + "-log").c_str()) == 0);
+    const auto before = Snapshot(dir.path());
+    for (const auto& args : commands) {
+      INFO("mmdoc " << args[0] << (without_log ? " without the log" : ""));
+      MustRun(args);
+      CHECK(Snapshot(dir.path()) == before);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mmdoc::test
