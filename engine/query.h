@@ -200,8 +200,7 @@ class Projection {
 // because filters and updates need them; stored documents must not have
 // them (MongoDB refuses them too). PrepareForInsert and Update::Parse call
 // this; so should any other path that stores a caller's document
-// (Replace). Linear in the document; allocates only for a (sub)document of
-// more than 16 fields.
+// (Replace). Allocates nothing unless a (sub)document has over 256 fields.
 Status CheckFieldNames(const uint8_t* doc, size_t len);
 
 // Adds an ObjectId _id as the first field when the document has none; moves

@@ -45,31 +45,56 @@ Status Duplicate(std::string_view name) {
 }
 
 // Keys of one document level up to this many are compared with each key
-// before them (no allocation); beyond it all of them are sorted once.
+// before them; a level with more is checked once more by sorting its keys.
 constexpr size_t kLinearKeys = 16;
+
+// Whether the document `level` iterates (from its start) repeats a key.
+// Sorts views of its keys: on the stack for up to 256 keys (no allocation
+// for any but very wide documents). Not recursive, so the buffer is never
+// on the stack twice.
+Status CheckWideLevel(bson_iter_t level) {
+  constexpr size_t kOnStack = 256;
+  std::string_view stack_keys[kOnStack];
+  std::vector<std::string_view> heap_keys;
+  size_t n = 0;
+  while (bson_iter_next(&level)) {
+    if (n < kOnStack) {
+      stack_keys[n] = Key(&level);
+    } else {
+      if (heap_keys.empty()) heap_keys.assign(stack_keys, stack_keys + n);
+      heap_keys.push_back(Key(&level));
+    }
+    n++;
+  }
+  std::string_view* begin = heap_keys.empty() ? stack_keys : heap_keys.data();
+  std::string_view* end = begin + n;
+  std::sort(begin, end);
+  std::string_view* d = std::adjacent_find(begin, end);
+  return d == end ? Status::OK() : Duplicate(*d);
+}
 
 // The '$' and duplicate checks of CheckFieldNames over the container `it`
 // iterates (an array's keys are positions, not names: not compared).
 Status CheckNamesIn(bson_iter_t* it, bool is_array) {
+  const bson_iter_t start = *it;
   std::string_view first[kLinearKeys];
-  size_t n = 0;
-  std::vector<std::string_view> all;  // used past kLinearKeys
+  size_t n = 0;  // keys in first[]; past kLinearKeys, CheckWideLevel ran
   while (bson_iter_next(it)) {
     const std::string_view key = Key(it);
     if (!key.empty() && key[0] == '$') {
       return Status::InvalidArgument("field names must not start with '$'",
                                      key);
     }
-    if (!is_array) {
+    if (!is_array && n <= kLinearKeys) {
       if (n < kLinearKeys) {
         for (size_t i = 0; i < n; i++) {
           if (first[i] == key) return Duplicate(key);
         }
-        first[n++] = key;
+        first[n] = key;
       } else {
-        if (all.empty()) all.assign(first, first + n);
-        all.push_back(key);
+        MMDOC_RETURN_IF_ERROR(CheckWideLevel(start));
       }
+      n++;
     }
     bson_iter_t child;
     const bool array = BSON_ITER_HOLDS_ARRAY(it);
@@ -77,11 +102,6 @@ Status CheckNamesIn(bson_iter_t* it, bool is_array) {
         bson_iter_recurse(it, &child)) {
       MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child, array));
     }
-  }
-  if (!all.empty()) {
-    std::sort(all.begin(), all.end());
-    auto d = std::adjacent_find(all.begin(), all.end());
-    if (d != all.end()) return Duplicate(*d);
   }
   return Status::OK();
 }

@@ -360,7 +360,7 @@ TEST_CASE("CheckFieldNames: duplicate field names at any depth",
   dup(R"({"a": [1, {"b": 1, "c": 2, "b": 3}]})", "b");
   dup(R"({"a": [[{"": 1, "": 2}]]})", R"("")");
   // Past the linear scan's reach: the first, a middle and the last key.
-  for (int n : {15, 16, 17, 40, 300}) {
+  for (int n : {15, 16, 17, 40, 255, 256, 257, 600}) {
     dup(ManyFields(n, R"("k0": 9)"), "k0");
     dup(ManyFields(n, "\"k" + std::to_string(n / 2) + "\": 9"),
         "k" + std::to_string(n / 2));
