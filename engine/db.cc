@@ -166,11 +166,13 @@ Status DBImpl::Check(CheckReport* report) {
   CheckReport local;
   CheckReport& r = report ? *report : local;
   r = CheckReport();
-  // A write transaction keeps writers out, so the pager's free and pending
-  // lists describe exactly the state the trees are walked in.
-  auto tr = Begin(WriteOptions());
-  if (!tr.ok()) return tr.status();
-  TransactionImpl* t = tr.value().get();
+  // A snapshot that keeps writers out, so the pager's free and pending lists
+  // describe exactly the state the trees are walked in; it writes nothing.
+  auto snap = pager_->BeginQuiescent();
+  if (!snap.ok()) return snap.status();
+  auto tr = std::make_unique<TransactionImpl>(this, std::move(snap.value()), /*read_only=*/true,
+                                              Durability::kNone, /*replaying=*/false);
+  TransactionImpl* t = tr.get();
   auto problem = [&r](std::string p) { r.problems.push_back(std::move(p)); };
 
   Status s = pager_->Verify();

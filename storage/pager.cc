@@ -61,7 +61,9 @@ class PagerImpl;
 
 class ReadTxnImpl final : public Txn {
  public:
-  ReadTxnImpl(PagerImpl* p, const Snapshot& snap) : p_(p), snap_(snap) {}
+  // `holds_writer`: the txn holds the writer gate until it ends.
+  ReadTxnImpl(PagerImpl* p, const Snapshot& snap, bool holds_writer = false)
+      : p_(p), snap_(snap), holds_writer_(holds_writer) {}
   ~ReadTxnImpl() override;
 
   bool writable() const override { return false; }
@@ -90,6 +92,7 @@ class ReadTxnImpl final : public Txn {
  private:
   PagerImpl* const p_;
   const Snapshot snap_;
+  const bool holds_writer_;
 };
 
 // What a write txn did to pages. The pager keeps the lists between write
@@ -183,6 +186,7 @@ class PagerImpl final : public Pager {
 
   Status Recover(const ReplayFn& apply) override;
   Result<std::unique_ptr<Txn>> BeginRead() override MMDOC_EXCLUDES(state_mu_);
+  Result<std::unique_ptr<Txn>> BeginQuiescent() override MMDOC_EXCLUDES(state_mu_);
   Result<std::unique_ptr<Txn>> BeginWrite() override;
   Status CommitReplayed(Txn* txn) override;
   Status Checkpoint() override;
@@ -299,6 +303,8 @@ class PagerImpl final : public Pager {
   void SumUnsummedPages();
   void SetError(const Status& s) { error_.Set(s); }
   bool HasError() const { return error_.Has(); }
+  // Counts a reader of the snapshot committed_ names.
+  void RegisterReaderLocked() MMDOC_REQUIRES(state_mu_);
   void UnregisterReader(uint64_t txid) MMDOC_EXCLUDES(state_mu_) {
     MutexLock l(&state_mu_);
     if (txid == newest_reader_txid_ && newest_readers_ > 0) {
@@ -421,7 +427,10 @@ class PagerImpl final : public Pager {
 // ---------------------------------------------------------------------------
 // Txn implementations
 
-ReadTxnImpl::~ReadTxnImpl() { p_->UnregisterReader(snap_.txid); }
+ReadTxnImpl::~ReadTxnImpl() {
+  p_->UnregisterReader(snap_.txid);
+  if (holds_writer_) p_->ReleaseWriter();
+}
 uint32_t ReadTxnImpl::page_size() const { return p_->ps_; }
 Status ReadTxnImpl::Get(PageId id, const uint8_t** page) {
   return p_->CheckPage(id, snap_.base, snap_.page_count, page);
@@ -827,8 +836,7 @@ PagerImpl::~PagerImpl() {
 // ---------------------------------------------------------------------------
 // Transactions
 
-Result<std::unique_ptr<Txn>> PagerImpl::BeginRead() {
-  MutexLock l(&state_mu_);
+void PagerImpl::RegisterReaderLocked() {
   const uint64_t txid = committed_.txid;
   if (txid != newest_reader_txid_) {
     if (newest_readers_ > 0) readers_[newest_reader_txid_] += newest_readers_;
@@ -836,7 +844,19 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginRead() {
     newest_readers_ = 0;
   }
   newest_readers_++;
+}
+
+Result<std::unique_ptr<Txn>> PagerImpl::BeginRead() {
+  MutexLock l(&state_mu_);
+  RegisterReaderLocked();
   return std::unique_ptr<Txn>(new ReadTxnImpl(this, committed_));
+}
+
+Result<std::unique_ptr<Txn>> PagerImpl::BeginQuiescent() {
+  AcquireWriter();
+  MutexLock l(&state_mu_);
+  RegisterReaderLocked();
+  return std::unique_ptr<Txn>(new ReadTxnImpl(this, committed_, /*holds_writer=*/true));
 }
 
 Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {

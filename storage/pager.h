@@ -287,6 +287,10 @@ class Pager {
   virtual Status Recover(const ReplayFn& apply) = 0;
 
   virtual Result<std::unique_ptr<Txn>> BeginRead() = 0;
+  // A read txn of the last commit that keeps writers out until it ends
+  // (it waits for the current writer), so that AccountedPages describes
+  // exactly its state: for consistency checks, which must not write.
+  virtual Result<std::unique_ptr<Txn>> BeginQuiescent() = 0;
   // Blocks while another write txn is open. Fails with the sticky error
   // (rule 8) once a commit has failed.
   virtual Result<std::unique_ptr<Txn>> BeginWrite() = 0;

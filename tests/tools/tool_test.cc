@@ -855,6 +855,7 @@ TEST_CASE("tool: read-only commands leave the database files as they were",
       {"export", db, "--salvage", "-c", "other"},
       {"stats", db},
       {"stats", db, "--json", "-c", "other"},
+      {"check", db},
       {"index", "list", db}};
   for (bool without_log : {false, true}) {
     if (without_log) REQUIRE(std::remove((db + "-log").c_str()) == 0);
