@@ -94,9 +94,20 @@ Status DBImpl::OpenPager() {
   po.sync_interval_ms = options_.sync_interval_ms;
   auto p = storage::Pager::Open(path_, po);
   if (!p.ok()) return p.status();
-  pager_ = std::move(p.value());
-  return pager_->Recover(
+  std::shared_ptr<storage::Pager> pager = std::move(p.value());
+  {
+    storage::MutexLock l(&cache_mu_);
+    pager_ = pager;
+  }
+  return pager->Recover(
       [this](uint64_t txid, std::string_view payload) { return Replay(txid, payload); });
+}
+
+// Waiting for the writer from the thread that holds it would wait forever.
+Status DBImpl::NotWriting(const char* what) {
+  if (writer_thread_.load() != std::this_thread::get_id()) return Status::OK();
+  return Status::Busy(std::string(what) +
+                      ": a write transaction is open in this thread; commit or abort it first");
 }
 
 Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Options& options) {
@@ -117,30 +128,41 @@ Status DBImpl::Replay(uint64_t txid, std::string_view payload) {
 }
 
 Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, bool replaying) {
-  auto txn = pager_->BeginWrite();
-  if (!txn.ok()) return txn.status();
-  Durability d = wo.durability.value_or(options_.durability);
-  return std::make_unique<TransactionImpl>(this, std::move(txn.value()), false, d, replaying);
+  MMDOC_RETURN_IF_ERROR(NotWriting("Begin"));
+  const Durability d = wo.durability.value_or(options_.durability);
+  for (;;) {
+    std::shared_ptr<storage::Pager> p = pager();
+    auto txn = p->BeginWrite();
+    if (!txn.ok()) {
+      if (p != pager()) continue;  // compacted while waiting: begin on the new file
+      return txn.status();
+    }
+    writer_thread_.store(std::this_thread::get_id());
+    return std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn.value()), false,
+                                             d, replaying);
+  }
 }
 
 Result<std::unique_ptr<TransactionImpl>> DBImpl::BeginRead() {
-  auto txn = pager_->BeginRead();
-  if (!txn.ok()) return txn.status();
+  std::shared_ptr<storage::Pager> pager;
   std::unique_ptr<TransactionImpl> spare;
   std::shared_ptr<const CatalogCache> cache;
   {
     storage::MutexLock l(&cache_mu_);
+    pager = pager_;
     cache = cache_;
     if (!spare_reads_.empty()) {
       spare = std::move(spare_reads_.back());
       spare_reads_.pop_back();
     }
   }
-  if (spare) {
+  auto txn = pager->BeginRead();
+  if (!txn.ok()) return txn.status();
+  if (spare && spare->pager() == pager.get()) {
     spare->Renew(std::move(txn.value()), std::move(cache));
     return spare;
   }
-  return std::make_unique<TransactionImpl>(this, std::move(txn.value()), true,
+  return std::make_unique<TransactionImpl>(this, std::move(pager), std::move(txn.value()), true,
                                            Durability::kNone, false);
 }
 
@@ -159,23 +181,29 @@ std::unique_ptr<WriteState> DBImpl::TakeWriteState() {
 void DBImpl::EndRead(std::unique_ptr<TransactionImpl> t) {
   t->Abort();  // ends the snapshot; a reader that missed the cache fills it
   storage::MutexLock l(&cache_mu_);
-  if (spare_reads_.size() < kSpareReads) spare_reads_.push_back(std::move(t));
+  // A reader of a file Compact replaced is not renewed.
+  if (spare_reads_.size() < kSpareReads && t->pager() == pager_.get()) {
+    spare_reads_.push_back(std::move(t));
+  }
 }
 
 Status DBImpl::Check(CheckReport* report) {
   CheckReport local;
   CheckReport& r = report ? *report : local;
   r = CheckReport();
+  MMDOC_RETURN_IF_ERROR(NotWriting("Check"));
   // A snapshot that keeps writers out, so the pager's free and pending lists
   // describe exactly the state the trees are walked in; it writes nothing.
-  auto snap = pager_->BeginQuiescent();
+  std::shared_ptr<storage::Pager> pager = this->pager();
+  auto snap = pager->BeginQuiescent();
   if (!snap.ok()) return snap.status();
-  auto tr = std::make_unique<TransactionImpl>(this, std::move(snap.value()), /*read_only=*/true,
-                                              Durability::kNone, /*replaying=*/false);
+  auto tr = std::make_unique<TransactionImpl>(this, pager, std::move(snap.value()),
+                                              /*read_only=*/true, Durability::kNone,
+                                              /*replaying=*/false);
   TransactionImpl* t = tr.get();
   auto problem = [&r](std::string p) { r.problems.push_back(std::move(p)); };
 
-  Status s = pager_->Verify();
+  Status s = pager->Verify();
   if (!s.ok()) problem(s.ToString());
 
   std::vector<storage::PageId> pages;
@@ -184,7 +212,7 @@ Status DBImpl::Check(CheckReport* report) {
 
   if (s.ok()) {
     std::vector<storage::PageId> accounted;
-    Status a = pager_->AccountedPages(&accounted);
+    Status a = pager->AccountedPages(&accounted);
     if (!a.ok()) problem(a.ToString());
     pages.insert(pages.end(), accounted.begin(), accounted.end());
     std::sort(pages.begin(), pages.end());
@@ -294,7 +322,7 @@ Status DBImpl::Check(CheckReport* report) {
 Result<DBStats> DBImpl::Stats() {
   DBStats st;
   // Readers as the caller sees them: taken before our own snapshot opens.
-  storage::PagerStats ps = pager_->Stats();
+  storage::PagerStats ps = pager()->Stats();
   auto tr = BeginRead();
   if (!tr.ok()) return tr.status();
   TransactionImpl* t = tr.value().get();
@@ -338,76 +366,94 @@ Result<DBStats> DBImpl::Stats() {
   return st;
 }
 
-Status DBImpl::Compact() {
-  // Copy every collection and index definition into a fresh file, in _id
-  // order (so pages fill), then swap it in with a rename.
-  const std::string tmp = path_ + ".compact";
-  storage::FileSystem* fs = options_.file_system ? options_.file_system
-                                                 : storage::FileSystem::Default();
-  if (fs->Exists(tmp)) MMDOC_RETURN_IF_ERROR(fs->Remove(tmp));
-  if (fs->Exists(tmp + "-log")) MMDOC_RETURN_IF_ERROR(fs->Remove(tmp + "-log"));
-  {
-    Options o = options_;
-    o.create_if_missing = true;
-    o.durability = Durability::kNone;
-    auto dst = DBImpl::Open(tmp, o);
-    if (!dst.ok()) return dst.status();
-    auto src = BeginRead();
-    if (!src.ok()) return src.status();
-    auto names = src.value()->ListCollections();
-    if (!names.ok()) return names.status();
-    for (const std::string& name : names.value()) {
-      CollState* c;
-      MMDOC_RETURN_IF_ERROR(src.value()->ListedCollection(name, &c));
-      auto w = dst.value()->Begin(WriteOptions());
-      if (!w.ok()) return w.status();
-      MMDOC_RETURN_IF_ERROR(w.value()->CreateCollection(name));
-      MMDOC_RETURN_IF_ERROR(w.value()->Commit());
-      index::BTree::Cursor cur(c->primary);
-      Status s = cur.SeekToFirst();
-      while (s.ok() && cur.Valid()) {
-        auto wt = dst.value()->Begin(WriteOptions());
-        if (!wt.ok()) return wt.status();
-        CollState* dc;
-        MMDOC_RETURN_IF_ERROR(wt.value()->Collection(name, false, &dc));
-        for (int n = 0; n < 10000 && s.ok() && cur.Valid(); n++, s = cur.Next()) {
-          std::string_view d = cur.value();
-          auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(d.data()), d.size());
-          if (!doc.ok()) return Status::Corruption("compact: invalid stored document");
-          MMDOC_RETURN_IF_ERROR(wt.value()->Insert(name, doc.value(), nullptr));
-        }
-        MMDOC_RETURN_IF_ERROR(wt.value()->Commit());
+Status DBImpl::CopyInto(TransactionImpl* src, const std::string& tmp,
+                        std::shared_ptr<storage::Pager>* copy) {
+  // Every collection and index definition, documents in _id order (so
+  // pages fill), in transactions of 10,000 documents.
+  Options o = options_;
+  o.create_if_missing = true;
+  o.durability = Durability::kNone;
+  o.accept_log_loss = false;
+  auto dst = DBImpl::Open(tmp, o);
+  if (!dst.ok()) return dst.status();
+  auto names = src->ListCollections();
+  if (!names.ok()) return names.status();
+  for (const std::string& name : names.value()) {
+    CollState* c;
+    MMDOC_RETURN_IF_ERROR(src->ListedCollection(name, &c));
+    auto w = dst.value()->Begin(WriteOptions());
+    if (!w.ok()) return w.status();
+    MMDOC_RETURN_IF_ERROR(w.value()->CreateCollection(name));
+    MMDOC_RETURN_IF_ERROR(w.value()->Commit());
+    index::BTree::Cursor cur(c->primary);
+    Status s = cur.SeekToFirst();
+    while (s.ok() && cur.Valid()) {
+      auto wt = dst.value()->Begin(WriteOptions());
+      if (!wt.ok()) return wt.status();
+      for (int n = 0; n < 10000 && s.ok() && cur.Valid(); n++, s = cur.Next()) {
+        std::string_view d = cur.value();
+        auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+        if (!doc.ok()) return Status::Corruption("compact: invalid stored document");
+        MMDOC_RETURN_IF_ERROR(wt.value()->Insert(name, doc.value(), nullptr));
       }
-      MMDOC_RETURN_IF_ERROR(s);
-      for (const IndexMeta& m : c->meta.indexes) {
-        auto wi = dst.value()->Begin(WriteOptions());
-        if (!wi.ok()) return wi.status();
-        IndexOptions io;
-        io.unique = m.unique;
-        MMDOC_RETURN_IF_ERROR(wi.value()->CreateIndex(name, m.field, io));
-        MMDOC_RETURN_IF_ERROR(wi.value()->Commit());
-      }
+      MMDOC_RETURN_IF_ERROR(wt.value()->Commit());
     }
-    src.value()->Abort();
-    MMDOC_RETURN_IF_ERROR(dst.value()->Checkpoint());
-  }  // closes both the copy (checkpointed) and the snapshot
-  // Close ourselves, swap the files in, reopen. The catalog cache and the
-  // spare readers describe the old file: a page number and txid of the old
-  // catalog could name a different state in the new one.
+    MMDOC_RETURN_IF_ERROR(s);
+    for (const IndexMeta& m : c->meta.indexes) {
+      auto wi = dst.value()->Begin(WriteOptions());
+      if (!wi.ok()) return wi.status();
+      IndexOptions io;
+      io.unique = m.unique;
+      MMDOC_RETURN_IF_ERROR(wi.value()->CreateIndex(name, m.field, io));
+      MMDOC_RETURN_IF_ERROR(wi.value()->Commit());
+    }
+  }
+  *copy = dst.value()->pager();
+  return Status::OK();
+}
+
+Status DBImpl::Compact() {
+  MMDOC_RETURN_IF_ERROR(NotWriting("Compact"));
+  std::shared_ptr<storage::Pager> old = pager();
+  MMDOC_RETURN_IF_ERROR(old->BackgroundError());
+  // Writers wait from here until the copy has replaced the file; readers go
+  // on, and those that began before keep the old file until they end.
+  auto snap = old->BeginQuiescent();
+  if (!snap.ok()) return snap.status();
+  TransactionImpl src(this, old, std::move(snap.value()), /*read_only=*/true, Durability::kNone,
+                      /*replaying=*/false);
+  storage::FileSystem* fs =
+      options_.file_system ? options_.file_system : storage::FileSystem::Default();
+  const std::string tmp = path_ + ".compact";
+  auto remove_copy = [&] {
+    for (const std::string& f : {tmp, tmp + "-log"}) {
+      if (fs->Exists(f)) (void)fs->Remove(f);
+    }
+  };
+  remove_copy();  // what a compaction cut short left (the lock is ours)
+  std::shared_ptr<storage::Pager> copy;
+  Status s = CopyInto(&src, tmp, &copy);
+  // The copy takes the database's name while both files stay locked, so no
+  // other process opens either in between (storage::Pager::MoveTo).
+  if (s.ok()) s = copy->MoveTo(path_);
+  if (!s.ok() && !(copy && copy->path() == path_)) {
+    copy.reset();
+    remove_copy();  // a failed compaction (a full disk) leaves nothing behind
+    return s;
+  }
+  // The catalog cache and the spare readers describe the old file: a page
+  // number and txid of the old catalog could name a different state here.
+  std::vector<std::unique_ptr<TransactionImpl>> spares;
+  std::unique_ptr<WriteState> kept;
   {
     storage::MutexLock l(&cache_mu_);
+    pager_ = copy;
     cache_ = nullptr;
-    spare_reads_.clear();
-    kept_write_.reset();
+    spares.swap(spare_reads_);
+    kept = std::move(kept_write_);
   }
-  MMDOC_RETURN_IF_ERROR(pager_->Checkpoint());
-  pager_.reset();
-  Status s = fs->Rename(tmp, path_);
-  if (s.ok()) s = fs->Rename(tmp + "-log", path_ + "-log");
-  if (s.ok()) s = fs->SyncDir(path_);
-  Status r = OpenPager();
-  if (!s.ok()) return s;
-  return r;
+  old->Retire();  // before src ends and lets the writers waiting on it in
+  return s;
 }
 
 // ------------------------------------------------------ public wrappers --
@@ -480,8 +526,17 @@ Status Transaction::CreateIndex(std::string_view c, std::string_view f, const In
 Status Transaction::DropIndex(std::string_view c, std::string_view f) {
   return impl_->DropIndex(c, f);
 }
-Status Transaction::Commit() { return impl_->Commit(); }
-void Transaction::Abort() { impl_->Abort(); }
+// A transaction the caller finished lets go of its file at once: it may
+// outlive its DB, which then must close.
+Status Transaction::Commit() {
+  Status s = impl_->Commit();
+  impl_->ReleasePager();
+  return s;
+}
+void Transaction::Abort() {
+  impl_->Abort();
+  impl_->ReleasePager();
+}
 
 DB::DB(std::unique_ptr<DBImpl> impl) : impl_(std::move(impl)) {}
 DB::~DB() = default;

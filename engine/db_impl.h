@@ -31,6 +31,7 @@
 
 #include <atomic>
 #include <map>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -129,23 +130,43 @@ class DBImpl {
 
   Status Check(CheckReport* report);
   Result<DBStats> Stats();
+  // Waits for the writer and keeps writers out while it copies; readers go
+  // on, and a reader that began before the swap keeps reading the old file
+  // until it ends. Busy when this thread has a write transaction open.
   Status Compact();
-  Status Flush() { return pager_->Flush(); }
-  Status Checkpoint() { return pager_->Checkpoint(); }
+  Status Flush() { return pager()->Flush(); }
+  Status Checkpoint() { return pager()->Checkpoint(); }
   const std::string& path() const { return path_; }
   const Options& options() const { return options_; }
-  storage::Pager* pager() { return pager_.get(); }
+  // The pager of the file open now. Compact replaces it; a transaction keeps
+  // the one it began on alive until it ends.
+  std::shared_ptr<storage::Pager> pager() MMDOC_EXCLUDES(cache_mu_) {
+    storage::MutexLock l(&cache_mu_);
+    return pager_;
+  }
   bool paranoid() const { return paranoid_; }
 
   std::shared_ptr<const CatalogCache> cache() MMDOC_EXCLUDES(cache_mu_) {
     storage::MutexLock l(&cache_mu_);
     return cache_;
   }
-  void PublishCache(std::shared_ptr<const CatalogCache> c)
+  // The pager and the cache that describes it, read together.
+  void PagerAndCache(std::shared_ptr<storage::Pager>* p,
+                     std::shared_ptr<const CatalogCache>* c) MMDOC_EXCLUDES(cache_mu_) {
+    storage::MutexLock l(&cache_mu_);
+    *p = pager_;
+    *c = cache_;
+  }
+  // Publishes what a transaction on pager `from` learned, unless Compact
+  // has replaced that pager since.
+  void PublishCache(std::shared_ptr<const CatalogCache> c, const storage::Pager* from)
       MMDOC_EXCLUDES(cache_mu_) {
     storage::MutexLock l(&cache_mu_);
-    cache_ = std::move(c);
+    if (from == pager_.get()) cache_ = std::move(c);
   }
+  // A write transaction of this thread began / finished (Begin refuses a
+  // second one in the same thread instead of waiting for itself forever).
+  void WriterDone() { writer_thread_.store(std::thread::id()); }
   // What a committed write transaction leaves for the next one (replacing
   // what an earlier one left), and taking it (nullptr when there is none).
   void KeepWriteState(std::unique_ptr<WriteState> s) MMDOC_EXCLUDES(cache_mu_);
@@ -156,14 +177,21 @@ class DBImpl {
   Status OpenPager();
   Status Replay(uint64_t txid, std::string_view payload);
 
-  // Not lock-protected: set by Open; pager_ is replaced only by Compact,
-  // which REQUIRES no open transactions (the pager is thread-safe itself).
+  // OK unless this thread holds the write transaction (Busy naming `what`).
+  Status NotWriting(const char* what);
+  // Builds the compacted copy of the snapshot `src` at `tmp`.
+  Status CopyInto(TransactionImpl* src, const std::string& tmp,
+                  std::shared_ptr<storage::Pager>* copy);
+
+  // Set by Open, read-only afterwards.
   std::string path_;
   Options options_;
   bool paranoid_ = false;
-  std::unique_ptr<storage::Pager> pager_;
   storage::Mutex cache_mu_;
+  std::shared_ptr<storage::Pager> pager_ MMDOC_GUARDED_BY(cache_mu_);
   std::shared_ptr<const CatalogCache> cache_ MMDOC_GUARDED_BY(cache_mu_);
+  // The thread holding the write transaction, if any.
+  std::atomic<std::thread::id> writer_thread_{};
   // Finished read transactions (EndRead); declared after pager_, so they
   // go first. Each holds no snapshot.
   static constexpr size_t kSpareReads = 8;
@@ -207,13 +235,18 @@ struct WriteState {
 
 class TransactionImpl {
  public:
-  TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn, bool read_only,
-                  Durability durability, bool replaying);
+  // `txn` is a transaction of `pager`, which this keeps alive.
+  TransactionImpl(DBImpl* db, std::shared_ptr<storage::Pager> pager,
+                  std::unique_ptr<storage::Txn> txn, bool read_only, Durability durability,
+                  bool replaying);
   ~TransactionImpl();
 
   bool read_only() const { return read_only_; }
   bool finished() const { return finished_; }
   storage::Txn* txn() { return txn_.get(); }
+  storage::Pager* pager() const { return pager_.get(); }
+  // Drops the reference to the pager. REQUIRES: finished.
+  void ReleasePager() { pager_.reset(); }
 
   Result<Document> Get(std::string_view coll, const Value& id);
   Result<Document> GetBy(std::string_view coll, std::string_view field,
@@ -251,9 +284,9 @@ class TransactionImpl {
   index::Catalog* catalog() { return Cat(); }
   DBImpl* db() const { return db_; }
 
-  // Starts a finished read transaction again on snapshot `txn`, keeping the
-  // collections it loaded when `cache` is the cache they came from and
-  // describes txn's catalog, and dropping them otherwise.
+  // Starts a finished read transaction again on snapshot `txn` of its own
+  // pager, keeping the collections it loaded when `cache` is the cache they
+  // came from and describes txn's catalog, and dropping them otherwise.
   // REQUIRES: read_only() and finished.
   void Renew(std::unique_ptr<storage::Txn> txn,
              std::shared_ptr<const CatalogCache> cache);
@@ -324,7 +357,12 @@ class TransactionImpl {
   Status FindById(std::string_view coll, const Value& id, CollState** c,
                   std::string* pk, std::string_view* doc);
 
+  // Finishes a write transaction's hold on the writer (DBImpl::WriterDone)
+  // before the pager lets the next writer in.
+  void EndWrite();
+
   DBImpl* db_;
+  std::shared_ptr<storage::Pager> pager_;  // outlives txn_
   std::unique_ptr<storage::Txn> txn_;
   std::unique_ptr<index::Catalog> catalog_;  // see Cat()
   // The catalog cache, when it describes this txn's starting state.

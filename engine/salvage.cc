@@ -17,7 +17,8 @@ Status DB::Salvage(const std::string& collection,
   SalvageReport local;
   SalvageReport& r = report ? *report : local;
   r = SalvageReport();
-  auto txn = impl_->pager()->BeginRead();
+  std::shared_ptr<storage::Pager> pager = impl_->pager();  // kept while salvaging
+  auto txn = pager->BeginRead();
   if (!txn.ok()) return txn.status();
   storage::Txn* t = txn.value().get();
 

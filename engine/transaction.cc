@@ -205,10 +205,12 @@ const CachedColl* CachedFor(storage::Txn* txn, const CatalogCache* c,
 }  // namespace
 
 Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
-  auto read = pager_->BeginRead();
+  std::shared_ptr<storage::Pager> pager;
+  std::shared_ptr<const CatalogCache> c;
+  PagerAndCache(&pager, &c);
+  auto read = pager->BeginRead();
   if (!read.ok()) return read.status();
   storage::Txn* txn = read.value().get();
-  std::shared_ptr<const CatalogCache> c = cache();
   if (const CachedColl* cc = CachedFor(txn, c.get(), coll)) {
     // The key is built in a buffer each thread keeps, so that a lookup
     // allocates only the document it returns.
@@ -224,7 +226,7 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
     return Document::FromTrustedBytes(std::string(doc));
   }
   // A collection the cache does not know (or none): the general path.
-  auto t = std::make_unique<TransactionImpl>(this, std::move(read.value()),
+  auto t = std::make_unique<TransactionImpl>(this, std::move(pager), std::move(read.value()),
                                              true, Durability::kNone, false);
   return t->Get(coll, id);
 }
@@ -232,10 +234,12 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
 Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field,
                                const Value& value) {
   if (field == "_id") return Get(coll, value);
-  auto read = pager_->BeginRead();
+  std::shared_ptr<storage::Pager> pager;
+  std::shared_ptr<const CatalogCache> c;
+  PagerAndCache(&pager, &c);
+  auto read = pager->BeginRead();
   if (!read.ok()) return read.status();
   storage::Txn* txn = read.value().get();
-  std::shared_ptr<const CatalogCache> c = cache();
   const CachedColl* cc = CachedFor(txn, c.get(), coll);
   // A string looked up through a unique index on a plain field name: what
   // CursorImpl::CreatePoint and NextFromPoint do for {field: "string"},
@@ -269,20 +273,28 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field,
       return Document::FromTrustedBytes(std::string(doc));
     }
   }
-  auto t = std::make_unique<TransactionImpl>(this, std::move(read.value()), true,
-                                             Durability::kNone, false);
+  auto t = std::make_unique<TransactionImpl>(this, std::move(pager), std::move(read.value()),
+                                             true, Durability::kNone, false);
   return t->GetBy(coll, field, value);
 }
 
-TransactionImpl::TransactionImpl(DBImpl* db, std::unique_ptr<storage::Txn> txn,
-                                 bool read_only, Durability durability,
-                                 bool replaying)
+TransactionImpl::TransactionImpl(DBImpl* db, std::shared_ptr<storage::Pager> pager,
+                                 std::unique_ptr<storage::Txn> txn, bool read_only,
+                                 Durability durability, bool replaying)
     : db_(db),
+      pager_(std::move(pager)),
       txn_(std::move(txn)),
       read_only_(read_only),
       durability_(durability),
       replaying_(replaying) {
-  if (!replaying_) AdoptCache(db_->cache());
+  if (!replaying_) {
+    std::shared_ptr<storage::Pager> current;
+    std::shared_ptr<const CatalogCache> c;
+    db_->PagerAndCache(&current, &c);
+    // A cache of another file (compacted meanwhile) may name the same
+    // pages and txids as a different state.
+    if (current == pager_) AdoptCache(std::move(c));
+  }
   if (!read_only_ && !replaying_ && cache_)
     ReuseWriteState(db_->TakeWriteState());
   if (!read_only_ && !catalog_)
@@ -348,6 +360,10 @@ void TransactionImpl::Renew(std::unique_ptr<storage::Txn> txn,
 }
 
 TransactionImpl::~TransactionImpl() { Abort(); }
+
+void TransactionImpl::EndWrite() {
+  if (!read_only_) db_->WriterDone();
+}
 
 Status TransactionImpl::Writable() {
   if (finished_) return Status::InvalidArgument("transaction already finished");
@@ -1054,6 +1070,7 @@ Status TransactionImpl::Commit() {
     Abort();
     return s;
   }
+  EndWrite();
   Status s;
   for (auto& [name, c] : colls_) {
     if (!c->exists || !c->meta_dirty) continue;
@@ -1065,7 +1082,7 @@ Status TransactionImpl::Commit() {
   if (s.ok() && !replaying_) next = NextCache();
   if (s.ok()) {
     if (replaying_) {
-      s = db_->pager()->CommitReplayed(txn_.get());
+      s = pager_->CommitReplayed(txn_.get());
     } else {
       s = txn_->Commit(buf_.log, durability_);
     }
@@ -1080,7 +1097,7 @@ Status TransactionImpl::Commit() {
   }
   txn_.reset();
   if (next) {
-    db_->PublishCache(next);
+    db_->PublishCache(next, pager_.get());
     // A commit that created or dropped nothing leaves its trees to the next
     // write txn (ReuseWriteState); the states hold what this txn committed.
     if (!ddl_) {
@@ -1133,9 +1150,10 @@ void TransactionImpl::Abort() {
   // found for the next transaction.
   if (read_only_ && cache_miss_ && catalog_) {
     std::shared_ptr<CatalogCache> next = NextCache();
-    if (next) db_->PublishCache(std::move(next));
+    if (next) db_->PublishCache(std::move(next), pager_.get());
   }
   finished_ = true;
+  if (!read_only_) EndWrite();
   // A read transaction that may be renewed (DBImpl::EndRead) keeps the
   // collections it loaded from the cache.
   if (!Reusable()) colls_.clear();

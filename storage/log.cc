@@ -121,6 +121,12 @@ Status Log::Create(const uint64_t db_id[2], uint64_t size) {
   return Map();
 }
 
+Status Log::Rename(const std::string& path) {
+  MMDOC_RETURN_IF_ERROR(fs_->Rename(path_, path));
+  path_ = path;
+  return Status::OK();
+}
+
 Status Log::Remove() {
   if (!fs_->Exists(path_)) return Status::OK();
   return fs_->Remove(path_);

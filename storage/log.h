@@ -72,6 +72,9 @@ class Log {
   bool ready() const { return base_ != nullptr; }
   // Removes the log file. REQUIRES: !ready().
   Status Remove();
+  // Renames the log file to `path` (replacing what is there). REQUIRES: the
+  // log is not shared with another thread.
+  Status Rename(const std::string& path);
 
   // Visits the valid records from the start, the first with txid
   // `first_txid` and each next one txid + 1, all of epoch `epoch`, ending at
@@ -128,7 +131,7 @@ class Log {
   Status Map();
 
   FileSystem* const fs_;
-  const std::string path_;
+  std::string path_;  // changed only by Rename, while the log is not shared
   StickyError* const error_;
   DurableFn on_durable_;
 

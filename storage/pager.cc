@@ -196,6 +196,8 @@ class PagerImpl final : public Pager {
   Status Verify() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   PagerStats Stats() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   const std::string& path() const override { return path_; }
+  Status MoveTo(const std::string& path) override;
+  void Retire() override { retired_.store(true); }
   Status BackgroundError() override { return error_.Get(); }
   Status SyncForCommit(Durability d, uint64_t log_offset, uint64_t length) override {
     return log_.SyncRange(d, log_offset, length);
@@ -333,13 +335,14 @@ class PagerImpl final : public Pager {
   }
   uint8_t* writer_base() const MMDOC_NO_THREAD_SAFETY_ANALYSIS { return base_; }
 
-  const std::string path_;
+  std::string path_;  // changed only by MoveTo, before the Pager is shared
   const PagerOptions opts_;
   FileSystem* const fs_;
   StickyError error_;  // rule 8
   Log log_;
   bool opened_ = false;          // set by Init, before the Pager is shared
   bool crash_on_close_ = false;  // test hook, set before the destructor runs
+  std::atomic<bool> retired_{false};  // Retire
 
   // Set by Init, before the Pager is shared; read-only afterwards.
   std::unique_ptr<File> data_;
@@ -821,7 +824,7 @@ PagerImpl::~PagerImpl() {
   }
   // A live write Txn violates the REQUIRES of ~Pager; do not deadlock.
   assert(!writer_alive && "write Txn outlives its Pager");
-  if (opened_ && !crash_on_close_ && !HasError() && !writer_alive) {
+  if (opened_ && !crash_on_close_ && !retired_.load() && !HasError() && !writer_alive) {
     AcquireWriter();
     // Rule 9: a database closed cleanly says so, and its log is not needed.
     if (recovered_ && (!durable_clean_ || writer_committed().txid != checkpoint_txid_.load() ||
@@ -865,6 +868,10 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {
   if (HasError()) {
     ReleaseWriter();
     return BackgroundError();
+  }
+  if (retired_.load()) {
+    ReleaseWriter();
+    return Status::Busy(path_, "the database was replaced by a compacted copy: begin again");
   }
   if (!recovered_ && !recovering_) {
     ReleaseWriter();
@@ -1007,7 +1014,9 @@ Status PagerImpl::Checkpoint() {
   if (HasError()) return BackgroundError();
   AcquireWriter();
   Status s;
-  if (!recovered_) {
+  if (retired_.load()) {
+    s = Status::Busy(path_, "the database was replaced by a compacted copy");
+  } else if (!recovered_) {
     s = Status::InvalidArgument(path_, "call Pager::Recover before Checkpoint");
   } else {
     s = CheckpointLocked(/*clean=*/!in_use_);
@@ -1089,6 +1098,24 @@ Status PagerImpl::StartWriting() {
   // through the map, and a full disk would be SIGBUS instead of Full.
   MMDOC_RETURN_IF_ERROR(data_->Allocate(0, file_size_.load()));
   return CheckpointLocked(/*clean=*/false);
+}
+
+Status PagerImpl::MoveTo(const std::string& path) {
+  AcquireWriter();
+  // Clean first: after a crash between the two renames, the new data file
+  // must not need the log that is not yet beside it.
+  Status s = CheckpointLocked(/*clean=*/true);
+  if (s.ok()) s = fs_->Rename(path_, path);
+  if (s.ok()) {
+    path_ = path;
+    s = log_.Rename(path + "-log");
+    // The data file has its new name but the log has not: no more writes
+    // here (a reopen finds a clean database and makes its log anew).
+    if (!s.ok()) SetError(s);
+  }
+  if (s.ok()) s = fs_->SyncDir(path);
+  ReleaseWriter();
+  return s;
 }
 
 void PagerImpl::StampDurable(uint64_t epoch, uint64_t txid) {

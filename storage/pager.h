@@ -312,6 +312,20 @@ class Pager {
 
   virtual PagerStats Stats() = 0;
   virtual const std::string& path() const = 0;
+
+  // Gives this database the name `path` (and `path`-log), replacing the
+  // files there: a clean checkpoint (rule 9), then the data file renamed
+  // over the old one, then the log, then the directory synced. The files
+  // stay locked throughout, so no other process can open the old or the
+  // new file in between. After a crash in between, the path holds the old
+  // database or this one, and this one's log is not needed. For compaction.
+  // REQUIRES: no other thread uses the pager, no transaction is open.
+  virtual Status MoveTo(const std::string& path) = 0;
+  // A compacted copy replaced this database: BeginWrite and Checkpoint
+  // fail with Busy from now on, read transactions keep their snapshots, and
+  // closing writes nothing. REQUIRES: the caller keeps writers out (holds
+  // a BeginQuiescent txn) until it has retired the pager.
+  virtual void Retire() = 0;
   // The sticky error (rule 8), OK when none.
   virtual Status BackgroundError() = 0;
 
