@@ -757,6 +757,9 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
   std::string pk;
   std::string_view old;
   MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &old));
+  // The caller's document as given: a second _id must be refused, not
+  // dropped with the first below.
+  MMDOC_RETURN_IF_ERROR(engine::CheckFieldNames(doc.data(), doc.size()));
   // The new document gets the same _id, first.
   bson_value_t new_id;
   if (engine::LookupPath(doc.data(), doc.size(), "_id", &new_id) &&
@@ -776,8 +779,6 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
   bson_destroy(with_id);
   if (bson.size() > kMaxDocumentSize)
     return Status::InvalidArgument("document larger than 16 MiB", std::to_string(bson.size()));
-  MMDOC_RETURN_IF_ERROR(engine::CheckFieldNames(reinterpret_cast<const uint8_t*>(bson.data()),
-                                                bson.size()));
   MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, old, bson));
   Log(LogOp::kReplace, coll, bson);
   return Status::OK();

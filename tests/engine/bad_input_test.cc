@@ -195,6 +195,9 @@ TEST_CASE("bad input: duplicate field names on insert, replace and update") {
   CHECK(db->Insert("c", J(R"({"k": 7, "k": 7})")).IsInvalidArgument());
   CHECK(db->Replace("c", Value::Int32(1), J(R"({"k": 1, "s": "x", "s": "y"})"))
             .IsInvalidArgument());
+  // Two _ids in a replacement: refused, not stored with one dropped.
+  CHECK(Has(db->Replace("c", Value::Int32(1), J(R"({"_id": 1, "_id": 2, "k": 9})")),
+            "duplicate field name: _id"));
   CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"k": 1, "s": "x", "s": "y"})"))
             .status()
             .IsInvalidArgument());
