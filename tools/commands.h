@@ -21,6 +21,7 @@ struct CommonArgs {
   std::string collection = "default";  // -c
   bool collection_given = false;       // -c was on the command line
   std::string durability = "fsync";    // --durability
+  bool accept_log_loss = false;        // --accept-log-loss
 };
 
 struct InsertArgs {

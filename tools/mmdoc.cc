@@ -61,6 +61,10 @@ void AddCommon(CLI::App* cmd, CommonArgs* c) {
          "What each commit waits for: none, periodic, msync, fsync or group")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "periodic", "msync", "fsync", "group"}));
+  cmd->add_flag("--accept-log-loss", c->accept_log_loss,
+                "Open a database that was not closed cleanly although its log is missing, "
+                "another database's, damaged or an older copy: at its last checkpoint plus "
+                "what the log still holds (the rest is lost)");
 }
 
 int Main(int argc, char** argv) {

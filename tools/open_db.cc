@@ -82,6 +82,7 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
   if (!CheckDbPath(c.db, create, what, code)) return nullptr;
   Options options;
   options.create_if_missing = create;
+  options.accept_log_loss = c.accept_log_loss;
   // mmdoc.cc checks the name; fsync is the default either way.
   options.durability =
       ParseDurability(c.durability).value_or(Durability::kFsync);

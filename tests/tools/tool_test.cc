@@ -834,10 +834,8 @@ TEST_CASE("tool: bad database paths: one line, exit 2, nothing touched",
   }
 }
 
-// issue 22: the read-only commands open without create_if_missing, so a
-// database's files (and a missing log) stay as they were. check is left
-// out: DB::Check runs inside a write transaction, after which the close
-// rewrites the meta pages and creates a missing log (a library matter).
+// The read-only commands open without create_if_missing, so a database's
+// files (and a missing log) stay as they were.
 TEST_CASE("tool: read-only commands leave the database files as they were",
           "[tools]") {
   TempDir dir;
