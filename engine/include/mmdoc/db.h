@@ -12,7 +12,17 @@
 //   auto doc = mmdoc::Document::FromJson(R"({"name": "ada", "age": 36})").value();
 //   mmdoc::Value id;
 //   mmdoc::Status s = db->Insert("people", doc, &id);
-//   auto found = db->Find("people", Document::FromJson(R"({"age": {"$gt": 30}})").value());
+//   auto found = db->Find("people", mmdoc::Document::FromJson(R"({"age": {"$gt": 30}})").value());
+//
+// (tests/install compiles and runs this example against an installed copy.)
+//
+// What is refused rather than guessed (InvalidArgument naming the problem):
+// a filter operator or value type the filter does not implement ($regex and
+// regular expression values, $where, $text, $expr, $elemMatch, $size, $all,
+// $type, $not, $mod, unknown $ operators, at any depth: never matched by
+// equality); an integer outside int64 in JSON (never wrapped); a field name
+// repeated within one (sub)document (two _ids above all); a negative limit
+// or skip; a projection that is not a list of field paths.
 //
 // Transactions: one writer at a time, any number of readers. A read
 // transaction (BeginRead) sees a snapshot as of its start and never blocks
@@ -24,10 +34,13 @@
 // Errors are Status values (mmdoc/status.h); nothing throws. A database
 // reports corruption as Corruption naming the page, and a failed write or
 // sync during commit makes every later write fail with the same status
-// until the database is reopened (reads go on).
+// until the database is reopened (reads go on). A disk that cannot hold a
+// write fails it with Full; writes go on once there is room.
 //
 // Thread safety: a DB may be used from many threads at once. A Transaction
-// and a Cursor belong to one thread at a time.
+// and a Cursor belong to one thread at a time. A thread that holds the write
+// transaction gets Busy from Begin, the auto-committed writes, Check and
+// Compact (each would wait for that thread's own writer forever).
 #ifndef MMDOC_DB_H_
 #define MMDOC_DB_H_
 
@@ -207,9 +220,16 @@ class DB {
  public:
   // Opens (or, with create_if_missing, creates) the database at `path`,
   // takes an exclusive lock, and recovers committed transactions from the
-  // log. Errors: Busy (another process or handle has it open), NotFound,
-  // Corruption (naming the page), InvalidArgument (bad options, path is a
-  // directory), IOError.
+  // log. A new database is created whole: after a crash at any moment its
+  // path either does not exist or holds an empty database. Opening a
+  // database that was closed cleanly writes nothing until the first write.
+  // Errors: Busy (another process or handle has it open), NotFound (no
+  // file, and !create_if_missing), Corruption (naming the page; a file that
+  // is empty or all zeros when it may not be created over; or, naming the
+  // log, a database not closed cleanly whose log is missing, another
+  // database's, damaged, cut short or an older copy of itself: see
+  // Options::accept_log_loss), Full (no room to create it), InvalidArgument
+  // (bad options, path is a directory), IOError.
   static Result<std::unique_ptr<DB>> Open(const std::string& path,
                                           const Options& options = Options());
   ~DB();  // checkpoints and closes; REQUIRES: no open transactions
@@ -256,7 +276,8 @@ class DB {
   // index entry points at a document with that value, every document is in
   // every index, and every page is reachable or free exactly once. OK when
   // consistent; Corruption with the first problem otherwise (all problems
-  // in *report when given).
+  // in *report when given). Reads a snapshot that keeps writers waiting,
+  // and writes nothing.
   Status Check(CheckReport* report = nullptr);
   Result<DBStats> Stats();
   // Makes every commit so far durable (syncs the log).
@@ -264,7 +285,12 @@ class DB {
   // Writes the current state into the data file and restarts the log.
   Status Checkpoint();
   // Rewrites the database into a compact copy and swaps it in atomically;
-  // the file shrinks to what it holds. REQUIRES: no open transactions.
+  // the file shrinks to what it holds. Waits for the writer and keeps
+  // writers waiting until the copy is in place (they then write to it);
+  // readers go on, and a snapshot that began before keeps reading what it
+  // began on. Other processes cannot open the database at any point of the
+  // swap (Busy). Errors: Busy (this thread holds the write transaction),
+  // Full (no room for the copy, which is then removed), IOError.
   Status Compact();
 
   const std::string& path() const;
