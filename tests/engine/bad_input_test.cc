@@ -1,4 +1,4 @@
-// Bad input through the API (issue 6, "Bad input"): each case gets a clear
+// Bad input through the API: each case gets a clear
 // error (the right code, a message naming the problem) and nothing
 // committed before it is lost: every test starts from committed data and
 // checks it after the error (and TestDB runs DB::Check at the end).
@@ -184,7 +184,6 @@ TEST_CASE("bad input: $ field names on insert, replace and update") {
 }
 
 TEST_CASE("bad input: duplicate field names on insert, replace and update") {
-  // Issue 22 item 15.
   TestDB db;
   Seed3(db);
   Status s = db->Insert("c", J(R"({"_id": 7, "_id": 8})"));
@@ -314,7 +313,7 @@ TEST_CASE("bad input: wrong types and unknown operators in filters and updates")
 }
 
 TEST_CASE("bad input: a regex or unsupported operator in a write's filter changes nothing") {
-  // Issue 22 item 14: {"$nin": [{"$regex": ...}]} compared a regex value by
+  // {"$nin": [{"$regex": ...}]} compared a regex value by
   // equality, matched every document, and delete --many removed them all.
   TestDB db;
   Seed3(db);

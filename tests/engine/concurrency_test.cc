@@ -1,4 +1,4 @@
-// Concurrency (issue 8): snapshot readers beside one writer, several writer
+// Concurrency: snapshot readers beside one writer, several writer
 // threads in group and fsync mode, group commit under simulated power loss,
 // and periodic mode's background flush. Every test name contains
 // "concurrency": CI runs exactly these under ThreadSanitizer

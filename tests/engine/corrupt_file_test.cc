@@ -1,4 +1,4 @@
-// Corruption of a closed database (issue 6, "Corruption"), through the
+// Corruption of a closed database, through the
 // engine: a byte flipped in every live page in turn (both metas, the catalog,
 // branch, leaf, overflow and free-list pages), a truncated file, both metas
 // damaged, a damaged log tail. The page layout is read from the file by this

@@ -1,4 +1,4 @@
-// Simulated power loss at the engine level (issue 6, "Crashes"): a random
+// Simulated power loss at the engine level: a random
 // workload of transactions over a collection with a unique secondary index
 // runs on tests/support/fault_fs.h; at a random crash point the disk stops
 // taking writes (FailNth on a write, sync or msync somewhere in a commit or

@@ -334,7 +334,7 @@ using Order = std::vector<std::string>;
 
 TEST_CASE("sort: an array sorts by its smallest element ascending, largest descending",
           "[engine]") {
-  // Issue 22 item 4: MongoDB's rule (the sort key of an array is its
+  // MongoDB's rule (the sort key of an array is its
   // smallest element for an ascending sort, its largest for a descending
   // one; [] sorts below null and a missing field, which sort as null).
   TestDB db(Fast());
@@ -525,7 +525,7 @@ TEST_CASE("sort: arrays, missing fields and mixed types follow MongoDB (randomiz
 }
 
 TEST_CASE("a negative limit or skip is InvalidArgument, not a huge number", "[engine]") {
-  // Issue 22 item 5: -1 used to wrap to 2^64-1 (limit "none", skip "all").
+  // -1 used to wrap to 2^64-1 (limit "none", skip "all").
   TestDB db(Fast());
   REQUIRE(db->CreateIndex("c", "w", IndexOptions{true}).ok());
   for (int i = 0; i < 5; i++)

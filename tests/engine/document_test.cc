@@ -107,7 +107,7 @@ bson_value_t ValueOfA(const Document& d) {
 
 TEST_CASE("Document: numbers libbson would change are refused, naming them",
           "[document]") {
-  // Issue 22 item 13: libbson 1.23 read 18446744073709551616 as 0 (and
+  // libbson 1.23 read 18446744073709551616 as 0 (and
   // every integer from 2^64 on modulo 2^64), a decimal it cannot represent
   // as NaN, a bad $numberDouble as 0 and a $timestamp field past 2^32-1
   // modulo 2^32. Integers outside int64 are refused rather than stored as

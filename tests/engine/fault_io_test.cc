@@ -1,4 +1,4 @@
-// I/O faults through the engine (issue 6, "Faults"): EIO on a write or a
+// I/O faults through the engine: EIO on a write or a
 // sync and ENOSPC when the file grows, injected by tests/support/fault_fs.h.
 // The operation fails with IOError or Full, the failure is sticky (later
 // writes fail with it, reads still work), and after a reopen the database is

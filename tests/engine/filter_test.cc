@@ -234,7 +234,7 @@ Result<Filter> ParseBson(bson_t* b) {
 TEST_CASE(
     "Filter: unsupported operators and value types are refused, never matched",
     "[filter]") {
-  // Issue 22 items 3 and 14: libbson's JSON reader turns {"$regex": ...}
+  // libbson's JSON reader turns {"$regex": ...}
   // into a BSON regex value, which was then compared by equality (so
   // matched nothing, and $nin/$ne matched everything).
   auto refused = [](const std::string& json, const std::string& needle) {

@@ -265,7 +265,7 @@ TEST_CASE("Projection", "[update]") {
 
 TEST_CASE("Projection: bad field paths are InvalidArgument naming the field",
           "[update]") {
-  // Issue 22 item 6: these used to be accepted and project to {_id}.
+  // these used to be accepted and project to {_id}.
   auto bad = [](const std::string& field, const std::string& needle) {
     auto p = Projection::Parse({"a", field});
     INFO("'" << field << "'");
@@ -342,7 +342,7 @@ std::string ManyFields(int n, const std::string& extra) {
 
 TEST_CASE("CheckFieldNames: duplicate field names at any depth",
           "[update]") {
-  // Issue 22 item 15: {"_id": 1, "_id": 2} was stored as given; get
+  // {"_id": 1, "_id": 2} was stored as given; get
   // returned both, find and $set each saw a different one.
   auto dup = [](const std::string& json, const std::string& name) {
     Document d = D(json);

@@ -1,4 +1,4 @@
-// Real process crashes (issue 6, "Crashes"): `mmdoc insert DB --durability
+// Real process crashes: `mmdoc insert DB --durability
 // MODE --echo` is killed with SIGKILL at a random moment (while opening and
 // recovering, while inserting, or after it finished), again and again on
 // the same database. After every kill the database must open, DB::Check

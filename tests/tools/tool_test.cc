@@ -1,5 +1,5 @@
 // The mmdoc tool, run as a separate process for every command and every
-// error path of issue 4: exit statuses 0/1/2 and one-line errors on stderr
+// error path: exit statuses 0/1/2 and one-line errors on stderr
 // (DESIGN.md "Contracts"), and that nothing committed before an error is
 // lost.
 #include <bson/bson.h>
@@ -612,7 +612,7 @@ TEST_CASE("tool: export --salvage of a file with both meta pages damaged",
   CHECK(Lines(check.err).size() == 1);
 }
 
-// issue 22 item 5: a negative --limit returned everything and a negative
+// a negative --limit returned everything and a negative
 // --skip nothing, both with exit 0.
 TEST_CASE("tool: find refuses a negative --limit or --skip", "[tools]") {
   TempDir dir;
@@ -631,7 +631,7 @@ TEST_CASE("tool: find refuses a negative --limit or --skip", "[tools]") {
   CHECK(Lines(MustRun({"find", db, "--skip", "1"}).out).size() == 1);
 }
 
-// issue 22 item 6: --project=-_id and --project '$a' printed {"_id": 1}.
+// --project=-_id and --project '$a' printed {"_id": 1}.
 TEST_CASE("tool: find refuses projections that are not field paths",
           "[tools]") {
   TempDir dir;
@@ -652,7 +652,7 @@ TEST_CASE("tool: find refuses projections that are not field paths",
         "{ \"_id\" : 1, \"a\" : { \"b\" : 2 } }\n");
 }
 
-// issue 22 item 7: a missing collection exited 1 from export but 0 ("wrote
+// a missing collection exited 1 from export but 0 ("wrote
 // 0 documents") from export --salvage.
 TEST_CASE("tool: export of a missing collection exits 1, salvage or not",
           "[tools]") {
@@ -673,7 +673,7 @@ TEST_CASE("tool: export of a missing collection exits 1, salvage or not",
   CHECK(salvage.out == "{ \"_id\" : 1 }\n");
 }
 
-// issue 22 item 8: 'a,b' made an index on a field named "a,b".
+// 'a,b' made an index on a field named "a,b".
 TEST_CASE("tool: index create refuses what is not one dotted field path",
           "[tools]") {
   TempDir dir;
@@ -690,7 +690,7 @@ TEST_CASE("tool: index create refuses what is not one dotted field path",
   CHECK(Contains(MustRun({"index", "list", db}).out, "\"a.b\""));
 }
 
-// issue 22 item 8: stats ignored -c.
+// stats ignored -c.
 TEST_CASE("tool: stats -c shows only that collection", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
@@ -717,7 +717,7 @@ size_t Occurrences(const std::string& s, const std::string& part) {
   return n;
 }
 
-// issue 22 item 8: the Busy message said "locked by another process or
+// the Busy message said "locked by another process or
 // handle" twice.
 TEST_CASE("tool: a locked database is reported once, naming the file",
           "[tools]") {
@@ -732,7 +732,7 @@ TEST_CASE("tool: a locked database is reported once, naming the file",
   }
 }
 
-// issue 22 item 8: find --help listed fewer operators than the engine has.
+// find --help listed fewer operators than the engine has.
 TEST_CASE("tool: find --help lists the operators the engine supports",
           "[tools]") {
   Run help = MustRun({"find", "--help"});
@@ -744,7 +744,7 @@ TEST_CASE("tool: find --help lists the operators the engine supports",
   CHECK(Contains(help.out, "$regex"));
 }
 
-// issue 22 item 8: there was no --version.
+// there was no --version.
 TEST_CASE("tool: --version prints the project version", "[tools]") {
   // The version CMake's project() declared, as the build wrote it into the
   // package's version file.
@@ -778,7 +778,7 @@ std::map<std::string, std::string> Snapshot(const std::string& dir) {
   return files;
 }
 
-// issue 22: every command given a missing file, a directory, an empty file
+// every command given a missing file, a directory, an empty file
 // or a file that is not a database fails with one line and exit 2, and
 // creates or changes nothing. (insert, import and index create given a
 // missing file create the database: that is how one is made.)
