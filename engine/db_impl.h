@@ -222,8 +222,7 @@ struct WriteBuffers {
 
 // A committed write transaction's catalog (with the trees it opened) and
 // collection states, kept so that the next write transaction does not build
-// them again: for a single-write commit that building and freeing was ~3k
-// of ~28k instructions (callgrind). They are right for the next write txn
+// and free them again (a tenth of a single-write commit). They are right for the next write txn
 // exactly when it starts from the catalog state `cache` names: the trees'
 // roots are the ones that txn committed and nothing has committed since.
 struct WriteState {

@@ -611,7 +611,7 @@ inline bool CheckCandidates(const uint8_t* p, uint32_t mask, const uint8_t* nd,
 #if defined(MMDOC_AVX2_SEARCH)
 // The same test at 32 positions per step, for CPUs with AVX2 (checked at
 // run time; the build targets plain x86-64). A scan searches whole B+tree
-// leaves, ~3 KB each, where this halves the instructions of the search.
+// leaves of a few KB, where this halves the work of the search.
 std::atomic<bool> g_avx2_disabled{false};
 
 __attribute__((target("avx2"))) inline uint32_t CandidatesAvx2(const uint8_t* p,
@@ -667,7 +667,7 @@ bool UseAvx2() {
 // length, bytes, NUL; at least 5 bytes): compare its first byte (the length)
 // and its last character at 16 positions at once and memcmp only where both
 // match. Not the trailing NUL, which follows every string of that length.
-// (glibc's memmem spent ~500 instructions on a 140-byte document.)
+// (glibc's memmem is much slower on short documents.)
 bool Contains(const uint8_t* hay, size_t len, const std::string& needle) {
   const size_t n = needle.size();
   if (len < n) return false;

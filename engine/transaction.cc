@@ -633,9 +633,8 @@ Status TransactionImpl::CheckKeys(CollState* c, std::string_view pk, std::string
 }
 
 // A duplicate in a unique index is found by the index's own Put (kInsert),
-// not by a lookup before writing: that lookup searched each unique index a
-// second time and was a sixth of an insert's instructions (callgrind). A
-// Put that finds a duplicate changes nothing, so only the entries this
+// not by a lookup before writing, which would search each unique index a
+// second time. A Put that finds a duplicate changes nothing, so only the entries this
 // insert wrote before it are taken back out (UndoInsert).
 Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std::string_view pk) {
   ComputeKeys(c, bson, &buf_.new_keys);
@@ -799,8 +798,7 @@ Status TransactionImpl::ForEachMatch(std::string_view coll,
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, c));
   if (!(*c)->exists) return Status::OK();
   if (by_id) {
-    // Copying the one document first was 8% of an update by _id
-    // (callgrind); fn reads it in place, as ReplaceAt and DeleteAt allow.
+    // Not copied first: fn reads it in place, as ReplaceAt and DeleteAt allow.
     std::string& pk = buf_.pk;
     pk.clear();
     engine::AppendKey(&idv, &pk);

@@ -437,8 +437,7 @@ namespace {
 
 // Applies an update of top-level $set/$unset only by copying the document's
 // elements as bytes and splicing in the new ones, without libbson building
-// a new document (an update of one field of a small document cost ~3,000
-// instructions through Rewrite). Gives the same bytes as Rewrite: fields
+// a new document, which cost most of a one-field update. Gives the same bytes as Rewrite: fields
 // keep their place, $set of a missing field appends it in update order.
 void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len,
                     std::string* out) {

@@ -96,9 +96,8 @@ class ReadTxnImpl final : public Txn {
 };
 
 // What a write txn did to pages. The pager keeps the lists between write
-// txns (emptied), so that a txn starts with the capacity the last one grew:
-// growing them from empty was ~1.5k instructions of every single-write
-// commit (callgrind).
+// txns (emptied), so that a txn starts with the capacity the last one grew
+// instead of growing them from empty on every commit.
 struct WriteLists {
   // Runs this txn allocated (first page, length); a run freed again has its
   // dirty mark cleared and is skipped at commit.
@@ -163,9 +162,9 @@ class WriteTxnImpl final : public Txn {
 };
 
 // Writer-owned bookkeeping per page, indexed by page id (grown with the
-// file). Arrays, not hash tables: a B+tree commit of 1000 inserts touches
-// thousands of pages, and the per-page hash inserts, lookups, erases and
-// frees were a fifth of insert time at 1M documents (perf).
+// file). Arrays, not hash tables: a commit of 1000 inserts touches
+// thousands of pages, and a hash operation per page was a large share of
+// an insert.
 struct PageMark {
   uint32_t dirty = 0;     // serial of the write txn that allocated the run
   uint32_t run = 0;       // its length, valid while `dirty` is current
@@ -364,8 +363,8 @@ class PagerImpl final : public Pager {
   // Open readers: those of the newest snapshot any reader took are counted
   // in newest_readers_, older ones in readers_ (snapshot txid -> count).
   // Most read transactions start and end at the same newest snapshot, and
-  // a map node per transaction (insert, then erase) cost ~290 instructions,
-  // 7% of a DB::Get (callgrind).
+  // a map node per transaction (insert, then erase) is a noticeable part of
+  // a point read.
   std::map<uint64_t, int> readers_ MMDOC_GUARDED_BY(state_mu_);
   uint64_t newest_reader_txid_ MMDOC_GUARDED_BY(state_mu_) = 0;
   int newest_readers_ MMDOC_GUARDED_BY(state_mu_) = 0;
@@ -488,8 +487,8 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero,
   }
   const uint32_t ps = p_->ps_;
   uint8_t* pg = p_->writer_base() + got * ps;
-  // Modify overwrites the whole run with a copy: zeroing it first doubled
-  // the memory traffic of every copy-on-write (callgrind).
+  // Modify overwrites the whole run with a copy: zeroing it first would
+  // double the memory traffic of every copy-on-write.
   if (zero) std::memset(pg, 0, uint64_t{n} * ps);
   EncodeFixed64(pg + kPageTxidOffset, txid_);
   pg[kPageTypeOffset] = static_cast<uint8_t>(type);
@@ -588,15 +587,14 @@ Status PagerImpl::MapData(uint64_t min_len) {
   Result<uint8_t*> m = data_->Map(len, /*writable=*/true);
   if (!m.ok()) return m.status();
   // B+tree pages are read and written at random. Without this hint a fault
-  // read ahead into large folios, and since the kernel tracks dirtiness per
-  // folio, each page written dirtied its whole folio: a 10M-document insert
-  // dirtied 1.2-2.3 GB/s of page cache for a file growing ~13 MB/s (see
+  // reads ahead into large folios, and since the kernel tracks dirtiness per
+  // folio, each page written dirties its whole folio (see
   // File::AdviseRandomAccess). A failure only costs speed, so it is ignored.
   (void)data_->AdviseRandomAccess(*m, len);
   // Old maps stay mapped for readers that still use them, but without their
   // page-table entries: a page the writer touched before the remap and
-  // touches again through the new map would otherwise be resident twice
-  // (at 4M documents, peak RSS was twice the file). A reader of an old map
+  // touches again through the new map would otherwise be resident twice.
+  // A reader of an old map
   // faults its pages back in from the page cache. A failure only costs
   // memory, so it is ignored.
   for (const auto& old : maps_) (void)data_->DropMappedPages(old.first, old.second);

@@ -18,13 +18,14 @@
 //    commit), and keeps the data file's syncs to checkpoints.
 //  - Writing pages through a writable map (LMDB's MDB_WRITEMAP) instead of
 //    the read-only map + pwrite that STYLE.md prefers: it saves a copy per
-//    page on the write path, which the project's targets are measured on.
-//    The risks are handled, not ignored: a stray write into the map is
-//    caught by page checksums (rule 7), and the file is grown with
-//    posix_fallocate so a full disk is Status::Full, never SIGBUS.
-//  - Log records are written with pwrite for kFsync/kGroup (fdatasync after
-//    writes through a map measured 2.5-4 ms here vs 0.3 ms after pwrite)
-//    and through the log's map for kMsync, whose contract is msync.
+//    page on the write path. The risks are handled, not ignored: a stray
+//    write into the map is caught by page checksums (rule 7), and the file
+//    is grown (and a sparse copy's holes filled) with posix_fallocate, so a
+//    full disk is Status::Full, never SIGBUS.
+//  - Log records are written with pwrite for kFsync/kGroup (an fdatasync
+//    after stores through a map costs several times more on ext4) and
+//    through the log's map for kMsync, whose contract is msync.
+//  (The figures behind these choices are in docs/performance.md.)
 //
 // (1) A page reachable from the durable meta page (the last checkpoint) is
 //     never written. A transaction that changes a page writes a copy to a
@@ -91,19 +92,16 @@
 // life of its snapshot. The old map's page-table entries are dropped
 // (File::DropMappedPages): its pages stay in the page cache and a reader
 // still on it faults them back in, but the process does not hold the same
-// page twice (at 4M documents that had doubled the peak RSS).
+// page twice.
 //
 // Every data map is advised random access (File::AdviseRandomAccess,
 // MADV_RANDOM; LMDB's MDB_NORDAHEAD). The kernel tracks dirtiness per page
-// cache folio, and readahead on a fault fills the cache with large folios:
-// on Linux 6.18/ext4 one written 4 KiB page then marked 64 pages or more
-// dirty (measured as write_bytes), all of which the kernel writes back. With the advice a fault reads one page, so a
-// copy-on-write dirties what it writes. The cost: a cold full scan reads
-// the file a page per fault instead of in readahead batches, measured at
-// 3.6-4.4 s instead of 0.7-1.3 s for a 1M-document file (627 MiB; warm,
-// 0.2-0.3 s either way). posix_fadvise/madvise WILLNEED and readahead(2)
-// do not win it back: they too fill the cache a 4 KiB folio at a time (a
-// probe: 10.9-12.3 s to read 1 GiB cold, against 0.71 s with readahead).
+// cache folio, and readahead on a fault fills the cache with large folios,
+// so one written 4 KiB page would mark its whole folio dirty and be written
+// back with it. With the advice a fault reads one page and a copy-on-write
+// dirties what it writes. The cost: a cold full scan reads the file a page
+// per fault instead of in readahead batches (several times slower; warm
+// scans are unaffected).
 //
 // Implementation notes (added by the storage implementation):
 //  - Meta slots never overwrite the newest durable meta: a checkpoint whose
@@ -119,11 +117,8 @@
 //    list page.
 //  - The first write of a session checkpoints (with a new epoch) before it
 //    appends, so stale records of an old epoch can never follow new ones.
-//  - The checkpoint runs on the writer's thread and blocks it (at 4M
-//    inserts, 22% of the insert phase). Skipping its syncs altogether
-//    (an unsafe experiment) gained only 7% on insert and lost half the
-//    delete rate to the kernel's dirty-page throttling, so a checkpoint
-//    in the background was not built (README, Performance).
+//  - The checkpoint runs on the writer's thread and blocks it while it
+//    syncs the data file (docs/performance.md has what that costs).
 //  - In kGroup mode the commit is published to readers before its log sync
 //    completes (the writer lock is released first, so the next writer can
 //    append); the other modes publish after SyncForCommit succeeds.
