@@ -14,7 +14,7 @@ endif()
 # README's (the cpp block after its "compiled by tests/install" marker).
 set(src ${BUILD_DIR}/install-test/src)
 file(COPY ${SOURCE_DIR}/tests/install/example_app/ DESTINATION ${src})
-file(STRINGS ${SOURCE_DIR}/engine/include/mmdoc/db.h header_lines)
+file(STRINGS ${SOURCE_DIR}/include/mmdoc/db.h header_lines)
 set(code "")
 set(in_example FALSE)
 foreach(line IN LISTS header_lines)
