@@ -1,6 +1,6 @@
 // The Pager implementation: opening, the data file map and its growth,
 // shadow paging, commit, checkpoint and recovery. See storage/pager.h for the
-// commit protocol (rules 1-8) this file implements and storage/format.h for
+// commit protocol (rules 1-9) this file implements and storage/format.h for
 // the on-disk formats. Its parts live apart: the meta page (meta.h), the log
 // (log.h), free pages and rule 5's queues (free_list.h), the verified-page
 // bitmap (page_bitmap.h), the sticky error (sticky_error.h).

@@ -17,7 +17,7 @@
 //    (data pages, then meta), lets many commits share one sync (group
 //    commit), and keeps the data file's syncs to checkpoints.
 //  - Writing pages through a writable map (LMDB's MDB_WRITEMAP) instead of
-//    the read-only map + pwrite that STYLE.md prefers: it saves a copy per
+//    a read-only map + pwrite (LMDB's default, immune to stray writes): it saves a copy per
 //    page on the write path. The risks are handled, not ignored: a stray
 //    write into the map is caught by page checksums (rule 7), and the file
 //    is grown (and a sparse copy's holes filled) with posix_fallocate, so a
