@@ -58,7 +58,7 @@ Status CheckNode(const uint8_t* p, uint32_t ps, PageId id) {
     return PageError(id, "node with a run length other than 1");
   }
   uint32_t n = Count(p), upper = Upper(p);
-  if (upper > ps || kSlotsOffset + 2 * n > upper) {
+  if (upper > ps || kSlotsOffset + kSlotSize * n > upper) {
     return PageError(id, "slot array and cell area overlap");
   }
   if (Frag(p) > ps - upper)
@@ -73,7 +73,7 @@ Status CheckNode(const uint8_t* p, uint32_t ps, PageId id) {
 inline std::string_view LeafKey(const uint8_t* p, uint32_t ps, uint32_t i) {
   uint32_t off = Slot(p, i);
   if (off < Upper(p) || off + kLeafCellHeader > ps) return {};
-  uint32_t k = Load16(p + off);
+  uint32_t k = LeafKeyLen(p + off);
   if (k == 0 || k > kMaxKeySize || off + kLeafCellHeader + k > ps) return {};
   return {reinterpret_cast<const char*>(p + off + kLeafCellHeader), k};
 }
@@ -82,7 +82,7 @@ inline std::string_view LeafKey(const uint8_t* p, uint32_t ps, uint32_t i) {
 inline std::string_view BranchKey(const uint8_t* p, uint32_t ps, uint32_t i) {
   uint32_t off = Slot(p, i);
   if (off < Upper(p) || off + kBranchCellHeader > ps) return {};
-  uint32_t k = Load16(p + off + 8);
+  uint32_t k = BranchKeyLen(p + off);
   if (k == 0 || k > kMaxKeySize || off + kBranchCellHeader + k > ps) return {};
   return {reinterpret_cast<const char*>(p + off + kBranchCellHeader), k};
 }
@@ -105,8 +105,8 @@ inline bool DecodeLeaf(const uint8_t* p, uint32_t ps, uint32_t i, LeafCell* c) {
   c->key = LeafKey(p, ps, i);
   if (c->key.empty()) return false;
   uint32_t off = Slot(p, i);
-  uint8_t flags = p[off + 2];
-  c->vlen = Load32(p + off + 3);
+  uint8_t flags = LeafFlags(p + off);
+  c->vlen = LeafValueLen(p + off);
   c->overflow = (flags & kCellOverflow) != 0;
   uint64_t body = c->overflow ? kOverflowRef : uint64_t{c->vlen};
   uint64_t size = kLeafCellHeader + c->key.size() + body;
@@ -115,7 +115,7 @@ inline bool DecodeLeaf(const uint8_t* p, uint32_t ps, uint32_t i, LeafCell* c) {
     return false;
   c->size = static_cast<uint32_t>(size);
   c->value = p + off + kLeafCellHeader + c->key.size();
-  c->overflow_id = c->overflow ? Load64(c->value) : 0;
+  c->overflow_id = c->overflow ? OverflowRef(c->value) : 0;
   return true;
 }
 
@@ -136,29 +136,29 @@ inline bool ChildAt(const uint8_t* p, uint32_t ps, uint32_t c, PageId* child) {
   } else {
     uint32_t off = Slot(p, c - 1);
     if (off < Upper(p) || off + kBranchCellHeader > ps) return false;
-    *child = Load64(p + off);
+    *child = BranchChild(p + off);
   }
   return *child >= 2;
 }
 
 inline void SetChild(uint8_t* w, uint32_t c, PageId child) {
   if (c == 0) {
-    Store64(w + kLeftmostOffset, child);
+    SetLeftmost(w, child);
   } else {
-    Store64(w + Slot(w, c - 1), child);
+    SetBranchChild(w + Slot(w, c - 1), child);
   }
 }
 
 // Two stored keys of the same size that both begin with a packed key's
 // signature (KeyCodec): both are packed and order bytewise. Their first
-// `sig` bytes are equal, so the rest decides, eight bytes at a time.
+// `sig` bytes are equal, so the rest decides, eight bytes at a time (read
+// big-endian, so that the first differing byte decides, as under memcmp).
 inline int PackedCompare(std::string_view a, std::string_view b, uint32_t sig) {
   size_t i = sig;
   for (; i + 8 <= a.size(); i += 8) {
-    uint64_t x, y;
-    std::memcpy(&x, a.data() + i, 8);
-    std::memcpy(&y, b.data() + i, 8);
-    if (x != y) return __builtin_bswap64(x) < __builtin_bswap64(y) ? -1 : 1;
+    const uint64_t x = storage::DecodeBigEndian64(a.data() + i);
+    const uint64_t y = storage::DecodeBigEndian64(b.data() + i);
+    if (x != y) return x < y ? -1 : 1;
   }
   for (; i < a.size(); i++) {
     if (a[i] != b[i])
@@ -167,11 +167,11 @@ inline int PackedCompare(std::string_view a, std::string_view b, uint32_t sig) {
   return 0;
 }
 
-// The first n (1..4) bytes of p, as a number for an equality test.
+// The first n (1..4) bytes of p, as a number for an equality test (read
+// little-endian, so that the mask keeps the first n bytes on any host).
 // REQUIRES: p has at least 4 bytes.
 inline uint32_t Signature(const char* p, uint32_t n) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
+  const uint32_t v = storage::DecodeFixed32(p);
   return n >= 4 ? v : v & ((1u << (8 * n)) - 1);
 }
 
@@ -272,10 +272,10 @@ Status LeafValue(storage::Txn* txn, const LeafCell& c,
 
 void InitNode(uint8_t* w, uint32_t ps, PageType type, PageId leftmost) {
   w[storage::kPageTypeOffset] = static_cast<uint8_t>(type);
-  Store16(w + kCountOffset, 0);
-  Store16(w + kFragOffset, 0);
-  Store32(w + kUpperOffset, ps);
-  Store64(w + kLeftmostOffset, leftmost);
+  SetCount(w, 0);
+  SetFrag(w, 0);
+  SetUpper(w, ps);
+  SetLeftmost(w, leftmost);
 }
 
 // Appends a cell after the last slot. REQUIRES: Gap(w) >= size + 2.
@@ -283,22 +283,22 @@ void AppendCell(uint8_t* w, const uint8_t* cell, uint32_t size) {
   uint32_t n = Count(w);
   uint32_t upper = Upper(w) - size;
   std::memcpy(w + upper, cell, size);
-  Store16(w + kSlotsOffset + 2 * n, static_cast<uint16_t>(upper));
-  Store32(w + kUpperOffset, upper);
-  Store16(w + kCountOffset, static_cast<uint16_t>(n + 1));
+  SetSlot(w, n, static_cast<uint16_t>(upper));
+  SetUpper(w, upper);
+  SetCount(w, static_cast<uint16_t>(n + 1));
 }
 
 // Removes cell i of `size` bytes.
 void RemoveCell(uint8_t* w, uint32_t i, uint32_t size) {
   uint32_t n = Count(w);
   uint32_t off = Slot(w, i);
-  std::memmove(w + kSlotsOffset + 2 * i, w + kSlotsOffset + 2 * (i + 1),
-               2 * (n - i - 1));
-  Store16(w + kCountOffset, static_cast<uint16_t>(n - 1));
+  std::memmove(w + kSlotsOffset + kSlotSize * i,
+               w + kSlotsOffset + kSlotSize * (i + 1), kSlotSize * (n - i - 1));
+  SetCount(w, static_cast<uint16_t>(n - 1));
   if (off == Upper(w)) {
-    Store32(w + kUpperOffset, off + size);
+    SetUpper(w, off + size);
   } else {
-    Store16(w + kFragOffset, static_cast<uint16_t>(Frag(w) + size));
+    SetFrag(w, static_cast<uint16_t>(Frag(w) + size));
   }
 }
 
@@ -307,15 +307,15 @@ void PlaceCell(uint8_t* w, uint32_t i, const uint8_t* cell, uint32_t size) {
   uint32_t n = Count(w);
   uint32_t upper = Upper(w) - size;
   std::memcpy(w + upper, cell, size);
-  std::memmove(w + kSlotsOffset + 2 * (i + 1), w + kSlotsOffset + 2 * i,
-               2 * (n - i));
-  Store16(w + kSlotsOffset + 2 * i, static_cast<uint16_t>(upper));
-  Store32(w + kUpperOffset, upper);
-  Store16(w + kCountOffset, static_cast<uint16_t>(n + 1));
+  std::memmove(w + kSlotsOffset + kSlotSize * (i + 1),
+               w + kSlotsOffset + kSlotSize * i, kSlotSize * (n - i));
+  SetSlot(w, i, static_cast<uint16_t>(upper));
+  SetUpper(w, upper);
+  SetCount(w, static_cast<uint16_t>(n + 1));
 }
 
 inline uint32_t EntryKeyLen(PageType t, const uint8_t* cell) {
-  return t == PageType::kLeaf ? Load16(cell) : Load16(cell + 8);
+  return t == PageType::kLeaf ? LeafKeyLen(cell) : BranchKeyLen(cell);
 }
 inline std::string_view EntryKey(PageType t, const uint8_t* cell) {
   uint32_t h = t == PageType::kLeaf ? kLeafCellHeader : kBranchCellHeader;
@@ -511,7 +511,7 @@ struct BTree::Impl {
     if (type == PageType::kLeaf) {
       Fill(r, type, 0, m, total);
     } else {
-      Fill(r, type, Load64(e[m].cell), m + 1, total);
+      Fill(r, type, BranchChild(e[m].cell), m + 1, total);
     }
     out->split = true;
     out->right = rid;
@@ -521,8 +521,7 @@ struct BTree::Impl {
 
   uint32_t BuildBranchCell(PageId child, std::string_view key) {
     uint8_t* c = Scratch(2);
-    Store64(c, child);
-    Store16(c + 8, static_cast<uint16_t>(key.size()));
+    EncodeBranchHeader(c, child, static_cast<uint16_t>(key.size()));
     std::memcpy(c + kBranchCellHeader, key.data(), key.size());
     return static_cast<uint32_t>(kBranchCellHeader + key.size());
   }
@@ -552,7 +551,8 @@ struct BTree::Impl {
   // Copy-on-write of node `id` whose bytes are `p`: the copy skips the
   // node's free space between the slot array and the cells.
   Status ModifyNode(PageId id, const uint8_t* p, PageId* nid, uint8_t** w) {
-    return txn->ModifySkipping(id, kSlotsOffset + 2 * Count(p), Upper(p), nid, w);
+    return txn->ModifySkipping(id, kSlotsOffset + kSlotSize * Count(p), Upper(p),
+                               nid, w);
   }
 
   // --- Put ---
@@ -576,9 +576,9 @@ struct BTree::Impl {
     bool overflow =
         kLeafCellHeader + key.size() + value.size() + 2 > MaxInlineCell(ps);
     uint8_t* c = Scratch(2);
-    Store16(c, static_cast<uint16_t>(key.size()));
-    c[2] = overflow ? kCellOverflow : 0;
-    Store32(c + 3, static_cast<uint32_t>(value.size()));
+    EncodeLeafHeader(c, static_cast<uint16_t>(key.size()),
+                     overflow ? kCellOverflow : 0,
+                     static_cast<uint32_t>(value.size()));
     std::memcpy(c + kLeafCellHeader, key.data(), key.size());
     uint32_t size;
     if (overflow) {
@@ -588,7 +588,7 @@ struct BTree::Impl {
       MMDOC_RETURN_IF_ERROR(txn->Allocate(
           PageType::kOverflow, static_cast<uint32_t>(pages), &oid, &o));
       std::memcpy(o + storage::kPageHeaderSize, value.data(), value.size());
-      Store64(c + kLeafCellHeader + key.size(), oid);
+      SetOverflowRef(c + kLeafCellHeader + key.size(), oid);
       size = static_cast<uint32_t>(kLeafCellHeader + key.size() + kOverflowRef);
     } else {
       if (!value.empty())
@@ -713,7 +713,7 @@ struct BTree::Impl {
     if (leaf) {
       Fill(rw, type, 0, m, total);
     } else {
-      Fill(rw, type, Load64(t->entries_[m].cell), m + 1, total);
+      Fill(rw, type, BranchChild(t->entries_[m].cell), m + 1, total);
     }
     std::string new_sep(EntryKey(type, t->entries_[m].cell));
     SetChild(w, lc, nlid);
@@ -821,7 +821,7 @@ struct BTree::Impl {
     }
     if (cell_bytes + Frag(p) != ps - Upper(p))
       return PageError(id, "cells overlap");
-    v->stats.used_bytes += 2 * n + cell_bytes;
+    v->stats.used_bytes += kSlotSize * n + cell_bytes;
     v->stats.capacity_bytes += Usable(ps);
     if (leaf) {
       if (v->leaf_depth < 0) v->leaf_depth = depth;
@@ -1033,7 +1033,7 @@ std::string_view BTree::Cursor::LeafBytes(bool* all_inline) const {
   for (uint32_t i = 0; i < n && inl; i++) {
     const uint32_t off = Slot(page, i);
     inl = off >= upper && off + kLeafCellHeader <= ps &&
-          (page[off + 2] & kCellOverflow) == 0;
+          (LeafFlags(page + off) & kCellOverflow) == 0;
   }
   *all_inline = inl;
   return {reinterpret_cast<const char*>(page) + upper, ps - upper};

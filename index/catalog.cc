@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "index/btree_page.h"
+#include "storage/coding.h"
 
 namespace mmdoc::index {
 
@@ -11,11 +11,12 @@ using storage::PageId;
 
 namespace {
 
-constexpr size_t kEntryRootSize = 8;
+constexpr size_t kEntryRootSize = 8;  // u64 root, little-endian (catalog.h)
 
 std::string MakeEntry(PageId root, std::string_view meta) {
-  std::string e(kEntryRootSize, '\0');
-  node::Store64(reinterpret_cast<uint8_t*>(e.data()), root);
+  std::string e;
+  e.reserve(kEntryRootSize + meta.size());
+  storage::PutFixed64(&e, root);
   e.append(meta.data(), meta.size());
   return e;
 }
@@ -25,7 +26,7 @@ Status ParseEntry(std::string_view name, std::string_view entry, PageId* root,
                   std::string_view* meta) {
   if (entry.size() < kEntryRootSize)
     return Status::Corruption("catalog entry too short", name);
-  *root = node::Load64(reinterpret_cast<const uint8_t*>(entry.data()));
+  *root = storage::DecodeFixed64(entry.data());
   if (meta) *meta = entry.substr(kEntryRootSize);
   return Status::OK();
 }
@@ -149,8 +150,8 @@ Status Catalog::FlushEntry(std::string_view name, const PageId* root,
   if (new_root == old_root && (meta == nullptr || *meta == old_meta))
     return Status::OK();
   // The new entry is built before the Put: `entry` points into the page.
-  entry_buf_.assign(8, '\0');
-  node::Store64(reinterpret_cast<uint8_t*>(entry_buf_.data()), new_root);
+  entry_buf_.clear();
+  storage::PutFixed64(&entry_buf_, new_root);
   if (meta != nullptr) {
     entry_buf_.append(*meta);
   } else {

@@ -38,12 +38,12 @@ struct Walker {
       const uint32_t off = node::Slot(p, i);
       const uint32_t hdr = leaf ? node::kLeafCellHeader : node::kBranchCellHeader;
       if (off < upper || uint64_t{off} + hdr > page_size) return "cell outside the cell area";
-      const uint32_t klen = node::Load16(p + off + (leaf ? 0 : 8));
+      const uint32_t klen = leaf ? node::LeafKeyLen(p + off) : node::BranchKeyLen(p + off);
       if (klen == 0 || klen > kMaxKeySize) return "bad key length";
       uint64_t end = uint64_t{off} + hdr + klen;
       if (leaf) {
-        const bool overflow = p[off + 2] & node::kCellOverflow;
-        const uint32_t vlen = node::Load32(p + off + 3);
+        const bool overflow = node::LeafFlags(p + off) & node::kCellOverflow;
+        const uint32_t vlen = node::LeafValueLen(p + off);
         if (vlen > kMaxValueSize) return "bad value length";
         end += overflow ? node::kOverflowRef : vlen;
       }
@@ -63,13 +63,13 @@ struct Walker {
     const uint32_t n = node::Count(p);
     if (node::Type(p) == storage::PageType::kBranch) {
       Visit(node::Leftmost(p), depth + 1);
-      for (uint32_t i = 0; i < n; i++) Visit(node::Load64(p + node::Slot(p, i)), depth + 1);
+      for (uint32_t i = 0; i < n; i++) Visit(node::BranchChild(p + node::Slot(p, i)), depth + 1);
       return;
     }
     for (uint32_t i = 0; i < n; i++) {
       const uint8_t* cell = p + node::Slot(p, i);
-      const uint32_t klen = node::Load16(cell);
-      const uint32_t vlen = node::Load32(cell + 3);
+      const uint32_t klen = node::LeafKeyLen(cell);
+      const uint32_t vlen = node::LeafValueLen(cell);
       std::string_view key(reinterpret_cast<const char*>(cell + node::kLeafCellHeader), klen);
       char unpacked[KeyCodec::kMaxForm];
       if (codec != nullptr) {
@@ -78,8 +78,8 @@ struct Walker {
       }
       std::string_view value;
       const uint8_t* v = cell + node::kLeafCellHeader + klen;
-      if (cell[2] & node::kCellOverflow) {
-        const storage::PageId run = node::Load64(v);
+      if (node::LeafFlags(cell) & node::kCellOverflow) {
+        const storage::PageId run = node::OverflowRef(v);
         const uint8_t* op;
         Status os = txn->Get(run, &op);
         if (!os.ok()) {

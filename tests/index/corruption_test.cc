@@ -46,12 +46,13 @@ storage::PageId LeafOf(MemStore* store, int i) {
     uint32_t n = node::Count(p), c = 0;
     while (c < n) {
       uint32_t off = node::Slot(p, c);
-      std::string_view k(reinterpret_cast<const char*>(p + off + 10),
-                         node::Load16(p + off + 8));
+      std::string_view k(
+          reinterpret_cast<const char*>(p + off + node::kBranchCellHeader),
+          node::BranchKeyLen(p + off));
       if (Key(i) < k) break;
       c++;
     }
-    id = c == 0 ? node::Leftmost(p) : node::Load64(p + node::Slot(p, c - 1));
+    id = c == 0 ? node::Leftmost(p) : node::BranchChild(p + node::Slot(p, c - 1));
   }
 }
 
@@ -67,7 +68,7 @@ TEST_CASE("a damaged slot array is Corruption", "[btree][corruption]") {
   for (uint16_t bad :
        {uint16_t{0xFFFF}, uint16_t{4095}, uint16_t{10}, uint16_t{40}}) {
     for (uint32_t slot = 0; slot < n; slot++)
-      node::Store16(p + node::kSlotsOffset + 2 * slot, bad);
+      node::SetSlot(p, slot, bad);
     auto r = store.BeginRead();
     BTree t(r.get(), r->root(0));
     std::string_view v;
@@ -82,7 +83,7 @@ TEST_CASE("a damaged slot array is Corruption", "[btree][corruption]") {
   }
 
   // A count larger than the slot array can hold.
-  node::Store16(p + node::kCountOffset, 4000);
+  node::SetCount(p, 4000);
   {
     auto r = store.BeginRead();
     BTree t(r.get(), r->root(0));

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "storage/coding.h"
 #include "storage/pager.h"
 
 namespace mmdoc::index::test {
@@ -122,9 +123,9 @@ class MemTxn : public storage::Txn {
     }
     auto buf = std::make_shared<std::vector<uint8_t>>(size_t{n} * ps_, 0);
     uint8_t* p = buf->data();
-    std::memcpy(p + storage::kPageTxidOffset, &txid_, 8);
+    storage::EncodeFixed64(p + storage::kPageTxidOffset, txid_);
     p[storage::kPageTypeOffset] = static_cast<uint8_t>(type);
-    std::memcpy(p + storage::kPageRunLengthOffset, &n, 4);
+    storage::EncodeFixed32(p + storage::kPageRunLengthOffset, n);
     dirty_[got] = buf;
     *id = got;
     *page = p;
@@ -140,8 +141,7 @@ class MemTxn : public storage::Txn {
     }
     const uint8_t* old;
     MMDOC_RETURN_IF_ERROR(Get(id, &old));
-    uint32_t n;
-    std::memcpy(&n, old + storage::kPageRunLengthOffset, 4);
+    const uint32_t n = storage::DecodeFixed32(old + storage::kPageRunLengthOffset);
     MMDOC_RETURN_IF_ERROR(Allocate(
         static_cast<PageType>(old[storage::kPageTypeOffset]), n, new_id, page));
     std::memcpy(*page + storage::kPageHeaderSize,
