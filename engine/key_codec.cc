@@ -22,6 +22,7 @@
 
 #include "engine/db_impl.h"
 #include "engine/query_path.h"
+#include "storage/coding.h"
 
 namespace mmdoc {
 namespace {
@@ -45,25 +46,14 @@ struct NibbleTable {
 };
 constexpr NibbleTable kNibble;
 
-inline uint64_t LoadBigEndian64(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return __builtin_bswap64(v);
-}
-
-// The first kPrefixSize bytes of every packed key, little-endian.
+// The first kPrefixSize bytes of every packed key. Compared as bytes, so
+// no byte order is involved.
 constexpr uint32_t kPrefixSize = 3;
-constexpr uint32_t kPackedPrefix =
-    static_cast<uint8_t>(engine::KeyRankByte(engine::kRankString)) | 0x01u << 16;
-
-inline uint32_t Prefix(const char* p) {
-  uint32_t v = 0;
-  std::memcpy(&v, p, kPrefixSize);
-  return v;
-}
+constexpr char kPackedPrefix[kPrefixSize] = {engine::KeyRankByte(engine::kRankString), '\0',
+                                             '\x01'};
 
 inline bool IsPacked(std::string_view k) {
-  return k.size() == kPackedSize && Prefix(k.data()) == kPackedPrefix;
+  return k.size() == kPackedSize && std::memcmp(k.data(), kPackedPrefix, kPrefixSize) == 0;
 }
 
 size_t Pack(std::string_view key, char* buf) {
@@ -115,10 +105,12 @@ inline int Bytewise(std::string_view a, std::string_view b) {
 int Compare(std::string_view a, std::string_view b) {
   const bool pa = IsPacked(a), pb = IsPacked(b);
   if (pa && pb) {  // the common case in a GUID-keyed tree: two 8-byte compares
-    uint64_t x = LoadBigEndian64(a.data() + 3), y = LoadBigEndian64(b.data() + 3);
+    // Big-endian, so that the numbers order as the bytes do under memcmp.
+    uint64_t x = storage::DecodeBigEndian64(a.data() + 3);
+    uint64_t y = storage::DecodeBigEndian64(b.data() + 3);
     if (x == y) {
-      x = LoadBigEndian64(a.data() + 11);
-      y = LoadBigEndian64(b.data() + 11);
+      x = storage::DecodeBigEndian64(a.data() + 11);
+      y = storage::DecodeBigEndian64(b.data() + 11);
     }
     return x < y ? -1 : (x > y ? 1 : 0);
   }

@@ -24,6 +24,8 @@
 //   regex       escaped pattern, escaped options
 //   DBPointer   escaped collection, 12 ObjectId bytes
 //   code        escaped code; code with scope: escaped code, scope document
+// Every fixed-width integer in a key is big-endian (storage/coding.h's
+// PutBigEndian*), so that memcmp orders the bytes as it orders the numbers.
 // Trees store one kind of key more compactly (a canonical GUID string, as
 // 19 bytes: key_codec.cc); they take and return this encoding, so nothing
 // outside index/ and key_codec.cc sees the packed form.
@@ -39,6 +41,7 @@
 
 #include "query.h"
 #include "query_path.h"
+#include "storage/coding.h"
 
 namespace mmdoc::engine {
 
@@ -190,14 +193,6 @@ int CompareContainers(const uint8_t* a, uint32_t alen, const uint8_t* b,
 
 // ------------------------------------------------------------- encode
 
-void PutU32(uint32_t v, std::string* out) {
-  for (int s = 24; s >= 0; s -= 8) out->push_back(static_cast<char>(v >> s));
-}
-
-void PutU64(uint64_t v, std::string* out) {
-  for (int s = 56; s >= 0; s -= 8) out->push_back(static_cast<char>(v >> s));
-}
-
 void PutEscaped(const char* s, size_t len, std::string* out) {
   // Copy runs between NULs in one append each: strings rarely hold a NUL,
   // and a byte-at-a-time push_back dominated key encoding (callgrind).
@@ -245,9 +240,8 @@ void PutFinite(bool negative, int exp, uint64_t frac, std::string* out) {
   } else {
     out->push_back(kPositive);
   }
-  out->push_back(static_cast<char>(e >> 8));
-  out->push_back(static_cast<char>(e));
-  PutU64(frac, out);
+  storage::PutBigEndian16(out, e);
+  storage::PutBigEndian64(out, frac);
 }
 
 void PutInt(int64_t i, std::string* out) {
@@ -323,7 +317,7 @@ void AppendBody(const bson_value_t* v, std::string* out) {
       AppendContainerBody(u.v_doc.data, u.v_doc.data_len, false, out);
       break;
     case BSON_TYPE_BINARY:
-      PutU32(u.v_binary.data_len, out);
+      storage::PutBigEndian32(out, u.v_binary.data_len);
       out->push_back(static_cast<char>(u.v_binary.subtype));
       out->append(reinterpret_cast<const char*>(u.v_binary.data),
                   u.v_binary.data_len);
@@ -335,11 +329,11 @@ void AppendBody(const bson_value_t* v, std::string* out) {
       out->push_back(u.v_bool ? 1 : 0);
       break;
     case BSON_TYPE_DATE_TIME:
-      PutU64(static_cast<uint64_t>(u.v_datetime) ^ (1ull << 63), out);
+      storage::PutBigEndian64(out, static_cast<uint64_t>(u.v_datetime) ^ (1ull << 63));
       break;
     case BSON_TYPE_TIMESTAMP:
-      PutU32(u.v_timestamp.timestamp, out);
-      PutU32(u.v_timestamp.increment, out);
+      storage::PutBigEndian32(out, u.v_timestamp.timestamp);
+      storage::PutBigEndian32(out, u.v_timestamp.increment);
       break;
     case BSON_TYPE_REGEX:
       PutCStr(u.v_regex.regex, out);
