@@ -7,38 +7,22 @@
 #include <cstring>
 
 #include "engine/db_impl.h"
+#include "storage/coding.h"
 
 namespace mmdoc {
 
 namespace {
 
-void PutU32(std::string* out, uint32_t v) {
-  char b[4];
-  for (int i = 0; i < 4; i++) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out->append(b, 4);
-}
-void PutU64(std::string* out, uint64_t v) {
-  char b[8];
-  for (int i = 0; i < 8; i++) b[i] = static_cast<char>((v >> (8 * i)) & 0xff);
-  out->append(b, 8);
-}
-bool GetU32(std::string_view* in, uint32_t* v) {
-  if (in->size() < 4) return false;
-  *v = 0;
-  for (int i = 0; i < 4; i++) *v |= uint32_t{static_cast<uint8_t>((*in)[i])} << (8 * i);
-  in->remove_prefix(4);
-  return true;
-}
-bool GetU64(std::string_view* in, uint64_t* v) {
-  if (in->size() < 8) return false;
-  *v = 0;
-  for (int i = 0; i < 8; i++) *v |= uint64_t{static_cast<uint8_t>((*in)[i])} << (8 * i);
-  in->remove_prefix(8);
-  return true;
-}
+// The log payload and CollectionMeta integers are little-endian
+// (storage/coding.h; the formats are in engine/db_impl.h).
+using storage::GetFixed32;
+using storage::GetFixed64;
+using storage::PutFixed32;
+using storage::PutFixed64;
+
 bool GetBytes(std::string_view* in, std::string_view* out) {
   uint32_t n;
-  if (!GetU32(in, &n) || in->size() < n) return false;
+  if (!GetFixed32(in, &n) || in->size() < n) return false;
   *out = in->substr(0, n);
   in->remove_prefix(n);
   return true;
@@ -142,11 +126,11 @@ std::string IndexTreeName(std::string_view collection, std::string_view field) {
 
 std::string CollectionMeta::Encode() const {
   std::string out;
-  PutU64(&out, count);
-  PutU32(&out, static_cast<uint32_t>(indexes.size()));
+  PutFixed64(&out, count);
+  PutFixed32(&out, static_cast<uint32_t>(indexes.size()));
   for (const IndexMeta& i : indexes) {
     out.push_back(static_cast<char>((i.unique ? 1 : 0) | (i.multikey ? 2 : 0)));
-    PutU32(&out, static_cast<uint32_t>(i.field.size()));
+    PutFixed32(&out, static_cast<uint32_t>(i.field.size()));
     out.append(i.field);
   }
   return out;
@@ -154,7 +138,7 @@ std::string CollectionMeta::Encode() const {
 
 bool CollectionMeta::Decode(std::string_view in, CollectionMeta* out) {
   uint32_t n;
-  if (!GetU64(&in, &out->count) || !GetU32(&in, &n)) return false;
+  if (!GetFixed64(&in, &out->count) || !GetFixed32(&in, &n)) return false;
   out->indexes.clear();
   for (uint32_t i = 0; i < n; i++) {
     if (in.empty()) return false;
@@ -379,9 +363,9 @@ Status TransactionImpl::Poison(Status s) {
 void TransactionImpl::Log(LogOp op, std::string_view coll, std::string_view arg) {
   if (replaying_) return;
   buf_.log.push_back(static_cast<char>(op));
-  PutU32(&buf_.log, static_cast<uint32_t>(coll.size()));
+  PutFixed32(&buf_.log, static_cast<uint32_t>(coll.size()));
   buf_.log.append(coll);
-  PutU32(&buf_.log, static_cast<uint32_t>(arg.size()));
+  PutFixed32(&buf_.log, static_cast<uint32_t>(arg.size()));
   buf_.log.append(arg);
 }
 
