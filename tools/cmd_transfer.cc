@@ -12,6 +12,7 @@
 #include "mmdoc/db.h"
 #include "mmdoc/document.h"
 #include "mmdoc/status.h"
+#include "storage/coding.h"
 #include "tools/commands.h"
 #include "tools/loader.h"
 #include "tools/open_db.h"
@@ -59,12 +60,6 @@ class Output {
   FILE* file_ = nullptr;
 };
 
-// Little-endian int32 at p.
-uint32_t LoadLe32(const unsigned char* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 |
-         uint32_t{p[3]} << 24;
-}
-
 enum class InputFormat { kEmpty, kJson, kJsonArray, kBson, kUnknown };
 
 // Tells JSON lines from concatenated BSON by the first bytes of the file.
@@ -74,7 +69,7 @@ InputFormat SniffFormat(const std::string& head, uint64_t file_size) {
   // BSON first: a document of 123 bytes starts with '{' too, but then with
   // three NUL bytes, which JSON never has.
   if (head.size() >= 5) {
-    uint32_t len = LoadLe32(p);
+    uint32_t len = storage::DecodeFixed32(p);  // BSON: int32 little-endian
     unsigned char type = p[4];
     bool type_ok = (type >= 0x01 && type <= 0x13) || type == 0x7f ||
                    type == 0xff || (type == 0x00 && len == 5);
@@ -152,7 +147,7 @@ int ImportBson(FILE* in, const std::string& what, Loader* loader,
           loader, where,
           std::ferror(in) ? std::strerror(errno) : "truncated file");
     }
-    uint32_t len = LoadLe32(len_bytes);
+    uint32_t len = storage::DecodeFixed32(len_bytes);
     if (len < 5 || len > kMaxDocumentSize) {
       return FailInsert(
           loader, where,
