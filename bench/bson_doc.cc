@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "storage/coding.h"
+
 namespace mmdoc::bench {
 
 std::string MakeDocument(std::string_view id, std::string_view key,
@@ -37,7 +39,7 @@ bool FieldOf(const void* data, size_t size, const char* name,
 FieldEquals::FieldEquals(const char* name, std::string_view want)
     : name_(name), want_(want) {
   uint32_t n = static_cast<uint32_t>(want.size()) + 1;
-  for (int i = 0; i < 4; i++) needle_.push_back(static_cast<char>(n >> (8 * i)));
+  storage::PutFixed32(&needle_, n);  // BSON's int32 string length: little-endian
   needle_.append(want);
   needle_.push_back('\0');
 }
