@@ -110,8 +110,7 @@ class MmdocSession : public Session {
       return txn_->Replace(kCollection, key,
                            Document::FromTrustedBytes(scratch_));
     }
-    auto r =
-        txn_->Update(kCollection, StringFilter("_id", id), SetValue(value));
+    auto r = txn_->UpdateOne(kCollection, StringFilter("_id", id), SetValue(value));
     if (!r.ok()) return r.status();
     if (r.value().matched == 0) return Status::NotFound("update", id);
     return Status::OK();
@@ -296,7 +295,7 @@ class MmdocBackend : public Backend {
     }
     s += ", log " + std::to_string(log_size_ >> 20) + " MiB";
     s += ", page " + std::to_string(page_size_);
-    s += replace_ ? ", update = Get + Replace" : ", update = Update($set)";
+    s += replace_ ? ", update = Get + Replace" : ", update = UpdateOne($set)";
     s += ", search_key = DB::GetBy, build_index = CreateIndex(unique), "
          "delete_value = DeleteMany({value}), delete_all = DeleteMany({})";
     return s;

@@ -510,13 +510,20 @@ Status Transaction::Insert(std::string_view c, const Document& doc, Value* id) {
 Status Transaction::Replace(std::string_view c, const Value& id, const Document& doc) {
   return impl_->Replace(c, id, doc);
 }
-Result<UpdateResult> Transaction::Update(std::string_view c, const Document& filter,
-                                         const Document& update, bool many) {
-  return impl_->Update(c, filter, update, many);
+Result<UpdateResult> Transaction::UpdateOne(std::string_view c, const Document& filter,
+                                            const Document& update) {
+  return impl_->Update(c, filter, update, /*many=*/false);
+}
+Result<UpdateResult> Transaction::UpdateMany(std::string_view c, const Document& filter,
+                                             const Document& update) {
+  return impl_->Update(c, filter, update, /*many=*/true);
 }
 Status Transaction::Delete(std::string_view c, const Value& id) { return impl_->Delete(c, id); }
-Result<uint64_t> Transaction::DeleteMany(std::string_view c, const Document& filter, bool many) {
-  return impl_->DeleteMany(c, filter, many);
+Result<uint64_t> Transaction::DeleteOne(std::string_view c, const Document& filter) {
+  return impl_->DeleteMany(c, filter, /*many=*/false);
+}
+Result<uint64_t> Transaction::DeleteMany(std::string_view c, const Document& filter) {
+  return impl_->DeleteMany(c, filter, /*many=*/true);
 }
 Status Transaction::CreateCollection(std::string_view c) { return impl_->CreateCollection(c); }
 Status Transaction::DropCollection(std::string_view c) { return impl_->DropCollection(c); }
@@ -541,8 +548,8 @@ void Transaction::Abort() {
 DB::DB(std::unique_ptr<DBImpl> impl) : impl_(std::move(impl)) {}
 DB::~DB() = default;
 
-Result<std::unique_ptr<DB>> DB::Open(const std::string& path, const Options& options) {
-  auto impl = DBImpl::Open(path, options);
+Result<std::unique_ptr<DB>> DB::Open(std::string_view path, const Options& options) {
+  auto impl = DBImpl::Open(std::string(path), options);
   if (!impl.ok()) return impl.status();
   return std::unique_ptr<DB>(new DB(std::move(impl.value())));
 }
@@ -607,10 +614,12 @@ Status DB::Replace(std::string_view c, const Value& id, const Document& doc,
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Replace(c, id, doc); });
 }
 
-Result<UpdateResult> DB::Update(std::string_view c, const Document& filter,
-                                const Document& update, bool many, const WriteOptions& o) {
+namespace {
+
+Result<UpdateResult> UpdateIn(DBImpl* db, std::string_view c, const Document& filter,
+                              const Document& update, bool many, const WriteOptions& o) {
   UpdateResult r;
-  Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
+  Status s = InWrite(db, o, [&](TransactionImpl* t) {
     auto u = t->Update(c, filter, update, many);
     if (!u.ok()) return u.status();
     r = u.value();
@@ -620,14 +629,10 @@ Result<UpdateResult> DB::Update(std::string_view c, const Document& filter,
   return r;
 }
 
-Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {
-  return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Delete(c, id); });
-}
-
-Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, bool many,
-                                const WriteOptions& o) {
+Result<uint64_t> DeleteIn(DBImpl* db, std::string_view c, const Document& filter, bool many,
+                          const WriteOptions& o) {
   uint64_t n = 0;
-  Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
+  Status s = InWrite(db, o, [&](TransactionImpl* t) {
     auto d = t->DeleteMany(c, filter, many);
     if (!d.ok()) return d.status();
     n = d.value();
@@ -635,6 +640,31 @@ Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, bool
   });
   if (!s.ok()) return s;
   return n;
+}
+
+}  // namespace
+
+Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
+                                   const Document& update, const WriteOptions& o) {
+  return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, o);
+}
+
+Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
+                                    const Document& update, const WriteOptions& o) {
+  return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, o);
+}
+
+Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {
+  return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Delete(c, id); });
+}
+
+Result<uint64_t> DB::DeleteOne(std::string_view c, const Document& filter, const WriteOptions& o) {
+  return DeleteIn(impl_.get(), c, filter, /*many=*/false, o);
+}
+
+Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter,
+                                const WriteOptions& o) {
+  return DeleteIn(impl_.get(), c, filter, /*many=*/true, o);
 }
 
 Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,

@@ -11,7 +11,7 @@
 
 namespace mmdoc {
 
-Status DB::Salvage(const std::string& collection,
+Status DB::Salvage(std::string_view collection,
                    const std::function<void(std::string_view bson)>& emit,
                    SalvageReport* report) {
   SalvageReport local;
@@ -42,7 +42,7 @@ Status DB::Salvage(const std::string& collection,
   for (std::string& p : cat.problems) r.problems.push_back("catalog: " + p);
   if (!found) {
     if (cat.damaged_pages == 0) return Status::NotFound("no collection", collection);
-    r.problems.push_back("the catalog entry of collection " + collection +
+    r.problems.push_back("the catalog entry of collection " + std::string(collection) +
                          " is in a damaged page: nothing can be recovered");
     return Status::OK();
   }
@@ -71,7 +71,7 @@ Status DB::Salvage(const std::string& collection,
       },
       &docs, &TreeKeyCodec()));
   r.damaged_pages += docs.damaged_pages;
-  for (std::string& p : docs.problems) r.problems.push_back(collection + ": " + p);
+  for (std::string& p : docs.problems) r.problems.push_back(std::string(collection) + ": " + p);
   if (count_known) {
     r.lost_known = true;
     r.lost = cm.count > r.recovered ? cm.count - r.recovered : 0;

@@ -1,117 +1,15 @@
-// storage::FileSystem and storage::File: the one seam between mmdoc and the OS.
-//
-// Every syscall that touches a database file (open, pread/pwrite, ftruncate,
-// fallocate, mmap/munmap/msync, fdatasync, flock, link, rename, unlink,
-// directory fsync) is made by storage/posix_file.cc and nowhere else. Tests substitute
-// their own FileSystem (tests/support/fault_fs.h) to drop unsynced writes,
-// tear pages, or fail the Nth write or sync with EIO or ENOSPC.
-//
-// Errors: IOError with the path and errno text; Full for ENOSPC; Busy when a
-// lock is held elsewhere; NotFound when a file to open does not exist;
-// AlreadyExists when a file to create does.
-//
-// Thread safety: a File may be used from several threads at once for ReadAt,
-// WriteAt and Sync calls on disjoint ranges; Map/Unmap/Truncate/Allocate must
-// be externally serialized (the pager's writer lock does this).
+// The file-system seam as the storage layer names it: mmdoc::File and
+// mmdoc::FileSystem (mmdoc/file_system.h, public so that Options can take
+// one) are storage::File and storage::FileSystem here.
 #ifndef MMDOC_STORAGE_FILE_SYSTEM_H_
 #define MMDOC_STORAGE_FILE_SYSTEM_H_
 
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <string>
-
-#include "mmdoc/status.h"
+#include "mmdoc/file_system.h"
 
 namespace mmdoc::storage {
 
-class File {
- public:
-  virtual ~File() = default;
-
-  // Reads exactly n bytes at offset into buf; Corruption-free: a short read
-  // (offset + n past the end of file) is an IOError naming the file.
-  virtual Status ReadAt(uint64_t offset, void* buf, size_t n) = 0;
-  // Writes n bytes at offset (extending the file if needed).
-  virtual Status WriteAt(uint64_t offset, const void* buf, size_t n) = 0;
-  virtual Result<uint64_t> Size() = 0;
-  virtual Status Truncate(uint64_t size) = 0;
-  // Makes sure [offset, offset + length) is backed by disk blocks
-  // (posix_fallocate; the file grows when it ends before), so a later write
-  // through the map cannot fail with SIGBUS on a full disk: a hole in a
-  // sparse copy is allocated too. Returns Full when the disk is full; the
-  // file's size is then unchanged. Never shrinks the file.
-  virtual Status Allocate(uint64_t offset, uint64_t length) = 0;
-  // fdatasync: data written with WriteAt or through a writable map, and the
-  // file size, reach the disk before this returns.
-  virtual Status Sync() = 0;
-  // fsync: like Sync, and all of the file's metadata too (timestamps). Used
-  // by the sync micro-benchmark to compare with Sync (fdatasync).
-  virtual Status SyncAll() = 0;
-
-  // Maps [0, length) of the file. length may exceed the file size (address
-  // space is reserved; touching pages past end of file is the caller's bug).
-  // writable=false gives PROT_READ, true gives PROT_READ|PROT_WRITE; both
-  // MAP_SHARED, so writes through the map land in the OS page cache.
-  virtual Result<uint8_t*> Map(uint64_t length, bool writable) = 0;
-  virtual Status Unmap(uint8_t* addr, uint64_t length) = 0;
-  // msync(MS_SYNC) of [offset, offset+length) of a mapping made by Map.
-  // addr is the base returned by Map; offset/length need no alignment.
-  virtual Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) = 0;
-  // Drops this process's page-table entries for a mapping made by Map
-  // (madvise MADV_DONTNEED on a MAP_SHARED file mapping): the data stay in
-  // the page cache, dirty pages stay dirty, and a later touch faults the
-  // page back in. The pager calls it on a map it has replaced, so pages
-  // reached through both the old and the new map are not resident twice in
-  // the process (and not counted twice in its RSS). A hint: the default
-  // does nothing.
-  virtual Status DropMappedPages(uint8_t* /*addr*/, uint64_t /*length*/) {
-    return Status::OK();
-  }
-  // Tells the OS that a mapping made by Map is read and written at random
-  // (madvise MADV_RANDOM): no readahead on a fault, so the page cache holds
-  // the file in single pages instead of large folios. The kernel tracks
-  // dirtiness per folio: on Linux 6.18/ext4 here, writing one 4 KiB page
-  // through a map of large folios marked 64 or more pages around it dirty
-  // (the process's write_bytes; a dirty folio is written back whole). A hint: the default does nothing.
-  virtual Status AdviseRandomAccess(uint8_t* /*addr*/, uint64_t /*length*/) {
-    return Status::OK();
-  }
-
-  // Takes an exclusive lock on the file (flock on this descriptor), held
-  // until the File is destroyed. Busy, naming the path, when another holder
-  // (another process, or another File of this one) has it.
-  virtual Status TryLock() = 0;
-  // Whether `path` names this file now (same device and inode): false when
-  // it was renamed over, replaced or removed since it was opened.
-  virtual Result<bool> IsAt(const std::string& path) = 0;
-
-  virtual const std::string& path() const = 0;
-};
-
-class FileSystem {
- public:
-  virtual ~FileSystem() = default;
-
-  // Opens path read-write; creates it (mode 0644) when create is true and it
-  // does not exist. NotFound when it does not exist and create is false;
-  // InvalidArgument when path is a directory; IOError otherwise.
-  virtual Result<std::unique_ptr<File>> Open(const std::string& path, bool create) = 0;
-  // Creates `path` holding the n bytes at data, atomically and durably:
-  // after a crash at any point the path either does not exist or holds all
-  // of them (written and synced under another name, then linked, then the
-  // directory synced). AlreadyExists when the path exists; Full on ENOSPC,
-  // leaving nothing behind.
-  virtual Status CreateExclusive(const std::string& path, const void* data, size_t n) = 0;
-  virtual bool Exists(const std::string& path) = 0;
-  virtual Status Remove(const std::string& path) = 0;
-  virtual Status Rename(const std::string& from, const std::string& to) = 0;
-  // fsync of the directory holding path, so a create or rename is durable.
-  virtual Status SyncDir(const std::string& path) = 0;
-
-  // The process-wide POSIX file system. Never deleted.
-  static FileSystem* Default();
-};
+using ::mmdoc::File;
+using ::mmdoc::FileSystem;
 
 }  // namespace mmdoc::storage
 

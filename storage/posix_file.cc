@@ -297,10 +297,13 @@ class PosixFileSystem final : public FileSystem {
 };
 
 }  // namespace
+}  // namespace mmdoc::storage
+
+namespace mmdoc {
 
 FileSystem* FileSystem::Default() {
-  static FileSystem* fs = new PosixFileSystem();
+  static FileSystem* fs = new storage::PosixFileSystem();
   return fs;
 }
 
-}  // namespace mmdoc::storage
+}  // namespace mmdoc

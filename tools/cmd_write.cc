@@ -48,7 +48,8 @@ int RunUpdate(const CommonArgs& c, const std::string& filter_json,
   if (!update) return code;
   auto db = OpenDb(c, false, &code);
   if (!db) return code;
-  auto r = db->Update(c.collection, *filter, *update, many);
+  auto r = many ? db->UpdateMany(c.collection, *filter, *update)
+              : db->UpdateOne(c.collection, *filter, *update);
   if (!r.ok()) return FailStatus("update", r.status());
   std::printf("{\"matched\": %llu, \"modified\": %llu}\n",
               static_cast<unsigned long long>(r->matched),
@@ -62,7 +63,7 @@ int RunDelete(const CommonArgs& c, const std::string& filter_json, bool many) {
   if (!filter) return code;
   auto db = OpenDb(c, false, &code);
   if (!db) return code;
-  auto r = db->DeleteMany(c.collection, *filter, many);
+  auto r = many ? db->DeleteMany(c.collection, *filter) : db->DeleteOne(c.collection, *filter);
   if (!r.ok()) return FailStatus("delete", r.status());
   std::printf("{\"deleted\": %llu}\n", static_cast<unsigned long long>(*r));
   return kExitOk;

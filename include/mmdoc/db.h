@@ -116,9 +116,10 @@ class Cursor {
   // The current document's BSON bytes, valid until Next() or the cursor's
   // transaction ends. REQUIRES: the last Next() returned true.
   std::string_view raw() const;
-  // A copy of the current document.
+  // A copy of the current document. REQUIRES: the last Next() returned true.
   Document document() const;
-  // OK, or the error that ended iteration early.
+  // OK, or the error that ended iteration early (Corruption naming a page,
+  // IOError).
   Status status() const;
   // How the query ran so far.
   ExplainInfo explain() const;
@@ -129,13 +130,15 @@ class Cursor {
   std::unique_ptr<CursorImpl> impl_;
 };
 
-// A read snapshot or the write transaction. Created by DB::Begin/BeginRead.
-// Its Cursors must be destroyed before it, and it before the DB unless it
-// was committed or aborted. A read transaction ended by its destructor goes
-// back to its DB, which renews it for a later BeginRead (a point read then
-// builds no catalog or tree objects).
-// Every collection argument names a collection; reading a collection that
-// does not exist behaves as an empty one, and the first Insert creates it.
+// A read snapshot or the write transaction, from DB::BeginRead or DB::Begin.
+// Destroy its Cursors before it, and it before its DB unless it was
+// committed or aborted.
+//
+// Every collection argument names a collection; reading one that does not
+// exist behaves as reading an empty one, and the first Insert creates it.
+// Every read may also fail with Corruption (naming the page) or IOError;
+// every write with the error that ended an earlier commit (rule 8 of
+// storage/pager.h: reopen to clear it).
 class Transaction {
  public:
   ~Transaction();  // aborts if not committed
@@ -143,61 +146,80 @@ class Transaction {
   bool read_only() const;
 
   // --- reads ---
-  // The document with this _id; NotFound when there is none.
+  // The document with this _id. NotFound when there is none.
   Result<Document> Get(std::string_view collection, const Value& id);
-  // The first document Find({field: {$eq: value}}) returns; NotFound when
-  // none matches. The lookup by a unique key: with a unique index on
-  // `field` it is one index lookup and one fetch (see DB::GetBy).
+  // The document whose `field` equals `value` (the first Find({field:
+  // value}) returns): the lookup by a unique key, one index lookup and one
+  // fetch when `field` has a unique index. NotFound when none matches;
+  // InvalidArgument for a malformed field path.
   Result<Document> GetBy(std::string_view collection, std::string_view field,
                          const Value& value);
-  // Documents matching `filter` (MongoDB syntax; {} matches all).
-  // InvalidArgument for an unknown operator or a malformed filter.
+  // The documents matching `filter` (MongoDB syntax; {} matches all).
+  // InvalidArgument for an operator or value the filter does not implement
+  // (named), a malformed filter, or bad options (a negative limit or skip,
+  // a sort direction other than 1 or -1, a projection that is not field
+  // paths).
   Result<std::unique_ptr<Cursor>> Find(std::string_view collection, const Document& filter,
                                        const FindOptions& options = FindOptions());
+  // How many documents match `filter`. Errors as Find.
   Result<uint64_t> Count(std::string_view collection, const Document& filter);
   // The plan Find would use, with the counts of actually running it.
+  // Errors as Find.
   Result<ExplainInfo> Explain(std::string_view collection, const Document& filter,
                               const FindOptions& options = FindOptions());
+  // The collections, sorted by name.
   Result<std::vector<std::string>> ListCollections();
-  // NotFound when the collection does not exist.
+  // The collection's indexes. NotFound when the collection does not exist.
   Result<std::vector<IndexInfo>> ListIndexes(std::string_view collection);
 
-  // --- writes (NotSupported in a read-only transaction) ---
-  // Inserts; generates an ObjectId _id when the document has none and
-  // returns the _id in *id when id is non-null. AlreadyExists (naming the
-  // _id) for a duplicate _id or a unique-index violation (naming the index
-  // and value); InvalidArgument for an array _id or a document over the
-  // size limit once _id is added.
+  // --- writes (each: NotSupported in a read-only transaction) ---
+  // Inserts `doc`, with a generated ObjectId _id when it has none, and
+  // returns the _id in *id when id is not null. AlreadyExists (naming the
+  // _id) for a duplicate _id, or (naming the index and value) a unique
+  // index violation; InvalidArgument for an array _id, a field name that
+  // starts with '$' or repeats within one document, a key over 1024 bytes,
+  // or a document over 16 MiB once _id is added.
   Status Insert(std::string_view collection, const Document& doc, Value* id = nullptr);
-  // Replaces the whole document with this _id (the new one's _id, if any,
-  // must match). NotFound when absent.
+  // Replaces the whole document with this _id; `doc`'s own _id, if it has
+  // one, must be the same. NotFound when there is none; otherwise as Insert.
   Status Replace(std::string_view collection, const Value& id, const Document& doc);
   // Applies `update` ($set, $unset, $inc, or a replacement document) to the
-  // first (or, with many, every) matching document.
-  Result<UpdateResult> Update(std::string_view collection, const Document& filter,
-                              const Document& update, bool many = false);
-  // Deletes the document with this _id; NotFound when absent.
+  // first document matching `filter` / to every one. InvalidArgument for a
+  // bad filter (as Find) or update (an unknown operator, $inc of a
+  // non-number, a path through a non-document, a replacement that changes
+  // _id); AlreadyExists for a unique index violation. Nothing is changed
+  // when an error is returned.
+  Result<UpdateResult> UpdateOne(std::string_view collection, const Document& filter,
+                                 const Document& update);
+  Result<UpdateResult> UpdateMany(std::string_view collection, const Document& filter,
+                                  const Document& update);
+  // Deletes the document with this _id. NotFound when there is none.
   Status Delete(std::string_view collection, const Value& id);
-  // Deletes the first (or, with many, every) matching document; returns
-  // how many. With many and a filter matching everything ({}), the
-  // collection's trees are freed whole instead of entry by entry.
-  Result<uint64_t> DeleteMany(std::string_view collection, const Document& filter,
-                              bool many = true);
+  // Deletes the first document matching `filter` / every one, and returns
+  // how many. InvalidArgument for a bad filter (as Find); nothing is deleted
+  // then.
+  Result<uint64_t> DeleteOne(std::string_view collection, const Document& filter);
+  Result<uint64_t> DeleteMany(std::string_view collection, const Document& filter);
   // AlreadyExists when it exists; InvalidArgument for an empty name or one
   // containing '\0'.
   Status CreateCollection(std::string_view collection);
-  // Drops the collection and its indexes. NotFound when absent.
+  // Drops the collection and its indexes. NotFound when it does not exist.
   Status DropCollection(std::string_view collection);
-  // Builds an index on `field` from the documents already there. With
-  // unique, AlreadyExists naming the duplicate value if two documents share
-  // one (nothing of the index is left behind). AlreadyExists when an index
-  // on the field exists.
+  // Builds an index on `field` (a dotted path) from the documents already
+  // there. AlreadyExists when an index on the field exists, or, with
+  // unique, naming the value two documents share (nothing of the index is
+  // left behind); InvalidArgument for a malformed path or a key over 1024
+  // bytes.
   Status CreateIndex(std::string_view collection, std::string_view field,
                      const IndexOptions& options = IndexOptions());
+  // NotFound when the collection has no index on `field`.
   Status DropIndex(std::string_view collection, std::string_view field);
 
   // Commits (write) or ends (read). After Commit the transaction is
-  // finished. Errors: IOError/Full from the log or sync; the sticky error.
+  // finished. Errors: IOError or Full from writing or syncing the log, or
+  // the error that ended an earlier commit; the transaction's changes are
+  // then not visible (except in kGroup mode, where a commit is visible
+  // before its sync returns, as durability.h says).
   Status Commit();
   // Discards a write transaction's changes; ends a read transaction.
   void Abort();
@@ -230,36 +252,40 @@ class DB {
   // database's, damaged, cut short or an older copy of itself: see
   // Options::accept_log_loss), Full (no room to create it), InvalidArgument
   // (bad options, path is a directory), IOError.
-  static Result<std::unique_ptr<DB>> Open(const std::string& path,
+  static Result<std::unique_ptr<DB>> Open(std::string_view path,
                                           const Options& options = Options());
-  ~DB();  // checkpoints and closes; REQUIRES: no open transactions
+  ~DB();  // checkpoints and closes; REQUIRES: no unfinished transactions
   DB(const DB&) = delete;
   DB& operator=(const DB&) = delete;
 
-  // A write transaction. Blocks while another write transaction is open.
+  // A write transaction. Waits while another thread's write transaction is
+  // open. Busy when this thread has one open; the error that ended an
+  // earlier commit; Full when the first write of a session cannot allocate.
   Result<std::unique_ptr<Transaction>> Begin(const WriteOptions& options = WriteOptions());
-  // A read-only snapshot of the last commit.
+  // A read-only snapshot of the last commit. Never waits for the writer.
   Result<std::unique_ptr<Transaction>> BeginRead();
 
-  // --- auto-committed single operations (see Transaction) ---
+  // --- single operations, each in a transaction of its own (errors as
+  // Transaction's, and Begin's for writes) ---
   Status Insert(std::string_view collection, const Document& doc, Value* id = nullptr,
                 const WriteOptions& options = WriteOptions());
   Result<Document> Get(std::string_view collection, const Value& id);
-  // As Transaction::GetBy, from the last commit. A string value looked up
-  // through a unique index on a plain field name takes the path Get takes
-  // for an _id (no transaction object, no filter, no cursor); anything
-  // else runs Find with limit 1.
   Result<Document> GetBy(std::string_view collection, std::string_view field,
                          const Value& value);
   Status Replace(std::string_view collection, const Value& id, const Document& doc,
                  const WriteOptions& options = WriteOptions());
-  Result<UpdateResult> Update(std::string_view collection, const Document& filter,
-                              const Document& update, bool many = false,
-                              const WriteOptions& options = WriteOptions());
+  Result<UpdateResult> UpdateOne(std::string_view collection, const Document& filter,
+                                 const Document& update,
+                                 const WriteOptions& options = WriteOptions());
+  Result<UpdateResult> UpdateMany(std::string_view collection, const Document& filter,
+                                  const Document& update,
+                                  const WriteOptions& options = WriteOptions());
   Status Delete(std::string_view collection, const Value& id,
                 const WriteOptions& options = WriteOptions());
+  Result<uint64_t> DeleteOne(std::string_view collection, const Document& filter,
+                             const WriteOptions& options = WriteOptions());
   Result<uint64_t> DeleteMany(std::string_view collection, const Document& filter,
-                              bool many = true, const WriteOptions& options = WriteOptions());
+                              const WriteOptions& options = WriteOptions());
   // All matching documents, read from one snapshot.
   Result<std::vector<Document>> Find(std::string_view collection, const Document& filter,
                                      const FindOptions& options = FindOptions());
@@ -277,12 +303,14 @@ class DB {
   // every index, and every page is reachable or free exactly once. OK when
   // consistent; Corruption with the first problem otherwise (all problems
   // in *report when given). Reads a snapshot that keeps writers waiting,
-  // and writes nothing.
+  // and writes nothing. Busy when this thread has a write transaction open.
   Status Check(CheckReport* report = nullptr);
+  // Sizes and counts of the last commit.
   Result<DBStats> Stats();
-  // Makes every commit so far durable (syncs the log).
+  // Makes every commit so far durable (syncs the log). IOError.
   Status Flush();
   // Writes the current state into the data file and restarts the log.
+  // IOError, Full; Busy as Begin.
   Status Checkpoint();
   // Rewrites the database into a compact copy and swaps it in atomically;
   // the file shrinks to what it holds. Waits for the writer and keeps
@@ -296,17 +324,15 @@ class DB {
   const std::string& path() const;
 
   // --- Salvage: reading what is left of a damaged database ---
-  // Walks the _id tree of `collection` from its root (engine/salvage.cc)
-  // and calls emit(bson) once for every intact document, in _id order,
-  // skipping each subtree whose page fails its checksum or structure
+  // Calls emit(bson) once for every intact document of `collection`, in _id
+  // order, skipping each subtree whose page fails its checksum or structure
   // (counted in report->damaged_pages). Never reads a free page, so no stale
-  // document comes out. The catalog entry is found the same way, so a
-  // damaged catalog page loses only what it hides. OK when the walk ran
-  // (damage is reported in *report, not as an error; a collection that does
-  // not exist gives 0 recovered, NotFound); an error only when no snapshot
-  // could be read. `bson` is valid during the call. Works on any database
-  // that Open accepts (Open fails when both metas, the free list or the
-  // file length are damaged: nothing to salvage through this API then).
+  // document comes out; a damaged catalog page loses only what it hides.
+  // OK when the walk ran (damage is reported in *report, not as an error);
+  // NotFound, with 0 recovered, when the collection does not exist; an
+  // error only when no snapshot could be read. `bson` is valid during the
+  // call. Works on any database that Open accepts (Open fails when both
+  // metas, the free list or the file length are damaged).
   struct SalvageReport {
     uint64_t recovered = 0;      // documents emitted
     uint64_t lost = 0;           // catalog count - recovered, when known
@@ -314,7 +340,7 @@ class DB {
     uint64_t damaged_pages = 0;  // pages skipped with their subtrees
     std::vector<std::string> problems;
   };
-  Status Salvage(const std::string& collection,
+  Status Salvage(std::string_view collection,
                  const std::function<void(std::string_view bson)>& emit,
                  SalvageReport* report);
 

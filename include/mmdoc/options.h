@@ -15,9 +15,7 @@
 
 namespace mmdoc {
 
-namespace storage {
-class FileSystem;
-}
+class FileSystem;  // mmdoc/file_system.h
 
 struct Options {
   // --- Parameters that affect behavior ---
@@ -37,9 +35,10 @@ struct Options {
   // holds. The commits the log lost are gone; without this, Open refuses
   // with Corruption naming the log. Default: false.
   bool accept_log_loss = false;
-  // File system seam; nullptr means the POSIX one. Tests pass a fault
-  // injecting one. Not owned. Default: nullptr.
-  storage::FileSystem* file_system = nullptr;
+  // The file-system seam (mmdoc/file_system.h): every file the database
+  // touches goes through it. nullptr means the POSIX one. Not owned; must
+  // outlive the DB. Default: nullptr.
+  FileSystem* file_system = nullptr;
 
   // --- Parameters that affect performance ---
 

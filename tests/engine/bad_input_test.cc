@@ -150,7 +150,7 @@ TEST_CASE("bad input: an update path that would nest deeper than 100 levels") {
   std::string path = "a";
   for (int i = 0; i < 120; i++) path += ".b";
   for (const char* op : {"$inc", "$set"}) {
-    auto r = db->Update("c", J(R"({"_id": 1})"),
+    auto r = db->UpdateOne("c", J(R"({"_id": 1})"),
                         J(std::string("{\"") + op + "\": {\"" + path + "\": 1}}"));
     INFO(op << ": " << r.status().ToString());
     CHECK(r.status().IsInvalidArgument());
@@ -159,8 +159,8 @@ TEST_CASE("bad input: an update path that would nest deeper than 100 levels") {
   // A path that stays within the limit still works.
   std::string ok_path = "a";
   for (int i = 0; i < 50; i++) ok_path += ".b";
-  CHECK(db->Update("c", J(R"({"_id": 2})"), J("{\"$inc\": {\"" + ok_path + "\": 1}}")).ok());
-  CHECK(db->Update("c", J(R"({"_id": 2})"), J("{\"$unset\": {\"a\": 1}}")).ok());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 2})"), J("{\"$inc\": {\"" + ok_path + "\": 1}}")).ok());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 2})"), J("{\"$unset\": {\"a\": 1}}")).ok());
   ExpectSeed3(db);
 }
 
@@ -177,9 +177,9 @@ TEST_CASE("bad input: $ field names on insert, replace and update") {
   }
   auto nested = Document::FromJson(R"({"_id": 7, "a": {"$x": 1}})");
   if (nested.ok()) CHECK(db->Insert("c", nested.value()).IsInvalidArgument());
-  CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"$y": 1}})")).status().IsInvalidArgument());
-  CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"a": {"$y": 1}}})")).status().IsInvalidArgument());
-  CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"a": 1, "$set": {"b": 1}})")).status().IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"$y": 1}})")).status().IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"a": {"$y": 1}}})")).status().IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"a": 1, "$set": {"b": 1}})")).status().IsInvalidArgument());
   ExpectSeed3(db);
 }
 
@@ -197,10 +197,10 @@ TEST_CASE("bad input: duplicate field names on insert, replace and update") {
   // Two _ids in a replacement: refused, not stored with one dropped.
   CHECK(Has(db->Replace("c", Value::Int32(1), J(R"({"_id": 1, "_id": 2, "k": 9})")),
             "duplicate field name: _id"));
-  CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"k": 1, "s": "x", "s": "y"})"))
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"k": 1, "s": "x", "s": "y"})"))
             .status()
             .IsInvalidArgument());
-  CHECK(db->Update("c", J("{}"), J(R"({"$set": {"t": {"u": 1, "u": 2}}})"), true)
+  CHECK(db->UpdateMany("c", J("{}"), J(R"({"$set": {"t": {"u": 1, "u": 2}}})"))
             .status()
             .IsInvalidArgument());
   {
@@ -223,7 +223,7 @@ TEST_CASE("bad input: an index key over the maximum key size") {
   // A long _id too.
   CHECK(db->Insert("c", J("{\"_id\": \"" + long_k + "\"}")).IsInvalidArgument());
   // An update that would make the key too long.
-  CHECK(!db->Update("c", J(R"({"_id": 1})"), J("{\"$set\": {\"k\": \"" + long_k + "\"}}")).ok());
+  CHECK(!db->UpdateOne("c", J(R"({"_id": 1})"), J("{\"$set\": {\"k\": \"" + long_k + "\"}}")).ok());
   // An index build over a document whose field is too long.
   REQUIRE(db->Insert("c", J("{\"_id\": 5, \"z\": \"" + long_k + "\"}")).ok());
   CHECK(!db->CreateIndex("c", "z").ok());
@@ -242,8 +242,8 @@ TEST_CASE("bad input: duplicate _id and unique-index violations, in and out of t
   CHECK(s.IsAlreadyExists());
   CHECK(Has(s, "k"));
   CHECK(db->Replace("c", Value::Int32(1), J(R"({"_id": 1, "k": 2})")).IsAlreadyExists());
-  CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 3}})")).status().IsAlreadyExists());
-  CHECK(db->Update("c", J("{}"), J(R"({"$set": {"k": 50}})"), true).status().IsAlreadyExists());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 3}})")).status().IsAlreadyExists());
+  CHECK(db->UpdateMany("c", J("{}"), J(R"({"$set": {"k": 50}})")).status().IsAlreadyExists());
   {
     // In a transaction: the failed insert leaves the others in it.
     auto t = db->Begin().value();
@@ -297,13 +297,13 @@ TEST_CASE("bad input: wrong types and unknown operators in filters and updates")
   for (const char* u : {R"({"$foo": {"a": 1}})", R"({"$set": 5})", R"({"$inc": {"k": "x"}})",
                         R"({"$unset": 1})", R"({"$set": {"_id": 9}})", R"({"$set": {"": 1}})",
                         R"({"$set": {"a..b": 1}})"}) {
-    auto r = db->Update("c", J(R"({"_id": 1})"), J(u));
+    auto r = db->UpdateOne("c", J(R"({"_id": 1})"), J(u));
     INFO(u << ": " << r.status().ToString());
     CHECK(!r.ok());
     CHECK((r.status().IsInvalidArgument() || r.status().IsNotSupported()));
   }
   // $inc on a string field fails at apply time.
-  CHECK(!db->Update("c", J(R"({"_id": 1})"), J(R"({"$inc": {"s": 1}})")).ok());
+  CHECK(!db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$inc": {"s": 1}})")).ok());
   // An array _id.
   CHECK(db->Insert("c", J(R"({"_id": [1, 2]})")).IsInvalidArgument());
   // Empty and NUL collection names.
@@ -326,18 +326,19 @@ TEST_CASE("bad input: a regex or unsupported operator in a write's filter change
         R"({"k": {"$size": 0}})", R"({"s": {"$eq": {"$foo": 1}}})"}) {
     INFO(f);
     for (bool many : {true, false}) {
-      auto d = db->DeleteMany("c", J(f), many);
+      auto d = many ? db->DeleteMany("c", J(f)) : db->DeleteOne("c", J(f));
       INFO(d.status().ToString());
       CHECK(d.status().IsInvalidArgument());
-      auto u = db->Update("c", J(f), J(R"({"$set": {"s": "changed"}})"), many);
+      const Document set = J(R"({"$set": {"s": "changed"}})"), replace = J(R"({"k": 9})");
+      auto u = many ? db->UpdateMany("c", J(f), set) : db->UpdateOne("c", J(f), set);
       CHECK(u.status().IsInvalidArgument());
-      u = db->Update("c", J(f), J(R"({"k": 9})"), many);
+      u = many ? db->UpdateMany("c", J(f), replace) : db->UpdateOne("c", J(f), replace);
       CHECK(u.status().IsInvalidArgument());
     }
     {
       auto t = db->Begin().value();
       CHECK(t->DeleteMany("c", J(f)).status().IsInvalidArgument());
-      CHECK(t->Update("c", J(f), J(R"({"$inc": {"k": 1}})"), true).status().IsInvalidArgument());
+      CHECK(t->UpdateMany("c", J(f), J(R"({"$inc": {"k": 1}})")).status().IsInvalidArgument());
       REQUIRE(t->Commit().ok());
     }
     CHECK(db->Find("c", J(f)).status().IsInvalidArgument());
@@ -345,12 +346,12 @@ TEST_CASE("bad input: a regex or unsupported operator in a write's filter change
     ExpectSeed3(db);
   }
   // A regex is a value MongoDB stores; $set and insert keep it as given.
-  REQUIRE(db->Update("c", J(R"({"_id": 2})"), J(R"({"$set": {"r": {"$regex": "^x", "$options": "i"}}})"))
+  REQUIRE(db->UpdateOne("c", J(R"({"_id": 2})"), J(R"({"$set": {"r": {"$regex": "^x", "$options": "i"}}})"))
               .ok());
   auto two = db->Get("c", Value::Int32(2));
   REQUIRE(two.ok());
   CHECK(two.value().Get("r").value().type() == BSON_TYPE_REGEX);
-  REQUIRE(db->Update("c", J(R"({"_id": 2})"), J(R"({"$unset": {"r": 1}})")).ok());
+  REQUIRE(db->UpdateOne("c", J(R"({"_id": 2})"), J(R"({"$unset": {"r": 1}})")).ok());
   ExpectSeed3(db);
 }
 

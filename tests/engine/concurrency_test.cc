@@ -358,9 +358,9 @@ TEST_CASE("concurrency: readers in snapshots see whole commits while one writer 
         if (wrng() % 4 == 0) pad = RandomText(wrng, wrng() % 3 == 0 ? 4000 : 50);
         s = t->Replace("accounts", Value::Int32(a), Account(a, bal - amount, next, pad));
       } else {
-        s = t->Update("accounts", IdIs(a), IncBalance(-amount, next)).status();
+        s = t->UpdateOne("accounts", IdIs(a), IncBalance(-amount, next)).status();
       }
-      if (s.ok()) s = t->Update("accounts", IdIs(b), IncBalance(amount, next)).status();
+      if (s.ok()) s = t->UpdateOne("accounts", IdIs(b), IncBalance(amount, next)).status();
     }
     if (s.ok()) s = t->Replace("meta", Value::String("commits"), Counter("commits", next));
     if (!s.ok()) {

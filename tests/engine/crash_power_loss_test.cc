@@ -189,7 +189,7 @@ RunResult Workload(const std::string& path, Durability mode, FaultFileSystem* fs
       } else if (what < 7) {
         int32_t id = pick();
         std::string v = RandomValue(rng);
-        auto u = t->Update(kColl, Filter(id), SetV(v));
+        auto u = t->UpdateOne(kColl, Filter(id), SetV(v));
         s = u.status();
         if (s.ok()) {
           auto k = Document::FromTrustedBytes(next[id]).Get("k");

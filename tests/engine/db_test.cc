@@ -128,14 +128,14 @@ TEST_CASE("secondary indexes: build, maintain, unique, drop, persist", "[engine]
   CHECK(s.IsAlreadyExists());
   CHECK(s.ToString().find("k") != std::string::npos);
   CHECK(db->Get("c", V("1000")).status().IsNotFound());
-  auto u = db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 20}})"));
+  auto u = db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 20}})"));
   CHECK(u.status().IsAlreadyExists());
   CHECK(db->Get("c", V("1")).value().Get("k").value().ToJson() == "10");
   // Setting a unique field to its own value is not a violation.
-  CHECK(db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 10, "z": 1}})")).ok());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 10, "z": 1}})")).ok());
 
   // Index used and right after updates and deletes.
-  REQUIRE(db->Update("c", J(R"({"_id": 5})"), J(R"({"$set": {"g": 100}})")).ok());
+  REQUIRE(db->UpdateOne("c", J(R"({"_id": 5})"), J(R"({"$set": {"g": 100}})")).ok());
   REQUIRE(db->Delete("c", V("6")).ok());
   auto tr = db->BeginRead();
   REQUIRE(tr.ok());
@@ -230,7 +230,7 @@ TEST_CASE("arrays: element matching and multikey indexes", "[engine]") {
   REQUIRE(ix.ok());
   CHECK(IdSet(scan.value()) == std::multiset<std::string>{"1", "2", "3"});
   CHECK(IdSet(ix.value()) == IdSet(scan.value()));  // each document once
-  REQUIRE(db->Update("c", J(R"({"_id": 1})"), J(R"({"$set": {"t": [9]}})")).ok());
+  REQUIRE(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"t": [9]}})")).ok());
   CHECK(IdSet(db->Find("c", J(R"({"t": 1})")).value()).empty());
   CHECK(IdSet(db->Find("c", J(R"({"t": 9})")).value()) == std::multiset<std::string>{"1"});
 }
@@ -561,21 +561,21 @@ TEST_CASE("update operators and delete by filter", "[engine]") {
   TestDB db(Fast());
   for (int i = 0; i < 10; i++)
     REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"n\": " + std::to_string(i) + "}")).ok());
-  auto u = db->Update("c", J(R"({"n": {"$gte": 5}})"), J(R"({"$inc": {"n": 100}, "$set": {"s.t": "x"}})"), true);
+  auto u = db->UpdateMany("c", J(R"({"n": {"$gte": 5}})"), J(R"({"$inc": {"n": 100}, "$set": {"s.t": "x"}})"));
   REQUIRE(u.ok());
   CHECK(u.value().matched == 5);
   CHECK(u.value().modified == 5);
   CHECK(db->Get("c", V("7")).value().Get("n").value().ToJson() == "107");
   CHECK(db->Get("c", V("7")).value().Get("s.t").value().ToJson() == "\"x\"");
-  u = db->Update("c", J(R"({"_id": 7})"), J(R"({"$unset": {"s": ""}})"));
+  u = db->UpdateOne("c", J(R"({"_id": 7})"), J(R"({"$unset": {"s": ""}})"));
   REQUIRE(u.ok());
   CHECK(db->Get("c", V("7")).value().Get("s").status().IsNotFound());
-  CHECK(db->Update("c", J("{}"), J(R"({"$inc": {"n": "x"}})")).status().IsInvalidArgument());
-  CHECK(db->Update("c", J("{}"), J(R"({"$bogus": {"n": 1}})")).status().IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J("{}"), J(R"({"$inc": {"n": "x"}})")).status().IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J("{}"), J(R"({"$bogus": {"n": 1}})")).status().IsInvalidArgument());
   auto d = db->DeleteMany("c", J(R"({"n": {"$lt": 3}})"));
   REQUIRE(d.ok());
   CHECK(d.value() == 3);
-  d = db->DeleteMany("c", J("{}"), false);
+  d = db->DeleteOne("c", J("{}"));
   CHECK(d.value() == 1);
   CHECK(db->Count("c").value() == 6);
 }
@@ -887,7 +887,7 @@ TEST_CASE("read transactions begun after others ended see every commit since",
       model.erase(it);
     } else {
       REQUIRE(
-          db->Update("c", J("{\"_id\": " + std::to_string(id) + "}"),
+          db->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
                      J("{\"$set\": {\"v\": " + std::to_string(round) + "}}"))
               .ok());
       it->second = round;
@@ -964,7 +964,7 @@ TEST_CASE("write transactions begun after others ended see every commit since",
     } else if (remove) {
       REQUIRE(t->Delete(coll, Value::Int32(id)).ok());
     } else {
-      REQUIRE(t->Update(coll, J("{\"_id\": " + std::to_string(id) + "}"),
+      REQUIRE(t->UpdateOne(coll, J("{\"_id\": " + std::to_string(id) + "}"),
                         J("{\"$set\": {\"v\": " + std::to_string(round) + "}}"))
                   .ok());
     }

@@ -204,7 +204,7 @@ TEST_CASE("key codec: GUID _ids and unique keys through the engine agree with a 
       } else if (!model.empty()) {
         auto it = model.lower_bound(id);
         if (it == model.end()) it = model.begin();
-        auto u = t.value()->Update(
+        auto u = t.value()->UpdateOne(
             "c", J("{\"_id\": " + JsonString(it->first) + "}"),
             J("{\"$set\": {\"k\": " + JsonString(k) + ", \"m\": " + JsonString(k) + "}}"));
         const bool free_key = by_key.count(k) == 0 || by_key[k] == it->first;

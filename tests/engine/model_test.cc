@@ -92,7 +92,7 @@ TEST_CASE("engine agrees with an in-memory model", "[engine][model]") {
         pending.erase(id);
       } else if (choice < 8) {
         int nv = rnd(20);
-        auto u = t.value()->Update("c", J("{\"_id\": " + std::to_string(id) + "}"),
+        auto u = t.value()->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
                                    J("{\"$inc\": {\"val\": " + std::to_string(nv) + "}}"));
         REQUIRE(u.ok());
         CHECK(u.value().matched == pending.count(id));
@@ -103,7 +103,7 @@ TEST_CASE("engine agrees with an in-memory model", "[engine][model]") {
         }
       } else {
         int nk = rnd(kIds * 2);
-        auto u = t.value()->Update("c", J("{\"_id\": " + std::to_string(id) + "}"),
+        auto u = t.value()->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
                                    J("{\"$set\": {\"key\": " + std::to_string(nk) + "}}"));
         bool exists = pending.count(id) == 1;
         bool conflict = exists && KeyTaken(pending, nk, id);
