@@ -38,6 +38,7 @@
 
 #include "query.h"
 #include "query_path.h"
+#include "storage/coding.h"
 
 namespace mmdoc::engine {
 
@@ -726,7 +727,7 @@ void FindNeedle(const Node& n, std::string* needle) {
   if (len + 5 <= needle->size()) return;
   uint32_t with_nul = len + 1;  // BSON lengths are little-endian
   needle->clear();
-  for (int i = 0; i < 4; i++) needle->push_back(static_cast<char>(with_nul >> (8 * i)));
+  storage::PutFixed32(needle, with_nul);
   needle->append(v->value.v_utf8.str, len);
   needle->push_back('\0');
 }
