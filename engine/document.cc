@@ -29,6 +29,7 @@
 #include <string>
 
 #include "query.h"
+#include "storage/coding.h"
 
 namespace mmdoc {
 namespace {
@@ -573,14 +574,11 @@ Value Value::String(std::string_view s) {
   const uint32_t total = n + 13;
   Value v{std::string(total, '\0')};  // no null value built and replaced
   char* p = v.doc_.data();
-  auto put32 = [](char* at, uint32_t x) {
-    for (int i = 0; i < 4; i++) at[i] = static_cast<char>((x >> (8 * i)) & 0xff);
-  };
-  put32(p, total);
+  storage::EncodeFixed32(p, total);  // BSON's int32 lengths are little-endian
   p[4] = 0x02;  // UTF-8 string
   p[5] = 'v';
   p[6] = '\0';
-  put32(p + 7, n + 1);
+  storage::EncodeFixed32(p + 7, n + 1);
   if (n) std::memcpy(p + 11, s.data(), n);
   p[11 + n] = '\0';
   p[12 + n] = '\0';
