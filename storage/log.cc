@@ -213,6 +213,7 @@ Status Log::SyncRange(Durability d, uint64_t offset, uint64_t length) {
 }
 
 void Log::MarkDurable(uint64_t lsn, uint64_t txid, uint64_t epoch) {
+  sync_mu_.AssertHeld();
   if (lsn <= durable_lsn_) return;
   durable_lsn_ = lsn;
   if (on_durable_ && txid != 0 && epoch == epoch_.load() && lsn > start_lsn_) {
