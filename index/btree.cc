@@ -9,9 +9,16 @@
 // something, so a second write to the same leaf in a transaction touches no
 // parent. Every decision that can fail without damage (NotFound,
 // AlreadyExists) is made at the leaf before any page is changed.
+//
+// The assert()s (Debug builds only) check what this file's own code
+// guarantees whatever the pages hold: split points, child indexes, the
+// cursor's stack, where a new key goes. Nothing read from a page is
+// asserted on: a damaged page must give Corruption, never an abort
+// (tests/index/corruption_test.cc writes to damaged trees).
 #include "index/btree.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -131,6 +138,7 @@ inline uint32_t CellSize(const uint8_t* p, uint32_t ps, uint32_t i) {
 
 // Child c of a branch (0: leftmost; c >= 1: the child of cell c-1).
 inline bool ChildAt(const uint8_t* p, uint32_t ps, uint32_t c, PageId* child) {
+  assert(c <= Count(p));  // a branch with n keys has n + 1 children
   if (c == 0) {
     *child = Leftmost(p);
   } else {
@@ -142,6 +150,7 @@ inline bool ChildAt(const uint8_t* p, uint32_t ps, uint32_t c, PageId* child) {
 }
 
 inline void SetChild(uint8_t* w, uint32_t c, PageId child) {
+  assert(c <= Count(w));  // a branch with n keys has n + 1 children
   if (c == 0) {
     SetLeftmost(w, child);
   } else {
@@ -171,6 +180,7 @@ inline int PackedCompare(std::string_view a, std::string_view b, uint32_t sig) {
 // little-endian, so that the mask keeps the first n bytes on any host).
 // REQUIRES: p has at least 4 bytes.
 inline uint32_t Signature(const char* p, uint32_t n) {
+  assert(n >= 1 && n <= 4);
   const uint32_t v = storage::DecodeFixed32(p);
   return n >= 4 ? v : v & ((1u << (8 * n)) - 1);
 }
@@ -291,6 +301,7 @@ void AppendCell(uint8_t* w, const uint8_t* cell, uint32_t size) {
 // Removes cell i of `size` bytes.
 void RemoveCell(uint8_t* w, uint32_t i, uint32_t size) {
   uint32_t n = Count(w);
+  assert(i < n);
   uint32_t off = Slot(w, i);
   std::memmove(w + kSlotsOffset + kSlotSize * i,
                w + kSlotsOffset + kSlotSize * (i + 1), kSlotSize * (n - i - 1));
@@ -305,6 +316,7 @@ void RemoveCell(uint8_t* w, uint32_t i, uint32_t size) {
 // Places a cell as cell i when there is contiguous room.
 void PlaceCell(uint8_t* w, uint32_t i, const uint8_t* cell, uint32_t size) {
   uint32_t n = Count(w);
+  assert(i <= n);
   uint32_t upper = Upper(w) - size;
   std::memcpy(w + upper, cell, size);
   std::memmove(w + kSlotsOffset + kSlotSize * (i + 1),
@@ -370,6 +382,8 @@ struct BTree::Impl {
 
   explicit Impl(BTree* tree)
       : t(tree), txn(tree->txn_), ps(tree->txn_->page_size()) {
+    // The node layout's static_asserts (btree_page.h) hold for these.
+    assert(ps >= storage::kMinPageSize && ps <= storage::kMaxPageSize);
     if (!tls_scratch.busy) {
       scratch = tls_scratch.Reserve(ps);
       tls_scratch.busy = leased = true;
@@ -472,8 +486,23 @@ struct BTree::Impl {
       left += e[m].size + 2;
     }
     if (best == 0) return PageError(id, "no legal split point");
+    // Both halves keep at least one entry (a branch also gives one up).
+    assert(best >= lo && best <= hi);
     *split = best;
     return Status::OK();
+  }
+
+  // After entries_[0, total) were divided at m into nodes l and r (a
+  // branch's entry m went up): every entry is in one of them, neither is
+  // empty, and each one's slots and cells fit its page.
+  void AssertSplit(const uint8_t* l, const uint8_t* r, PageType type,
+                   uint32_t m, uint32_t total) const {
+    const uint32_t pushed_up = type == PageType::kLeaf ? 0 : 1;
+    assert(Count(l) == m && Count(r) + m + pushed_up == total);
+    assert(Count(l) > 0 && Count(r) > 0);
+    assert(kSlotsOffset + kSlotSize * Count(l) <= Upper(l) && Upper(l) <= ps);
+    assert(kSlotsOffset + kSlotSize * Count(r) <= Upper(r) && Upper(r) <= ps);
+    (void)l, (void)r, (void)m, (void)total, (void)pushed_up;
   }
 
   // Builds node w (type, leftmost) from entries_[from, to).
@@ -494,6 +523,7 @@ struct BTree::Impl {
     auto& e = t->entries_;
     e.clear();
     uint32_t n = Count(s);
+    assert(i <= n);
     for (uint32_t j = 0; j <= n; j++) {
       if (j == i) e.push_back({cell, size});
       if (j == n) break;
@@ -513,6 +543,7 @@ struct BTree::Impl {
     } else {
       Fill(r, type, BranchChild(e[m].cell), m + 1, total);
     }
+    AssertSplit(w, r, type, m, total);
     out->split = true;
     out->right = rid;
     out->sep.assign(EntryKey(type, e[m].cell));
@@ -544,6 +575,8 @@ struct BTree::Impl {
     InitNode(w, ps, PageType::kBranch, ch.id);
     uint32_t size = BuildBranchCell(ch.right, ch.sep);
     AppendCell(w, Scratch(2), size);
+    // One key, two children, and a separator of at most kMaxKeySize fits.
+    assert(Count(w) == 1 && kSlotsOffset + kSlotSize <= Upper(w));
     t->root_ = id;
     return Status::OK();
   }
@@ -568,6 +601,12 @@ struct BTree::Impl {
       return Status::AlreadyExists("key already exists");
     if (!found && mode == PutMode::kUpdate)
       return Status::NotFound("key not found");
+    // A new key goes between its neighbors, so the leaf stays sorted: the
+    // search compared both (whatever the other keys hold).
+    assert(found || pos == 0 ||
+           Compare(t->cmp_, LeafKey(p, ps, pos - 1), key) < 0);
+    assert(found || pos == Count(p) ||
+           Compare(t->cmp_, LeafKey(p, ps, pos), key) > 0);
     LeafCell old{};
     if (found && !DecodeLeaf(p, ps, pos, &old))
       return PageError(id, "cell out of bounds");
@@ -651,6 +690,8 @@ struct BTree::Impl {
   Status Rebalance(uint8_t* w, PageId wid, uint32_t c, Change* out) {
     if (Count(w) == 0) return Status::OK();  // no sibling; w is underfull too
     uint32_t lc = c > 0 ? c - 1 : 0, rc = lc + 1, j = lc;
+    // Siblings lc and rc exist and separator j lies between them.
+    assert(c <= Count(w) && rc <= Count(w) && j < Count(w));
     PageId lid, rid;
     if (!ChildAt(w, ps, lc, &lid) || !ChildAt(w, ps, rc, &rid)) {
       return PageError(wid, "cell out of bounds");
@@ -715,6 +756,7 @@ struct BTree::Impl {
     } else {
       Fill(rw, type, BranchChild(t->entries_[m].cell), m + 1, total);
     }
+    AssertSplit(lw, rw, type, m, total);
     std::string new_sep(EntryKey(type, t->entries_[m].cell));
     SetChild(w, lc, nlid);
     RemoveCell(w, j, sep_size);
@@ -878,6 +920,7 @@ std::string_view BTree::StoredKey(std::string_view key, char* buf,
   *signature = 0;
   if (codec_ != nullptr) {
     size_t n = codec_->pack(key, buf);
+    assert(n <= KeyCodec::kMaxForm);  // the codec's promise; buf holds that
     if (n != 0) {
       if (n == codec_->packed_size && n >= 4 && codec_->signature_size >= 1 &&
           codec_->signature_size <= 4) {
@@ -1048,7 +1091,11 @@ Status BTree::Cursor::SkipLeaf(uint64_t* skipped) {
 }
 
 Status BTree::Cursor::Load() {
+  // The stack is root .. leaf, no deeper than the descents allow, and the
+  // leaf frame is at one of its cells.
+  assert(!path_.empty() && path_.size() <= static_cast<size_t>(kMaxDepth) + 1);
   const Frame& f = path_.back();
+  assert(f.index >= 0 && static_cast<uint32_t>(f.index) < Count(f.page));
   LeafCell c;
   if (!DecodeLeaf(f.page, tree_->txn_->page_size(),
                   static_cast<uint32_t>(f.index), &c)) {
