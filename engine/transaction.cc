@@ -162,9 +162,7 @@ bool CatalogKey(storage::Txn* txn, storage::PageId root, uint64_t* txid) {
   if (root == 0) return true;
   const uint8_t* page;
   if (!txn->Get(root, &page).ok()) return false;
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= uint64_t{page[storage::kPageTxidOffset + i]} << (8 * i);
-  *txid = v;
+  *txid = storage::DecodeFixed64(page + storage::kPageTxidOffset);
   return true;
 }
 
