@@ -31,6 +31,7 @@
 
 #include "query.h"
 #include "query_path.h"
+#include "storage/coding.h"
 
 namespace mmdoc::engine {
 namespace {
@@ -482,7 +483,7 @@ void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len,
   }
   out->push_back('\0');
   uint32_t n = static_cast<uint32_t>(out->size());
-  for (int i = 0; i < 4; i++) (*out)[i] = static_cast<char>(n >> (8 * i));
+  storage::EncodeFixed32(out->data(), n);  // BSON's int32 length: little-endian
 }
 
 }  // namespace
@@ -577,7 +578,7 @@ Result<Update> Update::Parse(const bson_t* update) {
         const uint32_t len = static_cast<uint32_t>(4 + 2 + (end - value) + 1);
         d.reserve(len);
         d.resize(4);
-        for (int i = 0; i < 4; i++) d[i] = static_cast<char>(len >> (8 * i));
+        storage::EncodeFixed32(d.data(), len);
         d.push_back(key[-1]);  // the element's type byte
         d.push_back('\0');     // its key, ""
         d.append(value, end - value);
