@@ -19,6 +19,7 @@
 // The log payload of a write transaction is the list of logical operations
 // it did, replayed in order by DBImpl::Replay after a crash:
 //   op (u8) | collection length (u32) | collection | arg length (u32) | arg
+// with the lengths little-endian (storage/coding.h)
 // where op is one of LogOp and arg is the document (insert, replace: the
 // complete new document, so updates replay exactly), the pk (delete), the
 // field name (index create/drop; the create's unique flag is the first arg

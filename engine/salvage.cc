@@ -8,6 +8,7 @@
 #include "engine/query.h"
 #include "index/catalog.h"
 #include "index/salvage.h"
+#include "storage/coding.h"
 
 namespace mmdoc {
 
@@ -33,8 +34,7 @@ Status DB::Salvage(std::string_view collection,
       [&](std::string_view key, std::string_view value) {
         if (key != name || value.size() < 8) return;
         found = true;
-        root = 0;
-        for (int i = 7; i >= 0; i--) root = root << 8 | static_cast<uint8_t>(value[i]);
+        root = storage::DecodeFixed64(value.data());
         meta.assign(value.substr(8));
       },
       &cat));

@@ -85,7 +85,7 @@ class MMDOC_CAPABILITY("mutex") Mutex {
   void Unlock() MMDOC_RELEASE() { mu_.unlock(); }
   // Tells the analysis the calling thread holds this mutex (for code it
   // cannot follow). Checks nothing at run time: std::mutex has no owner.
-  void AssertHeld() MMDOC_ASSERT_CAPABILITY(this) {}
+  void AssertHeld() const MMDOC_ASSERT_CAPABILITY(this) {}
 
  private:
   friend class CondVar;

@@ -317,6 +317,7 @@ class PagerImpl final : public Pager {
   }
   // The oldest open snapshot's txid, or UINT64_MAX when none is open.
   uint64_t OldestReaderLocked() const MMDOC_REQUIRES(state_mu_) {
+    state_mu_.AssertHeld();
     uint64_t oldest = newest_readers_ > 0 ? newest_reader_txid_ : UINT64_MAX;
     if (!readers_.empty()) oldest = std::min(oldest, readers_.begin()->first);
     return oldest;
@@ -838,6 +839,7 @@ PagerImpl::~PagerImpl() {
 // Transactions
 
 void PagerImpl::RegisterReaderLocked() {
+  state_mu_.AssertHeld();
   const uint64_t txid = committed_.txid;
   if (txid != newest_reader_txid_) {
     if (newest_readers_ > 0) readers_[newest_reader_txid_] += newest_readers_;
@@ -889,6 +891,7 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {
 }
 
 PageId PagerImpl::TakeRunLocked(uint32_t n) {
+  alloc_mu_.AssertHeld();
   if (free_.empty()) return 0;
   return free_.TakeRun(n);
 }
