@@ -14,8 +14,7 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
   if (name == "mmdoc" || name == "mmdoc-replace") {
     b = NewMmdocBackend(name == "mmdoc-replace");
     if (b == nullptr) {
-      return Status::NotSupported(
-          "mmdoc-bench was built without the mmdoc engine");
+      return Status::NotSupported("mmdoc-bench was built without the mmdoc engine");
     }
   } else if (name == "lmdb") {
     b = NewLmdbBackend(true, false);
@@ -36,7 +35,7 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
 }
 
 std::vector<std::string> BackendNames() {
-  return {"mmdoc",           "lmdb",          "rocksdb", "sqlite",
+  return {"mmdoc",           "lmdb",           "rocksdb",       "sqlite",
           "lmdb-nowritemap", "lmdb-nordahead", "sqlite-norowid"};
 }
 

@@ -114,8 +114,7 @@ class Session {
   // field with value (no index, no early stop: a full scan). *found tells
   // whether any matched; *scanned_bytes (if non-null) gets the BSON bytes
   // read.
-  virtual Status ScanByValue(std::string_view value, bool* found,
-                             uint64_t* scanned_bytes) = 0;
+  virtual Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) = 0;
 
   // --- seed 002: index builds and bulk deletes, between Begin and Commit ---
   // Builds the unique index on `key` from every stored document (a store
@@ -137,9 +136,7 @@ class Session {
   // Creates the mapping phase's two collections empty (dropping earlier
   // ones): one written and read through the raw API, one through the typed
   // layer. Outside Begin/Commit.
-  virtual Status ResetMapping() {
-    return Status::NotSupported("no typed mapping layer");
-  }
+  virtual Status ResetMapping() { return Status::NotSupported("no typed mapping layer"); }
   // Inserts item into api's collection through api (between Begin and
   // Commit).
   virtual Status MappedInsert(MappingApi api, const MappedItem& item) {
@@ -149,8 +146,7 @@ class Session {
   }
   // Reads the document with this _id from api's collection, through api,
   // into *out (its own snapshot).
-  virtual Status MappedGet(MappingApi api, std::string_view id,
-                           MappedItem* out) {
+  virtual Status MappedGet(MappingApi api, std::string_view id, MappedItem* out) {
     (void)api;
     (void)id;
     (void)out;

@@ -66,9 +66,7 @@ uint64_t ParseCount(const std::string& s) {
   if (last == 'k' || last == 'K') mult = 1000;
   if (last == 'm' || last == 'M') mult = 1000000;
   if (mult != 1) digits.pop_back();
-  if (digits.empty() ||
-      digits.find_first_not_of("0123456789") != std::string::npos)
-    return 0;
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
   return std::stoull(digits) * mult;
 }
 
@@ -77,12 +75,10 @@ uint64_t ParseCount(const std::string& s) {
 // for append (not truncated), a new one is created and removed again.
 bool CheckWritable(const std::string& flag, const std::string& path) {
   const bool existed = ::access(path.c_str(), F_OK) == 0;
-  const int fd = ::open(path.c_str(),
-                        O_WRONLY | O_APPEND | (existed ? 0 : O_CREAT | O_EXCL),
-                        0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | (existed ? 0 : O_CREAT | O_EXCL), 0644);
   if (fd < 0) {
-    std::fprintf(stderr, "mmdoc-bench: cannot write %s %s: %s\n", flag.c_str(),
-                 path.c_str(), std::strerror(errno));
+    std::fprintf(stderr, "mmdoc-bench: cannot write %s %s: %s\n", flag.c_str(), path.c_str(),
+                 std::strerror(errno));
     return false;
   }
   ::close(fd);
@@ -102,8 +98,7 @@ int Main(int argc, char** argv) {
       "mmdoc-bench: the seed workload (GUID documents, unique index on key) on "
       "mmdoc and its "
       "peers, one run, one machine"};
-  std::string engines_arg, docs_arg = "500k", durability_arg = "none",
-                           phases_arg;
+  std::string engines_arg, docs_arg = "500k", durability_arg = "none", phases_arg;
   std::string dir_arg, json_path, csv_path;
   int batch = 1000, threads = 1, scans = 0;
   uint64_t seed = 1, max_durable_ops = 10000, mapping_docs = 50000;
@@ -112,27 +107,22 @@ int Main(int argc, char** argv) {
   uint64_t mmdoc_log_mib = 0;
   uint32_t mmdoc_page_kib = 0;
   bool keep = false, quiet = false;
-  std::string engine_help =
-      "engines, comma-separated (default: the four of the seed test bed";
+  std::string engine_help = "engines, comma-separated (default: the four of the seed test bed";
   engine_help += "); known:";
   for (const auto& n : BackendNames()) engine_help += " " + n;
   app.add_option("--engines", engines_arg, engine_help);
-  app.add_option("--docs", docs_arg,
-                 "documents, or a list: 1M,2M,4M (k/M suffixes)")
+  app.add_option("--docs", docs_arg, "documents, or a list: 1M,2M,4M (k/M suffixes)")
       ->capture_default_str();
   app.add_option("--batch", batch, "documents per write transaction")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000000));
-  app.add_option("--durability", durability_arg,
-                 "none|periodic|msync|fsync|group|all")
+  app.add_option("--durability", durability_arg, "none|periodic|msync|fsync|group|all")
       ->capture_default_str();
-  app.add_option(
-         "--threads", threads,
-         "threads for the read phases, and writer threads for durable inserts")
+  app.add_option("--threads", threads,
+                 "threads for the read phases, and writer threads for durable inserts")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  app.add_option("--seed", seed,
-                 "seed of the GUIDs (the same for every engine)")
+  app.add_option("--seed", seed, "seed of the GUIDs (the same for every engine)")
       ->capture_default_str();
   app.add_option("--scans", scans,
                  "search_value scans (default 20, fewer above 1M docs); "
@@ -152,12 +142,10 @@ int Main(int argc, char** argv) {
                  "(at most --docs)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
-  app.add_option(
-         "--max-durable-ops", max_durable_ops,
-         "in a durable mode, time at most this many writes per phase (0 = all)")
+  app.add_option("--max-durable-ops", max_durable_ops,
+                 "in a durable mode, time at most this many writes per phase (0 = all)")
       ->capture_default_str();
-  app.add_option("--sync-interval-ms", sync_interval_ms,
-                 "flush interval of periodic mode")
+  app.add_option("--sync-interval-ms", sync_interval_ms, "flush interval of periodic mode")
       ->capture_default_str();
   app.add_option("--mmdoc-log-mib", mmdoc_log_mib,
                  "mmdoc's log size in MiB (Options::log_size; a checkpoint "
@@ -167,9 +155,8 @@ int Main(int argc, char** argv) {
                  "mmdoc's page size in KiB (Options::page_size: 4, 8, 16, "
                  "32 or 64; default: the library's, 4)")
       ->check(CLI::IsMember({4u, 8u, 16u, 32u, 64u}));
-  app.add_option(
-      "--dir", dir_arg,
-      "data directory (default: a temporary one in the current directory)");
+  app.add_option("--dir", dir_arg,
+                 "data directory (default: a temporary one in the current directory)");
   app.add_option("--json", json_path, "write results as JSON");
   app.add_option("--csv", csv_path, "write results as CSV");
   app.add_flag("--keep", keep, "keep the data files");
@@ -180,10 +167,8 @@ int Main(int argc, char** argv) {
     return 2;
 
   RunInfo run;
-  for (int i = 0; i < argc; ++i)
-    run.command += (i ? " " : "") + std::string(argv[i]);
-  run.engines =
-      engines_arg.empty() ? DefaultBackendNames() : SplitList(engines_arg);
+  for (int i = 0; i < argc; ++i) run.command += (i ? " " : "") + std::string(argv[i]);
+  run.engines = engines_arg.empty() ? DefaultBackendNames() : SplitList(engines_arg);
   for (const auto& e : run.engines) {
     auto b = NewBackend(e);
     if (!b.ok()) {
@@ -194,9 +179,7 @@ int Main(int argc, char** argv) {
   for (const auto& d : SplitList(docs_arg)) {
     uint64_t n = ParseCount(d);
     if (n < 10) {
-      std::fprintf(stderr,
-                   "mmdoc-bench: bad --docs value '%s' (need a count >= 10)\n",
-                   d.c_str());
+      std::fprintf(stderr, "mmdoc-bench: bad --docs value '%s' (need a count >= 10)\n", d.c_str());
       return 2;
     }
     run.docs.push_back(n);
@@ -210,17 +193,14 @@ int Main(int argc, char** argv) {
   } else if (ParseDurability(durability_arg)) {
     run.durabilities = {durability_arg};
   } else {
-    std::fprintf(stderr, "mmdoc-bench: bad --durability '%s'\n",
-                 durability_arg.c_str());
+    std::fprintf(stderr, "mmdoc-bench: bad --durability '%s'\n", durability_arg.c_str());
     return 2;
   }
   if (phases_arg.empty()) {
-    run.phases = durability_arg == "all" ? std::vector<std::string>{"insert"}
-                                         : DefaultPhases();
+    run.phases = durability_arg == "all" ? std::vector<std::string>{"insert"} : DefaultPhases();
   } else {
     for (const auto& p : SplitList(phases_arg)) {
-      if (std::find(AllPhases().begin(), AllPhases().end(), p) ==
-          AllPhases().end()) {
+      if (std::find(AllPhases().begin(), AllPhases().end(), p) == AllPhases().end()) {
         std::fprintf(stderr, "mmdoc-bench: unknown phase '%s'\n", p.c_str());
         return 2;
       }
@@ -228,8 +208,7 @@ int Main(int argc, char** argv) {
     // Canonical order.
     auto wanted = SplitList(phases_arg);
     for (const auto& p : AllPhases()) {
-      if (std::find(wanted.begin(), wanted.end(), p) != wanted.end())
-        run.phases.push_back(p);
+      if (std::find(wanted.begin(), wanted.end(), p) != wanted.end()) run.phases.push_back(p);
     }
   }
   run.batch = batch;
@@ -257,13 +236,13 @@ int Main(int argc, char** argv) {
     std::error_code ec;
     std::filesystem::create_directories(dir_arg, ec);
     if (ec) {
-      std::fprintf(stderr, "mmdoc-bench: cannot create --dir %s: %s\n",
-                   dir_arg.c_str(), ec.message().c_str());
+      std::fprintf(stderr, "mmdoc-bench: cannot create --dir %s: %s\n", dir_arg.c_str(),
+                   ec.message().c_str());
       return 2;
     }
     if (::access(dir_arg.c_str(), W_OK | X_OK) != 0) {
-      std::fprintf(stderr, "mmdoc-bench: cannot write in --dir %s: %s\n",
-                   dir_arg.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "mmdoc-bench: cannot write in --dir %s: %s\n", dir_arg.c_str(),
+                   std::strerror(errno));
       return 2;
     }
     parent = dir_arg;
@@ -273,14 +252,11 @@ int Main(int argc, char** argv) {
   machine.mem_read_gb_per_sec = MeasureMemoryReadBandwidth();
   run.mem_read_gb_per_sec = machine.mem_read_gb_per_sec;
   if (!quiet) {
-    std::printf("machine: %s, %d cores, %.1f GiB, %s\n", machine.cpu.c_str(),
-                machine.cores,
-                static_cast<double>(machine.memory_bytes) / (1ull << 30),
-                machine.kernel.c_str());
-    std::printf(
-        "data dir: %s on %s (%s, %s), memory read %.1f GB/s (one core)\n",
-        parent.c_str(), machine.mount_point.c_str(), machine.filesystem.c_str(),
-        machine.mount_options.c_str(), machine.mem_read_gb_per_sec);
+    std::printf("machine: %s, %d cores, %.1f GiB, %s\n", machine.cpu.c_str(), machine.cores,
+                static_cast<double>(machine.memory_bytes) / (1ull << 30), machine.kernel.c_str());
+    std::printf("data dir: %s on %s (%s, %s), memory read %.1f GB/s (one core)\n", parent.c_str(),
+                machine.mount_point.c_str(), machine.filesystem.c_str(),
+                machine.mount_options.c_str(), machine.mem_read_gb_per_sec);
     std::printf("%s\n", run.rocksdb_build.c_str());
     std::fflush(stdout);
   }
@@ -299,9 +275,7 @@ int Main(int argc, char** argv) {
         config.threads = threads;
         config.phases = run.phases;
         config.scans =
-            scans > 0
-                ? scans
-                : static_cast<int>(std::clamp<uint64_t>(20000000 / n, 5, 20));
+            scans > 0 ? scans : static_cast<int>(std::clamp<uint64_t>(20000000 / n, 5, 20));
         config.max_durable_ops = max_durable_ops;
         config.mapping_docs = mapping_docs;
         config.lookups = lookups;
@@ -313,8 +287,7 @@ int Main(int argc, char** argv) {
         config.progress = progress;
         auto r = RunWorkload(engine, data, config);
         if (!r.ok()) {
-          std::fprintf(stderr, "mmdoc-bench: %s\n",
-                       r.status().ToString().c_str());
+          std::fprintf(stderr, "mmdoc-bench: %s\n", r.status().ToString().c_str());
           ++failures;
           continue;
         }
@@ -322,10 +295,9 @@ int Main(int argc, char** argv) {
           // A line per phase: on a terminal under the bars, in a log the
           // only sign of progress.
           if (!quiet) {
-            std::fprintf(
-                stderr, "%s %s %s %s: %s ops/s\n", engine.c_str(), mode.c_str(),
-                std::to_string(n).c_str(), row.phase.c_str(),
-                row.available ? FormatRate(row.ops_per_sec).c_str() : "n/a");
+            std::fprintf(stderr, "%s %s %s %s: %s ops/s\n", engine.c_str(), mode.c_str(),
+                         std::to_string(n).c_str(), row.phase.c_str(),
+                         row.available ? FormatRate(row.ops_per_sec).c_str() : "n/a");
           }
           results.push_back(std::move(row));
         }
@@ -338,8 +310,7 @@ int Main(int argc, char** argv) {
   }
 
   if (!quiet) PrintTables(stdout, run, results);
-  if (!json_path.empty() &&
-      !WriteFile(json_path, ResultsToJson(machine, run, results))) {
+  if (!json_path.empty() && !WriteFile(json_path, ResultsToJson(machine, run, results))) {
     std::fprintf(stderr, "mmdoc-bench: cannot write %s\n", json_path.c_str());
     return 1;
   }

@@ -17,14 +17,12 @@ namespace mmdoc::bench {
 
 // BSON bytes of {_id: id, key: key, value: value} (UTF-8 string fields, in
 // that order).
-std::string MakeDocument(std::string_view id, std::string_view key,
-                         std::string_view value);
+std::string MakeDocument(std::string_view id, std::string_view key, std::string_view value);
 
 // The string field `name` of the BSON document at data; false when the
 // bytes are not a document, the field is absent or not a string. *out
 // points into data.
-bool FieldOf(const void* data, size_t size, const char* name,
-             std::string_view* out);
+bool FieldOf(const void* data, size_t size, const char* name, std::string_view* out);
 
 // Whether a document's string field `name` equals `want`, deciding most
 // documents without parsing them: a match must contain want's BSON string

@@ -29,8 +29,7 @@ namespace {
 constexpr char kColl[] = "docs";
 
 double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since)
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
 Result<std::unique_ptr<DB>> Load(const std::string& path, const Dataset& data) {
@@ -48,8 +47,8 @@ Result<std::unique_ptr<DB>> Load(const std::string& path, const Dataset& data) {
     auto t = d->Begin();
     if (!t.ok()) return t.status();
     for (uint64_t i = b; i < std::min<uint64_t>(b + 1000, data.size()); i++) {
-      MMDOC_RETURN_IF_ERROR(t.value()->Insert(
-          kColl, Document::FromTrustedBytes(std::string(data.bson(i)))));
+      MMDOC_RETURN_IF_ERROR(
+          t.value()->Insert(kColl, Document::FromTrustedBytes(std::string(data.bson(i)))));
     }
     MMDOC_RETURN_IF_ERROR(t.value()->Commit());
   }
@@ -57,8 +56,7 @@ Result<std::unique_ptr<DB>> Load(const std::string& path, const Dataset& data) {
 }
 
 // Point reads by _id per second (ids drawn with `seed`).
-Result<double> PointReads(DB* db, const Dataset& data, uint64_t n,
-                          uint64_t seed) {
+Result<double> PointReads(DB* db, const Dataset& data, uint64_t n, uint64_t seed) {
   std::mt19937_64 rnd(seed);
   auto t0 = std::chrono::steady_clock::now();
   for (uint64_t i = 0; i < n; i++) {
@@ -74,14 +72,12 @@ Result<double> Scans(DB* db, const Dataset& data, int n) {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; i++) {
     const uint64_t which = static_cast<uint64_t>(i) * 7919 % data.size();
-    std::string filter =
-        R"({"value": ")" + std::string(data.value(which)) + "\"}";
+    std::string filter = R"({"value": ")" + std::string(data.value(which)) + "\"}";
     auto f = Document::FromJson(filter);
     if (!f.ok()) return f.status();
     auto found = db->Find(kColl, f.value());
     if (!found.ok()) return found.status();
-    if (found.value().size() != 1)
-      return Status::Corruption("scan did not find its document");
+    if (found.value().size() != 1) return Status::Corruption("scan did not find its document");
   }
   return n / Seconds(t0);
 }
@@ -98,17 +94,13 @@ int Main(int argc, char** argv) {
   uint64_t docs = 1000000, lookups = 1000000;
   int rounds = 5, scans = 5;
   std::string dir = ".";
-  app.add_option("--docs", docs, "documents in each store")
-      ->capture_default_str();
+  app.add_option("--docs", docs, "documents in each store")->capture_default_str();
   app.add_option("--rounds", rounds, "rounds (each reads both stores)")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  app.add_option("--lookups", lookups, "point reads per store per round")
-      ->capture_default_str();
-  app.add_option("--scans", scans, "full scans per store per round")
-      ->capture_default_str();
-  app.add_option("--dir", dir,
-                 "directory for the two stores (removed at the end)");
+  app.add_option("--lookups", lookups, "point reads per store per round")->capture_default_str();
+  app.add_option("--scans", scans, "full scans per store per round")->capture_default_str();
+  app.add_option("--dir", dir, "directory for the two stores (removed at the end)");
   CLI11_PARSE(app, argc, argv);
   if (docs == 0) {
     std::fprintf(stderr, "mmdoc-layoutbench: --docs must be positive\n");
@@ -116,13 +108,12 @@ int Main(int argc, char** argv) {
   }
 
   const Dataset data = Dataset::Generate(docs, 1);
-  const std::string base =
-      dir + "/mmdoc-layoutbench-" + std::to_string(::getpid());
+  const std::string base = dir + "/mmdoc-layoutbench-" + std::to_string(::getpid());
   std::error_code ec;
   std::filesystem::create_directories(base, ec);
   if (ec) {
-    std::fprintf(stderr, "mmdoc-layoutbench: cannot create %s: %s\n",
-                 base.c_str(), ec.message().c_str());
+    std::fprintf(stderr, "mmdoc-layoutbench: cannot create %s: %s\n", base.c_str(),
+                 ec.message().c_str());
     return 2;
   }
   int rc = 0;
@@ -150,9 +141,9 @@ int Main(int argc, char** argv) {
             "%llu documents; as loaded: %.0f MiB, fill %.2f; compacted (%.1f "
             "s): %.0f MiB, "
             "fill %.2f\n",
-            static_cast<unsigned long long>(docs),
-            sa.value().file_size / 1048576.0, sa.value().fill_factor, compact_s,
-            sb.value().file_size / 1048576.0, sb.value().fill_factor);
+            static_cast<unsigned long long>(docs), sa.value().file_size / 1048576.0,
+            sa.value().fill_factor, compact_s, sb.value().file_size / 1048576.0,
+            sb.value().fill_factor);
         std::vector<double> pa, pb, ca, cb, pr, cr;  // rates; per-round ratios
         for (int r = 0; r < rounds && rc == 0; r++) {
           auto ra = PointReads(a, data, lookups, 100 + r);
@@ -172,8 +163,7 @@ int Main(int argc, char** argv) {
           std::printf(
               "round %d: point reads %.1fk vs %.1fk/s (%.2fx), scans %.2f vs "
               "%.2f/s (%.2fx)\n",
-              r + 1, pa.back() / 1e3, pb.back() / 1e3, pr.back(), ca.back(),
-              cb.back(), cr.back());
+              r + 1, pa.back() / 1e3, pb.back() / 1e3, pr.back(), ca.back(), cb.back(), cr.back());
         }
         if (rc == 0) {
           // The ratio is the median of the rounds' ratios (each round's two
@@ -181,8 +171,7 @@ int Main(int argc, char** argv) {
           std::printf(
               "median: point reads %.1fk vs %.1fk/s (%.2fx), scans %.2f vs "
               "%.2f/s (%.2fx)\n",
-              Median(pa) / 1e3, Median(pb) / 1e3, Median(pr), Median(ca),
-              Median(cb), Median(cr));
+              Median(pa) / 1e3, Median(pb) / 1e3, Median(pr), Median(ca), Median(cb), Median(cr));
         }
       }
     }

@@ -46,9 +46,7 @@ Status LmdbError(const char* what, int rc) {
   return Status::IOError(what, mdb_strerror(rc));
 }
 
-MDB_val Val(std::string_view s) {
-  return MDB_val{s.size(), const_cast<char*>(s.data())};
-}
+MDB_val Val(std::string_view s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
 
 std::string_view View(const MDB_val& v) {
   return std::string_view(static_cast<const char*>(v.mv_data), v.mv_size);
@@ -68,8 +66,7 @@ class LmdbSession : public Session {
   Status Delete(std::string_view id) override;
   Status GetById(std::string_view id, std::string* value) override;
   Status FindByKey(std::string_view key, std::string* value) override;
-  Status ScanByValue(std::string_view value, bool* found,
-                     uint64_t* scanned_bytes) override;
+  Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) override;
   Status BuildKeyIndex() override;
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
@@ -114,8 +111,8 @@ class LmdbBackend : public Backend {
     // Address space is cheap; pages are allocated only when written. A
     // document costs ~450 bytes in the two trees; leave room for the
     // copy-on-write pages of big transactions.
-    map_size_ = std::max<uint64_t>(
-        1ull << 30, config.expected_docs * 2048 + config.expected_bytes * 4);
+    map_size_ =
+        std::max<uint64_t>(1ull << 30, config.expected_docs * 2048 + config.expected_bytes * 4);
     mdb_env_set_mapsize(env_, map_size_);
     mdb_env_set_maxdbs(env_, 4);
     mdb_env_set_maxreaders(env_, std::max(126, config.max_sessions + 8));
@@ -145,8 +142,8 @@ class LmdbBackend : public Backend {
 
   std::string settings() const override {
     std::string s = "LMDB " + std::to_string(MDB_VERSION_MAJOR) + "." +
-                    std::to_string(MDB_VERSION_MINOR) + "." +
-                    std::to_string(MDB_VERSION_PATCH) + ": ";
+                    std::to_string(MDB_VERSION_MINOR) + "." + std::to_string(MDB_VERSION_PATCH) +
+                    ": ";
     s += (flags_ & MDB_WRITEMAP) ? "MDB_WRITEMAP" : "no MDB_WRITEMAP";
     if (flags_ & MDB_NOSYNC) s += "|MDB_NOSYNC";
     if (flags_ & MDB_NORDAHEAD) s += "|MDB_NORDAHEAD";
@@ -237,8 +234,7 @@ Status LmdbSession::UpdateValue(std::string_view id, std::string_view value) {
   MDB_val k = Val(id), v;
   int rc = mdb_get(write_txn_, backend_->docs(), &k, &v);
   if (rc != 0) return LmdbError("update get", rc);
-  if (!WithValue(View(v), value, &scratch_))
-    return Status::Corruption("bad BSON");
+  if (!WithValue(View(v), value, &scratch_)) return Status::Corruption("bad BSON");
   // The key is unchanged, so the key index needs no change.
   MDB_val nv = Val(scratch_);
   rc = mdb_put(write_txn_, backend_->docs(), &k, &nv, 0);
@@ -250,8 +246,7 @@ Status LmdbSession::Delete(std::string_view id) {
   int rc = mdb_get(write_txn_, backend_->docs(), &k, &v);
   if (rc != 0) return LmdbError("delete get", rc);
   std::string_view key;
-  if (!FieldOf(v.mv_data, v.mv_size, "key", &key))
-    return Status::Corruption("bad BSON");
+  if (!FieldOf(v.mv_data, v.mv_size, "key", &key)) return Status::Corruption("bad BSON");
   scratch_.assign(key);  // v points into the map; the deletes may move it
   MDB_val ik = Val(scratch_);
   if (backend_->key_index()) {
@@ -263,9 +258,8 @@ Status LmdbSession::Delete(std::string_view id) {
 }
 
 Status LmdbSession::StartRead() {
-  int rc = read_txn_ == nullptr
-               ? mdb_txn_begin(backend_->env(), nullptr, MDB_RDONLY, &read_txn_)
-               : mdb_txn_renew(read_txn_);
+  int rc = read_txn_ == nullptr ? mdb_txn_begin(backend_->env(), nullptr, MDB_RDONLY, &read_txn_)
+                                : mdb_txn_renew(read_txn_);
   return rc == 0 ? Status::OK() : LmdbError("read txn", rc);
 }
 
@@ -304,8 +298,7 @@ Status LmdbSession::FindByKey(std::string_view key, std::string* value) {
   return s;
 }
 
-Status LmdbSession::ScanByValue(std::string_view value, bool* found,
-                                uint64_t* scanned_bytes) {
+Status LmdbSession::ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) {
   MMDOC_RETURN_IF_ERROR(StartRead());
   MDB_cursor* cur;
   int rc = mdb_cursor_open(read_txn_, backend_->docs(), &cur);

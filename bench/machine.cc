@@ -19,8 +19,7 @@ MachineInfo DescribeMachine(const std::string& dir) {
   for (std::string line; std::getline(cpuinfo, line);) {
     if (line.rfind("model name", 0) == 0) {
       auto colon = line.find(':');
-      if (colon != std::string::npos)
-        m.cpu = line.substr(line.find_first_not_of(" \t", colon + 1));
+      if (colon != std::string::npos) m.cpu = line.substr(line.find_first_not_of(" \t", colon + 1));
       break;
     }
   }
@@ -33,13 +32,11 @@ MachineInfo DescribeMachine(const std::string& dir) {
     }
   }
   struct utsname u;
-  if (uname(&u) == 0)
-    m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  if (uname(&u) == 0) m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
 
   // The longest mount point that is a prefix of the data directory.
   char resolved[PATH_MAX];
-  std::string path =
-      realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
+  std::string path = realpath(dir.c_str(), resolved) != nullptr ? resolved : dir;
   std::ifstream mounts("/proc/self/mounts");
   size_t best = 0;
   for (std::string line; std::getline(mounts, line);) {
@@ -47,8 +44,7 @@ MachineInfo DescribeMachine(const std::string& dir) {
     std::string dev, point, type, options;
     if (!(in >> dev >> point >> type >> options)) continue;
     bool prefix = path.compare(0, point.size(), point) == 0 &&
-                  (point == "/" || path.size() == point.size() ||
-                   path[point.size()] == '/');
+                  (point == "/" || path.size() == point.size() || path[point.size()] == '/');
     if (prefix && point.size() >= best) {
       best = point.size();
       m.mount_device = dev;
@@ -76,11 +72,8 @@ double MeasureMemoryReadBandwidth(uint64_t bytes) {
       d += buf[i + 3];
     }
     sink = sink + a + b + c + d;
-    double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    if (secs > 0)
-      best = std::max(best, static_cast<double>(bytes) / secs / 1e9);
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (secs > 0) best = std::max(best, static_cast<double>(bytes) / secs / 1e9);
   }
   return best;
 }

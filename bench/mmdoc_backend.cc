@@ -71,8 +71,7 @@ const Mapping<MappedItem>& ItemMapping() {
 
 Status ValueOf(std::string_view doc, std::string* value) {
   std::string_view field;
-  if (!FieldOf(doc.data(), doc.size(), "value", &field))
-    return Status::Corruption("bad BSON");
+  if (!FieldOf(doc.data(), doc.size(), "value", &field)) return Status::Corruption("bad BSON");
   value->assign(field);
   return Status::OK();
 }
@@ -95,8 +94,7 @@ class MmdocSession : public Session {
   }
 
   Status Insert(const DocRef& doc) override {
-    return txn_->Insert(kCollection,
-                        Document::FromTrustedBytes(std::string(doc.bson)));
+    return txn_->Insert(kCollection, Document::FromTrustedBytes(std::string(doc.bson)));
   }
 
   Status UpdateValue(std::string_view id, std::string_view value) override {
@@ -107,8 +105,7 @@ class MmdocSession : public Session {
       if (!WithValue(doc.value().bytes(), value, &scratch_)) {
         return Status::Corruption("bad BSON");
       }
-      return txn_->Replace(kCollection, key,
-                           Document::FromTrustedBytes(scratch_));
+      return txn_->Replace(kCollection, key, Document::FromTrustedBytes(scratch_));
     }
     auto r = txn_->UpdateOne(kCollection, StringFilter("_id", id), SetValue(value));
     if (!r.ok()) return r.status();
@@ -132,8 +129,7 @@ class MmdocSession : public Session {
     return ValueOf(doc.value().bytes(), value);
   }
 
-  Status ScanByValue(std::string_view value, bool* found,
-                     uint64_t* scanned_bytes) override {
+  Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) override {
     auto txn = db_->BeginRead();
     if (!txn.ok()) return txn.status();
     auto cursor = txn.value()->Find(kCollection, StringFilter("value", value));
@@ -185,8 +181,7 @@ class MmdocSession : public Session {
       if (!s.ok() && !s.IsNotFound()) return s;
       MMDOC_RETURN_IF_ERROR(db_->CreateCollection(c));
     }
-    typed_ = std::make_unique<TypedCollection<MappedItem>>(
-        db_, kTypedCollection, ItemMapping());
+    typed_ = std::make_unique<TypedCollection<MappedItem>>(db_, kTypedCollection, ItemMapping());
     return Status::OK();
   }
 
@@ -197,20 +192,16 @@ class MmdocSession : public Session {
     // layer checks its strings' UTF-8 as it encodes them).
     bson_t b;
     bson_init(&b);
-    bson_append_utf8(&b, "_id", 3, item.id.data(),
-                     static_cast<int>(item.id.size()));
-    bson_append_utf8(&b, "key", 3, item.key.data(),
-                     static_cast<int>(item.key.size()));
-    bson_append_utf8(&b, "value", 5, item.value.data(),
-                     static_cast<int>(item.value.size()));
+    bson_append_utf8(&b, "_id", 3, item.id.data(), static_cast<int>(item.id.size()));
+    bson_append_utf8(&b, "key", 3, item.key.data(), static_cast<int>(item.key.size()));
+    bson_append_utf8(&b, "value", 5, item.value.data(), static_cast<int>(item.value.size()));
     auto doc = Document::FromBson(&b);
     bson_destroy(&b);
     if (!doc.ok()) return doc.status();
     return txn_->Insert(kRawCollection, doc.value());
   }
 
-  Status MappedGet(MappingApi api, std::string_view id,
-                   MappedItem* out) override {
+  Status MappedGet(MappingApi api, std::string_view id, MappedItem* out) override {
     if (api == MappingApi::kTyped) {
       auto r = typed_->Get(Value::String(id));
       if (!r.ok()) return r.status();
@@ -253,9 +244,7 @@ class MmdocBackend : public Backend {
   explicit MmdocBackend(bool replace) : replace_(replace) {}
   ~MmdocBackend() override { Close().ok(); }
 
-  std::string name() const override {
-    return replace_ ? "mmdoc-replace" : "mmdoc";
-  }
+  std::string name() const override { return replace_ ? "mmdoc-replace" : "mmdoc"; }
   bool Supports(Durability) const override { return true; }
 
   Status Open(const std::string& dir, const BackendConfig& config) override {
@@ -284,10 +273,9 @@ class MmdocBackend : public Backend {
   }
 
   std::string settings() const override {
-    std::string s = key_index_
-                        ? "mmdoc: collection docs, unique index on key"
-                        : "mmdoc: collection docs, no index on key (until "
-                          "build_index)";
+    std::string s = key_index_ ? "mmdoc: collection docs, unique index on key"
+                               : "mmdoc: collection docs, no index on key (until "
+                                 "build_index)";
     s += ", durability=";
     s += DurabilityName(durability_);
     if (durability_ == Durability::kPeriodic) {
@@ -302,8 +290,7 @@ class MmdocBackend : public Backend {
   }
 
   Result<std::unique_ptr<Session>> NewSession() override {
-    return std::unique_ptr<Session>(
-        std::make_unique<MmdocSession>(db_.get(), replace_));
+    return std::unique_ptr<Session>(std::make_unique<MmdocSession>(db_.get(), replace_));
   }
 
   bool HasMapping() const override { return true; }

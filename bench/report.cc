@@ -13,12 +13,10 @@ void AppendString(bson_t* b, const char* key, const std::string& v) {
   bson_append_utf8(b, key, -1, v.data(), static_cast<int>(v.size()));
 }
 
-void AppendStrings(bson_t* b, const char* key,
-                   const std::vector<std::string>& v) {
+void AppendStrings(bson_t* b, const char* key, const std::vector<std::string>& v) {
   bson_t arr;
   bson_append_array_begin(b, key, -1, &arr);
-  for (size_t i = 0; i < v.size(); ++i)
-    AppendString(&arr, std::to_string(i).c_str(), v[i]);
+  for (size_t i = 0; i < v.size(); ++i) AppendString(&arr, std::to_string(i).c_str(), v[i]);
   bson_append_array_end(b, &arr);
 }
 
@@ -32,13 +30,10 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
-const PhaseResult* FindRow(const std::vector<PhaseResult>& results,
-                           const std::string& engine,
-                           const std::string& durability, uint64_t docs,
-                           const std::string& phase) {
+const PhaseResult* FindRow(const std::vector<PhaseResult>& results, const std::string& engine,
+                           const std::string& durability, uint64_t docs, const std::string& phase) {
   for (const auto& r : results) {
-    if (r.engine == engine && r.durability == durability && r.docs == docs &&
-        r.phase == phase) {
+    if (r.engine == engine && r.durability == durability && r.docs == docs && r.phase == phase) {
       return &r;
     }
   }
@@ -56,8 +51,7 @@ const std::vector<std::string>& SubRows(const std::string& phase) {
   static const std::vector<std::string> kNone;
   static const std::vector<std::string> kScan = {"  GB/s", "  of mem read"};
   static const std::vector<std::string> kIndex = {"  vs insert"};
-  static const std::vector<std::string> kMapping = {"  raw API",
-                                                    "  CPU overhead"};
+  static const std::vector<std::string> kMapping = {"  raw API", "  CPU overhead"};
   if (phase == "search_value") return kScan;
   if (phase == "insert_noindex") return kIndex;
   if (phase == "mapping") return kMapping;
@@ -83,10 +77,8 @@ std::string SubCell(const std::string& phase, size_t i, const PhaseResult* r,
     return buf;
   }
   if (phase == "insert_noindex") {
-    if (insert == nullptr || !insert->available || insert->ops_per_sec <= 0)
-      return "-";
-    std::snprintf(buf, sizeof buf, "x%.2f",
-                  r->ops_per_sec / insert->ops_per_sec);
+    if (insert == nullptr || !insert->available || insert->ops_per_sec <= 0) return "-";
+    std::snprintf(buf, sizeof buf, "x%.2f", r->ops_per_sec / insert->ops_per_sec);
     return buf;
   }
   if (phase == "mapping") {
@@ -99,8 +91,7 @@ std::string SubCell(const std::string& phase, size_t i, const PhaseResult* r,
 }
 
 std::string DocsLabel(uint64_t n) {
-  if (n >= 1000000 && n % 1000000 == 0)
-    return std::to_string(n / 1000000) + "M";
+  if (n >= 1000000 && n % 1000000 == 0) return std::to_string(n / 1000000) + "M";
   if (n >= 1000 && n % 1000 == 0) return std::to_string(n / 1000) + "k";
   return std::to_string(n);
 }
@@ -128,21 +119,18 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
   bson_append_document_begin(&root, "machine", -1, &machine);
   AppendString(&machine, "cpu", m.cpu);
   bson_append_int32(&machine, "cores", -1, m.cores);
-  bson_append_int64(&machine, "memory_bytes", -1,
-                    static_cast<int64_t>(m.memory_bytes));
+  bson_append_int64(&machine, "memory_bytes", -1, static_cast<int64_t>(m.memory_bytes));
   AppendString(&machine, "kernel", m.kernel);
   AppendString(&machine, "filesystem", m.filesystem);
   AppendString(&machine, "mount_point", m.mount_point);
   AppendString(&machine, "mount_device", m.mount_device);
   AppendString(&machine, "mount_options", m.mount_options);
-  bson_append_double(&machine, "mem_read_gb_per_sec", -1,
-                     m.mem_read_gb_per_sec);
-  bson_append_int64(&machine, "dataset_bytes", -1,
-                    static_cast<int64_t>(run.dataset_bytes));
-  bson_append_double(&machine, "dataset_to_memory", -1,
-                     m.memory_bytes ? static_cast<double>(run.dataset_bytes) /
-                                          static_cast<double>(m.memory_bytes)
-                                    : 0.0);
+  bson_append_double(&machine, "mem_read_gb_per_sec", -1, m.mem_read_gb_per_sec);
+  bson_append_int64(&machine, "dataset_bytes", -1, static_cast<int64_t>(run.dataset_bytes));
+  bson_append_double(
+      &machine, "dataset_to_memory", -1,
+      m.memory_bytes ? static_cast<double>(run.dataset_bytes) / static_cast<double>(m.memory_bytes)
+                     : 0.0);
   bson_append_document_end(&root, &machine);
 
   bson_append_document_begin(&root, "config", -1, &config);
@@ -152,20 +140,17 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
     bson_t docs;
     bson_append_array_begin(&config, "docs", -1, &docs);
     for (size_t i = 0; i < run.docs.size(); ++i) {
-      bson_append_int64(&docs, std::to_string(i).c_str(), -1,
-                        static_cast<int64_t>(run.docs[i]));
+      bson_append_int64(&docs, std::to_string(i).c_str(), -1, static_cast<int64_t>(run.docs[i]));
     }
     bson_append_array_end(&config, &docs);
   }
-  AppendString(&config, "durability",
-               run.durabilities.size() == 1 ? run.durabilities[0] : "all");
+  AppendString(&config, "durability", run.durabilities.size() == 1 ? run.durabilities[0] : "all");
   AppendStrings(&config, "durabilities", run.durabilities);
   bson_append_int32(&config, "batch", -1, run.batch);
   bson_append_int32(&config, "threads", -1, run.threads);
   bson_append_int64(&config, "seed", -1, static_cast<int64_t>(run.seed));
   bson_append_int32(&config, "scans", -1, run.scans);
-  bson_append_int64(&config, "mapping_docs", -1,
-                    static_cast<int64_t>(run.mapping_docs));
+  bson_append_int64(&config, "mapping_docs", -1, static_cast<int64_t>(run.mapping_docs));
   bson_append_int64(&config, "lookups", -1, static_cast<int64_t>(run.lookups));
   AppendStrings(&config, "engines", run.engines);
   AppendStrings(&config, "phases", run.phases);
@@ -193,8 +178,7 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
     if (r.gb_per_sec >= 0) {
       bson_append_double(&row, "gb_per_sec", -1, r.gb_per_sec);
       if (m.mem_read_gb_per_sec > 0) {
-        bson_append_double(&row, "mem_bw_fraction", -1,
-                           r.gb_per_sec / m.mem_read_gb_per_sec);
+        bson_append_double(&row, "mem_bw_fraction", -1, r.gb_per_sec / m.mem_read_gb_per_sec);
       }
     }
     if (r.raw_ops_per_sec >= 0) {
@@ -202,14 +186,11 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
       bson_append_double(&row, "raw_p50_us", -1, r.raw_p50_us);
       bson_append_double(&row, "raw_p99_us", -1, r.raw_p99_us);
       bson_append_double(&row, "overhead_pct", -1, r.overhead_pct);
-      bson_append_double(&row, "insert_overhead_pct", -1,
-                         r.insert_overhead_pct);
+      bson_append_double(&row, "insert_overhead_pct", -1, r.insert_overhead_pct);
       bson_append_double(&row, "read_overhead_pct", -1, r.read_overhead_pct);
     }
-    bson_append_int64(&row, "store_bytes", -1,
-                      static_cast<int64_t>(r.store_bytes));
-    bson_append_int64(&row, "peak_rss_bytes", -1,
-                      static_cast<int64_t>(r.peak_rss_bytes));
+    bson_append_int64(&row, "store_bytes", -1, static_cast<int64_t>(r.store_bytes));
+    bson_append_int64(&row, "peak_rss_bytes", -1, static_cast<int64_t>(r.peak_rss_bytes));
     AppendString(&row, "notes", r.notes);
     bson_append_document_end(&arr, &row);
   }
@@ -231,12 +212,11 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
       "pct,insert_overhead_pct,read_overhead_pct\n";
   char buf[256];
   for (const auto& r : results) {
-    std::snprintf(
-        buf, sizeof buf, "%s,%s,%s,%llu,%d,%d,%s,%llu,%.6f,%.2f,%.3f,%.3f,",
-        r.engine.c_str(), r.phase.c_str(), r.durability.c_str(),
-        static_cast<unsigned long long>(r.docs), r.batch, r.threads,
-        r.available ? "true" : "false", static_cast<unsigned long long>(r.ops),
-        r.seconds, r.ops_per_sec, r.p50_us, r.p99_us);
+    std::snprintf(buf, sizeof buf, "%s,%s,%s,%llu,%d,%d,%s,%llu,%.6f,%.2f,%.3f,%.3f,",
+                  r.engine.c_str(), r.phase.c_str(), r.durability.c_str(),
+                  static_cast<unsigned long long>(r.docs), r.batch, r.threads,
+                  r.available ? "true" : "false", static_cast<unsigned long long>(r.ops), r.seconds,
+                  r.ops_per_sec, r.p50_us, r.p99_us);
     out += buf;
     if (r.gb_per_sec >= 0) {
       std::snprintf(buf, sizeof buf, "%.4f", r.gb_per_sec);
@@ -244,8 +224,8 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
     }
     out += "," + std::to_string(r.store_bytes) + "," + CsvField(r.notes);
     if (r.raw_ops_per_sec >= 0) {
-      std::snprintf(buf, sizeof buf, ",%.2f,%.2f,%.2f,%.2f", r.raw_ops_per_sec,
-                    r.overhead_pct, r.insert_overhead_pct, r.read_overhead_pct);
+      std::snprintf(buf, sizeof buf, ",%.2f,%.2f,%.2f,%.2f", r.raw_ops_per_sec, r.overhead_pct,
+                    r.insert_overhead_pct, r.read_overhead_pct);
       out += buf;
     } else {
       out += ",,,,";
@@ -255,8 +235,7 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
   return out;
 }
 
-void PrintTables(std::FILE* out, const RunInfo& run,
-                 const std::vector<PhaseResult>& results) {
+void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResult>& results) {
   std::vector<std::string> engines;
   for (const auto& r : results) {
     if (std::find(engines.begin(), engines.end(), r.engine) == engines.end()) {
@@ -264,8 +243,7 @@ void PrintTables(std::FILE* out, const RunInfo& run,
     }
   }
   const uint64_t largest =
-      run.docs.empty() ? 0
-                       : *std::max_element(run.docs.begin(), run.docs.end());
+      run.docs.empty() ? 0 : *std::max_element(run.docs.begin(), run.docs.end());
   for (const auto& mode : run.durabilities) {
     for (const auto& engine : engines) {
       // The engine's settings from its first row that ran (an n/a row's
@@ -276,19 +254,17 @@ void PrintTables(std::FILE* out, const RunInfo& run,
         if (any == nullptr || (!any->available && r.available)) any = &r;
       }
       if (any == nullptr) continue;
-      std::fprintf(out, "\n%s, durability %s, batch %d, threads %d (ops/s)\n",
-                   engine.c_str(), mode.c_str(), run.batch, run.threads);
+      std::fprintf(out, "\n%s, durability %s, batch %d, threads %d (ops/s)\n", engine.c_str(),
+                   mode.c_str(), run.batch, run.threads);
       std::string settings = any->notes.substr(0, any->notes.find("; "));
       std::fprintf(out, "  %s\n", settings.c_str());
       std::fprintf(out, "%-16s", "phase");
-      for (uint64_t n : run.docs)
-        std::fprintf(out, " %10s", DocsLabel(n).c_str());
+      for (uint64_t n : run.docs) std::fprintf(out, " %10s", DocsLabel(n).c_str());
       std::fprintf(out, " %10s %10s\n", "p50 us", "p99 us");
       for (const auto& phase : run.phases) {
         std::fprintf(out, "%-16s", phase.c_str());
         for (uint64_t n : run.docs) {
-          std::fprintf(out, " %10s",
-                       Cell(FindRow(results, engine, mode, n, phase)).c_str());
+          std::fprintf(out, " %10s", Cell(FindRow(results, engine, mode, n, phase)).c_str());
         }
         const PhaseResult* r = FindRow(results, engine, mode, largest, phase);
         if (r != nullptr && r->available) {
@@ -319,17 +295,15 @@ void PrintTables(std::FILE* out, const RunInfo& run,
   if (run.durabilities.size() > 1) {
     for (uint64_t n : run.docs) {
       for (const auto& phase : run.phases) {
-        std::fprintf(out,
-                     "\n%s by durability mode, %s docs, batch %d (ops/s)\n",
-                     phase.c_str(), DocsLabel(n).c_str(), run.batch);
+        std::fprintf(out, "\n%s by durability mode, %s docs, batch %d (ops/s)\n", phase.c_str(),
+                     DocsLabel(n).c_str(), run.batch);
         std::fprintf(out, "%-16s", "mode");
         for (const auto& e : engines) std::fprintf(out, " %14s", e.c_str());
         std::fprintf(out, "\n");
         for (const auto& mode : run.durabilities) {
           std::fprintf(out, "%-16s", mode.c_str());
           for (const auto& e : engines) {
-            std::fprintf(out, " %14s",
-                         Cell(FindRow(results, e, mode, n, phase)).c_str());
+            std::fprintf(out, " %14s", Cell(FindRow(results, e, mode, n, phase)).c_str());
           }
           std::fprintf(out, "\n");
         }
@@ -339,14 +313,11 @@ void PrintTables(std::FILE* out, const RunInfo& run,
 
   if (engines.size() < 2) return;
   std::string base =
-      std::find(engines.begin(), engines.end(), "mmdoc") != engines.end()
-          ? "mmdoc"
-          : engines[0];
+      std::find(engines.begin(), engines.end(), "mmdoc") != engines.end() ? "mmdoc" : engines[0];
   for (const auto& mode : run.durabilities) {
     for (uint64_t n : run.docs) {
-      std::fprintf(
-          out, "\ncomparison, %s docs, durability %s: ops/s (ratio to %s)\n",
-          DocsLabel(n).c_str(), mode.c_str(), base.c_str());
+      std::fprintf(out, "\ncomparison, %s docs, durability %s: ops/s (ratio to %s)\n",
+                   DocsLabel(n).c_str(), mode.c_str(), base.c_str());
       std::fprintf(out, "%-16s", "phase");
       for (const auto& e : engines) std::fprintf(out, " %20s", e.c_str());
       std::fprintf(out, "\n");
@@ -356,11 +327,10 @@ void PrintTables(std::FILE* out, const RunInfo& run,
         for (const auto& e : engines) {
           const PhaseResult* r = FindRow(results, e, mode, n, phase);
           std::string cell = Cell(r);
-          if (r != nullptr && r->available && b != nullptr && b->available &&
-              b->ops_per_sec > 0 && e != base) {
+          if (r != nullptr && r->available && b != nullptr && b->available && b->ops_per_sec > 0 &&
+              e != base) {
             char ratio[32];
-            std::snprintf(ratio, sizeof ratio, " (x%.2f)",
-                          r->ops_per_sec / b->ops_per_sec);
+            std::snprintf(ratio, sizeof ratio, " (x%.2f)", r->ops_per_sec / b->ops_per_sec);
             cell += ratio;
           }
           std::fprintf(out, " %20s", cell.c_str());
@@ -372,8 +342,7 @@ void PrintTables(std::FILE* out, const RunInfo& run,
           for (const auto& e : engines) {
             std::fprintf(out, " %20s",
                          SubCell(phase, i, FindRow(results, e, mode, n, phase),
-                                 FindRow(results, e, mode, n, "insert"),
-                                 run.mem_read_gb_per_sec)
+                                 FindRow(results, e, mode, n, "insert"), run.mem_read_gb_per_sec)
                              .c_str());
           }
           std::fprintf(out, "\n");

@@ -49,7 +49,7 @@ struct RunInfo {
   std::vector<std::string> phases;
   std::string rocksdb_build;
   std::string command;
-  uint64_t dataset_bytes = 0;  // BSON bytes of the largest dataset
+  uint64_t dataset_bytes = 0;      // BSON bytes of the largest dataset
   double mem_read_gb_per_sec = 0;  // one core, measured in the same run
 };
 
@@ -64,8 +64,7 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results);
 // that rate as a share of run.mem_read_gb_per_sec (when set); under
 // insert_noindex its ratio to insert (what the key index costs a write);
 // under mapping the raw API's ops/s and the typed layer's CPU overhead.
-void PrintTables(std::FILE* out, const RunInfo& run,
-                 const std::vector<PhaseResult>& results);
+void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResult>& results);
 
 // "278.1k", "1.23M", "6.2"
 std::string FormatRate(double ops_per_sec);

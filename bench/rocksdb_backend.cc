@@ -56,9 +56,7 @@ Status RocksError(const char* what, const rocksdb::Status& s) {
   return Status::IOError(what, s.ToString());
 }
 
-rocksdb::Slice Sl(std::string_view s) {
-  return rocksdb::Slice(s.data(), s.size());
-}
+rocksdb::Slice Sl(std::string_view s) { return rocksdb::Slice(s.data(), s.size()); }
 
 class RocksDbBackend;
 
@@ -76,8 +74,7 @@ class RocksDbSession : public Session {
   Status Delete(std::string_view id) override;
   Status GetById(std::string_view id, std::string* value) override;
   Status FindByKey(std::string_view key, std::string* value) override;
-  Status ScanByValue(std::string_view value, bool* found,
-                     uint64_t* scanned_bytes) override;
+  Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) override;
   Status BuildKeyIndex() override;
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
@@ -98,8 +95,7 @@ class RocksDbBackend : public Backend {
   std::string name() const override { return "rocksdb"; }
 
   bool Supports(Durability d) const override {
-    return d == Durability::kNone || d == Durability::kFsync ||
-           d == Durability::kGroup;
+    return d == Durability::kNone || d == Durability::kFsync || d == Durability::kGroup;
   }
 
   Status Open(const std::string& dir, const BackendConfig& config) override {
@@ -131,8 +127,7 @@ class RocksDbBackend : public Backend {
         {rocksdb::kDefaultColumnFamilyName, cf}, {"docs", cf}, {"key", cf}};
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;
-    rocksdb::Status s =
-        rocksdb::DB::Open(options, dir, families, &handles, &db);
+    rocksdb::Status s = rocksdb::DB::Open(options, dir, families, &handles, &db);
     if (!s.ok()) return RocksError("rocksdb open", s);
     db_.reset(db);
     handles_ = handles;
@@ -150,8 +145,7 @@ class RocksDbBackend : public Backend {
          "compression, "
          "unique checks by Get, WAL on, sync=";
     s += write_options_.sync ? "true" : "false";
-    if (durability_ == Durability::kGroup)
-      s += " with concurrent writers (write groups)";
+    if (durability_ == Durability::kGroup) s += " with concurrent writers (write groups)";
     if (!key_index_) s += ", no key index (until build_index)";
     s += ", scan = iterator + byte pre-check + BSON parse";
     s += ", build_index = scan + sort + SstFileWriter + IngestExternalFile, "
@@ -224,14 +218,12 @@ Status RocksDbSession::Insert(const DocRef& doc) {
   return Status::OK();
 }
 
-Status RocksDbSession::UpdateValue(std::string_view id,
-                                   std::string_view value) {
+Status RocksDbSession::UpdateValue(std::string_view id, std::string_view value) {
   pinned_.Reset();
-  rocksdb::Status s = backend_->db()->Get(backend_->read_options(),
-                                          backend_->docs(), Sl(id), &pinned_);
+  rocksdb::Status s =
+      backend_->db()->Get(backend_->read_options(), backend_->docs(), Sl(id), &pinned_);
   if (!s.ok()) return RocksError("update get", s);
-  bool ok = WithValue(std::string_view(pinned_.data(), pinned_.size()), value,
-                      &scratch_);
+  bool ok = WithValue(std::string_view(pinned_.data(), pinned_.size()), value, &scratch_);
   pinned_.Reset();
   if (!ok) return Status::Corruption("bad BSON");
   // The key is unchanged, so the key index needs no change.
@@ -241,8 +233,8 @@ Status RocksDbSession::UpdateValue(std::string_view id,
 
 Status RocksDbSession::Delete(std::string_view id) {
   pinned_.Reset();
-  rocksdb::Status s = backend_->db()->Get(backend_->read_options(),
-                                          backend_->docs(), Sl(id), &pinned_);
+  rocksdb::Status s =
+      backend_->db()->Get(backend_->read_options(), backend_->docs(), Sl(id), &pinned_);
   if (!s.ok()) return RocksError("delete get", s);
   std::string_view key;
   bool ok = FieldOf(pinned_.data(), pinned_.size(), "key", &key);
@@ -255,8 +247,8 @@ Status RocksDbSession::Delete(std::string_view id) {
 
 Status RocksDbSession::GetById(std::string_view id, std::string* value) {
   pinned_.Reset();
-  rocksdb::Status s = backend_->db()->Get(backend_->read_options(),
-                                          backend_->docs(), Sl(id), &pinned_);
+  rocksdb::Status s =
+      backend_->db()->Get(backend_->read_options(), backend_->docs(), Sl(id), &pinned_);
   if (!s.ok()) return RocksError("get _id", s);
   std::string_view field;
   if (!FieldOf(pinned_.data(), pinned_.size(), "value", &field)) {
@@ -289,8 +281,7 @@ Status RocksDbSession::FindByKey(std::string_view key, std::string* value) {
   return st;
 }
 
-Status RocksDbSession::ScanByValue(std::string_view value, bool* found,
-                                   uint64_t* scanned_bytes) {
+Status RocksDbSession::ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) {
   std::unique_ptr<rocksdb::Iterator> it(
       backend_->db()->NewIterator(backend_->read_options(), backend_->docs()));
   *found = false;
@@ -313,8 +304,8 @@ Status RocksDbSession::BuildKeyIndex() {
   // orders keys as KeyIdPairs does).
   KeyIdPairs pairs;
   {
-    std::unique_ptr<rocksdb::Iterator> it(backend_->db()->NewIterator(
-        backend_->read_options(), backend_->docs()));
+    std::unique_ptr<rocksdb::Iterator> it(
+        backend_->db()->NewIterator(backend_->read_options(), backend_->docs()));
     for (it->SeekToFirst(); it->Valid(); it->Next()) {
       rocksdb::Slice v = it->value(), k = it->key();
       if (!pairs.Add(v.data(), v.size(), std::string_view(k.data(), k.size())))
@@ -325,8 +316,7 @@ Status RocksDbSession::BuildKeyIndex() {
   MMDOC_RETURN_IF_ERROR(pairs.SortUnique());
   if (pairs.size() > 0) {
     std::string path = backend_->dir() + "/key-index.sst";
-    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), backend_->options(),
-                                  backend_->keys(),
+    rocksdb::SstFileWriter writer(rocksdb::EnvOptions(), backend_->options(), backend_->keys(),
                                   /*invalidate_page_cache=*/false);
     rocksdb::Status s = writer.Open(path);
     for (size_t i = 0; s.ok() && i < pairs.size(); ++i) {
@@ -344,8 +334,7 @@ Status RocksDbSession::BuildKeyIndex() {
   return Status::OK();
 }
 
-Status RocksDbSession::DeleteByValue(std::string_view value,
-                                     uint64_t* deleted) {
+Status RocksDbSession::DeleteByValue(std::string_view value, uint64_t* deleted) {
   *deleted = 0;
   const bool key_index = backend_->key_index();
   std::unique_ptr<rocksdb::Iterator> it(
@@ -358,8 +347,7 @@ Status RocksDbSession::DeleteByValue(std::string_view value,
     bool hit = matches(v.data(), v.size(), &bad);
     if (bad) return Status::Corruption("bad BSON");
     if (!hit) continue;
-    if (!FieldOf(v.data(), v.size(), "key", &key))
-      return Status::Corruption("bad BSON");
+    if (!FieldOf(v.data(), v.size(), "key", &key)) return Status::Corruption("bad BSON");
     if (key_index) batch_.Delete(backend_->keys(), Sl(key));
     batch_.Delete(backend_->docs(), it->key());
     ++*deleted;
@@ -408,27 +396,22 @@ Status RocksDbSession::Count(uint64_t* docs, uint64_t* key_entries) {
 
 }  // namespace
 
-std::unique_ptr<Backend> NewRocksDbBackend() {
-  return std::make_unique<RocksDbBackend>();
-}
+std::unique_ptr<Backend> NewRocksDbBackend() { return std::make_unique<RocksDbBackend>(); }
 
 std::string RocksDbBuild() {
   std::string out = "rocksdb " + rocksdb::GetRocksVersionAsString(true);
   // The library that defines DB::Open is the one this process runs.
-  auto open = static_cast<rocksdb::Status (*)(
-      const rocksdb::Options&, const std::string&, rocksdb::DB**)>(
-      &rocksdb::DB::Open);
+  auto open =
+      static_cast<rocksdb::Status (*)(const rocksdb::Options&, const std::string&, rocksdb::DB**)>(
+          &rocksdb::DB::Open);
   Dl_info info;
   std::string path = "?";
-  if (dladdr(reinterpret_cast<void*>(open), &info) != 0 &&
-      info.dli_fname != nullptr) {
+  if (dladdr(reinterpret_cast<void*>(open), &info) != 0 && info.dli_fname != nullptr) {
     char resolved[PATH_MAX];
-    path = realpath(info.dli_fname, resolved) != nullptr ? resolved
-                                                         : info.dli_fname;
+    path = realpath(info.dli_fname, resolved) != nullptr ? resolved : info.dli_fname;
   }
   std::string release_dir = MMDOC_ROCKSDB_RELEASE_DIR;
-  if (!release_dir.empty() &&
-      path.compare(0, release_dir.size(), release_dir) == 0) {
+  if (!release_dir.empty() && path.compare(0, release_dir.size(), release_dir) == 0) {
     out += " release build (" + path + ")";
   } else if (path.compare(0, 9, "/usr/lib/") == 0) {
     out += " debian build (assertions on) (" + path + ")";

@@ -54,17 +54,14 @@ class Stmt {
   Stmt(const Stmt&) = delete;
   Stmt& operator=(const Stmt&) = delete;
   int Prepare(sqlite3* db, const char* sql) {
-    return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_,
-                              nullptr);
+    return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr);
   }
   sqlite3_stmt* get() const { return stmt_; }
   void BindText(int i, std::string_view s) {
-    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()),
-                      SQLITE_STATIC);
+    sqlite3_bind_text(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_STATIC);
   }
   void BindBlob(int i, std::string_view s) {
-    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()),
-                      SQLITE_STATIC);
+    sqlite3_bind_blob(stmt_, i, s.data(), static_cast<int>(s.size()), SQLITE_STATIC);
   }
   int Step() { return sqlite3_step(stmt_); }
   void Reset() {
@@ -74,8 +71,7 @@ class Stmt {
   std::string_view Blob(int col) const {
     const void* p = sqlite3_column_blob(stmt_, col);
     int n = sqlite3_column_bytes(stmt_, col);
-    return std::string_view(static_cast<const char*>(p),
-                            static_cast<size_t>(n));
+    return std::string_view(static_cast<const char*>(p), static_cast<size_t>(n));
   }
 
  private:
@@ -95,8 +91,7 @@ class SqliteSession : public Session {
   Status Delete(std::string_view id) override;
   Status GetById(std::string_view id, std::string* value) override;
   Status FindByKey(std::string_view key, std::string* value) override;
-  Status ScanByValue(std::string_view value, bool* found,
-                     uint64_t* scanned_bytes) override;
+  Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) override;
   Status BuildKeyIndex() override;
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
@@ -118,8 +113,8 @@ class SqliteSession : public Session {
   // Declared first so it is destroyed last, after every statement.
   Db holder_;
   sqlite3*& db_ = holder_.db;
-  Stmt begin_, commit_, insert_, select_by_id_, select_by_key_, update_,
-      delete_, scan_, delete_by_value_, delete_all_;
+  Stmt begin_, commit_, insert_, select_by_id_, select_by_key_, update_, delete_, scan_,
+      delete_by_value_, delete_all_;
   std::string scratch_;
 };
 
@@ -131,8 +126,8 @@ void BsonValueIsFunction(sqlite3_context* ctx, int, sqlite3_value** argv) {
   if (m == nullptr) {
     const unsigned char* t = sqlite3_value_text(argv[1]);
     int tn = sqlite3_value_bytes(argv[1]);
-    m = new FieldEquals("value", std::string_view(reinterpret_cast<const char*>(t),
-                                                  static_cast<size_t>(tn)));
+    m = new FieldEquals(
+        "value", std::string_view(reinterpret_cast<const char*>(t), static_cast<size_t>(tn)));
     sqlite3_set_auxdata(ctx, 1, m, [](void* p) { delete static_cast<FieldEquals*>(p); });
     m = static_cast<FieldEquals*>(sqlite3_get_auxdata(ctx, 1));
     if (m == nullptr) {
@@ -152,24 +147,20 @@ void BsonValueIsFunction(sqlite3_context* ctx, int, sqlite3_value** argv) {
 }
 
 Status SqliteSession::Init(const std::string& path, const char* synchronous) {
-  int rc = sqlite3_open_v2(
-      path.c_str(), &db_,
-      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-      nullptr);
+  int rc =
+      sqlite3_open_v2(path.c_str(), &db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) return SqliteError("sqlite3_open", db_);
-  std::string pragmas =
-      "PRAGMA synchronous=" + std::string(synchronous) +
-      "; PRAGMA cache_size=-262144; PRAGMA mmap_size=1073741824;"
-      " PRAGMA temp_store=MEMORY;";
-  if (sqlite3_exec(db_, pragmas.c_str(), nullptr, nullptr, nullptr) !=
-      SQLITE_OK) {
+  std::string pragmas = "PRAGMA synchronous=" + std::string(synchronous) +
+                        "; PRAGMA cache_size=-262144; PRAGMA mmap_size=1073741824;"
+                        " PRAGMA temp_store=MEMORY;";
+  if (sqlite3_exec(db_, pragmas.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqliteError("pragmas", db_);
   }
   sqlite3_busy_timeout(db_, 60000);
-  if (sqlite3_create_function_v2(
-          db_, "bson_value_is", 2,
-          SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
-          BsonValueIsFunction, nullptr, nullptr, nullptr) != SQLITE_OK) {
+  if (sqlite3_create_function_v2(db_, "bson_value_is", 2,
+                                 SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, nullptr,
+                                 BsonValueIsFunction, nullptr, nullptr, nullptr) != SQLITE_OK) {
     return SqliteError("bson_value_is function", db_);
   }
   struct {
@@ -188,8 +179,7 @@ Status SqliteSession::Init(const std::string& path, const char* synchronous) {
       {&delete_all_, "DELETE FROM docs"},
   };
   for (auto& s : stmts) {
-    if (s.stmt->Prepare(db_, s.sql) != SQLITE_OK)
-      return SqliteError(s.sql, db_);
+    if (s.stmt->Prepare(db_, s.sql) != SQLITE_OK) return SqliteError(s.sql, db_);
   }
   return Status::OK();
 }
@@ -201,8 +191,7 @@ Status SqliteSession::Insert(const DocRef& doc) {
   return Exec(&insert_, "insert");
 }
 
-Status SqliteSession::SelectValue(Stmt* stmt, const char* what,
-                                  std::string* value) {
+Status SqliteSession::SelectValue(Stmt* stmt, const char* what, std::string* value) {
   int rc = stmt->Step();
   Status s;
   if (rc == SQLITE_ROW) {
@@ -226,11 +215,9 @@ Status SqliteSession::UpdateValue(std::string_view id, std::string_view value) {
   int rc = select_by_id_.Step();
   Status s;
   if (rc == SQLITE_ROW) {
-    if (!WithValue(select_by_id_.Blob(0), value, &scratch_))
-      s = Status::Corruption("bad BSON");
+    if (!WithValue(select_by_id_.Blob(0), value, &scratch_)) s = Status::Corruption("bad BSON");
   } else {
-    s = rc == SQLITE_DONE ? Status::NotFound("update")
-                          : SqliteError("update get", db_);
+    s = rc == SQLITE_DONE ? Status::NotFound("update") : SqliteError("update get", db_);
   }
   select_by_id_.Reset();
   MMDOC_RETURN_IF_ERROR(s);
@@ -258,8 +245,7 @@ Status SqliteSession::FindByKey(std::string_view key, std::string* value) {
   return SelectValue(&select_by_key_, "find key", value);
 }
 
-Status SqliteSession::ScanByValue(std::string_view value, bool* found,
-                                  uint64_t* scanned_bytes) {
+Status SqliteSession::ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) {
   *found = false;
   uint64_t bytes = 0;
   int rc;
@@ -282,8 +268,8 @@ Status SqliteSession::ScanByValue(std::string_view value, bool* found,
 }
 
 Status SqliteSession::BuildKeyIndex() {
-  if (sqlite3_exec(db_, "CREATE UNIQUE INDEX docs_key ON docs(key)", nullptr,
-                   nullptr, nullptr) != SQLITE_OK) {
+  if (sqlite3_exec(db_, "CREATE UNIQUE INDEX docs_key ON docs(key)", nullptr, nullptr, nullptr) !=
+      SQLITE_OK) {
     return SqliteError("create index", db_);
   }
   return Status::OK();
@@ -302,19 +288,16 @@ Status SqliteSession::Count(uint64_t* docs, uint64_t* key_entries) {
   // One read transaction; the key index is whichever index covers `key`
   // (the UNIQUE constraint's, or docs_key after build_index), counted
   // through that index.
-  auto query = [&](const std::string& sql, std::string* text,
-                   uint64_t* number) -> Status {
+  auto query = [&](const std::string& sql, std::string* text, uint64_t* number) -> Status {
     Stmt stmt;
-    if (stmt.Prepare(db_, sql.c_str()) != SQLITE_OK)
-      return SqliteError(sql.c_str(), db_);
+    if (stmt.Prepare(db_, sql.c_str()) != SQLITE_OK) return SqliteError(sql.c_str(), db_);
     int rc = stmt.Step();
     if (rc == SQLITE_ROW) {
       if (text != nullptr) {
         const unsigned char* t = sqlite3_column_text(stmt.get(), 0);
         if (t != nullptr) text->assign(reinterpret_cast<const char*>(t));
       }
-      if (number != nullptr)
-        *number = static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 0));
+      if (number != nullptr) *number = static_cast<uint64_t>(sqlite3_column_int64(stmt.get(), 0));
     } else if (rc != SQLITE_DONE) {
       return SqliteError(sql.c_str(), db_);
     }
@@ -331,8 +314,7 @@ Status SqliteSession::Count(uint64_t* docs, uint64_t* key_entries) {
   }
   *key_entries = 0;
   if (s.ok() && !index.empty()) {
-    s = query("SELECT count(*) FROM docs INDEXED BY \"" + index + "\"", nullptr,
-              key_entries);
+    s = query("SELECT count(*) FROM docs INDEXED BY \"" + index + "\"", nullptr, key_entries);
   }
   Status end = query("COMMIT", nullptr, nullptr);
   return s.ok() ? end : s;
@@ -342,9 +324,7 @@ class SqliteBackend : public Backend {
  public:
   explicit SqliteBackend(bool rowid) : rowid_(rowid) {}
 
-  std::string name() const override {
-    return rowid_ ? "sqlite" : "sqlite-norowid";
-  }
+  std::string name() const override { return rowid_ ? "sqlite" : "sqlite-norowid"; }
 
   bool Supports(Durability d) const override {
     return d == Durability::kNone || d == Durability::kFsync;
@@ -354,9 +334,8 @@ class SqliteBackend : public Backend {
     path_ = dir + "/bench.sqlite";
     synchronous_ = config.durability == Durability::kNone ? "OFF" : "FULL";
     sqlite3* db = nullptr;
-    if (sqlite3_open_v2(path_.c_str(), &db,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
-                        nullptr) != SQLITE_OK) {
+    if (sqlite3_open_v2(path_.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+        SQLITE_OK) {
       Status s = SqliteError("sqlite3_open", db);
       sqlite3_close_v2(db);
       return s;
@@ -370,8 +349,7 @@ class SqliteBackend : public Backend {
     if (!rowid_) schema += " WITHOUT ROWID";
     schema += ";";
     Status s;
-    if (sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr) !=
-        SQLITE_OK) {
+    if (sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
       s = SqliteError("create table", db);
     }
     sqlite3_close_v2(db);
@@ -380,11 +358,9 @@ class SqliteBackend : public Backend {
 
   std::string settings() const override {
     std::string s = "SQLite " + std::string(sqlite3_libversion()) + ": ";
-    s +=
-        rowid_
-            ? "rowid table docs(id TEXT PRIMARY KEY, key TEXT UNIQUE, doc BLOB)"
-            : "docs(id TEXT PRIMARY KEY, key TEXT UNIQUE, doc BLOB) WITHOUT "
-              "ROWID";
+    s += rowid_ ? "rowid table docs(id TEXT PRIMARY KEY, key TEXT UNIQUE, doc BLOB)"
+                : "docs(id TEXT PRIMARY KEY, key TEXT UNIQUE, doc BLOB) WITHOUT "
+                  "ROWID";
     s += ", journal_mode=WAL, synchronous=" + synchronous_ +
          ", cache_size 256 MiB, mmap_size 1 GiB, prepared statements, BEGIN "
          "IMMEDIATE, "

@@ -18,10 +18,9 @@ using storage::File;
 using storage::FileSystem;
 
 uint64_t NowNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 // Zero-fills [0, size) with pwrite and syncs, so later writes find blocks
@@ -30,8 +29,8 @@ Status Prefill(File* f, uint64_t size) {
   MMDOC_RETURN_IF_ERROR(f->Allocate(0, size));
   std::string zeros(1 << 20, '\0');
   for (uint64_t off = 0; off < size; off += zeros.size()) {
-    MMDOC_RETURN_IF_ERROR(f->WriteAt(
-        off, zeros.data(), std::min<uint64_t>(zeros.size(), size - off)));
+    MMDOC_RETURN_IF_ERROR(
+        f->WriteAt(off, zeros.data(), std::min<uint64_t>(zeros.size(), size - off)));
   }
   return f->SyncAll();
 }
@@ -45,8 +44,7 @@ std::string FileLabel(const SyncCase& c) {
 
 Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c,
                                const SyncLimits& limits) {
-  if (c.method != "fdatasync" && c.method != "fsync" && c.method != "msync" &&
-      c.method != "none") {
+  if (c.method != "fdatasync" && c.method != "fsync" && c.method != "msync" && c.method != "none") {
     return Status::InvalidArgument("unknown sync method", c.method);
   }
   if (c.block_size == 0 || c.block_size > limits.max_file_bytes) {
@@ -81,14 +79,12 @@ Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c,
   }
 
   std::string block(c.block_size, '\0');
-  for (size_t i = 0; i < block.size(); ++i)
-    block[i] = static_cast<char>('a' + i % 26);
+  for (size_t i = 0; i < block.size(); ++i) block[i] = static_cast<char>('a' + i % 26);
   Histogram hist;
   uint64_t ops = 0;
   uint64_t start = NowNs();
-  uint64_t deadline = limits.seconds > 0
-                          ? start + static_cast<uint64_t>(limits.seconds * 1e9)
-                          : UINT64_MAX;
+  uint64_t deadline =
+      limits.seconds > 0 ? start + static_cast<uint64_t>(limits.seconds * 1e9) : UINT64_MAX;
   uint64_t prev = start;
   while (s.ok() && ops < max_ops && prev < deadline) {
     uint64_t off = ops * c.block_size;
@@ -133,8 +129,7 @@ std::string SyncResultsToJson(const MachineInfo& m, const SyncLimits& limits,
   bson_append_document_begin(&root, "machine", -1, &machine);
   bson_append_utf8(&machine, "cpu", -1, m.cpu.c_str(), -1);
   bson_append_int32(&machine, "cores", -1, m.cores);
-  bson_append_int64(&machine, "memory_bytes", -1,
-                    static_cast<int64_t>(m.memory_bytes));
+  bson_append_int64(&machine, "memory_bytes", -1, static_cast<int64_t>(m.memory_bytes));
   bson_append_utf8(&machine, "kernel", -1, m.kernel.c_str(), -1);
   bson_append_utf8(&machine, "filesystem", -1, m.filesystem.c_str(), -1);
   bson_append_utf8(&machine, "mount_point", -1, m.mount_point.c_str(), -1);
@@ -145,8 +140,7 @@ std::string SyncResultsToJson(const MachineInfo& m, const SyncLimits& limits,
   bson_append_utf8(&config, "benchmark", -1, "syncbench", -1);
   bson_append_double(&config, "seconds", -1, limits.seconds);
   bson_append_int64(&config, "count", -1, static_cast<int64_t>(limits.count));
-  bson_append_int64(&config, "max_file_bytes", -1,
-                    static_cast<int64_t>(limits.max_file_bytes));
+  bson_append_int64(&config, "max_file_bytes", -1, static_cast<int64_t>(limits.max_file_bytes));
   bson_append_document_end(&root, &config);
   bson_append_array_begin(&root, "results", -1, &arr);
   for (size_t i = 0; i < results.size(); ++i) {
@@ -156,8 +150,7 @@ std::string SyncResultsToJson(const MachineInfo& m, const SyncLimits& limits,
     bson_append_utf8(&row, "method", -1, r.c.method.c_str(), -1);
     std::string file = FileLabel(r.c);
     bson_append_utf8(&row, "file", -1, file.c_str(), -1);
-    bson_append_int64(&row, "block_size", -1,
-                      static_cast<int64_t>(r.c.block_size));
+    bson_append_int64(&row, "block_size", -1, static_cast<int64_t>(r.c.block_size));
     bson_append_int64(&row, "ops", -1, static_cast<int64_t>(r.ops));
     bson_append_double(&row, "seconds", -1, r.seconds);
     bson_append_double(&row, "ops_per_sec", -1, r.ops_per_sec);
@@ -183,28 +176,23 @@ void PrintSyncTables(std::FILE* out, const std::vector<SyncResult>& results) {
       sizes.push_back(r.c.block_size);
     }
     auto row = std::make_pair(r.c.method, r.c.preallocated);
-    if (std::find(rows.begin(), rows.end(), row) == rows.end())
-      rows.push_back(row);
+    if (std::find(rows.begin(), rows.end(), row) == rows.end()) rows.push_back(row);
   }
-  auto find = [&](const std::pair<std::string, bool>& row,
-                  size_t size) -> const SyncResult* {
+  auto find = [&](const std::pair<std::string, bool>& row, size_t size) -> const SyncResult* {
     for (const auto& r : results) {
-      if (r.c.method == row.first && r.c.preallocated == row.second &&
-          r.c.block_size == size) {
+      if (r.c.method == row.first && r.c.preallocated == row.second && r.c.block_size == size) {
         return &r;
       }
     }
     return nullptr;
   };
-  const char* titles[] = {"docs/s (blocks/s)", "MB/s",
-                          "p50 / p99 latency (us)"};
+  const char* titles[] = {"docs/s (blocks/s)", "MB/s", "p50 / p99 latency (us)"};
   for (int t = 0; t < 3; ++t) {
     std::fprintf(out, "\n%s\n%-24s", titles[t], "method");
     for (size_t s : sizes) std::fprintf(out, " %14zu", s);
     std::fprintf(out, "\n");
     for (const auto& row : rows) {
-      std::string label =
-          row.first + " " + FileLabel(SyncCase{row.first, row.second, 0});
+      std::string label = row.first + " " + FileLabel(SyncCase{row.first, row.second, 0});
       std::fprintf(out, "%-24s", label.c_str());
       for (size_t s : sizes) {
         const SyncResult* r = find(row, s);
@@ -212,8 +200,7 @@ void PrintSyncTables(std::FILE* out, const std::vector<SyncResult>& results) {
         if (r != nullptr) {
           if (t == 0) std::snprintf(cell, sizeof cell, "%.0f", r->ops_per_sec);
           if (t == 1) std::snprintf(cell, sizeof cell, "%.2f", r->mb_per_sec);
-          if (t == 2)
-            std::snprintf(cell, sizeof cell, "%.0f/%.0f", r->p50_us, r->p99_us);
+          if (t == 2) std::snprintf(cell, sizeof cell, "%.0f/%.0f", r->p50_us, r->p99_us);
         }
         std::fprintf(out, " %14s", cell);
       }

@@ -27,8 +27,8 @@ struct SyncCase {
 };
 
 struct SyncLimits {
-  double seconds = 1.0;  // stop after this long (0 = no time bound)
-  uint64_t count = 0;    // stop after this many blocks (0 = no count bound)
+  double seconds = 1.0;                    // stop after this long (0 = no time bound)
+  uint64_t count = 0;                      // stop after this many blocks (0 = no count bound)
   uint64_t max_file_bytes = 128ull << 20;  // never write past this
 };
 
@@ -43,11 +43,9 @@ struct SyncResult {
 };
 
 // Runs one case in a file of its own under dir (removed afterwards).
-Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c,
-                               const SyncLimits& limits);
+Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c, const SyncLimits& limits);
 
-std::string SyncResultsToJson(const MachineInfo& machine,
-                              const SyncLimits& limits,
+std::string SyncResultsToJson(const MachineInfo& machine, const SyncLimits& limits,
                               const std::vector<SyncResult>& results);
 // The seed's shape: rows = method (and file), columns = block size; tables
 // of blocks/s, MB/s and p50/p99 latency.

@@ -38,25 +38,19 @@ int Main(int argc, char** argv) {
   std::string dir_arg, json_path;
   SyncLimits limits;
   uint64_t max_mib = limits.max_file_bytes >> 20;
-  app.add_option("--methods", methods_arg, "none,msync,fsync,fdatasync")
-      ->capture_default_str();
-  app.add_option("--sizes", sizes_arg, "block sizes in bytes")
-      ->capture_default_str();
+  app.add_option("--methods", methods_arg, "none,msync,fsync,fdatasync")->capture_default_str();
+  app.add_option("--sizes", sizes_arg, "block sizes in bytes")->capture_default_str();
   app.add_option("--files", files_arg,
                  "appending (growing; sparse for msync) and/or preallocated "
                  "(zero-filled "
                  "first; for the syncing methods)")
       ->capture_default_str();
-  app.add_option("--seconds", limits.seconds,
-                 "time per case (0 = bound by --count)")
+  app.add_option("--seconds", limits.seconds, "time per case (0 = bound by --count)")
       ->capture_default_str();
-  app.add_option("--count", limits.count,
-                 "blocks per case (0 = bound by --seconds)")
+  app.add_option("--count", limits.count, "blocks per case (0 = bound by --seconds)")
       ->capture_default_str();
-  app.add_option("--max-file-mib", max_mib, "largest file a case writes")
-      ->capture_default_str();
-  app.add_option("--dir", dir_arg,
-                 "directory for the test file (default: current)");
+  app.add_option("--max-file-mib", max_mib, "largest file a case writes")->capture_default_str();
+  app.add_option("--dir", dir_arg, "directory for the test file (default: current)");
   app.add_option("--json", json_path, "write results as JSON");
   CLI11_PARSE(app, argc, argv);
   limits.max_file_bytes = max_mib << 20;
@@ -73,8 +67,7 @@ int Main(int argc, char** argv) {
   for (const auto& method : SplitList(methods_arg)) {
     for (const auto& file : files) {
       if (file != "appending" && file != "preallocated") {
-        std::fprintf(stderr, "mmdoc-syncbench: unknown file kind '%s'\n",
-                     file.c_str());
+        std::fprintf(stderr, "mmdoc-syncbench: unknown file kind '%s'\n", file.c_str());
         return 2;
       }
       bool pre = file == "preallocated";
@@ -83,8 +76,7 @@ int Main(int argc, char** argv) {
         char* end = nullptr;
         unsigned long long n = std::strtoull(size.c_str(), &end, 10);
         if (end == size.c_str() || *end != '\0' || n == 0) {
-          std::fprintf(stderr, "mmdoc-syncbench: bad block size '%s'\n",
-                       size.c_str());
+          std::fprintf(stderr, "mmdoc-syncbench: bad block size '%s'\n", size.c_str());
           return 2;
         }
         cases.push_back(SyncCase{method, pre, static_cast<size_t>(n)});
@@ -93,16 +85,15 @@ int Main(int argc, char** argv) {
   }
 
   MachineInfo machine = DescribeMachine(dir);
-  std::printf("machine: %s, %d cores, %s; file system %s on %s (%s)\n",
-              machine.cpu.c_str(), machine.cores, machine.kernel.c_str(),
-              machine.filesystem.c_str(), machine.mount_point.c_str(),
-              machine.mount_options.c_str());
+  std::printf("machine: %s, %d cores, %s; file system %s on %s (%s)\n", machine.cpu.c_str(),
+              machine.cores, machine.kernel.c_str(), machine.filesystem.c_str(),
+              machine.mount_point.c_str(), machine.mount_options.c_str());
   std::vector<SyncResult> results;
   for (const auto& c : cases) {
     auto r = RunSyncCase(dir, c, limits);
     if (!r.ok()) {
-      std::fprintf(stderr, "mmdoc-syncbench: %s %zu: %s\n", c.method.c_str(),
-                   c.block_size, r.status().ToString().c_str());
+      std::fprintf(stderr, "mmdoc-syncbench: %s %zu: %s\n", c.method.c_str(), c.block_size,
+                   r.status().ToString().c_str());
       return 1;
     }
     results.push_back(r.value());
@@ -112,8 +103,7 @@ int Main(int argc, char** argv) {
     std::ofstream f(json_path, std::ios::trunc);
     f << SyncResultsToJson(machine, limits, results);
     if (!f) {
-      std::fprintf(stderr, "mmdoc-syncbench: cannot write %s\n",
-                   json_path.c_str());
+      std::fprintf(stderr, "mmdoc-syncbench: cannot write %s\n", json_path.c_str());
       return 1;
     }
   }

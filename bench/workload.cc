@@ -57,9 +57,8 @@ Dataset Dataset::Generate(uint64_t docs, uint64_t seed) {
 
 const std::vector<std::string>& AllPhases() {
   static const std::vector<std::string> kPhases = {
-      "insert",         "search_id",   "search_key",   "search_value",
-      "update",         "delete",      "delete_value", "delete_all",
-      "insert_noindex", "build_index", "mapping"};
+      "insert",       "search_id",  "search_key",     "search_value", "update", "delete",
+      "delete_value", "delete_all", "insert_noindex", "build_index",  "mapping"};
   return kPhases;
 }
 
@@ -91,8 +90,7 @@ void Histogram::Merge(const Histogram& o) {
 
 double Histogram::QuantileUs(double q) const {
   if (total_ == 0) return 0;
-  uint64_t rank =
-      static_cast<uint64_t>(std::ceil(q * static_cast<double>(total_)));
+  uint64_t rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(total_)));
   if (rank == 0) rank = 1;
   uint64_t seen = 0;
   for (size_t i = 0; i < counts_.size(); ++i) {
@@ -106,8 +104,7 @@ uint64_t DiskUsage(const std::string& dir) {
   uint64_t total = 0;
   std::error_code ec;
   for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator();
-       it.increment(ec)) {
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     struct stat st;
     if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
       total += static_cast<uint64_t>(st.st_blocks) * 512;
@@ -127,19 +124,16 @@ double ThreadCpuSeconds() {
 }
 
 uint64_t NowNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 // A progress bar on stderr, redrawn a few times a second by its own thread.
 class Progress {
  public:
   Progress(bool enabled, std::string label, uint64_t total)
-      : enabled_(enabled && total > 0),
-        label_(std::move(label)),
-        total_(total) {
+      : enabled_(enabled && total > 0), label_(std::move(label)), total_(total) {
     if (enabled_) thread_ = std::thread([this] { Loop(); });
   }
   ~Progress() {
@@ -159,14 +153,12 @@ class Progress {
  private:
   void Loop() {
     std::unique_lock<std::mutex> l(mu_);
-    while (!cv_.wait_for(l, std::chrono::milliseconds(200),
-                         [this] { return stop_; })) {
+    while (!cv_.wait_for(l, std::chrono::milliseconds(200), [this] { return stop_; })) {
       uint64_t done = std::min(done_.load(std::memory_order_relaxed), total_);
       int width = 30;
       int filled = static_cast<int>(width * done / total_);
       std::fprintf(stderr, "\r\033[K%-32s [%s%s] %3d%%", label_.c_str(),
-                   std::string(filled, '#').c_str(),
-                   std::string(width - filled, ' ').c_str(),
+                   std::string(filled, '#').c_str(), std::string(width - filled, ' ').c_str(),
                    static_cast<int>(100 * done / total_));
       std::fflush(stderr);
     }
@@ -199,11 +191,10 @@ struct Timed {
 // Runs fn on `threads` workers over ops operations split evenly, and times
 // the whole (wall clock from the start of the first to the end of the last).
 template <typename Fn>
-Timed RunParallel(std::vector<std::unique_ptr<Session>>& sessions, int threads,
-                  uint64_t ops, Progress* progress, Fn fn) {
+Timed RunParallel(std::vector<std::unique_ptr<Session>>& sessions, int threads, uint64_t ops,
+                  Progress* progress, Fn fn) {
   Timed t;
-  threads =
-      static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(threads, ops)));
+  threads = static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(threads, ops)));
   std::vector<Histogram> hists(threads);
   std::vector<Status> statuses(threads);
   if (threads == 1) {
@@ -219,8 +210,7 @@ Timed RunParallel(std::vector<std::unique_ptr<Session>>& sessions, int threads,
       workers.emplace_back([&, i, b, e] {
         ready.fetch_add(1);
         while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
-        statuses[i] =
-            fn(Share{sessions[i].get(), i, b, e, &hists[i], progress});
+        statuses[i] = fn(Share{sessions[i].get(), i, b, e, &hists[i], progress});
       });
     }
     while (ready.load() < threads) std::this_thread::yield();
@@ -274,16 +264,14 @@ Status ReadLoop(const Share& share, Op op) {
 
 class Runner {
  public:
-  Runner(const std::string& engine, const Dataset& data,
-         const WorkloadConfig& config)
+  Runner(const std::string& engine, const Dataset& data, const WorkloadConfig& config)
       : engine_(engine), data_(data), config_(config) {}
 
   Result<std::vector<PhaseResult>> Run();
 
  private:
   bool Wanted(const std::string& phase) const {
-    return std::find(config_.phases.begin(), config_.phases.end(), phase) !=
-           config_.phases.end();
+    return std::find(config_.phases.begin(), config_.phases.end(), phase) != config_.phases.end();
   }
   PhaseResult Row(const std::string& phase) const {
     PhaseResult r;
@@ -295,8 +283,7 @@ class Runner {
     r.threads = config_.threads;
     return r;
   }
-  void Record(PhaseResult r, uint64_t ops, const Timed& t,
-              const std::string& notes) {
+  void Record(PhaseResult r, uint64_t ops, const Timed& t, const std::string& notes) {
     r.ops = ops;
     r.seconds = t.seconds;
     r.ops_per_sec = t.seconds > 0 ? static_cast<double>(ops) / t.seconds : 0;
@@ -307,8 +294,7 @@ class Runner {
     results_.push_back(std::move(r));
   }
   uint64_t DurableCap(uint64_t ops) const {
-    if (config_.durability == Durability::kNone || config_.max_durable_ops == 0)
-      return ops;
+    if (config_.durability == Durability::kNone || config_.max_durable_ops == 0) return ops;
     return std::min(ops, config_.max_durable_ops);
   }
   std::string Label(const std::string& phase) const {
@@ -332,8 +318,7 @@ class Runner {
   Status SearchKey();
   // Point reads per search phase (WorkloadConfig::lookups).
   uint64_t Lookups() const {
-    return config_.lookups != 0 ? config_.lookups
-                                : std::max<uint64_t>(1, data_.size() / 10);
+    return config_.lookups != 0 ? config_.lookups : std::max<uint64_t>(1, data_.size() / 10);
   }
   Status SearchValue();
   Status Update();
@@ -344,8 +329,7 @@ class Runner {
   Status Mapping();
   // Untimed: the store holds `docs` documents and `key_entries` entries in
   // the key index.
-  Status CheckCount(const std::string& phase, uint64_t docs,
-                    uint64_t key_entries);
+  Status CheckCount(const std::string& phase, uint64_t docs, uint64_t key_entries);
 
   const std::string engine_;
   const Dataset& data_;
@@ -371,16 +355,15 @@ Result<std::vector<PhaseResult>> Runner::Run() {
       if (!Wanted(phase)) continue;
       PhaseResult r = Row(phase);
       r.available = false;
-      r.notes = std::string("n/a: ") + engine_ + " has no " +
-                DurabilityName(config_.durability) + " mode";
+      r.notes = std::string("n/a: ") + engine_ + " has no " + DurabilityName(config_.durability) +
+                " mode";
       results_.push_back(std::move(r));
     }
     return results_;
   }
 
-  std::string tmpl = (config_.dir.empty() ? std::string(".") : config_.dir) +
-                     "/" + engine_ + "-" + std::to_string(data_.size()) +
-                     "-XXXXXX";
+  std::string tmpl = (config_.dir.empty() ? std::string(".") : config_.dir) + "/" + engine_ + "-" +
+                     std::to_string(data_.size()) + "-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) {
@@ -389,8 +372,7 @@ Result<std::vector<PhaseResult>> Runner::Run() {
   dir_ = buf.data();
 
   writers_ = 1;
-  if (config_.durability != Durability::kNone)
-    writers_ = std::max(1, config_.threads);
+  if (config_.durability != Durability::kNone) writers_ = std::max(1, config_.threads);
   // Group commit needs concurrent commits to group.
   if (config_.durability == Durability::kGroup && writers_ < 2) writers_ = 4;
 
@@ -402,8 +384,8 @@ Result<std::vector<PhaseResult>> Runner::Run() {
 
   Status s;
   // The main store: the seed workload, then seed 002's deletes.
-  if (WantedAny({"insert", "search_id", "search_key", "search_value", "update",
-                 "delete", "delete_value", "delete_all"})) {
+  if (WantedAny({"insert", "search_id", "search_key", "search_value", "update", "delete",
+                 "delete_value", "delete_all"})) {
     size_t first = results_.size();
     s = OpenStore("main", true);
     if (s.ok()) s = Load("insert");
@@ -437,8 +419,7 @@ Result<std::vector<PhaseResult>> Runner::Run() {
     } else {
       PhaseResult r = Row("mapping");
       r.available = false;
-      r.notes = "n/a: " + engine_ +
-                " has no typed mapping layer (mmdoc's Mapping<T>, seed 003)";
+      r.notes = "n/a: " + engine_ + " has no typed mapping layer (mmdoc's Mapping<T>, seed 003)";
       results_.push_back(std::move(r));
     }
   }
@@ -489,23 +470,19 @@ Status Runner::CloseStore(size_t first_row) {
   sessions_.clear();
   Status close = backend_ != nullptr ? backend_->Close() : Status::OK();
   backend_.reset();
-  if (results_.size() > first_row)
-    results_.back().store_bytes = DiskUsage(store_dir_);
+  if (results_.size() > first_row) results_.back().store_bytes = DiskUsage(store_dir_);
   if (!close.ok()) return Status::IOError(engine_ + " close", close.ToString());
   return Status::OK();
 }
 
-Status Runner::CheckCount(const std::string& phase, uint64_t docs,
-                          uint64_t key_entries) {
+Status Runner::CheckCount(const std::string& phase, uint64_t docs, uint64_t key_entries) {
   uint64_t d = 0, k = 0;
   Status s = sessions_[0]->Count(&d, &k);
-  if (!s.ok())
-    return Status::IOError(engine_ + " " + phase + " count", s.ToString());
+  if (!s.ok()) return Status::IOError(engine_ + " " + phase + " count", s.ToString());
   if (d != docs || k != key_entries) {
-    return Status::Corruption(
-        engine_ + " " + phase + " check: " + std::to_string(d) + " docs and " +
-        std::to_string(k) + " key entries, expected " + std::to_string(docs) +
-        " and " + std::to_string(key_entries));
+    return Status::Corruption(engine_ + " " + phase + " check: " + std::to_string(d) +
+                              " docs and " + std::to_string(k) + " key entries, expected " +
+                              std::to_string(docs) + " and " + std::to_string(key_entries));
   }
   return Status::OK();
 }
@@ -518,31 +495,24 @@ Status Runner::Load(const std::string& phase) {
   if (preload > 0) {
     // Untimed bulk load, so the timed inserts meet a store of N documents.
     Progress progress(config_.progress, Label("preload"), preload);
-    Timed t =
-        RunParallel(sessions_, 1, preload, &progress, [&](const Share& sh) {
-          return WriteLoop(sh, 1000, [&](Session* session, uint64_t i) {
-            return session->Insert(
-                DocRef{data_.id(i), data_.key(i), data_.bson(i)});
-          });
-        });
+    Timed t = RunParallel(sessions_, 1, preload, &progress, [&](const Share& sh) {
+      return WriteLoop(sh, 1000, [&](Session* session, uint64_t i) {
+        return session->Insert(DocRef{data_.id(i), data_.key(i), data_.bson(i)});
+      });
+    });
     if (!t.status.ok())
-      return Status::IOError(engine_ + " " + phase + " preload",
-                             t.status.ToString());
-    notes = "timed the last " + std::to_string(timed) + " of " +
-            std::to_string(n) + " inserts (the first " +
-            std::to_string(preload) + " preloaded in batches of 1000)";
+      return Status::IOError(engine_ + " " + phase + " preload", t.status.ToString());
+    notes = "timed the last " + std::to_string(timed) + " of " + std::to_string(n) +
+            " inserts (the first " + std::to_string(preload) + " preloaded in batches of 1000)";
   }
   Progress progress(config_.progress, Label(phase), timed);
-  Timed t =
-      RunParallel(sessions_, writers_, timed, &progress, [&](const Share& sh) {
-        return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
-          uint64_t i = preload + k;
-          return session->Insert(
-              DocRef{data_.id(i), data_.key(i), data_.bson(i)});
-        });
-      });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " " + phase, t.status.ToString());
+  Timed t = RunParallel(sessions_, writers_, timed, &progress, [&](const Share& sh) {
+    return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
+      uint64_t i = preload + k;
+      return session->Insert(DocRef{data_.id(i), data_.key(i), data_.bson(i)});
+    });
+  });
+  if (!t.status.ok()) return Status::IOError(engine_ + " " + phase, t.status.ToString());
   if (writers_ > 1) {
     if (!notes.empty()) notes += "; ";
     notes += std::to_string(writers_) + " writer threads";
@@ -559,21 +529,18 @@ Status Runner::Load(const std::string& phase) {
 Status Runner::SearchId() {
   const uint64_t ops = Lookups();
   Progress progress(config_.progress, Label("search_id"), ops);
-  Timed t = RunParallel(
-      sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
-        std::mt19937_64 rng(data_.seed() * 31 + 1 + sh.thread);
-        std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
-        std::string value;
-        return ReadLoop(sh, [&](Session* session, uint64_t) {
-          uint64_t i = pick(rng);
-          MMDOC_RETURN_IF_ERROR(session->GetById(data_.id(i), &value));
-          if (value != data_.value(i))
-            return Status::Corruption("wrong value for _id", data_.id(i));
-          return Status::OK();
-        });
-      });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " search_id", t.status.ToString());
+  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+    std::mt19937_64 rng(data_.seed() * 31 + 1 + sh.thread);
+    std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
+    std::string value;
+    return ReadLoop(sh, [&](Session* session, uint64_t) {
+      uint64_t i = pick(rng);
+      MMDOC_RETURN_IF_ERROR(session->GetById(data_.id(i), &value));
+      if (value != data_.value(i)) return Status::Corruption("wrong value for _id", data_.id(i));
+      return Status::OK();
+    });
+  });
+  if (!t.status.ok()) return Status::IOError(engine_ + " search_id", t.status.ToString());
   Record(Row("search_id"), ops, t, "");
   return Status::OK();
 }
@@ -581,21 +548,18 @@ Status Runner::SearchId() {
 Status Runner::SearchKey() {
   const uint64_t ops = Lookups();
   Progress progress(config_.progress, Label("search_key"), ops);
-  Timed t = RunParallel(
-      sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
-        std::mt19937_64 rng(data_.seed() * 31 + 2 + sh.thread);
-        std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
-        std::string value;
-        return ReadLoop(sh, [&](Session* session, uint64_t) {
-          uint64_t i = pick(rng);
-          MMDOC_RETURN_IF_ERROR(session->FindByKey(data_.key(i), &value));
-          if (value != data_.value(i))
-            return Status::Corruption("wrong value for key", data_.key(i));
-          return Status::OK();
-        });
-      });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " search_key", t.status.ToString());
+  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+    std::mt19937_64 rng(data_.seed() * 31 + 2 + sh.thread);
+    std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
+    std::string value;
+    return ReadLoop(sh, [&](Session* session, uint64_t) {
+      uint64_t i = pick(rng);
+      MMDOC_RETURN_IF_ERROR(session->FindByKey(data_.key(i), &value));
+      if (value != data_.value(i)) return Status::Corruption("wrong value for key", data_.key(i));
+      return Status::OK();
+    });
+  });
+  if (!t.status.ok()) return Status::IOError(engine_ + " search_key", t.status.ToString());
   Record(Row("search_key"), ops, t, "");
   return Status::OK();
 }
@@ -603,58 +567,51 @@ Status Runner::SearchKey() {
 Status Runner::SearchValue() {
   uint64_t ops = static_cast<uint64_t>(std::max(1, config_.scans));
   Progress progress(config_.progress, Label("search_value"), ops);
-  Timed t = RunParallel(
-      sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
-        std::mt19937_64 rng(data_.seed() * 31 + 3 + sh.thread);
-        std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
-        uint64_t prev = NowNs();
-        for (uint64_t k = sh.begin; k < sh.end; ++k) {
-          uint64_t i = pick(rng);
-          bool found = false;
-          MMDOC_RETURN_IF_ERROR(
-              sh.session->ScanByValue(data_.value(i), &found, nullptr));
-          if (!found)
-            return Status::Corruption("scan missed value", data_.value(i));
-          uint64_t now = NowNs();
-          sh.hist->Add(now - prev);
-          prev = now;
-          sh.progress->Add(1);
-        }
-        return Status::OK();
-      });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " search_value", t.status.ToString());
+  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+    std::mt19937_64 rng(data_.seed() * 31 + 3 + sh.thread);
+    std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
+    uint64_t prev = NowNs();
+    for (uint64_t k = sh.begin; k < sh.end; ++k) {
+      uint64_t i = pick(rng);
+      bool found = false;
+      MMDOC_RETURN_IF_ERROR(sh.session->ScanByValue(data_.value(i), &found, nullptr));
+      if (!found) return Status::Corruption("scan missed value", data_.value(i));
+      uint64_t now = NowNs();
+      sh.hist->Add(now - prev);
+      prev = now;
+      sh.progress->Add(1);
+    }
+    return Status::OK();
+  });
+  if (!t.status.ok()) return Status::IOError(engine_ + " search_value", t.status.ToString());
   PhaseResult r = Row("search_value");
   // Every engine scans the same stored BSON bytes: all N documents.
-  double bytes =
-      static_cast<double>(data_.bson_bytes()) * static_cast<double>(ops);
+  double bytes = static_cast<double>(data_.bson_bytes()) * static_cast<double>(ops);
   r.gb_per_sec = t.seconds > 0 ? bytes / t.seconds / 1e9 : 0;
   Record(std::move(r), ops, t,
          "full scan of " + std::to_string(data_.size()) +
-             " docs per op (no early stop): a byte pre-check for the value, then a BSON parse of candidates");
+             " docs per op (no early stop): a byte pre-check for the value, then a BSON parse of "
+             "candidates");
   return Status::OK();
 }
 
 Status Runner::Update() {
-  uint64_t ops = DurableCap(std::min<uint64_t>(
-      std::max<uint64_t>(1, data_.size() / 10), data_.new_values()));
+  uint64_t ops =
+      DurableCap(std::min<uint64_t>(std::max<uint64_t>(1, data_.size() / 10), data_.new_values()));
   Progress progress(config_.progress, Label("update"), ops);
   Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
       return session->UpdateValue(data_.id(perm_[k]), data_.new_value(k));
     });
   });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " update", t.status.ToString());
+  if (!t.status.ok()) return Status::IOError(engine_ + " update", t.status.ToString());
   // Untimed check: updated documents carry their new value, by _id and key.
   std::string value;
   for (uint64_t k = 0; k < ops; k += std::max<uint64_t>(1, ops / 100)) {
     uint64_t i = perm_[k];
     Status s = sessions_[0]->FindByKey(data_.key(i), &value);
-    if (s.ok() && value != data_.new_value(k))
-      s = Status::Corruption("update not visible");
-    if (!s.ok())
-      return Status::IOError(engine_ + " update check", s.ToString());
+    if (s.ok() && value != data_.new_value(k)) s = Status::Corruption("update not visible");
+    if (!s.ok()) return Status::IOError(engine_ + " update check", s.ToString());
   }
   Record(Row("update"), ops, t, "");
   return Status::OK();
@@ -670,8 +627,7 @@ Status Runner::Delete() {
       return session->Delete(data_.id(perm_[offset + k]));
     });
   });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " delete", t.status.ToString());
+  if (!t.status.ok()) return Status::IOError(engine_ + " delete", t.status.ToString());
   // Untimed check: deleted documents are gone by _id and by key.
   std::string value;
   for (uint64_t k = 0; k < ops; k += std::max<uint64_t>(1, ops / 100)) {
@@ -679,8 +635,7 @@ Status Runner::Delete() {
     Status a = sessions_[0]->GetById(data_.id(i), &value);
     Status b = sessions_[0]->FindByKey(data_.key(i), &value);
     if (!a.IsNotFound() || !b.IsNotFound()) {
-      return Status::Corruption(engine_ + " delete check: document still found",
-                                data_.id(i));
+      return Status::Corruption(engine_ + " delete check: document still found", data_.id(i));
     }
   }
   live_ -= ops;
@@ -696,8 +651,7 @@ Status Runner::DeleteValue() {
   // Half as many as search_value's scans: each op costs a scan like them,
   // and the one delete it adds is the same work on every engine.
   uint64_t ops = DurableCap(std::min<uint64_t>(
-      static_cast<uint64_t>(std::max(1, (config_.scans + 1) / 2)),
-      data_.size() - offset));
+      static_cast<uint64_t>(std::max(1, (config_.scans + 1) / 2)), data_.size() - offset));
   Progress progress(config_.progress, Label("delete_value"), ops);
   Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
@@ -705,15 +659,14 @@ Status Runner::DeleteValue() {
       uint64_t deleted = 0;
       MMDOC_RETURN_IF_ERROR(session->DeleteByValue(data_.value(i), &deleted));
       if (deleted != 1) {
-        return Status::Corruption("deleted " + std::to_string(deleted) +
-                                      " documents by value, expected 1",
-                                  data_.value(i));
+        return Status::Corruption(
+            "deleted " + std::to_string(deleted) + " documents by value, expected 1",
+            data_.value(i));
       }
       return Status::OK();
     });
   });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " delete_value", t.status.ToString());
+  if (!t.status.ok()) return Status::IOError(engine_ + " delete_value", t.status.ToString());
   live_ -= ops;
   // Untimed check: the deleted documents are gone by _id and by key; the
   // next one in line, never deleted, is still there; the count is right.
@@ -723,17 +676,15 @@ Status Runner::DeleteValue() {
     Status a = sessions_[0]->GetById(data_.id(i), &value);
     Status b = sessions_[0]->FindByKey(data_.key(i), &value);
     if (!a.IsNotFound() || !b.IsNotFound()) {
-      return Status::Corruption(
-          engine_ + " delete_value check: document still found", data_.id(i));
+      return Status::Corruption(engine_ + " delete_value check: document still found", data_.id(i));
     }
   }
   if (offset + ops < data_.size()) {
     uint64_t i = perm_[offset + ops];
     Status a = sessions_[0]->GetById(data_.id(i), &value);
     if (!a.ok() || value != data_.value(i)) {
-      return Status::Corruption(
-          engine_ + " delete_value check: a neighbour went missing",
-          data_.id(i));
+      return Status::Corruption(engine_ + " delete_value check: a neighbour went missing",
+                                data_.id(i));
     }
   }
   MMDOC_RETURN_IF_ERROR(CheckCount("delete_value", live_, live_));
@@ -747,22 +698,17 @@ Status Runner::DeleteAll() {
   uint64_t docs = live_;
   Progress progress(config_.progress, Label("delete_all"), 1);
   Timed t = RunParallel(sessions_, 1, 1, &progress, [&](const Share& sh) {
-    return WriteLoop(sh, 1, [&](Session* session, uint64_t) {
-      return session->DeleteAll();
-    });
+    return WriteLoop(sh, 1, [&](Session* session, uint64_t) { return session->DeleteAll(); });
   });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " delete_all", t.status.ToString());
+  if (!t.status.ok()) return Status::IOError(engine_ + " delete_all", t.status.ToString());
   live_ = 0;
   // Untimed check: nothing is left, by count, by _id or by key.
   MMDOC_RETURN_IF_ERROR(CheckCount("delete_all", 0, 0));
   std::string value;
-  for (uint64_t k = 0; k < data_.size();
-       k += std::max<uint64_t>(1, data_.size() / 100)) {
+  for (uint64_t k = 0; k < data_.size(); k += std::max<uint64_t>(1, data_.size() / 100)) {
     if (!sessions_[0]->GetById(data_.id(k), &value).IsNotFound() ||
         !sessions_[0]->FindByKey(data_.key(k), &value).IsNotFound()) {
-      return Status::Corruption(
-          engine_ + " delete_all check: document still found", data_.id(k));
+      return Status::Corruption(engine_ + " delete_all check: document still found", data_.id(k));
     }
   }
   Record(Row("delete_all"), docs, t,
@@ -776,22 +722,17 @@ Status Runner::BuildIndex() {
   uint64_t docs = live_;
   Progress progress(config_.progress, Label("build_index"), 1);
   Timed t = RunParallel(sessions_, 1, 1, &progress, [&](const Share& sh) {
-    return WriteLoop(sh, 1, [&](Session* session, uint64_t) {
-      return session->BuildKeyIndex();
-    });
+    return WriteLoop(sh, 1, [&](Session* session, uint64_t) { return session->BuildKeyIndex(); });
   });
-  if (!t.status.ok())
-    return Status::IOError(engine_ + " build_index", t.status.ToString());
+  if (!t.status.ok()) return Status::IOError(engine_ + " build_index", t.status.ToString());
   // Untimed check: every document is in the index, and found through it.
   MMDOC_RETURN_IF_ERROR(CheckCount("build_index", docs, docs));
   std::string value;
-  for (uint64_t k = 0; k < data_.size();
-       k += std::max<uint64_t>(1, data_.size() / 100)) {
+  for (uint64_t k = 0; k < data_.size(); k += std::max<uint64_t>(1, data_.size() / 100)) {
     Status s = sessions_[0]->FindByKey(data_.key(k), &value);
     if (s.ok() && value != data_.value(k))
       s = Status::Corruption("wrong value for key", data_.key(k));
-    if (!s.ok())
-      return Status::IOError(engine_ + " build_index check", s.ToString());
+    if (!s.ok()) return Status::IOError(engine_ + " build_index check", s.ToString());
   }
   PhaseResult r = Row("build_index");
   r.store_bytes = DiskUsage(store_dir_);
@@ -802,8 +743,8 @@ Status Runner::BuildIndex() {
 }
 
 Status Runner::Mapping() {
-  const uint64_t m = DurableCap(
-      std::max<uint64_t>(1, std::min(config_.mapping_docs, data_.size())));
+  const uint64_t m =
+      DurableCap(std::max<uint64_t>(1, std::min(config_.mapping_docs, data_.size())));
   std::vector<MappedItem> items(m);
   for (uint64_t i = 0; i < m; ++i) {
     items[i].id = data_.id(i);
@@ -844,8 +785,7 @@ Status Runner::Mapping() {
         prev = now;
       }
       if (!s.ok()) {
-        return Status::IOError(engine_ + " mapping " + kNames[side] + " insert",
-                               s.ToString());
+        return Status::IOError(engine_ + " mapping " + kNames[side] + " insert", s.ToString());
       }
       insert_cpu[side] += ThreadCpuSeconds() - cpu;
       insert_s[side] += static_cast<double>(prev - start) / 1e9;
@@ -870,8 +810,7 @@ Status Runner::Mapping() {
         prev = now;
       }
       if (!s.ok()) {
-        return Status::IOError(engine_ + " mapping " + kNames[side] + " get",
-                               s.ToString());
+        return Status::IOError(engine_ + " mapping " + kNames[side] + " get", s.ToString());
       }
       read_cpu[side] += ThreadCpuSeconds() - cpu;
       read_s[side] += static_cast<double>(prev - start) / 1e9;
@@ -885,9 +824,7 @@ Status Runner::Mapping() {
   // of ms now and then) swings wall-clock totals by more than the
   // difference itself; the same code on both sides measured within 2% by
   // CPU time and within 25% by wall clock here.
-  auto pct = [](double typed, double raw) {
-    return raw > 0 ? (typed / raw - 1) * 100 : 0;
-  };
+  auto pct = [](double typed, double raw) { return raw > 0 ? (typed / raw - 1) * 100 : 0; };
   const double ops = static_cast<double>(2 * m);
   const double raw_s = insert_s[0] + read_s[0];
   const double typed_s = insert_s[1] + read_s[1];
@@ -895,8 +832,7 @@ Status Runner::Mapping() {
   r.raw_ops_per_sec = raw_s > 0 ? ops / raw_s : 0;
   r.raw_p50_us = hist[0].QuantileUs(0.50);
   r.raw_p99_us = hist[0].QuantileUs(0.99);
-  r.overhead_pct =
-      pct(insert_cpu[1] + read_cpu[1], insert_cpu[0] + read_cpu[0]);
+  r.overhead_pct = pct(insert_cpu[1] + read_cpu[1], insert_cpu[0] + read_cpu[0]);
   r.insert_overhead_pct = pct(insert_cpu[1], insert_cpu[0]);
   r.read_overhead_pct = pct(read_cpu[1], read_cpu[0]);
   Timed t;
@@ -904,29 +840,25 @@ Status Runner::Mapping() {
   t.hist = hist[1];
   auto us = [&](double cpu) { return cpu * 1e6 / static_cast<double>(m); };
   char notes[640];
-  std::snprintf(
-      notes, sizeof notes,
-      "%llu inserts (batches of %d) + %llu gets by _id per API, the APIs "
-      "taking turns a transaction (a chunk of 1000 gets) at a time; typed = "
-      "TypedCollection<MappedItem>, raw = libbson by hand + "
-      "Transaction::Insert / DB::Get; overhead = thread CPU time typed / raw "
-      "- 1: per insert %.2f vs %.2f us (%+.1f%%), per get %.2f vs %.2f us "
-      "(%+.1f%%)",
-      static_cast<unsigned long long>(m), config_.batch,
-      static_cast<unsigned long long>(m), us(insert_cpu[1]), us(insert_cpu[0]),
-      r.insert_overhead_pct, us(read_cpu[1]), us(read_cpu[0]),
-      r.read_overhead_pct);
+  std::snprintf(notes, sizeof notes,
+                "%llu inserts (batches of %d) + %llu gets by _id per API, the APIs "
+                "taking turns a transaction (a chunk of 1000 gets) at a time; typed = "
+                "TypedCollection<MappedItem>, raw = libbson by hand + "
+                "Transaction::Insert / DB::Get; overhead = thread CPU time typed / raw "
+                "- 1: per insert %.2f vs %.2f us (%+.1f%%), per get %.2f vs %.2f us "
+                "(%+.1f%%)",
+                static_cast<unsigned long long>(m), config_.batch,
+                static_cast<unsigned long long>(m), us(insert_cpu[1]), us(insert_cpu[0]),
+                r.insert_overhead_pct, us(read_cpu[1]), us(read_cpu[0]), r.read_overhead_pct);
   Record(std::move(r), 2 * m, t, notes);
   return Status::OK();
 }
 
 }  // namespace
 
-Result<std::vector<PhaseResult>> RunWorkload(const std::string& engine,
-                                             const Dataset& data,
+Result<std::vector<PhaseResult>> RunWorkload(const std::string& engine, const Dataset& data,
                                              const WorkloadConfig& config) {
-  if (data.size() < 10)
-    return Status::InvalidArgument("the workload needs at least 10 docs");
+  if (data.size() < 10) return Status::InvalidArgument("the workload needs at least 10 docs");
   // Heap the previous engine freed goes back to the OS first, so this
   // engine's peak is measured from what the process holds for the dataset.
   malloc_trim(0);

@@ -77,8 +77,7 @@ class Dataset {
 
  private:
   std::string_view Guid(int field, uint64_t i) const {
-    return std::string_view(guids_.data() + (i * 3 + field) * kGuidLength,
-                            kGuidLength);
+    return std::string_view(guids_.data() + (i * 3 + field) * kGuidLength, kGuidLength);
   }
   uint64_t docs_ = 0;
   uint64_t seed_ = 0;
@@ -165,8 +164,7 @@ struct PhaseResult {
 // phases in config.phases, in order; n/a rows when the engine lacks the
 // durability mode (or, for mapping, a typed mapping layer). An error (a failed
 // call, a wrong answer) is returned as a Status naming the engine and phase.
-Result<std::vector<PhaseResult>> RunWorkload(const std::string& engine,
-                                             const Dataset& data,
+Result<std::vector<PhaseResult>> RunWorkload(const std::string& engine, const Dataset& data,
                                              const WorkloadConfig& config);
 
 // Disk space used by the files under dir (st_blocks), in bytes.

@@ -110,8 +110,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   // interval or several); otherwise it has one key and intervals do not
   // overlap.
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
-  cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_
-                                                  : c->primary);
+  cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary);
   if (!options.sort_field.empty()) {
     Status s = cur->Materialize();
     if (!s.ok()) return s;
@@ -142,8 +141,7 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
                                                     std::string_view field, std::string_view value,
                                                     const FindOptions& options) {
   // Bad counts fall through to Create, which refuses them.
-  if (!options.projection.empty() || !options.sort_field.empty() ||
-      !CheckCounts(options).ok())
+  if (!options.projection.empty() || !options.sort_field.empty() || !CheckCounts(options).ok())
     return nullptr;
   std::unique_ptr<CursorImpl> cur(new CursorImpl());
   cur->t_ = t;
@@ -243,8 +241,7 @@ bool CursorImpl::NextFromScan(std::string_view* doc) {
       std::string_view leaf = cursor_->LeafBytes(&all_inline);
       if (leaf.data() == checked_leaf_) break;
       if (!all_inline ||
-          filter_.MayMatchIn(reinterpret_cast<const uint8_t*>(leaf.data()),
-                             leaf.size())) {
+          filter_.MayMatchIn(reinterpret_cast<const uint8_t*>(leaf.data()), leaf.size())) {
         checked_leaf_ = leaf.data();
         break;
       }
@@ -337,8 +334,7 @@ bool CursorImpl::FetchByPk(std::string_view pk, std::string_view* doc) {
   Status s = c_->primary->Get(pk, doc);
   if (s.ok()) return true;
   status_ = s.IsNotFound()
-                ? Status::Corruption("index entry points at a missing document",
-                                     explain_.index)
+                ? Status::Corruption("index entry points at a missing document", explain_.index)
                 : s;
   return false;
 }
@@ -347,8 +343,7 @@ bool CursorImpl::NextFromPoint(std::string_view* doc) {
   if (point_done_) return false;
   point_done_ = true;
   std::string_view v;
-  Status s =
-      index_tree_->Get(point_key_, &v);  // NotFound for an oversized key too
+  Status s = index_tree_->Get(point_key_, &v);  // NotFound for an oversized key too
   if (s.IsNotFound()) return false;
   if (!s.ok()) {
     status_ = s;
@@ -358,8 +353,7 @@ bool CursorImpl::NextFromPoint(std::string_view* doc) {
   std::string_view d = v;
   if (!index_is_primary_ && !FetchByPk(v, &d)) return false;
   explain_.docs_examined++;
-  if (point_check_ && !PointMatches(d, point_field_, point_value_))
-    return false;
+  if (point_check_ && !PointMatches(d, point_field_, point_value_)) return false;
   *doc = d;
   return true;
 }

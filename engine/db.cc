@@ -18,11 +18,21 @@ std::string JsonString(std::string_view s) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20) {
           char b[8];
@@ -138,8 +148,8 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, b
       return txn.status();
     }
     writer_thread_.store(std::this_thread::get_id());
-    return std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn.value()), false,
-                                             d, replaying);
+    return std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn.value()), false, d,
+                                             replaying);
   }
 }
 
@@ -277,8 +287,8 @@ Status DBImpl::Check(CheckReport* report) {
         }
         engine::AppendKey(&id, &pk);
         if (pk != cur.key())
-          problem("collection " + name + ": document stored under the wrong key: " +
-                  Value::FromBsonValue(&id).ToJson());
+          problem("collection " + name +
+                  ": document stored under the wrong key: " + Value::FromBsonValue(&id).ToJson());
         for (size_t i = 0; i < c->meta.indexes.size(); i++) {
           const IndexMeta& m = c->meta.indexes[i];
           keys.clear();
@@ -600,12 +610,9 @@ Status DB::Insert(std::string_view c, const Document& doc, Value* id, const Writ
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Insert(c, doc, id); });
 }
 
-Result<Document> DB::Get(std::string_view c, const Value& id) {
-  return impl_->Get(c, id);
-}
+Result<Document> DB::Get(std::string_view c, const Value& id) { return impl_->Get(c, id); }
 
-Result<Document> DB::GetBy(std::string_view c, std::string_view field,
-                           const Value& value) {
+Result<Document> DB::GetBy(std::string_view c, std::string_view field, const Value& value) {
   return impl_->GetBy(c, field, value);
 }
 
@@ -662,29 +669,25 @@ Result<uint64_t> DB::DeleteOne(std::string_view c, const Document& filter, const
   return DeleteIn(impl_.get(), c, filter, /*many=*/false, o);
 }
 
-Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter,
-                                const WriteOptions& o) {
+Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, const WriteOptions& o) {
   return DeleteIn(impl_.get(), c, filter, /*many=*/true, o);
 }
 
 Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,
                                        const FindOptions& options) {
-  return InRead(
-      impl_.get(), [&](TransactionImpl* t) -> Result<std::vector<Document>> {
-        auto cur = t->Find(c, filter, options);
-        if (!cur.ok()) return cur.status();
-        std::vector<Document> out;
-        while (cur.value()->Next())
-          out.push_back(
-              Document::FromTrustedBytes(std::string(cur.value()->raw())));
-        MMDOC_RETURN_IF_ERROR(cur.value()->status());
-        return out;
-      });
+  return InRead(impl_.get(), [&](TransactionImpl* t) -> Result<std::vector<Document>> {
+    auto cur = t->Find(c, filter, options);
+    if (!cur.ok()) return cur.status();
+    std::vector<Document> out;
+    while (cur.value()->Next())
+      out.push_back(Document::FromTrustedBytes(std::string(cur.value()->raw())));
+    MMDOC_RETURN_IF_ERROR(cur.value()->status());
+    return out;
+  });
 }
 
 Result<uint64_t> DB::Count(std::string_view c, const Document& filter) {
-  return InRead(impl_.get(),
-                [&](TransactionImpl* t) { return t->Count(c, filter); });
+  return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Count(c, filter); });
 }
 
 Status DB::CreateCollection(std::string_view c) {
@@ -698,8 +701,7 @@ Status DB::DropCollection(std::string_view c) {
 }
 
 Result<std::vector<std::string>> DB::ListCollections() {
-  return InRead(impl_.get(),
-                [](TransactionImpl* t) { return t->ListCollections(); });
+  return InRead(impl_.get(), [](TransactionImpl* t) { return t->ListCollections(); });
 }
 
 Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
@@ -708,12 +710,12 @@ Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOption
 }
 
 Status DB::DropIndex(std::string_view c, std::string_view f) {
-  return InWrite(impl_.get(), WriteOptions(), [&](TransactionImpl* t) { return t->DropIndex(c, f); });
+  return InWrite(impl_.get(), WriteOptions(),
+                 [&](TransactionImpl* t) { return t->DropIndex(c, f); });
 }
 
 Result<std::vector<IndexInfo>> DB::ListIndexes(std::string_view c) {
-  return InRead(impl_.get(),
-                [&](TransactionImpl* t) { return t->ListIndexes(c); });
+  return InRead(impl_.get(), [&](TransactionImpl* t) { return t->ListIndexes(c); });
 }
 
 Status DB::Check(CheckReport* report) { return impl_->Check(report); }

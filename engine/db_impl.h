@@ -32,11 +32,11 @@
 
 #include <atomic>
 #include <map>
-#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -99,8 +99,7 @@ struct CatalogCache {
 // Whether the BSON document `doc` matches {field: "value"} in MongoDB's
 // sense, for a plain field name (no dots): the field is that string, or an
 // array with that string as an element (cursor.cc).
-bool PointMatches(std::string_view doc, std::string_view field,
-                  std::string_view value);
+bool PointMatches(std::string_view doc, std::string_view field, std::string_view value);
 
 std::string CollectionTreeName(std::string_view collection);
 // How collection and index trees store keys (key_codec.cc).
@@ -126,8 +125,7 @@ class DBImpl {
   // current it reads the _id tree directly, without a TransactionImpl
   // (whose catalog and collection objects cost more than the lookup).
   Result<Document> Get(std::string_view coll, const Value& id);
-  Result<Document> GetBy(std::string_view coll, std::string_view field,
-                         const Value& value);
+  Result<Document> GetBy(std::string_view coll, std::string_view field, const Value& value);
 
   Status Check(CheckReport* report);
   Result<DBStats> Stats();
@@ -152,8 +150,8 @@ class DBImpl {
     return cache_;
   }
   // The pager and the cache that describes it, read together.
-  void PagerAndCache(std::shared_ptr<storage::Pager>* p,
-                     std::shared_ptr<const CatalogCache>* c) MMDOC_EXCLUDES(cache_mu_) {
+  void PagerAndCache(std::shared_ptr<storage::Pager>* p, std::shared_ptr<const CatalogCache>* c)
+      MMDOC_EXCLUDES(cache_mu_) {
     storage::MutexLock l(&cache_mu_);
     *p = pager_;
     *c = cache_;
@@ -196,15 +194,14 @@ class DBImpl {
   // Finished read transactions (EndRead); declared after pager_, so they
   // go first. Each holds no snapshot.
   static constexpr size_t kSpareReads = 8;
-  std::vector<std::unique_ptr<TransactionImpl>> spare_reads_
-      MMDOC_GUARDED_BY(cache_mu_);
+  std::vector<std::unique_ptr<TransactionImpl>> spare_reads_ MMDOC_GUARDED_BY(cache_mu_);
   std::unique_ptr<WriteState> kept_write_ MMDOC_GUARDED_BY(cache_mu_);
 };
 
 // The state of one collection inside a transaction.
 struct CollState {
   std::string name;
-  bool exists = false;       // false: reads see an empty collection
+  bool exists = false;  // false: reads see an empty collection
   index::BTree* primary = nullptr;
   CollectionMeta meta;
   std::vector<index::BTree*> index_trees;  // parallel to meta.indexes
@@ -249,8 +246,7 @@ class TransactionImpl {
   void ReleasePager() { pager_.reset(); }
 
   Result<Document> Get(std::string_view coll, const Value& id);
-  Result<Document> GetBy(std::string_view coll, std::string_view field,
-                         const Value& value);
+  Result<Document> GetBy(std::string_view coll, std::string_view field, const Value& value);
   Result<std::unique_ptr<CursorImpl>> Find(std::string_view coll, const Document& filter,
                                            const FindOptions& options);
   Result<uint64_t> Count(std::string_view coll, const Document& filter);
@@ -259,8 +255,8 @@ class TransactionImpl {
 
   Status Insert(std::string_view coll, const Document& doc, Value* id);
   Status Replace(std::string_view coll, const Value& id, const Document& doc);
-  Result<UpdateResult> Update(std::string_view coll, const Document& filter,
-                              const Document& update, bool many);
+  Result<UpdateResult> Update(std::string_view coll, const Document& filter, const Document& update,
+                              bool many);
   Status Delete(std::string_view coll, const Value& id);
   Result<uint64_t> DeleteMany(std::string_view coll, const Document& filter, bool many);
   Status CreateCollection(std::string_view coll);
@@ -288,8 +284,7 @@ class TransactionImpl {
   // pager, keeping the collections it loaded when `cache` is the cache they
   // came from and describes txn's catalog, and dropping them otherwise.
   // REQUIRES: read_only() and finished.
-  void Renew(std::unique_ptr<storage::Txn> txn,
-             std::shared_ptr<const CatalogCache> cache);
+  void Renew(std::unique_ptr<storage::Txn> txn, std::shared_ptr<const CatalogCache> cache);
 
  private:
   Status Writable();
@@ -350,12 +345,12 @@ class TransactionImpl {
   // copied first, since changing trees under a cursor would invalidate it.
   // *c is the collection (it may not exist). Defined in transaction.cc.
   template <typename Fn>
-  Status ForEachMatch(std::string_view coll, const Document& filter, bool many,
-                      CollState** c, Fn fn);
+  Status ForEachMatch(std::string_view coll, const Document& filter, bool many, CollState** c,
+                      Fn fn);
   // The collection, pk and stored bytes of the document with this _id;
   // NotFound (naming the _id) when there is none.
-  Status FindById(std::string_view coll, const Value& id, CollState** c,
-                  std::string* pk, std::string_view* doc);
+  Status FindById(std::string_view coll, const Value& id, CollState** c, std::string* pk,
+                  std::string_view* doc);
 
   // Finishes a write transaction's hold on the writer (DBImpl::WriterDone)
   // before the pager lets the next writer in.
@@ -421,13 +416,7 @@ class CursorImpl {
   Status status_;
 
   // kPoint: CreatePoint on _id or a unique index, one key (point_key_).
-  enum class Mode {
-    kEmpty,
-    kScan,
-    kIndex,
-    kPoint,
-    kMaterialized
-  } mode_ = Mode::kEmpty;
+  enum class Mode { kEmpty, kScan, kIndex, kPoint, kMaterialized } mode_ = Mode::kEmpty;
   std::optional<index::BTree::Cursor> cursor_;  // scan or index
   // A scan: the leaf whose bytes hold the filter's needle (or that has
   // values elsewhere), so its documents are read one by one.

@@ -54,8 +54,7 @@ const char kNullValueDoc[8] = {8, 0, 0, 0, 0x0A, 'v', 0, 0};
 Status CheckTree(bson_iter_t* it, int depth) {
   if (depth > kMaxNestingDepth) {
     return Status::InvalidArgument("document nested deeper than " +
-                                   std::to_string(kMaxNestingDepth) +
-                                   " levels");
+                                   std::to_string(kMaxNestingDepth) + " levels");
   }
   const uint32_t len = it->len;  // bson_iter_next zeroes it at the end
   while (bson_iter_next(it)) {
@@ -79,15 +78,12 @@ Status CheckTree(bson_iter_t* it, int depth) {
         // bson_validate (which recurses into it) stays bounded.
         uint32_t code_len = 0, scope_len = 0;
         const uint8_t* scope = nullptr;
-        const char* code =
-            bson_iter_codewscope(it, &code_len, &scope_len, &scope);
+        const char* code = bson_iter_codewscope(it, &code_len, &scope_len, &scope);
         if (code == nullptr || !bson_utf8_validate(code, code_len, true)) {
-          return Status::InvalidArgument("code is not valid UTF-8",
-                                         std::string_view(key, key_len));
+          return Status::InvalidArgument("code is not valid UTF-8", std::string_view(key, key_len));
         }
         bson_t scope_doc;
-        if (scope == nullptr ||
-            !bson_init_static(&scope_doc, scope, scope_len) ||
+        if (scope == nullptr || !bson_init_static(&scope_doc, scope, scope_len) ||
             !bson_iter_init(&child, &scope_doc)) {
           return Status::InvalidArgument("invalid BSON: bad code scope",
                                          std::string_view(key, key_len));
@@ -129,29 +125,26 @@ Status CheckTree(bson_iter_t* it, int depth) {
                                    std::to_string(it->err_off));
   }
   if (it->off + 1 != len) {
-    return Status::InvalidArgument(
-        "invalid BSON: document ends before its length");
+    return Status::InvalidArgument("invalid BSON: document ends before its length");
   }
   return Status::OK();
 }
 
 Status Validate(const uint8_t* data, size_t size) {
   if (size > kMaxDocumentSize) {
-    return Status::InvalidArgument("document is larger than 16 MiB (" +
-                                   std::to_string(size) + " bytes)");
+    return Status::InvalidArgument("document is larger than 16 MiB (" + std::to_string(size) +
+                                   " bytes)");
   }
   bson_t b;
   bson_iter_t it;
-  if (size < 5 || !bson_init_static(&b, data, size) ||
-      !bson_iter_init(&it, &b)) {
+  if (size < 5 || !bson_init_static(&b, data, size) || !bson_iter_init(&it, &b)) {
     return Status::InvalidArgument("invalid BSON: bad document length");
   }
   MMDOC_RETURN_IF_ERROR(CheckTree(&it, 1));
   bson_error_t err;
   if (!bson_validate_with_error(
           &b,
-          static_cast<bson_validate_flags_t>(BSON_VALIDATE_UTF8 |
-                                             BSON_VALIDATE_UTF8_ALLOW_NULL),
+          static_cast<bson_validate_flags_t>(BSON_VALIDATE_UTF8 | BSON_VALIDATE_UTF8_ALLOW_NULL),
           &err)) {
     return Status::InvalidArgument("invalid BSON", err.message);
   }
@@ -172,9 +165,7 @@ Status Validate(const uint8_t* data, size_t size) {
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 
-bool IsJsonSpace(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
-}
+bool IsJsonSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 // The closing quote of the string whose text starts at p; *escaped is set
 // when the string holds a backslash escape. (A byte loop: JSON strings are
@@ -217,24 +208,35 @@ std::string Unescape(std::string_view s) {
     }
     char e = s[++i];
     switch (e) {
-      case 'b': out.push_back('\b'); break;
-      case 'f': out.push_back('\f'); break;
-      case 'n': out.push_back('\n'); break;
-      case 'r': out.push_back('\r'); break;
-      case 't': out.push_back('\t'); break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
       case 'u':
         if (i + 4 < s.size()) {
           uint32_t c = 0;
           for (int k = 1; k <= 4; k++) {
             char h = s[i + k];
-            c = c * 16 + static_cast<uint32_t>(
-                             IsDigit(h) ? h - '0' : (h | 0x20) - 'a' + 10);
+            c = c * 16 + static_cast<uint32_t>(IsDigit(h) ? h - '0' : (h | 0x20) - 'a' + 10);
           }
           AppendUtf8(c, &out);
           i += 4;
         }
         break;
-      default: out.push_back(e); break;  // " \ /
+      default:
+        out.push_back(e);
+        break;  // " \ /
     }
   }
   return out;
@@ -252,19 +254,16 @@ bool EqualsNoCase(std::string_view s, std::string_view lower) {
 // infinity.
 bool SpellsNonFinite(std::string_view s) {
   if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
-  return EqualsNoCase(s, "nan") || EqualsNoCase(s, "inf") ||
-         EqualsNoCase(s, "infinity");
+  return EqualsNoCase(s, "nan") || EqualsNoCase(s, "inf") || EqualsNoCase(s, "infinity");
 }
 
 Status CheckDecimal(std::string_view text) {
   // NUL-terminated: libbson 1.23 reads "NaN" and "Inf" past the length.
   const std::string z(text);
   bson_decimal128_t d;
-  bool ok = bson_decimal128_from_string_w_len(
-      z.c_str(), static_cast<int>(z.size()), &d);
+  bool ok = bson_decimal128_from_string_w_len(z.c_str(), static_cast<int>(z.size()), &d);
   // Combination field 11110 is an infinity, 11111 NaN.
-  bool non_finite =
-      (d.high & 0x7800000000000000ull) == 0x7800000000000000ull;
+  bool non_finite = (d.high & 0x7800000000000000ull) == 0x7800000000000000ull;
   if (ok && (!non_finite || SpellsNonFinite(text))) return Status::OK();
   return Status::InvalidArgument("decimal " + std::string(text) +
                                  " is out of range or not a number (decimal128)");
@@ -290,8 +289,7 @@ Status CheckDoubleText(std::string_view s) {
     while (i < n && IsDigit(s[i])) i++;
   }
   if (ok && i == n) return Status::OK();
-  return Status::InvalidArgument("$numberDouble \"" + std::string(s) +
-                                 "\" is not a number");
+  return Status::InvalidArgument("$numberDouble \"" + std::string(s) + "\" is not a number");
 }
 
 // Whether the decimal digits (no sign, no leading zeros) exceed `max`, a
@@ -343,8 +341,7 @@ Status CheckJsonNumbers(std::string_view json) {
           decoded = Unescape(str);
           str = decoded;
         }
-        MMDOC_RETURN_IF_ERROR(pending == kDecimal ? CheckDecimal(str)
-                                                  : CheckDoubleText(str));
+        MMDOC_RETURN_IF_ERROR(pending == kDecimal ? CheckDecimal(str) : CheckDoubleText(str));
       }
       pending = kNone;
       continue;
@@ -356,23 +353,20 @@ Status CheckJsonNumbers(std::string_view json) {
       while (p < end && IsDigit(*p)) p++;
       if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) {
         // A double: libbson refuses one that overflows.
-        while (p < end && (IsDigit(*p) || *p == '.' || *p == 'e' ||
-                           *p == 'E' || *p == '+' || *p == '-')) {
+        while (p < end &&
+               (IsDigit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-')) {
           p++;
         }
       } else if (p > digits) {
         std::string_view number(start, static_cast<size_t>(p - start));
         std::string_view mag(digits, static_cast<size_t>(p - digits));
         if (mag.size() >= 19 &&
-            Exceeds(mag, c == '-' ? "9223372036854775808"
-                                  : "9223372036854775807")) {
+            Exceeds(mag, c == '-' ? "9223372036854775808" : "9223372036854775807")) {
           return Status::InvalidArgument("integer " + std::string(number) +
                                          " is out of range (int64)");
         }
-        if (depth == timestamp_depth && mag.size() >= 10 &&
-            Exceeds(mag, "4294967295")) {
-          return Status::InvalidArgument("timestamp field " +
-                                         std::string(number) +
+        if (depth == timestamp_depth && mag.size() >= 10 && Exceeds(mag, "4294967295")) {
+          return Status::InvalidArgument("timestamp field " + std::string(number) +
                                          " is out of range (uint32)");
         }
       }
@@ -399,22 +393,20 @@ Status CheckJsonNumbers(std::string_view json) {
 // ("{} {}"), so we drive the reader ourselves and insist on end of input.
 Status ParseJsonObject(std::string_view json, bson_t* out) {
   size_t i = 0;
-  while (i < json.size() && (json[i] == ' ' || json[i] == '\t' ||
-                             json[i] == '\n' || json[i] == '\r')) {
+  while (i < json.size() &&
+         (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r')) {
     ++i;
   }
   if (i == json.size()) return Status::InvalidArgument("invalid JSON: empty");
   // libbson would turn a top-level array into {"0": .., "1": ..}.
   if (json[i] != '{') {
-    return Status::InvalidArgument(
-        "invalid JSON: expected an object at the top level");
+    return Status::InvalidArgument("invalid JSON: expected an object at the top level");
   }
   // Before libbson, whose error for some wrapped integers names the
   // wrapped value.
   MMDOC_RETURN_IF_ERROR(CheckJsonNumbers(json));
   bson_json_reader_t* reader = bson_json_data_reader_new(false, 0x1000);
-  bson_json_data_reader_ingest(
-      reader, reinterpret_cast<const uint8_t*>(json.data()), json.size());
+  bson_json_data_reader_ingest(reader, reinterpret_cast<const uint8_t*>(json.data()), json.size());
   bson_error_t err;
   int r = bson_json_reader_read(reader, out, &err);
   Status s;
@@ -426,9 +418,8 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
     ScopedBson extra;
     r = bson_json_reader_read(reader, &extra.b, &err);
     if (r != 0) {
-      s = Status::InvalidArgument(
-          "invalid JSON",
-          r < 0 ? std::string_view(err.message) : "more than one document");
+      s = Status::InvalidArgument("invalid JSON",
+                                  r < 0 ? std::string_view(err.message) : "more than one document");
     }
   }
   bson_json_reader_destroy(reader);
@@ -446,26 +437,21 @@ Result<Document> Document::FromJson(std::string_view json) {
   MMDOC_RETURN_IF_ERROR(ParseJsonObject(json, &parsed.b));
   const uint8_t* data = bson_get_data(&parsed.b);
   MMDOC_RETURN_IF_ERROR(Validate(data, parsed.b.len));
-  return Document(
-      std::string(reinterpret_cast<const char*>(data), parsed.b.len));
+  return Document(std::string(reinterpret_cast<const char*>(data), parsed.b.len));
 }
 
 Result<Document> Document::FromBson(const uint8_t* data, size_t size) {
-  if (data == nullptr)
-    return Status::InvalidArgument("invalid BSON: null data");
+  if (data == nullptr) return Status::InvalidArgument("invalid BSON: null data");
   MMDOC_RETURN_IF_ERROR(Validate(data, size));
   return Document(std::string(reinterpret_cast<const char*>(data), size));
 }
 
 Result<Document> Document::FromBson(const bson_t* bson) {
-  if (bson == nullptr)
-    return Status::InvalidArgument("invalid BSON: null document");
+  if (bson == nullptr) return Status::InvalidArgument("invalid BSON: null document");
   return FromBson(bson_get_data(bson), bson->len);
 }
 
-Document Document::FromTrustedBytes(std::string bytes) {
-  return Document(std::move(bytes));
-}
+Document Document::FromTrustedBytes(std::string bytes) { return Document(std::move(bytes)); }
 
 void Document::View(bson_t* out) const {
   bool ok = bson_init_static(out, data(), size());
@@ -527,8 +513,7 @@ Value& Value::operator=(Value&& o) noexcept {
 void Value::Reset() {
   bson_iter_t it;
   bool ok =
-      bson_iter_init_from_data(
-          &it, reinterpret_cast<const uint8_t*>(doc_.data()), doc_.size()) &&
+      bson_iter_init_from_data(&it, reinterpret_cast<const uint8_t*>(doc_.data()), doc_.size()) &&
       bson_iter_next(&it);
   assert(ok);
   (void)ok;
@@ -575,7 +560,7 @@ Value Value::String(std::string_view s) {
   Value v{std::string(total, '\0')};  // no null value built and replaced
   char* p = v.doc_.data();
   storage::EncodeFixed32(p, total);  // BSON's int32 lengths are little-endian
-  p[4] = 0x02;  // UTF-8 string
+  p[4] = 0x02;                       // UTF-8 string
   p[5] = 'v';
   p[6] = '\0';
   storage::EncodeFixed32(p + 7, n + 1);
@@ -631,8 +616,7 @@ bson_type_t Value::type() const { return view_.value_type; }
 
 std::string Value::ToJson() const {
   bson_t b;
-  bson_init_static(&b, reinterpret_cast<const uint8_t*>(doc_.data()),
-                   doc_.size());
+  bson_init_static(&b, reinterpret_cast<const uint8_t*>(doc_.data()), doc_.size());
   size_t len = 0;
   char* json = bson_as_relaxed_extended_json(&b, &len);
   if (json == nullptr) return "null";
@@ -641,11 +625,9 @@ std::string Value::ToJson() const {
   constexpr std::string_view kPrefix = "{ \"v\" : ";
   constexpr std::string_view kSuffix = " }";
   std::string out;
-  if (all.size() >= kPrefix.size() + kSuffix.size() &&
-      all.substr(0, kPrefix.size()) == kPrefix &&
+  if (all.size() >= kPrefix.size() + kSuffix.size() && all.substr(0, kPrefix.size()) == kPrefix &&
       all.substr(all.size() - kSuffix.size()) == kSuffix) {
-    out.assign(all.substr(kPrefix.size(),
-                          all.size() - kPrefix.size() - kSuffix.size()));
+    out.assign(all.substr(kPrefix.size(), all.size() - kPrefix.size() - kSuffix.size()));
   } else {
     out.assign(all);
   }

@@ -66,10 +66,9 @@ bool ParseOp(std::string_view name, Node::Op* op) {
   static const struct {
     const char* name;
     Node::Op op;
-  } kOps[] = {
-      {"$eq", Node::kEq},   {"$ne", Node::kNe},   {"$gt", Node::kGt},
-      {"$gte", Node::kGte}, {"$lt", Node::kLt},   {"$lte", Node::kLte},
-      {"$in", Node::kIn},   {"$nin", Node::kNin}, {"$exists", Node::kExists}};
+  } kOps[] = {{"$eq", Node::kEq},   {"$ne", Node::kNe},   {"$gt", Node::kGt},
+              {"$gte", Node::kGte}, {"$lt", Node::kLt},   {"$lte", Node::kLte},
+              {"$in", Node::kIn},   {"$nin", Node::kNin}, {"$exists", Node::kExists}};
   for (const auto& o : kOps) {
     if (name == o.name) {
       *op = o.op;
@@ -87,12 +86,11 @@ std::string_view Key(const bson_iter_t* it) {
 // "unsupported" (not "unknown") so that nobody hunts for a typo.
 bool IsMongoOperator(std::string_view name) {
   static const char* const kNames[] = {
-      "$all",          "$alwaysFalse", "$alwaysTrue",  "$bitsAllClear",
-      "$bitsAllSet",   "$bitsAnyClear", "$bitsAnySet", "$comment",
-      "$elemMatch",    "$expr",        "$geoIntersects", "$geoWithin",
-      "$jsonSchema",   "$mod",         "$near",        "$nearSphere",
-      "$not",          "$options",     "$regex",       "$sampleRate",
-      "$size",         "$text",        "$type",        "$where"};
+      "$all",           "$alwaysFalse", "$alwaysTrue", "$bitsAllClear", "$bitsAllSet",
+      "$bitsAnyClear",  "$bitsAnySet",  "$comment",    "$elemMatch",    "$expr",
+      "$geoIntersects", "$geoWithin",   "$jsonSchema", "$mod",          "$near",
+      "$nearSphere",    "$not",         "$options",    "$regex",        "$sampleRate",
+      "$size",          "$text",        "$type",       "$where"};
   for (const char* n : kNames) {
     if (name == n) return true;
   }
@@ -100,8 +98,7 @@ bool IsMongoOperator(std::string_view name) {
 }
 
 Status NotImplemented(std::string_view name, std::string_view where = {}) {
-  std::string m = IsMongoOperator(name) ? "unsupported operator "
-                                        : "unknown operator ";
+  std::string m = IsMongoOperator(name) ? "unsupported operator " : "unknown operator ";
   m.append(name);
   if (!where.empty()) {
     m += " inside the value for ";
@@ -116,15 +113,12 @@ Status NotImplemented(std::string_view name, std::string_view where = {}) {
 // where only a value can be; no stored document has one).
 Status CheckConstant(const bson_value_t* v, std::string_view path) {
   if (v->value_type == BSON_TYPE_REGEX) {
-    return Status::InvalidArgument(
-        "regular expression values are not supported in filters", path);
+    return Status::InvalidArgument("regular expression values are not supported in filters", path);
   }
-  if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY)
-    return Status::OK();
+  if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY) return Status::OK();
   const bool array = v->value_type == BSON_TYPE_ARRAY;
   bson_iter_t it;
-  if (!bson_iter_init_from_data(&it, v->value.v_doc.data,
-                                v->value.v_doc.data_len)) {
+  if (!bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
     return Status::InvalidArgument("invalid BSON in the filter on", path);
   }
   while (bson_iter_next(&it)) {
@@ -154,28 +148,25 @@ Status CheckPath(std::string_view path) {
 
 Result<std::unique_ptr<Node>> ParseDoc(bson_iter_t* it);
 
-Result<std::unique_ptr<Node>> ParseLogical(std::string_view name,
-                                           Node::Kind kind, bson_iter_t* it) {
+Result<std::unique_ptr<Node>> ParseLogical(std::string_view name, Node::Kind kind,
+                                           bson_iter_t* it) {
   bson_iter_t arr;
   if (!BSON_ITER_HOLDS_ARRAY(it) || !bson_iter_recurse(it, &arr)) {
-    return Status::InvalidArgument(std::string(name) +
-                                   " needs an array of documents");
+    return Status::InvalidArgument(std::string(name) + " needs an array of documents");
   }
   auto node = std::make_unique<Node>();
   node->kind = kind;
   while (bson_iter_next(&arr)) {
     bson_iter_t sub;
     if (!BSON_ITER_HOLDS_DOCUMENT(&arr) || !bson_iter_recurse(&arr, &sub)) {
-      return Status::InvalidArgument(std::string(name) +
-                                     " needs an array of documents");
+      return Status::InvalidArgument(std::string(name) + " needs an array of documents");
     }
     auto child = ParseDoc(&sub);
     if (!child.ok()) return child.status();
     node->children.push_back(std::move(child).value());
   }
   if (node->children.empty()) {
-    return Status::InvalidArgument(std::string(name) +
-                                   " needs a non-empty array");
+    return Status::InvalidArgument(std::string(name) + " needs a non-empty array");
   }
   return node;
 }
@@ -188,8 +179,7 @@ Status ParseOperators(std::string_view path, bson_iter_t* ops, Node* and_node) {
     pred->kind = Node::kPred;
     pred->path.assign(path);
     if (name.empty() || name[0] != '$') {
-      return Status::InvalidArgument(
-          "cannot mix operators and fields in the filter on", path);
+      return Status::InvalidArgument("cannot mix operators and fields in the filter on", path);
     }
     if (!ParseOp(name, &pred->op)) return NotImplemented(name);
     const bson_value_t* v = bson_iter_value(ops);
@@ -275,19 +265,15 @@ bool IsNaN(const bson_value_t* v) {
   if (v->value_type == BSON_TYPE_DOUBLE) return std::isnan(v->value.v_double);
   if (v->value_type == BSON_TYPE_DECIMAL128) {
     // IEEE 754-2008 decimal: NaN when the combination field is 11111.
-    return (v->value.v_decimal128.high & 0x7c00000000000000ull) ==
-           0x7c00000000000000ull;
+    return (v->value.v_decimal128.high & 0x7c00000000000000ull) == 0x7c00000000000000ull;
   }
   return false;
 }
 
-bool Equal(const bson_value_t* a, const bson_value_t* b) {
-  return CompareValues(a, b) == 0;
-}
+bool Equal(const bson_value_t* a, const bson_value_t* b) { return CompareValues(a, b) == 0; }
 
 // One value (never an array element expansion) against a range operator.
-bool RangeHolds(const bson_value_t* v, Node::Op op,
-                const bson_value_t* operand) {
+bool RangeHolds(const bson_value_t* v, Node::Op op, const bson_value_t* operand) {
   bson_type_t ot = operand->value_type;
   if (ot == BSON_TYPE_MINKEY && (op == Node::kGt || op == Node::kGte)) {
     return op == Node::kGte || v->value_type != BSON_TYPE_MINKEY;
@@ -324,30 +310,25 @@ bool Holds(const bson_value_t* v, Node::Op op, const bson_value_t* operand) {
   // the $gt MinKey / $lt MaxKey "everything" rule would match arrays as a
   // whole, which their element keys cannot show to an index.
   bool whole = op == Node::kEq ? Equal(v, operand)
-               : v->value_type == BSON_TYPE_ARRAY &&
-                       operand->value_type != BSON_TYPE_ARRAY
+               : v->value_type == BSON_TYPE_ARRAY && operand->value_type != BSON_TYPE_ARRAY
                    ? false
                    : RangeHolds(v, op, operand);
   if (whole) return true;
   if (v->value_type != BSON_TYPE_ARRAY) return false;
   bson_iter_t it;
-  if (!bson_iter_init_from_data(&it, v->value.v_doc.data,
-                                v->value.v_doc.data_len)) {
+  if (!bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
     return false;
   }
   while (bson_iter_next(&it)) {
     const bson_value_t* e = bson_iter_value(&it);
-    if (op == Node::kEq ? Equal(e, operand) : RangeHolds(e, op, operand))
-      return true;
+    if (op == Node::kEq ? Equal(e, operand) : RangeHolds(e, op, operand)) return true;
   }
   return false;
 }
 
 bool AnyHolds(const uint8_t* doc, size_t len, const Node& n, Node::Op op,
               const bson_value_t* operand) {
-  auto fn = [op, operand](const bson_value_t* v) {
-    return Holds(v, op, operand);
-  };
+  auto fn = [op, operand](const bson_value_t* v) { return Holds(v, op, operand); };
   return VisitPath(doc, len, n.path, fn);
 }
 
@@ -437,12 +418,10 @@ bool Touches(const KeyInterval& a, const KeyInterval& b) {
 
 // Sorts and merges into non-overlapping intervals.
 Intervals Normalize(Intervals v) {
-  v.erase(std::remove_if(v.begin(), v.end(),
-                         [](const KeyInterval& i) { return !NonEmpty(i); }),
+  v.erase(std::remove_if(v.begin(), v.end(), [](const KeyInterval& i) { return !NonEmpty(i); }),
           v.end());
-  std::sort(v.begin(), v.end(), [](const KeyInterval& a, const KeyInterval& b) {
-    return CompareLo(a, b) < 0;
-  });
+  std::sort(v.begin(), v.end(),
+            [](const KeyInterval& a, const KeyInterval& b) { return CompareLo(a, b) < 0; });
   Intervals out;
   for (KeyInterval& i : v) {
     if (!out.empty() && Touches(out.back(), i)) {
@@ -491,8 +470,7 @@ void EqualityBounds(const bson_value_t* v, Intervals* out) {
   out->push_back(PointOf(v));
   if (v->value_type != BSON_TYPE_ARRAY) return;
   bson_iter_t it;
-  if (bson_iter_init_from_data(&it, v->value.v_doc.data,
-                               v->value.v_doc.data_len) &&
+  if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len) &&
       bson_iter_next(&it)) {
     out->push_back(PointOf(bson_iter_value(&it)));
   } else {
@@ -563,8 +541,7 @@ bool Better(const Intervals& a, const Intervals& b) {
   return a.size() < b.size();
 }
 
-std::optional<Intervals> NodeBounds(const Node& n, std::string_view path,
-                                    bool multikey) {
+std::optional<Intervals> NodeBounds(const Node& n, std::string_view path, bool multikey) {
   switch (n.kind) {
     case Node::kPred:
       if (n.path != path) return std::nullopt;
@@ -601,8 +578,7 @@ std::optional<Intervals> NodeBounds(const Node& n, std::string_view path,
 
 // Bit k of mask: a candidate start at p + k (its first and next-to-last
 // bytes match). Whether any candidate is the needle.
-inline bool CheckCandidates(const uint8_t* p, uint32_t mask, const uint8_t* nd,
-                            size_t n) {
+inline bool CheckCandidates(const uint8_t* p, uint32_t mask, const uint8_t* nd, size_t n) {
   for (; mask != 0; mask &= mask - 1) {
     if (std::memcmp(p + __builtin_ctz(mask), nd, n) == 0) return true;
   }
@@ -615,19 +591,15 @@ inline bool CheckCandidates(const uint8_t* p, uint32_t mask, const uint8_t* nd,
 // leaves of a few KB, where this halves the work of the search.
 std::atomic<bool> g_avx2_disabled{false};
 
-__attribute__((target("avx2"))) inline uint32_t CandidatesAvx2(const uint8_t* p,
-                                                               size_t n,
-                                                               __m256i first,
-                                                               __m256i tail) {
+__attribute__((target("avx2"))) inline uint32_t CandidatesAvx2(const uint8_t* p, size_t n,
+                                                               __m256i first, __m256i tail) {
   const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  const __m256i b =
-      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + n - 2));
-  return static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_and_si256(
-      _mm256_cmpeq_epi8(a, first), _mm256_cmpeq_epi8(b, tail))));
+  const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + n - 2));
+  return static_cast<uint32_t>(_mm256_movemask_epi8(
+      _mm256_and_si256(_mm256_cmpeq_epi8(a, first), _mm256_cmpeq_epi8(b, tail))));
 }
 
-__attribute__((target("avx2"))) bool ContainsAvx2(const uint8_t* hay,
-                                                  size_t last,
+__attribute__((target("avx2"))) bool ContainsAvx2(const uint8_t* hay, size_t last,
                                                   const uint8_t* nd, size_t n) {
   // REQUIRES: last + 1 >= 32 (the hay holds 32 candidate starts).
   const __m256i first = _mm256_set1_epi8(static_cast<char>(nd[0]));
@@ -637,22 +609,19 @@ __attribute__((target("avx2"))) bool ContainsAvx2(const uint8_t* hay,
   for (; i + 64 <= last + 1; i += 64) {
     const uint32_t m0 = CandidatesAvx2(hay + i, n, first, tail);
     const uint32_t m1 = CandidatesAvx2(hay + i + 32, n, first, tail);
-    if ((m0 | m1) != 0 && (CheckCandidates(hay + i, m0, nd, n) ||
-                           CheckCandidates(hay + i + 32, m1, nd, n)))
+    if ((m0 | m1) != 0 &&
+        (CheckCandidates(hay + i, m0, nd, n) || CheckCandidates(hay + i + 32, m1, nd, n)))
       return true;
   }
   for (; i + 32 <= last + 1; i += 32) {
-    if (CheckCandidates(hay + i, CandidatesAvx2(hay + i, n, first, tail), nd,
-                        n))
-      return true;
+    if (CheckCandidates(hay + i, CandidatesAvx2(hay + i, n, first, tail), nd, n)) return true;
   }
   if (i > last) return false;
   // One overlapping block ends exactly at `last`; drop the starts already
   // checked.
   const size_t p = last + 1 - 32;
-  return CheckCandidates(
-      hay + p, CandidatesAvx2(hay + p, n, first, tail) >> (i - p) << (i - p),
-      nd, n);
+  return CheckCandidates(hay + p, CandidatesAvx2(hay + p, n, first, tail) >> (i - p) << (i - p), nd,
+                         n);
 }
 
 bool UseAvx2() {
@@ -688,9 +657,7 @@ bool Contains(const uint8_t* hay, size_t len, const std::string& needle) {
     return static_cast<unsigned>(
         _mm_movemask_epi8(_mm_and_si128(_mm_cmpeq_epi8(a, first), _mm_cmpeq_epi8(b, tail))));
   };
-  auto check = [&](size_t p, unsigned mask) {
-    return CheckCandidates(hay + p, mask, nd, n);
-  };
+  auto check = [&](size_t p, unsigned mask) { return CheckCandidates(hay + p, mask, nd, n); };
   if (last + 1 >= 16) {
     for (; i + 16 <= last + 1; i += 16) {
       if (check(i, candidates(i))) return true;
@@ -705,8 +672,7 @@ bool Contains(const uint8_t* hay, size_t len, const std::string& needle) {
   }
 #endif
   for (; i <= last; i++) {
-    if (hay[i] == nd[0] && hay[i + n - 2] == nd[n - 2] &&
-        std::memcmp(hay + i, nd, n) == 0) {
+    if (hay[i] == nd[0] && hay[i + n - 2] == nd[n - 2] && std::memcmp(hay + i, nd, n) == 0) {
       return true;
     }
   }
@@ -780,17 +746,14 @@ bool Filter::MayMatchIn(const uint8_t* bytes, size_t len) const {
   return needle_.empty() || Contains(bytes, len, needle_);
 }
 
-bool Filter::MatchesAll() const {
-  return Root().kind == Node::kAnd && Root().children.empty();
-}
+bool Filter::MatchesAll() const { return Root().kind == Node::kAnd && Root().children.empty(); }
 
-std::optional<std::vector<KeyInterval>> Filter::IndexBounds(
-    std::string_view path) const {
+std::optional<std::vector<KeyInterval>> Filter::IndexBounds(std::string_view path) const {
   return IndexBounds(path, true);
 }
 
-std::optional<std::vector<KeyInterval>> Filter::IndexBounds(
-    std::string_view path, bool multikey) const {
+std::optional<std::vector<KeyInterval>> Filter::IndexBounds(std::string_view path,
+                                                            bool multikey) const {
   return NodeBounds(Root(), path, multikey);
 }
 

@@ -123,8 +123,7 @@ int Compare(std::string_view a, std::string_view b) {
 // Every packed key is kPackedSize bytes and begins with the kPrefixSize
 // bytes of kPackedPrefix, which no ordinary key of that size begins with
 // (see the top of this file); two packed keys order bytewise.
-const index::KeyCodec kTreeKeyCodec = {Pack, Unpack, Compare, kPackedSize,
-                                       kPrefixSize};
+const index::KeyCodec kTreeKeyCodec = {Pack, Unpack, Compare, kPackedSize, kPrefixSize};
 
 }  // namespace
 

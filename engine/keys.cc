@@ -168,22 +168,20 @@ int CompareCStr(const char* a, const char* b) {
 
 // Element by element: for documents rank, then key, then value; arrays the
 // same without keys (positions line up). Fewer elements sort first.
-int CompareContainers(const uint8_t* a, uint32_t alen, const uint8_t* b,
-                      uint32_t blen, bool with_keys) {
+int CompareContainers(const uint8_t* a, uint32_t alen, const uint8_t* b, uint32_t blen,
+                      bool with_keys) {
   bson_iter_t ia, ib;
-  if (!bson_iter_init_from_data(&ia, a, alen) ||
-      !bson_iter_init_from_data(&ib, b, blen)) {
+  if (!bson_iter_init_from_data(&ia, a, alen) || !bson_iter_init_from_data(&ib, b, blen)) {
     return Cmp(alen, blen);  // unreachable for valid BSON
   }
   while (true) {
     bool has_a = bson_iter_next(&ia), has_b = bson_iter_next(&ib);
     if (!has_a || !has_b) return Cmp(has_a, has_b);
-    int c = Cmp(CanonicalRank(bson_iter_type(&ia)),
-                CanonicalRank(bson_iter_type(&ib)));
+    int c = Cmp(CanonicalRank(bson_iter_type(&ia)), CanonicalRank(bson_iter_type(&ib)));
     if (c != 0) return c;
     if (with_keys) {
-      c = CompareBytes(bson_iter_key(&ia), bson_iter_key_len(&ia),
-                       bson_iter_key(&ib), bson_iter_key_len(&ib));
+      c = CompareBytes(bson_iter_key(&ia), bson_iter_key_len(&ia), bson_iter_key(&ib),
+                       bson_iter_key_len(&ib));
       if (c != 0) return c;
     }
     c = CompareValues(bson_iter_value(&ia), bson_iter_value(&ib));
@@ -213,9 +211,7 @@ void PutEscaped(const char* s, size_t len, std::string* out) {
   out->append("\0\0", 2);
 }
 
-void PutCStr(const char* s, std::string* out) {
-  PutEscaped(s, std::strlen(s), out);
-}
+void PutCStr(const char* s, std::string* out) { PutEscaped(s, std::strlen(s), out); }
 
 char RankByte(int rank) { return KeyRankByte(rank); }
 
@@ -251,8 +247,7 @@ void PutInt(int64_t i, std::string* out) {
   }
   bool neg = i < 0;
   // Magnitude without overflow for INT64_MIN.
-  uint64_t mag =
-      neg ? static_cast<uint64_t>(-(i + 1)) + 1 : static_cast<uint64_t>(i);
+  uint64_t mag = neg ? static_cast<uint64_t>(-(i + 1)) + 1 : static_cast<uint64_t>(i);
   int exp = 63 - __builtin_clzll(mag);
   uint64_t frac = exp == 0 ? 0 : mag << (64 - exp);  // drops the leading one
   PutFinite(neg, exp, frac, out);
@@ -267,7 +262,7 @@ void PutDouble(double d, std::string* out) {
     out->push_back(kZero);  // -0.0 too
   } else {
     int e2 = 0;
-    double m = std::frexp(std::fabs(d), &e2);  // m in [0.5, 1), subnormals too
+    double m = std::frexp(std::fabs(d), &e2);                  // m in [0.5, 1), subnormals too
     uint64_t mant = static_cast<uint64_t>(std::ldexp(m, 53));  // bit 52 set
     PutFinite(d < 0, e2 - 1, mant << 11 << 1, out);            // drop bit 52
   }
@@ -275,14 +270,12 @@ void PutDouble(double d, std::string* out) {
 
 void AppendBody(const bson_value_t* v, std::string* out);
 
-void AppendContainerBody(const uint8_t* data, uint32_t len, bool with_keys,
-                         std::string* out) {
+void AppendContainerBody(const uint8_t* data, uint32_t len, bool with_keys, std::string* out) {
   bson_iter_t it;
   if (bson_iter_init_from_data(&it, data, len)) {
     while (bson_iter_next(&it)) {
       out->push_back(RankByte(CanonicalRank(bson_iter_type(&it))));
-      if (with_keys)
-        PutEscaped(bson_iter_key(&it), bson_iter_key_len(&it), out);
+      if (with_keys) PutEscaped(bson_iter_key(&it), bson_iter_key_len(&it), out);
       AppendBody(bson_iter_value(&it), out);
     }
   }
@@ -319,8 +312,7 @@ void AppendBody(const bson_value_t* v, std::string* out) {
     case BSON_TYPE_BINARY:
       storage::PutBigEndian32(out, u.v_binary.data_len);
       out->push_back(static_cast<char>(u.v_binary.subtype));
-      out->append(reinterpret_cast<const char*>(u.v_binary.data),
-                  u.v_binary.data_len);
+      out->append(reinterpret_cast<const char*>(u.v_binary.data), u.v_binary.data_len);
       break;
     case BSON_TYPE_OID:
       out->append(reinterpret_cast<const char*>(u.v_oid.bytes), 12);
@@ -348,8 +340,7 @@ void AppendBody(const bson_value_t* v, std::string* out) {
       break;
     case BSON_TYPE_CODEWSCOPE:
       PutEscaped(u.v_codewscope.code, u.v_codewscope.code_len, out);
-      AppendContainerBody(u.v_codewscope.scope_data, u.v_codewscope.scope_len,
-                          true, out);
+      AppendContainerBody(u.v_codewscope.scope_data, u.v_codewscope.scope_len, true, out);
       break;
     default:  // MinKey, MaxKey, Null, Undefined: the rank says it all
       break;
@@ -381,11 +372,11 @@ int CompareValues(const bson_value_t* a, const bson_value_t* b) {
       return CompareBytes(sa, la, sb, lb);
     }
     case kRankObject:
-      return CompareContainers(x.v_doc.data, x.v_doc.data_len, y.v_doc.data,
-                               y.v_doc.data_len, true);
+      return CompareContainers(x.v_doc.data, x.v_doc.data_len, y.v_doc.data, y.v_doc.data_len,
+                               true);
     case kRankArray:
-      return CompareContainers(x.v_doc.data, x.v_doc.data_len, y.v_doc.data,
-                               y.v_doc.data_len, false);
+      return CompareContainers(x.v_doc.data, x.v_doc.data_len, y.v_doc.data, y.v_doc.data_len,
+                               false);
     case kRankBinary: {
       int c = Cmp(x.v_binary.data_len, y.v_binary.data_len);
       if (c == 0) c = Cmp<int>(x.v_binary.subtype, y.v_binary.subtype);
@@ -412,25 +403,18 @@ int CompareValues(const bson_value_t* a, const bson_value_t* b) {
                                   y.v_regex.options ? y.v_regex.options : "");
     }
     case kRankDbPointer: {
-      int c =
-          CompareBytes(x.v_dbpointer.collection, x.v_dbpointer.collection_len,
-                       y.v_dbpointer.collection, y.v_dbpointer.collection_len);
-      return c != 0
-                 ? c
-                 : Cmp(bson_oid_compare(&x.v_dbpointer.oid, &y.v_dbpointer.oid),
-                       0);
+      int c = CompareBytes(x.v_dbpointer.collection, x.v_dbpointer.collection_len,
+                           y.v_dbpointer.collection, y.v_dbpointer.collection_len);
+      return c != 0 ? c : Cmp(bson_oid_compare(&x.v_dbpointer.oid, &y.v_dbpointer.oid), 0);
     }
     case kRankCode:
-      return CompareBytes(x.v_code.code, x.v_code.code_len, y.v_code.code,
-                          y.v_code.code_len);
+      return CompareBytes(x.v_code.code, x.v_code.code_len, y.v_code.code, y.v_code.code_len);
     case kRankCodeWScope: {
-      int c = CompareBytes(x.v_codewscope.code, x.v_codewscope.code_len,
-                           y.v_codewscope.code, y.v_codewscope.code_len);
+      int c = CompareBytes(x.v_codewscope.code, x.v_codewscope.code_len, y.v_codewscope.code,
+                           y.v_codewscope.code_len);
       return c != 0 ? c
-                    : CompareContainers(x.v_codewscope.scope_data,
-                                        x.v_codewscope.scope_len,
-                                        y.v_codewscope.scope_data,
-                                        y.v_codewscope.scope_len, true);
+                    : CompareContainers(x.v_codewscope.scope_data, x.v_codewscope.scope_len,
+                                        y.v_codewscope.scope_data, y.v_codewscope.scope_len, true);
     }
     default:  // MinKey, Undefined, Null, MaxKey: one value each
       return 0;
@@ -444,8 +428,7 @@ void AppendKey(const bson_value_t* v, std::string* out) {
 
 void AppendNullKey(std::string* out) { out->push_back(RankByte(kRankNull)); }
 
-bool LookupPath(const uint8_t* doc, size_t len, std::string_view path,
-                bson_value_t* out) {
+bool LookupPath(const uint8_t* doc, size_t len, std::string_view path, bson_value_t* out) {
   bson_iter_t it;
   if (!bson_iter_init_from_data(&it, doc, len)) return false;
   while (true) {
@@ -497,8 +480,7 @@ struct SortPick {
     if (v->value_type != BSON_TYPE_ARRAY) return Offer(v);
     bson_iter_t it;
     bool any = false;
-    if (bson_iter_init_from_data(&it, v->value.v_doc.data,
-                                 v->value.v_doc.data_len)) {
+    if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
       while (bson_iter_next(&it)) {
         any = true;
         Offer(bson_iter_value(&it));
@@ -512,22 +494,18 @@ struct SortPick {
   }
 };
 
-void SortWalkDoc(const uint8_t* data, size_t len, std::string_view path,
-                 SortPick* pick);
+void SortWalkDoc(const uint8_t* data, size_t len, std::string_view path, SortPick* pick);
 
 // The rest of the path below the value v.
-void SortWalkValue(const bson_value_t* v, std::string_view rest,
-                   SortPick* pick) {
+void SortWalkValue(const bson_value_t* v, std::string_view rest, SortPick* pick) {
   if (v->value_type == BSON_TYPE_DOCUMENT) {
-    return SortWalkDoc(v->value.v_doc.data, v->value.v_doc.data_len, rest,
-                       pick);
+    return SortWalkDoc(v->value.v_doc.data, v->value.v_doc.data_len, rest, pick);
   }
   if (v->value_type != BSON_TYPE_ARRAY) return pick->OfferNull();
   const size_t dot = rest.find('.');
   const std::string_view head = rest.substr(0, dot);
   bson_iter_t it;
-  if (!bson_iter_init_from_data(&it, v->value.v_doc.data,
-                                v->value.v_doc.data_len)) {
+  if (!bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
     return pick->OfferNull();
   }
   if (IsNumeric(head)) {  // a position: that element only
@@ -548,12 +526,10 @@ void SortWalkValue(const bson_value_t* v, std::string_view rest,
   if (!any) pick->OfferNull();
 }
 
-void SortWalkDoc(const uint8_t* data, size_t len, std::string_view path,
-                 SortPick* pick) {
+void SortWalkDoc(const uint8_t* data, size_t len, std::string_view path, SortPick* pick) {
   const size_t dot = path.find('.');
   bson_iter_t it;
-  if (!bson_iter_init_from_data(&it, data, len) ||
-      !FindKey(&it, path.substr(0, dot))) {
+  if (!bson_iter_init_from_data(&it, data, len) || !FindKey(&it, path.substr(0, dot))) {
     return pick->OfferNull();
   }
   const bson_value_t v = *bson_iter_value(&it);
@@ -563,8 +539,8 @@ void SortWalkDoc(const uint8_t* data, size_t len, std::string_view path,
 
 }  // namespace
 
-void SortKey(const uint8_t* doc, size_t len, std::string_view path,
-             int direction, bson_value_t* out) {
+void SortKey(const uint8_t* doc, size_t len, std::string_view path, int direction,
+             bson_value_t* out) {
   SortPick pick(direction);
   SortWalkDoc(doc, len, path, &pick);
   *out = pick.best;  // the walk offers at least one value
@@ -581,8 +557,7 @@ void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,
       // One key per element; an empty array is indexed as null.
       bson_iter_t it;
       bool any = false;
-      if (bson_iter_init_from_data(&it, v->value.v_doc.data,
-                                   v->value.v_doc.data_len)) {
+      if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
         while (bson_iter_next(&it)) {
           any = true;
           std::string elem;

@@ -53,8 +53,8 @@ bool LookupPath(const uint8_t* doc, size_t len, std::string_view path, bson_valu
 // descending one. A numeric part picks that position of an array and
 // nothing else (MongoDB's sort keys; filters also try a field of that name
 // in each element).
-void SortKey(const uint8_t* doc, size_t len, std::string_view path,
-             int direction, bson_value_t* out);
+void SortKey(const uint8_t* doc, size_t len, std::string_view path, int direction,
+             bson_value_t* out);
 
 // The index keys of a document for an index on `path`, MongoDB style:
 // missing -> one null key; a scalar or document -> its key; an array -> one
@@ -122,8 +122,7 @@ class Filter {
   std::optional<std::vector<KeyInterval>> IndexBounds(std::string_view path) const;
   // With multikey == false (no document has more than one key in this
   // index) ANDed predicates on the path intersect their bounds.
-  std::optional<std::vector<KeyInterval>> IndexBounds(std::string_view path,
-                                                      bool multikey) const;
+  std::optional<std::vector<KeyInterval>> IndexBounds(std::string_view path, bool multikey) const;
 
   struct Node;
 
@@ -158,8 +157,7 @@ class Update {
   // InvalidArgument when it cannot apply ($inc on a non-number field,
   // $set through a non-document) or the result exceeds kMaxDocumentSize.
   // fast_paths = false forces the general rewrite (tests compare the two).
-  Status Apply(const uint8_t* doc, size_t len, std::string* out,
-               bool fast_paths = true) const;
+  Status Apply(const uint8_t* doc, size_t len, std::string* out, bool fast_paths = true) const;
   bool is_replacement() const;
   // Whether applying this update can change the value at dotted path
   // `field` (so the keys of an index on it). Conservative: true for a

@@ -85,8 +85,7 @@ bool Descend(const bson_value_t* v, std::string_view rest, Fn& fn) {
   if (v->value_type != BSON_TYPE_ARRAY) return fn(nullptr);
   bool reached = false;
   bson_iter_t it;
-  if (bson_iter_init_from_data(&it, v->value.v_doc.data,
-                               v->value.v_doc.data_len)) {
+  if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
     while (bson_iter_next(&it)) {
       if (bson_iter_type(&it) != BSON_TYPE_DOCUMENT) continue;
       reached = true;
@@ -99,8 +98,7 @@ bool Descend(const bson_value_t* v, std::string_view rest, Fn& fn) {
   size_t dot = rest.find('.');
   std::string_view head = rest.substr(0, dot);
   if (IsNumeric(head) &&
-      bson_iter_init_from_data(&it, v->value.v_doc.data,
-                               v->value.v_doc.data_len) &&
+      bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len) &&
       FindKey(&it, head)) {
     reached = true;
     const bson_value_t* elem = bson_iter_value(&it);

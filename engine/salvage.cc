@@ -2,19 +2,19 @@
 // (mmdoc/db.h). The reading is index::SalvageTree's; this file finds the
 // collection's _id tree through the (possibly damaged) catalog, checks each
 // document and counts what is missing.
+#include "index/salvage.h"
+
 #include <string>
 
 #include "engine/db_impl.h"
 #include "engine/query.h"
 #include "index/catalog.h"
-#include "index/salvage.h"
 #include "storage/coding.h"
 
 namespace mmdoc {
 
 Status DB::Salvage(std::string_view collection,
-                   const std::function<void(std::string_view bson)>& emit,
-                   SalvageReport* report) {
+                   const std::function<void(std::string_view bson)>& emit, SalvageReport* report) {
   SalvageReport local;
   SalvageReport& r = report ? *report : local;
   r = SalvageReport();

@@ -99,8 +99,7 @@ bool PointFilter(const Document& filter, std::string_view* field, std::string_vi
     return false;
   const uint32_t klen = bson_iter_key_len(&it);
   const char* key = bson_iter_key(&it);
-  if (!PlainField(std::string_view(key, klen)) || !BSON_ITER_HOLDS_UTF8(&it))
-    return false;
+  if (!PlainField(std::string_view(key, klen)) || !BSON_ITER_HOLDS_UTF8(&it)) return false;
   uint32_t len;
   const char* str = bson_iter_utf8(&it, &len);
   *field = std::string_view(key, klen);
@@ -171,14 +170,13 @@ bool CatalogKey(storage::Txn* txn, storage::PageId root, uint64_t* txid) {
 bool Describes(const CatalogCache* c, storage::Txn* txn) {
   const storage::PageId root = txn->root(index::kCatalogRootSlot);
   uint64_t txid;
-  return c != nullptr && root == c->catalog_root &&
-         CatalogKey(txn, root, &txid) && txid == c->catalog_txid;
+  return c != nullptr && root == c->catalog_root && CatalogKey(txn, root, &txid) &&
+         txid == c->catalog_txid;
 }
 
 // The cached state of `coll` when `c` describes the snapshot `txn` reads;
 // null otherwise.
-const CachedColl* CachedFor(storage::Txn* txn, const CatalogCache* c,
-                            std::string_view coll) {
+const CachedColl* CachedFor(storage::Txn* txn, const CatalogCache* c, std::string_view coll) {
   if (!Describes(c, txn)) return nullptr;
   auto hit = c->colls.find(coll);
   return hit == c->colls.end() ? nullptr : &hit->second;
@@ -202,19 +200,17 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
     std::string_view doc;
     index::BTree primary(txn, cc->primary_root, TreeKeyCodec());
     Status s = primary.Get(pk, &doc);  // NotFound for an oversized key too
-    if (s.IsNotFound())
-      return Status::NotFound("no document with _id", id.ToJson());
+    if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
     if (!s.ok()) return s;
     return Document::FromTrustedBytes(std::string(doc));
   }
   // A collection the cache does not know (or none): the general path.
-  auto t = std::make_unique<TransactionImpl>(this, std::move(pager), std::move(read.value()),
-                                             true, Durability::kNone, false);
+  auto t = std::make_unique<TransactionImpl>(this, std::move(pager), std::move(read.value()), true,
+                                             Durability::kNone, false);
   return t->Get(coll, id);
 }
 
-Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field,
-                               const Value& value) {
+Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, const Value& value) {
   if (field == "_id") return Get(coll, value);
   std::shared_ptr<storage::Pager> pager;
   std::shared_ptr<const CatalogCache> c;
@@ -240,23 +236,20 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field,
         index::BTree primary(txn, cc->primary_root, TreeKeyCodec());
         s = primary.Get(pk, &doc);
         if (s.IsNotFound())
-          return Status::Corruption("index entry points at a missing document",
-                                    field);
+          return Status::Corruption("index entry points at a missing document", field);
       }
       const bson_value_t* v = value.get();
-      if (s.ok() && !PointMatches(doc, field,
-                                  std::string_view(v->value.v_utf8.str,
-                                                   v->value.v_utf8.len)))
+      if (s.ok() &&
+          !PointMatches(doc, field, std::string_view(v->value.v_utf8.str, v->value.v_utf8.len)))
         s = Status::NotFound("");
       if (s.IsNotFound())
-        return Status::NotFound("no document with " + std::string(field),
-                                value.ToJson());
+        return Status::NotFound("no document with " + std::string(field), value.ToJson());
       if (!s.ok()) return s;
       return Document::FromTrustedBytes(std::string(doc));
     }
   }
-  auto t = std::make_unique<TransactionImpl>(this, std::move(pager), std::move(read.value()),
-                                             true, Durability::kNone, false);
+  auto t = std::make_unique<TransactionImpl>(this, std::move(pager), std::move(read.value()), true,
+                                             Durability::kNone, false);
   return t->GetBy(coll, field, value);
 }
 
@@ -277,8 +270,7 @@ TransactionImpl::TransactionImpl(DBImpl* db, std::shared_ptr<storage::Pager> pag
     // pages and txids as a different state.
     if (current == pager_) AdoptCache(std::move(c));
   }
-  if (!read_only_ && !replaying_ && cache_)
-    ReuseWriteState(db_->TakeWriteState());
+  if (!read_only_ && !replaying_ && cache_) ReuseWriteState(db_->TakeWriteState());
   if (!read_only_ && !catalog_)
     catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
 }
@@ -291,8 +283,7 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
     // The cache was built from these states (NextCache); a mismatch would
     // be a bug, and starting afresh is always right.
     auto hit = cache_->colls.find(name);
-    if (hit == cache_->colls.end() ||
-        hit->second.primary_root != c->primary->root() ||
+    if (hit == cache_->colls.end() || hit->second.primary_root != c->primary->root() ||
         hit->second.index_roots.size() != c->index_trees.size())
       return;
     for (size_t i = 0; i < c->index_trees.size(); i++)
@@ -310,8 +301,7 @@ void TransactionImpl::AdoptCache(std::shared_ptr<const CatalogCache> c) {
 }
 
 index::Catalog* TransactionImpl::Cat() {
-  if (!catalog_)
-    catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
+  if (!catalog_) catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
   return catalog_.get();
 }
 
@@ -393,9 +383,8 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
       } else {
         c->primary = Cat()->Adopt(tree_name, hit->second.primary_root);
         for (size_t i = 0; i < c->meta.indexes.size(); i++)
-          c->index_trees.push_back(
-              Cat()->Adopt(IndexTreeName(coll, c->meta.indexes[i].field),
-                           hit->second.index_roots[i]));
+          c->index_trees.push_back(Cat()->Adopt(IndexTreeName(coll, c->meta.indexes[i].field),
+                                                hit->second.index_roots[i]));
       }
       *out = (colls_[c->name] = std::move(c)).get();
       return Status::OK();
@@ -442,17 +431,15 @@ Status TransactionImpl::ListedCollection(std::string_view coll, CollState** out)
 
 // ---------------------------------------------------------------- reads --
 
-Status TransactionImpl::FindById(std::string_view coll, const Value& id,
-                                 CollState** c, std::string* pk,
-                                 std::string_view* doc) {
+Status TransactionImpl::FindById(std::string_view coll, const Value& id, CollState** c,
+                                 std::string* pk, std::string_view* doc) {
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, c));
   Status s;
   if ((*c)->exists) {
     engine::AppendKey(id.get(), pk);
     s = pk->size() > index::kMaxKeySize ? Status::NotFound("") : (*c)->primary->Get(*pk, doc);
   }
-  if (!(*c)->exists || s.IsNotFound())
-    return Status::NotFound("no document with _id", id.ToJson());
+  if (!(*c)->exists || s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
   return s;
 }
 
@@ -465,8 +452,7 @@ Result<Document> TransactionImpl::Get(std::string_view coll, const Value& id) {
   return Document::FromTrustedBytes(std::string(v));
 }
 
-Result<Document> TransactionImpl::GetBy(std::string_view coll,
-                                        std::string_view field,
+Result<Document> TransactionImpl::GetBy(std::string_view coll, std::string_view field,
                                         const Value& value) {
   if (finished_) return Status::InvalidArgument("transaction already finished");
   if (field.empty() || field.find('\0') != std::string_view::npos)
@@ -481,21 +467,18 @@ Result<Document> TransactionImpl::GetBy(std::string_view coll,
     ok = bson_append_value(&b, field.data(), klen, value.get());
   } else {
     ok = bson_append_document_begin(&b, field.data(), klen, &eq) &&
-         bson_append_value(&eq, "$eq", 3, value.get()) &&
-         bson_append_document_end(&b, &eq);
+         bson_append_value(&eq, "$eq", 3, value.get()) && bson_append_document_end(&b, &eq);
   }
   std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
   bson_destroy(&b);
-  if (!ok)
-    return Status::InvalidArgument("value cannot be compared", value.ToJson());
+  if (!ok) return Status::InvalidArgument("value cannot be compared", value.ToJson());
   FindOptions options;
   options.limit = 1;
   auto cur = Find(coll, Document::FromTrustedBytes(std::move(bytes)), options);
   if (!cur.ok()) return cur.status();
   if (!cur.value()->Next()) {
     MMDOC_RETURN_IF_ERROR(cur.value()->status());
-    return Status::NotFound("no document with " + std::string(field),
-                            value.ToJson());
+    return Status::NotFound("no document with " + std::string(field), value.ToJson());
   }
   return Document::FromTrustedBytes(std::string(cur.value()->raw()));
 }
@@ -579,8 +562,7 @@ void TransactionImpl::ComputeKeys(CollState* c, std::string_view doc, KeySets* o
   }
 }
 
-Status TransactionImpl::CheckKeySizes(CollState* c, std::string_view pk,
-                                      const KeySets& new_keys) {
+Status TransactionImpl::CheckKeySizes(CollState* c, std::string_view pk, const KeySets& new_keys) {
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
     for (const std::string& k : new_keys[i]) {
@@ -645,15 +627,13 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
       if (!s.ok()) return Poison(s);
     }
   }
-  for (size_t i = 0; i < c->meta.indexes.size(); i++)
-    NoteKeyCount(c, i, buf_.new_keys[i].size());
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) NoteKeyCount(c, i, buf_.new_keys[i].size());
   c->meta.count++;
   c->meta_dirty = true;
   return Status::OK();
 }
 
-Status TransactionImpl::UndoInsert(CollState* c, std::string_view pk, size_t index,
-                                   size_t keys) {
+Status TransactionImpl::UndoInsert(CollState* c, std::string_view pk, size_t index, size_t keys) {
   std::string& entry = buf_.entry;
   for (size_t i = 0; i <= index; i++) {
     const IndexMeta& m = c->meta.indexes[i];
@@ -700,8 +680,7 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
   // Keys first: old_doc may point into a page the primary Put rewrites.
   ComputeKeys(c, old_doc, &buf_.old_keys, skip);
   ComputeKeys(c, new_doc, &buf_.new_keys, skip);
-  MMDOC_RETURN_IF_ERROR(
-      CheckKeys(c, pk, new_doc, buf_.new_keys, &buf_.old_keys));
+  MMDOC_RETURN_IF_ERROR(CheckKeys(c, pk, new_doc, buf_.new_keys, &buf_.old_keys));
   std::string& entry = buf_.entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     if (skip != nullptr && (*skip)[i]) continue;  // keys unchanged
@@ -722,8 +701,8 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
       if (std::binary_search(olds.begin(), olds.end(), k)) continue;
       entry.assign(k);
       if (!m.unique) entry.append(pk);
-      Status s = c->index_trees[i]->Put(entry, pk, m.unique ? index::PutMode::kInsert
-                                                             : index::PutMode::kUpsert);
+      Status s = c->index_trees[i]->Put(
+          entry, pk, m.unique ? index::PutMode::kInsert : index::PutMode::kUpsert);
       if (!s.ok()) return Poison(s);
     }
   }
@@ -766,8 +745,7 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
 }
 
 template <typename Fn>
-Status TransactionImpl::ForEachMatch(std::string_view coll,
-                                     const Document& filter, bool many,
+Status TransactionImpl::ForEachMatch(std::string_view coll, const Document& filter, bool many,
                                      CollState** c, Fn fn) {
   bson_value_t idv;
   const bool by_id = IdEquality(filter, &idv);
@@ -818,12 +796,11 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
   UpdateResult r;
   std::string& out = buf_.doc;
   MMDOC_RETURN_IF_ERROR(ForEachMatch(
-      coll, filter, many, &c,
-      [&](std::string_view pk, std::string_view doc) -> Status {
+      coll, filter, many, &c, [&](std::string_view pk, std::string_view doc) -> Status {
         r.matched++;
         out.clear();
-        MMDOC_RETURN_IF_ERROR(u.value().Apply(
-            reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), &out));
+        MMDOC_RETURN_IF_ERROR(
+            u.value().Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), &out));
         if (out == doc) return Status::OK();
         MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u.value()));
         Log(LogOp::kReplace, coll, out);
@@ -874,14 +851,13 @@ Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Docume
     if (f.value().MatchesAll()) return DeleteAll(coll);
   }
   uint64_t n = 0;
-  MMDOC_RETURN_IF_ERROR(
-      ForEachMatch(coll, filter, many, &c,
-                   [&](std::string_view pk, std::string_view doc) -> Status {
-                     MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, doc));
-                     Log(LogOp::kDelete, coll, pk);
-                     n++;
-                     return Status::OK();
-                   }));
+  MMDOC_RETURN_IF_ERROR(ForEachMatch(coll, filter, many, &c,
+                                     [&](std::string_view pk, std::string_view doc) -> Status {
+                                       MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, doc));
+                                       Log(LogOp::kDelete, coll, pk);
+                                       n++;
+                                       return Status::OK();
+                                     }));
   return n;
 }
 
@@ -992,8 +968,9 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
       std::string pk(cur.key());
       if (!o.unique) k.append(pk);
       if (k.size() > index::kMaxKeySize)
-        return undo(Status::InvalidArgument("index key too large on field '" + std::string(field) + "'",
-                                            KeyTooLarge("index", k.size())));
+        return undo(
+            Status::InvalidArgument("index key too large on field '" + std::string(field) + "'",
+                                    KeyTooLarge("index", k.size())));
       entries.emplace_back(std::move(k), std::move(pk));
     }
   }
@@ -1156,7 +1133,8 @@ Status TransactionImpl::ApplyLog(std::string_view payload) {
     switch (op) {
       case LogOp::kInsert: {
         auto d = Document::FromBson(reinterpret_cast<const uint8_t*>(arg.data()), arg.size());
-        if (!d.ok()) return Status::Corruption("log record holds invalid BSON", d.status().ToString());
+        if (!d.ok())
+          return Status::Corruption("log record holds invalid BSON", d.status().ToString());
         s = Insert(coll, d.value(), nullptr);
         break;
       }
@@ -1168,7 +1146,8 @@ Status TransactionImpl::ApplyLog(std::string_view payload) {
         CollState* c;
         MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
         std::string_view old;
-        if (!c->exists) return Status::Corruption("log replays a replace into a missing collection");
+        if (!c->exists)
+          return Status::Corruption("log replays a replace into a missing collection");
         MMDOC_RETURN_IF_ERROR(c->primary->Get(pk, &old));
         s = ReplaceAt(c, pk, old, arg);
         break;

@@ -41,8 +41,7 @@ std::string_view Key(const bson_iter_t* it) {
 }
 
 Status Duplicate(std::string_view name) {
-  return Status::InvalidArgument("duplicate field name",
-                                 name.empty() ? "\"\"" : name);
+  return Status::InvalidArgument("duplicate field name", name.empty() ? "\"\"" : name);
 }
 
 // Keys of one document level up to this many are compared with each key
@@ -83,8 +82,7 @@ Status CheckNamesIn(bson_iter_t* it, bool is_array) {
   while (bson_iter_next(it)) {
     const std::string_view key = Key(it);
     if (!key.empty() && key[0] == '$') {
-      return Status::InvalidArgument("field names must not start with '$'",
-                                     key);
+      return Status::InvalidArgument("field names must not start with '$'", key);
     }
     if (!is_array && n <= kLinearKeys) {
       if (n < kLinearKeys) {
@@ -99,8 +97,7 @@ Status CheckNamesIn(bson_iter_t* it, bool is_array) {
     }
     bson_iter_t child;
     const bool array = BSON_ITER_HOLDS_ARRAY(it);
-    if ((array || BSON_ITER_HOLDS_DOCUMENT(it)) &&
-        bson_iter_recurse(it, &child)) {
+    if ((array || BSON_ITER_HOLDS_DOCUMENT(it)) && bson_iter_recurse(it, &child)) {
       MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child, array));
     }
   }
@@ -116,14 +113,11 @@ Status CheckValueNames(const bson_value_t* v) {
 
 // Nesting levels inside a value (a scalar is 0, {} is 1).
 int ValueDepth(const bson_value_t* v) {
-  if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY)
-    return 0;
+  if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY) return 0;
   int deepest = 0;
   bson_iter_t it;
-  if (bson_iter_init_from_data(&it, v->value.v_doc.data,
-                               v->value.v_doc.data_len)) {
-    while (bson_iter_next(&it))
-      deepest = std::max(deepest, ValueDepth(bson_iter_value(&it)));
+  if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
+    while (bson_iter_next(&it)) deepest = std::max(deepest, ValueDepth(bson_iter_value(&it)));
   }
   return 1 + deepest;
 }
@@ -134,8 +128,8 @@ std::string Bytes(const bson_t* b) {
 
 Status SizeOk(size_t size) {
   if (size > kMaxDocumentSize) {
-    return Status::InvalidArgument("document is larger than 16 MiB (" +
-                                   std::to_string(size) + " bytes)");
+    return Status::InvalidArgument("document is larger than 16 MiB (" + std::to_string(size) +
+                                   " bytes)");
   }
   return Status::OK();
 }
@@ -146,8 +140,7 @@ Status SplitPath(std::string_view path, std::vector<std::string>* parts) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string_view part =
-        path.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    std::string_view part = path.substr(start, dot == std::string_view::npos ? dot : dot - start);
     if (part.empty()) return Status::InvalidArgument("bad field path", path);
     parts->emplace_back(part);
     if (dot == std::string_view::npos) return Status::OK();
@@ -215,8 +208,8 @@ Status AddPath(PathTree* root, std::string_view path, PathTree** leaf) {
   for (size_t i = 0; i < std::max<size_t>(parts.size(), 1); i++) {
     n = n->Child(parts.empty() ? path : std::string_view(parts[i]));
     if (n->op != PathTree::kNone) {
-      return Status::InvalidArgument("conflicting update paths " + n->path +
-                                     " and " + std::string(path));
+      return Status::InvalidArgument("conflicting update paths " + n->path + " and " +
+                                     std::string(path));
     }
   }
   if (!n->children.empty()) {
@@ -230,10 +223,9 @@ Status AddPath(PathTree* root, std::string_view path, PathTree** leaf) {
 // MongoDB update operators not implemented here: named "unsupported" so
 // that nobody hunts for a typo.
 bool IsMongoUpdateOperator(std::string_view name) {
-  static const char* const kNames[] = {
-      "$addToSet", "$bit",  "$currentDate", "$max",     "$min",
-      "$mul",      "$pop",  "$pull",        "$pullAll", "$push",
-      "$rename",   "$setOnInsert"};
+  static const char* const kNames[] = {"$addToSet", "$bit",  "$currentDate", "$max",
+                                       "$min",      "$mul",  "$pop",         "$pull",
+                                       "$pullAll",  "$push", "$rename",      "$setOnInsert"};
   for (const char* n : kNames) {
     if (name == n) return true;
   }
@@ -245,33 +237,29 @@ bool IsNumber(bson_type_t t) {
 }
 
 // current + delta with MongoDB's type promotion, into *out.
-Status Add(const bson_value_t* current, const bson_value_t* delta,
-           const std::string& path, bson_value_t* out) {
+Status Add(const bson_value_t* current, const bson_value_t* delta, const std::string& path,
+           bson_value_t* out) {
   bson_type_t a = current->value_type, b = delta->value_type;
   if (!IsNumber(a)) {
     return Status::InvalidArgument("$inc on a non-number field", path);
   }
   if (a == BSON_TYPE_DOUBLE || b == BSON_TYPE_DOUBLE) {
     auto as_double = [](const bson_value_t* v) {
-      return v->value_type == BSON_TYPE_DOUBLE ? v->value.v_double
-             : v->value_type == BSON_TYPE_INT64
-                 ? static_cast<double>(v->value.v_int64)
-                 : static_cast<double>(v->value.v_int32);
+      return v->value_type == BSON_TYPE_DOUBLE  ? v->value.v_double
+             : v->value_type == BSON_TYPE_INT64 ? static_cast<double>(v->value.v_int64)
+                                                : static_cast<double>(v->value.v_int32);
     };
     out->value_type = BSON_TYPE_DOUBLE;
     out->value.v_double = as_double(current) + as_double(delta);
     return Status::OK();
   }
-  int64_t x =
-      a == BSON_TYPE_INT64 ? current->value.v_int64 : current->value.v_int32;
-  int64_t y =
-      b == BSON_TYPE_INT64 ? delta->value.v_int64 : delta->value.v_int32;
+  int64_t x = a == BSON_TYPE_INT64 ? current->value.v_int64 : current->value.v_int32;
+  int64_t y = b == BSON_TYPE_INT64 ? delta->value.v_int64 : delta->value.v_int32;
   int64_t sum;
   if (__builtin_add_overflow(x, y, &sum)) {
     return Status::InvalidArgument("integer overflow in $inc", path);
   }
-  if (a == BSON_TYPE_INT32 && b == BSON_TYPE_INT32 && sum >= INT32_MIN &&
-      sum <= INT32_MAX) {
+  if (a == BSON_TYPE_INT32 && b == BSON_TYPE_INT32 && sum >= INT32_MIN && sum <= INT32_MAX) {
     out->value_type = BSON_TYPE_INT32;
     out->value.v_int32 = static_cast<int32_t>(sum);
   } else {
@@ -289,26 +277,21 @@ Status Create(const PathTree& n, std::string_view key, bson_t* out);
 
 // Appends the fields of `n` not yet in the container (is_array: elements
 // "0".."len-1" exist; numeric names beyond pad with null).
-Status AppendMissing(const PathTree& n,
-                     const std::vector<const PathTree*>& seen, bool is_array,
-                     uint32_t array_len, const std::string& where,
-                     bson_t* out) {
+Status AppendMissing(const PathTree& n, const std::vector<const PathTree*>& seen, bool is_array,
+                     uint32_t array_len, const std::string& where, bson_t* out) {
   if (!is_array) {
     for (const auto& [name, child] : n.children) {
-      if (std::find(seen.begin(), seen.end(), child.get()) != seen.end())
-        continue;
+      if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
       MMDOC_RETURN_IF_ERROR(Create(*child, name, out));
     }
     return Status::OK();
   }
   std::vector<std::pair<uint64_t, const PathTree*>> extra;
   for (const auto& [name, child] : n.children) {
-    if (std::find(seen.begin(), seen.end(), child.get()) != seen.end())
-      continue;
+    if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
     if (!child->Creates()) continue;
     if (!IsNumeric(name) || name.size() > 7) {
-      return Status::InvalidArgument(
-          "cannot create field " + name + " in array", where);
+      return Status::InvalidArgument("cannot create field " + name + " in array", where);
     }
     extra.emplace_back(std::stoull(name), child.get());
   }
@@ -343,16 +326,15 @@ Status Create(const PathTree& n, std::string_view key, bson_t* out) {
   }
   if (!n.Creates()) return Status::OK();
   bson_t sub;
-  bson_append_document_begin(out, key.data(), static_cast<int>(key.size()),
-                             &sub);
+  bson_append_document_begin(out, key.data(), static_cast<int>(key.size()), &sub);
   Status s = AppendMissing(n, {}, false, 0, std::string(key), &sub);
   bson_append_document_end(out, &sub);
   return s;
 }
 
 // Copies the container `it` iterates into `out`, applying the tree `n`.
-Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array,
-               const std::string& where, bson_t* out) {
+Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array, const std::string& where,
+               bson_t* out) {
   std::vector<const PathTree*> seen;
   uint32_t count = 0;
   while (bson_iter_next(it)) {
@@ -383,26 +365,22 @@ Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array,
       case PathTree::kNone:
         break;
     }
-    std::string sub_where =
-        where.empty() ? std::string(key) : where + "." + std::string(key);
+    std::string sub_where = where.empty() ? std::string(key) : where + "." + std::string(key);
     bool sub_array = BSON_ITER_HOLDS_ARRAY(it);
     bson_iter_t sub_it;
-    if ((!sub_array && !BSON_ITER_HOLDS_DOCUMENT(it)) ||
-        !bson_iter_recurse(it, &sub_it)) {
+    if ((!sub_array && !BSON_ITER_HOLDS_DOCUMENT(it)) || !bson_iter_recurse(it, &sub_it)) {
       if (!c->Creates()) {  // $unset below a scalar: nothing to remove
         bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
         continue;
       }
-      return Status::InvalidArgument(
-          "cannot create a field inside the non-document field", sub_where);
+      return Status::InvalidArgument("cannot create a field inside the non-document field",
+                                     sub_where);
     }
     bson_t sub;
     if (sub_array) {
-      bson_append_array_begin(out, key.data(), static_cast<int>(key.size()),
-                              &sub);
+      bson_append_array_begin(out, key.data(), static_cast<int>(key.size()), &sub);
     } else {
-      bson_append_document_begin(out, key.data(), static_cast<int>(key.size()),
-                                 &sub);
+      bson_append_document_begin(out, key.data(), static_cast<int>(key.size()), &sub);
     }
     Status s = Rewrite(&sub_it, *c, sub_array, sub_where, &sub);
     if (sub_array) {
@@ -440,8 +418,7 @@ namespace {
 // elements as bytes and splicing in the new ones, without libbson building
 // a new document, which cost most of a one-field update. Gives the same bytes as Rewrite: fields
 // keep their place, $set of a missing field appends it in update order.
-void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len,
-                    std::string* out) {
+void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len, std::string* out) {
   out->clear();
   out->reserve(len + 64);
   out->append(4, '\0');  // length, filled in below
@@ -526,28 +503,23 @@ Result<Update> Update::Parse(const bson_t* update) {
     } else if (op_name == "$inc") {
       op = PathTree::kInc;
     } else if (op_name.empty() || op_name[0] != '$') {
-      return Status::InvalidArgument("cannot mix update operators and fields",
-                                     op_name);
+      return Status::InvalidArgument("cannot mix update operators and fields", op_name);
     } else {
       return Status::InvalidArgument(
-          (IsMongoUpdateOperator(op_name) ? "unsupported update operator "
-                                          : "unknown operator ") +
+          (IsMongoUpdateOperator(op_name) ? "unsupported update operator " : "unknown operator ") +
           std::string(op_name));
     }
     bson_iter_t fields;
     if (!BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &fields)) {
-      return Status::InvalidArgument(std::string(op_name) +
-                                     " needs a document");
+      return Status::InvalidArgument(std::string(op_name) + " needs a document");
     }
     while (bson_iter_next(&fields)) {
       std::string_view path = Key(&fields);
       if (path == "_id" || path.substr(0, 4) == "_id.") {
         return Status::InvalidArgument("cannot modify _id");
       }
-      if (path.empty() || path[0] == '$' ||
-          path.find(".$") != std::string_view::npos) {
-        return Status::InvalidArgument("field names must not start with '$'",
-                                       path);
+      if (path.empty() || path[0] == '$' || path.find(".$") != std::string_view::npos) {
+        return Status::InvalidArgument("field names must not start with '$'", path);
       }
       const bson_value_t* v = bson_iter_value(&fields);
       if (op == PathTree::kInc && !IsNumber(v->value_type)) {
@@ -559,8 +531,7 @@ Result<Update> Update::Parse(const bson_t* update) {
         // nest the document too deep (found by fuzz_update).
         size_t parts = std::count(path.begin(), path.end(), '.') + 1;
         if (static_cast<int>(parts) + ValueDepth(v) >= kMaxNestingDepth) {
-          return Status::InvalidArgument("update nests deeper than 100 levels",
-                                         path);
+          return Status::InvalidArgument("update nests deeper than 100 levels", path);
         }
       }
       PathTree* leaf = nullptr;
@@ -609,8 +580,7 @@ bool Update::MayChange(std::string_view field) const {
   return impl_->tree.Find(top) != nullptr;
 }
 
-Status Update::Apply(const uint8_t* doc, size_t len, std::string* out,
-                     bool fast_paths) const {
+Status Update::Apply(const uint8_t* doc, size_t len, std::string* out, bool fast_paths) const {
   bson_t src;
   bson_iter_t it;
   if (!bson_init_static(&src, doc, len) || !bson_iter_init(&it, &src)) {
@@ -628,8 +598,7 @@ Status Update::Apply(const uint8_t* doc, size_t len, std::string* out,
     // change it.
     bson_value_t old_id, new_id;
     bool has_old = LookupPath(doc, len, "_id", &old_id);
-    const auto* rep =
-        reinterpret_cast<const uint8_t*>(impl_->replacement_doc.data());
+    const auto* rep = reinterpret_cast<const uint8_t*>(impl_->replacement_doc.data());
     size_t rep_len = impl_->replacement_doc.size();
     if (LookupPath(rep, rep_len, "_id", &new_id) &&
         (!has_old || CompareValues(&old_id, &new_id) != 0)) {
@@ -674,8 +643,7 @@ Result<Projection> Projection::Parse(const std::vector<std::string>& fields) {
     for (const std::string& part : parts) {
       // "$a", "a.$" (MongoDB's positional projection): operators, not fields.
       if (part[0] == '$') {
-        return Status::InvalidArgument(
-            "projection field names must not start with '$'", f);
+        return Status::InvalidArgument("projection field names must not start with '$'", f);
       }
     }
     p.fields_.push_back(f);
@@ -690,8 +658,7 @@ namespace {
 // Copies the parts of the container `it` iterates that `n` selects (a leaf
 // selects the whole field). Array elements that are documents are projected
 // one by one; other elements are dropped, as MongoDB does.
-void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array,
-             bson_t* out) {
+void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bson_t* out) {
   uint32_t index = 0;
   while (bson_iter_next(it)) {
     std::string_view key = Key(it);
@@ -707,12 +674,10 @@ void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array,
     }
     bool sub_array = BSON_ITER_HOLDS_ARRAY(it);
     bson_iter_t sub_it;
-    if (!(sub_array || BSON_ITER_HOLDS_DOCUMENT(it)) ||
-        !bson_iter_recurse(it, &sub_it)) {
+    if (!(sub_array || BSON_ITER_HOLDS_DOCUMENT(it)) || !bson_iter_recurse(it, &sub_it)) {
       continue;
     }
-    if (is_array && sub_array)
-      continue;  // arrays in arrays are not projected into
+    if (is_array && sub_array) continue;  // arrays in arrays are not projected into
     std::string k = is_array ? std::to_string(index++) : std::string(key);
     bson_t sub;
     if (sub_array) {
@@ -720,8 +685,7 @@ void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array,
       Project(&sub_it, *c, false, true, &sub);
       bson_append_array_end(out, &sub);
     } else {
-      bson_append_document_begin(out, k.data(), static_cast<int>(k.size()),
-                                 &sub);
+      bson_append_document_begin(out, k.data(), static_cast<int>(k.size()), &sub);
       Project(&sub_it, *c, false, false, &sub);
       bson_append_document_end(out, &sub);
     }
@@ -752,8 +716,7 @@ void Projection::Apply(const uint8_t* doc, size_t len, std::string* out) const {
   bson_iter_t it;
   bson_t result;
   bson_init(&result);
-  if (bson_iter_init_from_data(&it, doc, len))
-    Project(&it, tree, true, false, &result);
+  if (bson_iter_init_from_data(&it, doc, len)) Project(&it, tree, true, false, &result);
   *out = Bytes(&result);
   bson_destroy(&result);
 }
@@ -770,8 +733,7 @@ Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id) {
       case BSON_TYPE_ARRAY:
       case BSON_TYPE_UNDEFINED:
       case BSON_TYPE_REGEX:
-        return Status::InvalidArgument(
-            "_id cannot be an array, undefined or a regex");
+        return Status::InvalidArgument("_id cannot be an array, undefined or a regex");
       default:
         break;
     }
@@ -799,8 +761,7 @@ Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id) {
   if (bson_iter_init_from_data(&it, in.data(), in.size())) {
     while (bson_iter_next(&it)) {
       if (Key(&it) == "_id") continue;
-      bson_append_iter(&result, bson_iter_key(&it),
-                       static_cast<int>(bson_iter_key_len(&it)), &it);
+      bson_append_iter(&result, bson_iter_key(&it), static_cast<int>(bson_iter_key_len(&it)), &it);
     }
   }
   Status s = SizeOk(result.len);

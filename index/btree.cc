@@ -68,8 +68,7 @@ Status CheckNode(const uint8_t* p, uint32_t ps, PageId id) {
   if (upper > ps || kSlotsOffset + kSlotSize * n > upper) {
     return PageError(id, "slot array and cell area overlap");
   }
-  if (Frag(p) > ps - upper)
-    return PageError(id, "dead bytes exceed the cell area");
+  if (Frag(p) > ps - upper) return PageError(id, "dead bytes exceed the cell area");
   if (t == PageType::kBranch && n == 0 && Leftmost(p) == 0) {
     return PageError(id, "branch without children");
   }
@@ -117,9 +116,7 @@ inline bool DecodeLeaf(const uint8_t* p, uint32_t ps, uint32_t i, LeafCell* c) {
   c->overflow = (flags & kCellOverflow) != 0;
   uint64_t body = c->overflow ? kOverflowRef : uint64_t{c->vlen};
   uint64_t size = kLeafCellHeader + c->key.size() + body;
-  if ((flags & ~kCellOverflow) != 0 || off + size > ps ||
-      c->vlen > kMaxValueSize)
-    return false;
+  if ((flags & ~kCellOverflow) != 0 || off + size > ps || c->vlen > kMaxValueSize) return false;
   c->size = static_cast<uint32_t>(size);
   c->value = p + off + kLeafCellHeader + c->key.size();
   c->overflow_id = c->overflow ? OverflowRef(c->value) : 0;
@@ -170,8 +167,7 @@ inline int PackedCompare(std::string_view a, std::string_view b, uint32_t sig) {
     if (x != y) return x < y ? -1 : 1;
   }
   for (; i < a.size(); i++) {
-    if (a[i] != b[i])
-      return static_cast<uint8_t>(a[i]) < static_cast<uint8_t>(b[i]) ? -1 : 1;
+    if (a[i] != b[i]) return static_cast<uint8_t>(a[i]) < static_cast<uint8_t>(b[i]) ? -1 : 1;
   }
   return 0;
 }
@@ -186,8 +182,7 @@ inline uint32_t Signature(const char* p, uint32_t n) {
 }
 
 template <typename KeyAt, typename Cmp>
-inline bool SearchWith(uint32_t n, KeyAt key_at, Cmp cmp, uint32_t* pos,
-                       bool* eq) {
+inline bool SearchWith(uint32_t n, KeyAt key_at, Cmp cmp, uint32_t* pos, bool* eq) {
   uint32_t lo = 0, hi = n;
   *eq = false;
   while (lo < hi) {
@@ -214,12 +209,11 @@ inline bool SearchWith(uint32_t n, KeyAt key_at, Cmp cmp, uint32_t* pos,
 // nonzero when `key` is packed (BTree::StoredKey): node keys in the same
 // packed form are then compared inline, any other key through cmp.
 template <typename KeyAt>
-inline bool Search(uint32_t n, std::string_view key, Comparator cmp,
-                   uint32_t sig, KeyAt key_at, uint32_t* pos, bool* eq) {
+inline bool Search(uint32_t n, std::string_view key, Comparator cmp, uint32_t sig, KeyAt key_at,
+                   uint32_t* pos, bool* eq) {
   if (cmp == nullptr)
     return SearchWith(
-        n, key_at, [key](std::string_view k) { return Bytewise(k, key); }, pos,
-        eq);
+        n, key_at, [key](std::string_view k) { return Bytewise(k, key); }, pos, eq);
   if (sig != 0) {
     const uint32_t want = Signature(key.data(), sig);
     return SearchWith(
@@ -232,38 +226,34 @@ inline bool Search(uint32_t n, std::string_view key, Comparator cmp,
         pos, eq);
   }
   return SearchWith(
-      n, key_at, [key, cmp](std::string_view k) { return cmp(k, key); }, pos,
-      eq);
+      n, key_at, [key, cmp](std::string_view k) { return cmp(k, key); }, pos, eq);
 }
 
-inline bool LeafSearch(const uint8_t* p, uint32_t ps, std::string_view key,
-                       Comparator cmp, uint32_t sig, uint32_t* pos, bool* eq) {
+inline bool LeafSearch(const uint8_t* p, uint32_t ps, std::string_view key, Comparator cmp,
+                       uint32_t sig, uint32_t* pos, bool* eq) {
   return Search(
-      Count(p), key, cmp, sig,
-      [p, ps](uint32_t i) { return LeafKey(p, ps, i); }, pos, eq);
+      Count(p), key, cmp, sig, [p, ps](uint32_t i) { return LeafKey(p, ps, i); }, pos, eq);
 }
 
 // The child index (0..n) whose subtree may hold `key`.
-inline bool BranchSearch(const uint8_t* p, uint32_t ps, std::string_view key,
-                         Comparator cmp, uint32_t sig, uint32_t* child_index) {
+inline bool BranchSearch(const uint8_t* p, uint32_t ps, std::string_view key, Comparator cmp,
+                         uint32_t sig, uint32_t* child_index) {
   uint32_t pos;
   bool eq;
   if (!Search(
-          Count(p), key, cmp, sig,
-          [p, ps](uint32_t i) { return BranchKey(p, ps, i); }, &pos, &eq)) {
+          Count(p), key, cmp, sig, [p, ps](uint32_t i) { return BranchKey(p, ps, i); }, &pos,
+          &eq)) {
     return false;
   }
   *child_index = eq ? pos + 1 : pos;
   return true;
 }
 
-Status ReadOverflow(storage::Txn* txn, PageId id, uint32_t vlen,
-                    std::string_view* value) {
+Status ReadOverflow(storage::Txn* txn, PageId id, uint32_t vlen, std::string_view* value) {
   const uint8_t* q;
   MMDOC_RETURN_IF_ERROR(txn->Get(id, &q));
   uint64_t pages = OverflowPages(vlen, txn->page_size());
-  if (Type(q) != PageType::kOverflow)
-    return PageError(id, "overflow value: wrong page type");
+  if (Type(q) != PageType::kOverflow) return PageError(id, "overflow value: wrong page type");
   if (RunLength(q) != pages || id + pages > txn->page_count()) {
     return PageError(id, "overflow run length does not match the value length");
   }
@@ -271,8 +261,7 @@ Status ReadOverflow(storage::Txn* txn, PageId id, uint32_t vlen,
   return Status::OK();
 }
 
-Status LeafValue(storage::Txn* txn, const LeafCell& c,
-                 std::string_view* value) {
+Status LeafValue(storage::Txn* txn, const LeafCell& c, std::string_view* value) {
   if (c.overflow) return ReadOverflow(txn, c.overflow_id, c.vlen, value);
   *value = {reinterpret_cast<const char*>(c.value), c.vlen};
   return Status::OK();
@@ -303,8 +292,8 @@ void RemoveCell(uint8_t* w, uint32_t i, uint32_t size) {
   uint32_t n = Count(w);
   assert(i < n);
   uint32_t off = Slot(w, i);
-  std::memmove(w + kSlotsOffset + kSlotSize * i,
-               w + kSlotsOffset + kSlotSize * (i + 1), kSlotSize * (n - i - 1));
+  std::memmove(w + kSlotsOffset + kSlotSize * i, w + kSlotsOffset + kSlotSize * (i + 1),
+               kSlotSize * (n - i - 1));
   SetCount(w, static_cast<uint16_t>(n - 1));
   if (off == Upper(w)) {
     SetUpper(w, off + size);
@@ -319,8 +308,8 @@ void PlaceCell(uint8_t* w, uint32_t i, const uint8_t* cell, uint32_t size) {
   assert(i <= n);
   uint32_t upper = Upper(w) - size;
   std::memcpy(w + upper, cell, size);
-  std::memmove(w + kSlotsOffset + kSlotSize * (i + 1),
-               w + kSlotsOffset + kSlotSize * i, kSlotSize * (n - i));
+  std::memmove(w + kSlotsOffset + kSlotSize * (i + 1), w + kSlotsOffset + kSlotSize * i,
+               kSlotSize * (n - i));
   SetSlot(w, i, static_cast<uint16_t>(upper));
   SetUpper(w, upper);
   SetCount(w, static_cast<uint16_t>(n + 1));
@@ -380,8 +369,7 @@ struct BTree::Impl {
   uint8_t* scratch;
   bool leased = false;  // scratch is this thread's tls_scratch
 
-  explicit Impl(BTree* tree)
-      : t(tree), txn(tree->txn_), ps(tree->txn_->page_size()) {
+  explicit Impl(BTree* tree) : t(tree), txn(tree->txn_), ps(tree->txn_->page_size()) {
     // The node layout's static_asserts (btree_page.h) hold for these.
     assert(ps >= storage::kMinPageSize && ps <= storage::kMaxPageSize);
     if (!tls_scratch.busy) {
@@ -404,9 +392,7 @@ struct BTree::Impl {
   // Scratch page k (2: the cell being inserted).
   uint8_t* Scratch(int k) const { return scratch + size_t{ps} * k; }
 
-  bool Underfull(const uint8_t* w) const {
-    return Count(w) == 0 || Used(w, ps) < Usable(ps) / 4;
-  }
+  bool Underfull(const uint8_t* w) const { return Count(w) == 0 || Used(w, ps) < Usable(ps) / 4; }
 
   Status GetNode(PageId id, int depth, const uint8_t** p) {
     if (depth > kMaxDepth) return PageError(id, "tree too deep (a cycle?)");
@@ -429,8 +415,8 @@ struct BTree::Impl {
   }
 
   // Inserts a cell as cell i if it fits (compacting when that helps).
-  Status TryInsert(uint8_t* w, PageId id, uint32_t i, const uint8_t* cell,
-                   uint32_t size, bool* fitted) {
+  Status TryInsert(uint8_t* w, PageId id, uint32_t i, const uint8_t* cell, uint32_t size,
+                   bool* fitted) {
     *fitted = false;
     if (Gap(w) < size + 2) {
       if (Gap(w) + Frag(w) < size + 2) return Status::OK();
@@ -464,8 +450,7 @@ struct BTree::Impl {
     for (const Entry& x : e) total += x.size + 2;
     uint32_t usable = Usable(ps);
     uint32_t lo = 1, hi = leaf ? n - 1 : n - 2;
-    if (n < (leaf ? 2u : 3u))
-      return PageError(id, "cannot split a node this small");
+    if (n < (leaf ? 2u : 3u)) return PageError(id, "cannot split a node this small");
     uint32_t best = 0;
     uint64_t best_diff = UINT64_MAX;
     uint32_t left = 0;
@@ -495,8 +480,8 @@ struct BTree::Impl {
   // After entries_[0, total) were divided at m into nodes l and r (a
   // branch's entry m went up): every entry is in one of them, neither is
   // empty, and each one's slots and cells fit its page.
-  void AssertSplit(const uint8_t* l, const uint8_t* r, PageType type,
-                   uint32_t m, uint32_t total) const {
+  void AssertSplit(const uint8_t* l, const uint8_t* r, PageType type, uint32_t m,
+                   uint32_t total) const {
     const uint32_t pushed_up = type == PageType::kLeaf ? 0 : 1;
     assert(Count(l) == m && Count(r) + m + pushed_up == total);
     assert(Count(l) > 0 && Count(r) > 0);
@@ -506,17 +491,15 @@ struct BTree::Impl {
   }
 
   // Builds node w (type, leftmost) from entries_[from, to).
-  void Fill(uint8_t* w, PageType type, PageId leftmost, uint32_t from,
-            uint32_t to) {
+  void Fill(uint8_t* w, PageType type, PageId leftmost, uint32_t from, uint32_t to) {
     InitNode(w, ps, type, leftmost);
-    for (uint32_t i = from; i < to; i++)
-      AppendCell(w, t->entries_[i].cell, t->entries_[i].size);
+    for (uint32_t i = from; i < to; i++) AppendCell(w, t->entries_[i].cell, t->entries_[i].size);
   }
 
   // Node w (page id) has no room for `cell` as cell i: splits it into w and
   // a new right sibling, reported in *out.
-  Status SplitInsert(uint8_t* w, PageId id, uint32_t i, const uint8_t* cell,
-                     uint32_t size, bool append, Change* out) {
+  Status SplitInsert(uint8_t* w, PageId id, uint32_t i, const uint8_t* cell, uint32_t size,
+                     bool append, Change* out) {
     uint8_t* s = Scratch(0);
     std::memcpy(s, w, ps);
     PageType type = Type(s);
@@ -558,8 +541,8 @@ struct BTree::Impl {
   }
 
   // Inserts branch cell (child, key) as cell i of w, splitting when full.
-  Status InsertBranchCell(uint8_t* w, PageId id, uint32_t i, PageId child,
-                          std::string_view key, bool append, Change* out) {
+  Status InsertBranchCell(uint8_t* w, PageId id, uint32_t i, PageId child, std::string_view key,
+                          bool append, Change* out) {
     uint32_t size = BuildBranchCell(child, key);
     bool fitted;
     MMDOC_RETURN_IF_ERROR(TryInsert(w, id, i, Scratch(2), size, &fitted));
@@ -584,39 +567,30 @@ struct BTree::Impl {
   // Copy-on-write of node `id` whose bytes are `p`: the copy skips the
   // node's free space between the slot array and the cells.
   Status ModifyNode(PageId id, const uint8_t* p, PageId* nid, uint8_t** w) {
-    return txn->ModifySkipping(id, kSlotsOffset + kSlotSize * Count(p), Upper(p),
-                               nid, w);
+    return txn->ModifySkipping(id, kSlotsOffset + kSlotSize * Count(p), Upper(p), nid, w);
   }
 
   // --- Put ---
 
-  Status PutLeaf(PageId id, const uint8_t* p, std::string_view key,
-                 std::string_view value, PutMode mode, bool rightmost,
-                 Change* out) {
+  Status PutLeaf(PageId id, const uint8_t* p, std::string_view key, std::string_view value,
+                 PutMode mode, bool rightmost, Change* out) {
     uint32_t pos;
     bool found;
     if (!LeafSearch(p, ps, key, t->cmp_, key_sig, &pos, &found))
       return PageError(id, "cell out of bounds");
-    if (found && mode == PutMode::kInsert)
-      return Status::AlreadyExists("key already exists");
-    if (!found && mode == PutMode::kUpdate)
-      return Status::NotFound("key not found");
+    if (found && mode == PutMode::kInsert) return Status::AlreadyExists("key already exists");
+    if (!found && mode == PutMode::kUpdate) return Status::NotFound("key not found");
     // A new key goes between its neighbors, so the leaf stays sorted: the
     // search compared both (whatever the other keys hold).
-    assert(found || pos == 0 ||
-           Compare(t->cmp_, LeafKey(p, ps, pos - 1), key) < 0);
-    assert(found || pos == Count(p) ||
-           Compare(t->cmp_, LeafKey(p, ps, pos), key) > 0);
+    assert(found || pos == 0 || Compare(t->cmp_, LeafKey(p, ps, pos - 1), key) < 0);
+    assert(found || pos == Count(p) || Compare(t->cmp_, LeafKey(p, ps, pos), key) > 0);
     LeafCell old{};
-    if (found && !DecodeLeaf(p, ps, pos, &old))
-      return PageError(id, "cell out of bounds");
+    if (found && !DecodeLeaf(p, ps, pos, &old)) return PageError(id, "cell out of bounds");
 
     // Build the new cell (and its overflow run) before touching the leaf.
-    bool overflow =
-        kLeafCellHeader + key.size() + value.size() + 2 > MaxInlineCell(ps);
+    bool overflow = kLeafCellHeader + key.size() + value.size() + 2 > MaxInlineCell(ps);
     uint8_t* c = Scratch(2);
-    EncodeLeafHeader(c, static_cast<uint16_t>(key.size()),
-                     overflow ? kCellOverflow : 0,
+    EncodeLeafHeader(c, static_cast<uint16_t>(key.size()), overflow ? kCellOverflow : 0,
                      static_cast<uint32_t>(value.size()));
     std::memcpy(c + kLeafCellHeader, key.data(), key.size());
     uint32_t size;
@@ -624,15 +598,13 @@ struct BTree::Impl {
       uint64_t pages = OverflowPages(value.size(), ps);
       PageId oid;
       uint8_t* o;
-      MMDOC_RETURN_IF_ERROR(txn->Allocate(
-          PageType::kOverflow, static_cast<uint32_t>(pages), &oid, &o));
+      MMDOC_RETURN_IF_ERROR(
+          txn->Allocate(PageType::kOverflow, static_cast<uint32_t>(pages), &oid, &o));
       std::memcpy(o + storage::kPageHeaderSize, value.data(), value.size());
       SetOverflowRef(c + kLeafCellHeader + key.size(), oid);
       size = static_cast<uint32_t>(kLeafCellHeader + key.size() + kOverflowRef);
     } else {
-      if (!value.empty())
-        std::memcpy(c + kLeafCellHeader + key.size(), value.data(),
-                    value.size());
+      if (!value.empty()) std::memcpy(c + kLeafCellHeader + key.size(), value.data(), value.size());
       size = static_cast<uint32_t>(kLeafCellHeader + key.size() + value.size());
     }
 
@@ -655,31 +627,26 @@ struct BTree::Impl {
     return SplitInsert(w, nid, pos, c, size, append, out);
   }
 
-  Status PutRec(PageId id, int depth, std::string_view key,
-                std::string_view value, PutMode mode, bool rightmost,
-                Change* out) {
+  Status PutRec(PageId id, int depth, std::string_view key, std::string_view value, PutMode mode,
+                bool rightmost, Change* out) {
     const uint8_t* p;
     MMDOC_RETURN_IF_ERROR(GetNode(id, depth, &p));
-    if (Type(p) == PageType::kLeaf)
-      return PutLeaf(id, p, key, value, mode, rightmost, out);
+    if (Type(p) == PageType::kLeaf) return PutLeaf(id, p, key, value, mode, rightmost, out);
     uint32_t c;
     PageId child;
-    if (!BranchSearch(p, ps, key, t->cmp_, key_sig, &c) ||
-        !ChildAt(p, ps, c, &child)) {
+    if (!BranchSearch(p, ps, key, t->cmp_, key_sig, &c) || !ChildAt(p, ps, c, &child)) {
       return PageError(id, "cell out of bounds");
     }
     uint32_t n = Count(p);
     Change ch;
-    MMDOC_RETURN_IF_ERROR(
-        PutRec(child, depth + 1, key, value, mode, rightmost && c == n, &ch));
+    MMDOC_RETURN_IF_ERROR(PutRec(child, depth + 1, key, value, mode, rightmost && c == n, &ch));
     out->id = id;
     if (!ch.split && ch.id == child) return Status::OK();
     uint8_t* w;
     MMDOC_RETURN_IF_ERROR(ModifyNode(id, p, &out->id, &w));
     SetChild(w, c, ch.id);
     if (!ch.split) return Status::OK();
-    return InsertBranchCell(w, out->id, c, ch.right, ch.sep,
-                            rightmost && c == n, out);
+    return InsertBranchCell(w, out->id, c, ch.right, ch.sep, rightmost && c == n, out);
   }
 
   // --- Delete ---
@@ -706,8 +673,7 @@ struct BTree::Impl {
     if (Type(r) != type) return PageError(rid, "siblings of different types");
     bool leaf = type == PageType::kLeaf;
     uint32_t usable = Usable(ps);
-    uint32_t mid_size =
-        leaf ? 0 : kBranchCellHeader + static_cast<uint32_t>(sep.size()) + 2;
+    uint32_t mid_size = leaf ? 0 : kBranchCellHeader + static_cast<uint32_t>(sep.size()) + 2;
     uint32_t sep_size = kBranchCellHeader + static_cast<uint32_t>(sep.size());
     uint32_t mid_cell = 0;
     if (!leaf) mid_cell = BuildBranchCell(Leftmost(r), sep);  // sep pulled down
@@ -717,14 +683,12 @@ struct BTree::Impl {
       PageId nlid;
       uint8_t* lw;
       MMDOC_RETURN_IF_ERROR(txn->Modify(lid, &nlid, &lw));
-      if (Gap(lw) < Used(r, ps) + mid_size)
-        MMDOC_RETURN_IF_ERROR(Compact(lw, nlid));
+      if (Gap(lw) < Used(r, ps) + mid_size) MMDOC_RETURN_IF_ERROR(Compact(lw, nlid));
       if (!leaf) AppendCell(lw, Scratch(2), mid_cell);
       uint32_t rn = Count(r);
       for (uint32_t i = 0; i < rn; i++) {
         uint32_t size = CellSize(r, ps, i);
-        if (size == 0 || Gap(lw) < size + 2)
-          return PageError(rid, "cell out of bounds");
+        if (size == 0 || Gap(lw) < size + 2) return PageError(rid, "cell out of bounds");
         AppendCell(lw, r + Slot(r, i), size);
       }
       MMDOC_RETURN_IF_ERROR(txn->Free(rid));
@@ -773,8 +737,7 @@ struct BTree::Impl {
       if (!LeafSearch(p, ps, key, t->cmp_, key_sig, &pos, &found))
         return PageError(id, "cell out of bounds");
       if (!found) return Status::NotFound("key not found");
-      if (!DecodeLeaf(p, ps, pos, &cell))
-        return PageError(id, "cell out of bounds");
+      if (!DecodeLeaf(p, ps, pos, &cell)) return PageError(id, "cell out of bounds");
       uint8_t* w;
       MMDOC_RETURN_IF_ERROR(ModifyNode(id, p, &out->id, &w));
       if (cell.overflow) MMDOC_RETURN_IF_ERROR(txn->Free(cell.overflow_id));
@@ -784,8 +747,7 @@ struct BTree::Impl {
     }
     uint32_t c;
     PageId child;
-    if (!BranchSearch(p, ps, key, t->cmp_, key_sig, &c) ||
-        !ChildAt(p, ps, c, &child)) {
+    if (!BranchSearch(p, ps, key, t->cmp_, key_sig, &c) || !ChildAt(p, ps, c, &child)) {
       return PageError(id, "cell out of bounds");
     }
     Change ch;
@@ -796,8 +758,7 @@ struct BTree::Impl {
     MMDOC_RETURN_IF_ERROR(ModifyNode(id, p, &out->id, &w));
     SetChild(w, c, ch.id);
     if (ch.split) {
-      MMDOC_RETURN_IF_ERROR(
-          InsertBranchCell(w, out->id, c, ch.right, ch.sep, false, out));
+      MMDOC_RETURN_IF_ERROR(InsertBranchCell(w, out->id, c, ch.right, ch.sep, false, out));
     } else if (ch.underfull) {
       MMDOC_RETURN_IF_ERROR(Rebalance(w, out->id, c, out));
     }
@@ -814,15 +775,13 @@ struct BTree::Impl {
     if (Type(p) == PageType::kLeaf) {
       for (uint32_t i = 0; i < n; i++) {
         LeafCell c;
-        if (!DecodeLeaf(p, ps, i, &c))
-          return PageError(id, "cell out of bounds");
+        if (!DecodeLeaf(p, ps, i, &c)) return PageError(id, "cell out of bounds");
         if (c.overflow) MMDOC_RETURN_IF_ERROR(txn->Free(c.overflow_id));
       }
     } else {
       for (uint32_t i = 0; i <= n; i++) {
         PageId child;
-        if (!ChildAt(p, ps, i, &child))
-          return PageError(id, "cell out of bounds");
+        if (!ChildAt(p, ps, i, &child)) return PageError(id, "cell out of bounds");
         MMDOC_RETURN_IF_ERROR(DropRec(child, depth + 1));
       }
     }
@@ -835,16 +794,15 @@ struct BTree::Impl {
     int leaf_depth = -1;
   };
 
-  Status VerifyRec(PageId id, int depth, const std::string_view* lo,
-                   const std::string_view* hi, VerifyState* v) {
+  Status VerifyRec(PageId id, int depth, const std::string_view* lo, const std::string_view* hi,
+                   VerifyState* v) {
     const uint8_t* p;
     MMDOC_RETURN_IF_ERROR(GetNode(id, depth, &p));
     if (v->pages) v->pages->push_back(id);
     bool leaf = Type(p) == PageType::kLeaf;
     uint32_t n = Count(p);
     if (depth > 0 && n == 0) {
-      return PageError(
-          id, leaf ? "empty non-root leaf" : "non-root branch without keys");
+      return PageError(id, leaf ? "empty non-root leaf" : "non-root branch without keys");
     }
     uint64_t cell_bytes = 0;
     std::string_view prev;
@@ -853,36 +811,29 @@ struct BTree::Impl {
       uint32_t size = CellSize(p, ps, i);
       if (k.empty() || size == 0) return PageError(id, "cell out of bounds");
       cell_bytes += size;
-      if (i > 0 && Compare(t->cmp_, prev, k) >= 0)
-        return PageError(id, "keys out of order");
-      if (lo && Compare(t->cmp_, k, *lo) < 0)
-        return PageError(id, "key below the parent's bound");
-      if (hi && Compare(t->cmp_, k, *hi) >= 0)
-        return PageError(id, "key above the parent's bound");
+      if (i > 0 && Compare(t->cmp_, prev, k) >= 0) return PageError(id, "keys out of order");
+      if (lo && Compare(t->cmp_, k, *lo) < 0) return PageError(id, "key below the parent's bound");
+      if (hi && Compare(t->cmp_, k, *hi) >= 0) return PageError(id, "key above the parent's bound");
       prev = k;
     }
-    if (cell_bytes + Frag(p) != ps - Upper(p))
-      return PageError(id, "cells overlap");
+    if (cell_bytes + Frag(p) != ps - Upper(p)) return PageError(id, "cells overlap");
     v->stats.used_bytes += kSlotSize * n + cell_bytes;
     v->stats.capacity_bytes += Usable(ps);
     if (leaf) {
       if (v->leaf_depth < 0) v->leaf_depth = depth;
-      if (v->leaf_depth != depth)
-        return PageError(id, "leaves at different depths");
+      if (v->leaf_depth != depth) return PageError(id, "leaves at different depths");
       v->stats.leaf_pages++;
       v->stats.entries += n;
       for (uint32_t i = 0; i < n; i++) {
         LeafCell c;
-        if (!DecodeLeaf(p, ps, i, &c))
-          return PageError(id, "cell out of bounds");
+        if (!DecodeLeaf(p, ps, i, &c)) return PageError(id, "cell out of bounds");
         if (!c.overflow) continue;
         std::string_view value;
         MMDOC_RETURN_IF_ERROR(ReadOverflow(txn, c.overflow_id, c.vlen, &value));
         uint64_t pages = OverflowPages(c.vlen, ps);
         v->stats.overflow_pages += pages;
         if (v->pages) {
-          for (uint64_t k = 0; k < pages; k++)
-            v->pages->push_back(c.overflow_id + k);
+          for (uint64_t k = 0; k < pages; k++) v->pages->push_back(c.overflow_id + k);
         }
       }
       return Status::OK();
@@ -890,8 +841,7 @@ struct BTree::Impl {
     v->stats.branch_pages++;
     for (uint32_t c = 0; c <= n; c++) {
       PageId child;
-      if (!ChildAt(p, ps, c, &child))
-        return PageError(id, "bad child page number");
+      if (!ChildAt(p, ps, c, &child)) return PageError(id, "bad child page number");
       std::string_view clo, chi;
       const std::string_view* plo = lo;
       const std::string_view* phi = hi;
@@ -909,14 +859,12 @@ struct BTree::Impl {
   }
 };
 
-BTree::BTree(storage::Txn* txn, PageId root, Comparator cmp)
-    : txn_(txn), root_(root), cmp_(cmp) {}
+BTree::BTree(storage::Txn* txn, PageId root, Comparator cmp) : txn_(txn), root_(root), cmp_(cmp) {}
 
 BTree::BTree(storage::Txn* txn, PageId root, const KeyCodec& codec)
     : txn_(txn), root_(root), cmp_(codec.compare), codec_(&codec) {}
 
-std::string_view BTree::StoredKey(std::string_view key, char* buf,
-                                  uint32_t* signature) const {
+std::string_view BTree::StoredKey(std::string_view key, char* buf, uint32_t* signature) const {
   *signature = 0;
   if (codec_ != nullptr) {
     size_t n = codec_->pack(key, buf);
@@ -933,8 +881,7 @@ std::string_view BTree::StoredKey(std::string_view key, char* buf,
 }
 
 Status BTree::Get(std::string_view key, std::string_view* value) {
-  if (key.empty() || key.size() > kMaxKeySize)
-    return Status::NotFound("key not found");
+  if (key.empty() || key.size() > kMaxKeySize) return Status::NotFound("key not found");
   PageId id = root_;
   if (id == 0) return Status::NotFound("key not found");
   char buf[KeyCodec::kMaxForm];
@@ -952,8 +899,7 @@ Status BTree::Get(std::string_view key, std::string_view* value) {
         return PageError(id, "cell out of bounds");
       if (!found) return Status::NotFound("key not found");
       LeafCell c;
-      if (!DecodeLeaf(p, ps, pos, &c))
-        return PageError(id, "cell out of bounds");
+      if (!DecodeLeaf(p, ps, pos, &c)) return PageError(id, "cell out of bounds");
       return LeafValue(txn_, c, value);
     }
     uint32_t c;
@@ -966,8 +912,7 @@ Status BTree::Get(std::string_view key, std::string_view* value) {
 
 namespace {
 Status CheckKeyValue(std::string_view key, std::string_view value) {
-  if (key.empty())
-    return Status::InvalidArgument("empty key (keys are 1..1024 bytes)");
+  if (key.empty()) return Status::InvalidArgument("empty key (keys are 1..1024 bytes)");
   if (key.size() > kMaxKeySize) {
     return Status::InvalidArgument("key longer than kMaxKeySize (1024 bytes)");
   }
@@ -1040,7 +985,7 @@ Status BTree::Verify(std::vector<PageId>* pages, TreeStats* stats) {
   if (root_ != 0) {
     Impl impl(this);
     MMDOC_RETURN_IF_ERROR(impl.VerifyRec(root_, 0, nullptr, nullptr, &v));
-    v.stats.depth = static_cast<uint64_t>(v.leaf_depth + 1);
+    v.stats.depth = static_cast<uint64_t>(v.leaf_depth) + 1;
   }
   if (stats) *stats = v.stats;
   return Status::OK();
@@ -1075,8 +1020,8 @@ std::string_view BTree::Cursor::LeafBytes(bool* all_inline) const {
   bool inl = true;
   for (uint32_t i = 0; i < n && inl; i++) {
     const uint32_t off = Slot(page, i);
-    inl = off >= upper && off + kLeafCellHeader <= ps &&
-          (LeafFlags(page + off) & kCellOverflow) == 0;
+    inl =
+        off >= upper && off + kLeafCellHeader <= ps && (LeafFlags(page + off) & kCellOverflow) == 0;
   }
   *all_inline = inl;
   return {reinterpret_cast<const char*>(page) + upper, ps - upper};
@@ -1097,8 +1042,7 @@ Status BTree::Cursor::Load() {
   const Frame& f = path_.back();
   assert(f.index >= 0 && static_cast<uint32_t>(f.index) < Count(f.page));
   LeafCell c;
-  if (!DecodeLeaf(f.page, tree_->txn_->page_size(),
-                  static_cast<uint32_t>(f.index), &c)) {
+  if (!DecodeLeaf(f.page, tree_->txn_->page_size(), static_cast<uint32_t>(f.index), &c)) {
     valid_ = false;
     return PageError(f.id, "cell out of bounds");
   }
@@ -1117,12 +1061,10 @@ namespace {
 // Descends from page `id` along the first (or last) edge to a leaf, pushing
 // frames; the leaf frame's index is its first (or last) cell.
 template <typename Frame>
-Status DescendEdge(storage::Txn* txn, std::vector<Frame>* path, PageId id,
-                   bool last) {
+Status DescendEdge(storage::Txn* txn, std::vector<Frame>* path, PageId id, bool last) {
   const uint32_t ps = txn->page_size();
   for (;;) {
-    if (path->size() > static_cast<size_t>(kMaxDepth))
-      return PageError(id, "tree too deep");
+    if (path->size() > static_cast<size_t>(kMaxDepth)) return PageError(id, "tree too deep");
     const uint8_t* p;
     MMDOC_RETURN_IF_ERROR(txn->Get(id, &p));
     MMDOC_RETURN_IF_ERROR(CheckNode(p, ps, id));
@@ -1133,8 +1075,7 @@ Status DescendEdge(storage::Txn* txn, std::vector<Frame>* path, PageId id,
     }
     uint32_t c = last ? n : 0;
     path->push_back({p, id, static_cast<int>(c)});
-    if (!ChildAt(p, ps, c, &id))
-      return PageError(path->back().id, "cell out of bounds");
+    if (!ChildAt(p, ps, c, &id)) return PageError(path->back().id, "cell out of bounds");
   }
 }
 }  // namespace
@@ -1169,8 +1110,7 @@ Status BTree::Cursor::Seek(std::string_view target) {
   storage::Txn* txn = tree_->txn_;
   const uint32_t ps = txn->page_size();
   for (;;) {
-    if (path_.size() > static_cast<size_t>(kMaxDepth))
-      return PageError(id, "tree too deep");
+    if (path_.size() > static_cast<size_t>(kMaxDepth)) return PageError(id, "tree too deep");
     const uint8_t* p;
     MMDOC_RETURN_IF_ERROR(txn->Get(id, &p));
     MMDOC_RETURN_IF_ERROR(CheckNode(p, ps, id));
@@ -1192,8 +1132,7 @@ Status BTree::Cursor::Seek(std::string_view target) {
     if (!BranchSearch(p, ps, target, tree_->cmp_, sig, &c))
       return PageError(id, "cell out of bounds");
     path_.push_back({p, id, static_cast<int>(c)});
-    if (!ChildAt(p, ps, c, &id))
-      return PageError(path_.back().id, "cell out of bounds");
+    if (!ChildAt(p, ps, c, &id)) return PageError(path_.back().id, "cell out of bounds");
   }
 }
 
@@ -1212,8 +1151,7 @@ Status BTree::Cursor::Next() {
   // skipped.
   for (;;) {
     path_.pop_back();
-    while (!path_.empty() &&
-           path_.back().index >= static_cast<int>(Count(path_.back().page))) {
+    while (!path_.empty() && path_.back().index >= static_cast<int>(Count(path_.back().page))) {
       path_.pop_back();
     }
     if (path_.empty()) {
@@ -1223,8 +1161,7 @@ Status BTree::Cursor::Next() {
     Frame& f = path_.back();
     f.index++;
     PageId child;
-    if (!ChildAt(f.page, tree_->txn_->page_size(),
-                 static_cast<uint32_t>(f.index), &child)) {
+    if (!ChildAt(f.page, tree_->txn_->page_size(), static_cast<uint32_t>(f.index), &child)) {
       valid_ = false;
       return PageError(f.id, "cell out of bounds");
     }
@@ -1282,8 +1219,7 @@ Status BTree::Cursor::Prev() {
     Frame& f = path_.back();
     f.index--;
     PageId child;
-    if (!ChildAt(f.page, tree_->txn_->page_size(),
-                 static_cast<uint32_t>(f.index), &child)) {
+    if (!ChildAt(f.page, tree_->txn_->page_size(), static_cast<uint32_t>(f.index), &child)) {
       valid_ = false;
       return PageError(f.id, "cell out of bounds");
     }

@@ -106,8 +106,7 @@ class BTree {
   // Writes key -> value as `mode` says. InvalidArgument (naming the limit)
   // for an empty key, a key over kMaxKeySize or a value over kMaxValueSize.
   // REQUIRES: txn()->writable()
-  Status Put(std::string_view key, std::string_view value,
-             PutMode mode = PutMode::kUpsert);
+  Status Put(std::string_view key, std::string_view value, PutMode mode = PutMode::kUpsert);
   // Removes `key`; NotFound when absent. Merges or rebalances underfull
   // pages and frees emptied ones. REQUIRES: txn()->writable()
   Status Delete(std::string_view key);
@@ -140,8 +139,7 @@ class BTree {
   // *signature is the codec's signature_size when the key was packed and
   // the codec describes its packed form (searches then compare two packed
   // keys inline), else 0.
-  std::string_view StoredKey(std::string_view key, char* buf,
-                             uint32_t* signature) const;
+  std::string_view StoredKey(std::string_view key, char* buf, uint32_t* signature) const;
 
   storage::Txn* txn_;
   storage::PageId root_;
@@ -150,8 +148,8 @@ class BTree {
   // Writer scratch space (three pages, see ScratchPages in btree.cc) for
   // the rare write that finds its thread's shared one in use.
   std::unique_ptr<uint8_t[]> scratch_;
-  uint32_t scratch_ps_ = 0;             // ps scratch_ was sized for
-  std::vector<Entry> entries_;          // cells being redistributed
+  uint32_t scratch_ps_ = 0;     // ps scratch_ was sized for
+  std::vector<Entry> entries_;  // cells being redistributed
 };
 
 // Iterates a BTree in key order, both ways. Positioned nowhere until a Seek.
@@ -199,8 +197,8 @@ class BTree::Cursor {
   mutable std::string_view key_;
   std::string_view value_;
   mutable char key_buf_[KeyCodec::kMaxForm];  // key() of a packed key
-  Status Load();  // fills key_/value_ from the leaf frame
-  void PrefetchAhead() const;  // hints the leaf and its sibling (see .cc)
+  Status Load();                              // fills key_/value_ from the leaf frame
+  void PrefetchAhead() const;                 // hints the leaf and its sibling (see .cc)
 };
 
 }  // namespace mmdoc::index

@@ -106,10 +106,8 @@ inline constexpr uint32_t kBranchCellHeader = 10;
 // The tables above, field by field: each field ends where the next begins.
 static_assert(kCountOffset == storage::kPageHeaderSize,
               "the node header follows the common page header");
-static_assert(kFragOffset == kCountOffset + 2 &&
-                  kUpperOffset == kFragOffset + 2 &&
-                  kLeftmostOffset == kUpperOffset + 4 &&
-                  kSlotsOffset == kLeftmostOffset + 8,
+static_assert(kFragOffset == kCountOffset + 2 && kUpperOffset == kFragOffset + 2 &&
+                  kLeftmostOffset == kUpperOffset + 4 && kSlotsOffset == kLeftmostOffset + 8,
               "node header fields: u16 n, u16 frag, u32 upper, u64 leftmost");
 static_assert(kSlotsOffset - kCountOffset == 16, "the node header is 16 bytes");
 static_assert(kLeafFlagsOffset == kLeafKeyLenOffset + 2 &&
@@ -124,32 +122,24 @@ static_assert(storage::kMaxPageSize - 1 <= UINT16_MAX,
               "a u16 slot must reach every byte of the largest page");
 static_assert(storage::kMaxPageSize - kSlotsOffset <= UINT16_MAX,
               "u16 frag and n must count up to the largest page's cell area");
-static_assert(storage::kMaxPageSize <= UINT32_MAX,
-              "u32 upper must hold page_size (an empty node)");
+static_assert(storage::kMaxPageSize <= UINT32_MAX, "u32 upper must hold page_size (an empty node)");
 static_assert(kMaxKeySize <= UINT16_MAX, "key lengths are u16");
 static_assert(kMaxValueSize <= UINT32_MAX, "value lengths are u32");
 
 // Usable bytes of a node page (everything after the node header).
-constexpr uint32_t Usable(uint32_t page_size) {
-  return page_size - kSlotsOffset;
-}
+constexpr uint32_t Usable(uint32_t page_size) { return page_size - kSlotsOffset; }
 // Largest leaf cell (plus its slot) stored with an inline value.
-constexpr uint32_t MaxInlineCell(uint32_t page_size) {
-  return Usable(page_size) / 4;
-}
+constexpr uint32_t MaxInlineCell(uint32_t page_size) { return Usable(page_size) / 4; }
 
 // The largest cell of each kind plus its slot: a leaf cell whose value
 // overflows (a larger inline one would have overflowed) and a branch cell.
-inline constexpr uint32_t kMaxLeafCell =
-    kLeafCellHeader + kMaxKeySize + kOverflowRef + kSlotSize;
-inline constexpr uint32_t kMaxBranchCell =
-    kBranchCellHeader + kMaxKeySize + kSlotSize;
+inline constexpr uint32_t kMaxLeafCell = kLeafCellHeader + kMaxKeySize + kOverflowRef + kSlotSize;
+inline constexpr uint32_t kMaxBranchCell = kBranchCellHeader + kMaxKeySize + kSlotSize;
 // A split divides n + 1 cells into two nodes, each of which must fit; with
 // three of the largest cells per node that always has a solution.
 static_assert(3 * kMaxLeafCell <= Usable(storage::kMinPageSize) &&
                   3 * kMaxBranchCell <= Usable(storage::kMinPageSize) &&
-                  3 * MaxInlineCell(storage::kMinPageSize) <=
-                      Usable(storage::kMinPageSize),
+                  3 * MaxInlineCell(storage::kMinPageSize) <= Usable(storage::kMinPageSize),
               "the smallest page must hold three of the largest cells");
 
 // --- node header (all little-endian) ---
@@ -160,28 +150,16 @@ inline storage::PageType Type(const uint8_t* p) {
 inline uint32_t RunLength(const uint8_t* p) {
   return storage::DecodeFixed32(p + storage::kPageRunLengthOffset);
 }
-inline uint32_t Count(const uint8_t* p) {
-  return storage::DecodeFixed16(p + kCountOffset);
-}
-inline uint32_t Frag(const uint8_t* p) {
-  return storage::DecodeFixed16(p + kFragOffset);
-}
-inline uint32_t Upper(const uint8_t* p) {
-  return storage::DecodeFixed32(p + kUpperOffset);
-}
-inline uint64_t Leftmost(const uint8_t* p) {
-  return storage::DecodeFixed64(p + kLeftmostOffset);
-}
+inline uint32_t Count(const uint8_t* p) { return storage::DecodeFixed16(p + kCountOffset); }
+inline uint32_t Frag(const uint8_t* p) { return storage::DecodeFixed16(p + kFragOffset); }
+inline uint32_t Upper(const uint8_t* p) { return storage::DecodeFixed32(p + kUpperOffset); }
+inline uint64_t Leftmost(const uint8_t* p) { return storage::DecodeFixed64(p + kLeftmostOffset); }
 inline uint32_t Slot(const uint8_t* p, uint32_t i) {
   return storage::DecodeFixed16(p + kSlotsOffset + kSlotSize * i);
 }
 
-inline void SetCount(uint8_t* p, uint16_t n) {
-  storage::EncodeFixed16(p + kCountOffset, n);
-}
-inline void SetFrag(uint8_t* p, uint16_t frag) {
-  storage::EncodeFixed16(p + kFragOffset, frag);
-}
+inline void SetCount(uint8_t* p, uint16_t n) { storage::EncodeFixed16(p + kCountOffset, n); }
+inline void SetFrag(uint8_t* p, uint16_t frag) { storage::EncodeFixed16(p + kFragOffset, frag); }
 inline void SetUpper(uint8_t* p, uint32_t upper) {
   storage::EncodeFixed32(p + kUpperOffset, upper);
 }
@@ -201,19 +179,14 @@ inline uint8_t LeafFlags(const uint8_t* c) { return c[kLeafFlagsOffset]; }
 inline uint32_t LeafValueLen(const uint8_t* c) {
   return storage::DecodeFixed32(c + kLeafValueLenOffset);
 }
-inline void EncodeLeafHeader(uint8_t* c, uint16_t key_len, uint8_t flags,
-                             uint32_t value_len) {
+inline void EncodeLeafHeader(uint8_t* c, uint16_t key_len, uint8_t flags, uint32_t value_len) {
   storage::EncodeFixed16(c + kLeafKeyLenOffset, key_len);
   c[kLeafFlagsOffset] = flags;
   storage::EncodeFixed32(c + kLeafValueLenOffset, value_len);
 }
 // The overflow page id stored where an inline value would start.
-inline uint64_t OverflowRef(const uint8_t* at) {
-  return storage::DecodeFixed64(at);
-}
-inline void SetOverflowRef(uint8_t* at, uint64_t id) {
-  storage::EncodeFixed64(at, id);
-}
+inline uint64_t OverflowRef(const uint8_t* at) { return storage::DecodeFixed64(at); }
+inline void SetOverflowRef(uint8_t* at, uint64_t id) { storage::EncodeFixed64(at, id); }
 
 inline uint64_t BranchChild(const uint8_t* c) {
   return storage::DecodeFixed64(c + kBranchChildOffset);
@@ -236,9 +209,7 @@ inline uint32_t Used(const uint8_t* p, uint32_t page_size) {
   return kSlotSize * Count(p) + (page_size - Upper(p) - Frag(p));
 }
 // Contiguous free bytes between the slot array and the cell area.
-inline uint32_t Gap(const uint8_t* p) {
-  return Upper(p) - kSlotsOffset - kSlotSize * Count(p);
-}
+inline uint32_t Gap(const uint8_t* p) { return Upper(p) - kSlotsOffset - kSlotSize * Count(p); }
 
 // Pages of an overflow run holding v bytes.
 inline uint64_t OverflowPages(uint64_t v, uint32_t page_size) {

@@ -24,16 +24,13 @@ std::string MakeEntry(PageId root, std::string_view meta) {
 // Splits a catalog entry into root and metadata.
 Status ParseEntry(std::string_view name, std::string_view entry, PageId* root,
                   std::string_view* meta) {
-  if (entry.size() < kEntryRootSize)
-    return Status::Corruption("catalog entry too short", name);
+  if (entry.size() < kEntryRootSize) return Status::Corruption("catalog entry too short", name);
   *root = storage::DecodeFixed64(entry.data());
   if (meta) *meta = entry.substr(kEntryRootSize);
   return Status::OK();
 }
 
-Status NoSuchTree(std::string_view name) {
-  return Status::NotFound("no such tree", name);
-}
+Status NoSuchTree(std::string_view name) { return Status::NotFound("no such tree", name); }
 
 }  // namespace
 
@@ -47,11 +44,9 @@ std::unique_ptr<BTree> Catalog::MakeTree(PageId root, Comparator cmp) const {
 
 Catalog::~Catalog() = default;
 
-Status Catalog::Create(std::string_view name, std::string_view meta,
-                       Comparator cmp) {
+Status Catalog::Create(std::string_view name, std::string_view meta, Comparator cmp) {
   Status s = tree_.Put(name, MakeEntry(0, meta), PutMode::kInsert);
-  if (s.IsAlreadyExists())
-    return Status::AlreadyExists("tree already exists", name);
+  if (s.IsAlreadyExists()) return Status::AlreadyExists("tree already exists", name);
   MMDOC_RETURN_IF_ERROR(s);
   open_[std::string(name)] = MakeTree(0, cmp);
   return Status::OK();
@@ -97,10 +92,9 @@ Status Catalog::Drop(std::string_view name) {
   MMDOC_RETURN_IF_ERROR(t.Drop());
   MMDOC_RETURN_IF_ERROR(tree_.Delete(name));
   if (it != open_.end()) open_.erase(it);
-  pending_meta_.erase(
-      std::remove_if(pending_meta_.begin(), pending_meta_.end(),
-                     [name](const auto& p) { return p.first == name; }),
-      pending_meta_.end());
+  pending_meta_.erase(std::remove_if(pending_meta_.begin(), pending_meta_.end(),
+                                     [name](const auto& p) { return p.first == name; }),
+                      pending_meta_.end());
   return Status::OK();
 }
 
@@ -140,15 +134,13 @@ Status Catalog::SetMeta(std::string_view name, std::string_view meta) {
   return Status::OK();
 }
 
-Status Catalog::FlushEntry(std::string_view name, const PageId* root,
-                           const std::string* meta) {
+Status Catalog::FlushEntry(std::string_view name, const PageId* root, const std::string* meta) {
   std::string_view entry, old_meta;
   MMDOC_RETURN_IF_ERROR(tree_.Get(name, &entry));
   PageId old_root;
   MMDOC_RETURN_IF_ERROR(ParseEntry(name, entry, &old_root, &old_meta));
   const PageId new_root = root != nullptr ? *root : old_root;
-  if (new_root == old_root && (meta == nullptr || *meta == old_meta))
-    return Status::OK();
+  if (new_root == old_root && (meta == nullptr || *meta == old_meta)) return Status::OK();
   // The new entry is built before the Put: `entry` points into the page.
   entry_buf_.clear();
   storage::PutFixed64(&entry_buf_, new_root);
@@ -179,8 +171,7 @@ Status Catalog::Flush() {
     MMDOC_RETURN_IF_ERROR(FlushEntry(name, &root, PendingMeta(name)));
   }
   for (const auto& [name, meta] : pending_meta_) {
-    if (open_.find(name) == open_.end())
-      MMDOC_RETURN_IF_ERROR(FlushEntry(name, nullptr, &meta));
+    if (open_.find(name) == open_.end()) MMDOC_RETURN_IF_ERROR(FlushEntry(name, nullptr, &meta));
   }
   pending_meta_.clear();
   txn_->set_root(kCatalogRootSlot, tree_.root());
@@ -193,12 +184,9 @@ void Catalog::Rebind(storage::Txn* txn) {
   for (auto& [name, tree] : open_) tree->Rebind(txn);
 }
 
-Status Catalog::Verify(std::vector<PageId>* pages) {
-  return Verify(pages, nullptr);
-}
+Status Catalog::Verify(std::vector<PageId>* pages) { return Verify(pages, nullptr); }
 
-Status Catalog::Verify(std::vector<PageId>* pages,
-                       const ComparatorFor& comparator_for) {
+Status Catalog::Verify(std::vector<PageId>* pages, const ComparatorFor& comparator_for) {
   Status s = tree_.Verify(pages, nullptr);
   if (!s.ok()) return Status::Corruption("catalog", s.message());
   BTree::Cursor c(&tree_);
@@ -216,8 +204,7 @@ Status Catalog::Verify(std::vector<PageId>* pages,
     Status ts = t->Verify(pages, nullptr);
     if (!ts.ok()) {
       return ts.IsCorruption()
-                 ? Status::Corruption(std::string("tree ") + std::string(name),
-                                      ts.message())
+                 ? Status::Corruption(std::string("tree ") + std::string(name), ts.message())
                  : ts;
     }
   }

@@ -37,8 +37,7 @@ class Catalog {
   ~Catalog();
 
   // Creates an empty tree `name` with `meta`. AlreadyExists when present.
-  Status Create(std::string_view name, std::string_view meta,
-                Comparator cmp = nullptr);
+  Status Create(std::string_view name, std::string_view meta, Comparator cmp = nullptr);
   // The open tree `name` (the same object on every call within this
   // Catalog); NotFound when absent. Owned by the Catalog.
   Status Open(std::string_view name, BTree** tree, Comparator cmp = nullptr);
@@ -69,10 +68,8 @@ class Catalog {
   // (bytewise without one); the second form asks `comparator_for(name,
   // meta)` for their comparator.
   Status Verify(std::vector<storage::PageId>* pages);
-  using ComparatorFor =
-      std::function<Comparator(std::string_view name, std::string_view meta)>;
-  Status Verify(std::vector<storage::PageId>* pages,
-                const ComparatorFor& comparator_for);
+  using ComparatorFor = std::function<Comparator(std::string_view name, std::string_view meta)>;
+  Status Verify(std::vector<storage::PageId>* pages, const ComparatorFor& comparator_for);
 
   BTree* tree() { return &tree_; }
 
@@ -89,8 +86,7 @@ class Catalog {
   std::string* PendingMeta(std::string_view name);
   // Writes name's entry with `root` and `meta` (each nullptr: as stored)
   // when either differs from what is stored.
-  Status FlushEntry(std::string_view name, const storage::PageId* root,
-                    const std::string* meta);
+  Status FlushEntry(std::string_view name, const storage::PageId* root, const std::string* meta);
 
   storage::Txn* txn_;
   const KeyCodec* codec_;

@@ -91,7 +91,8 @@ struct Walker {
           Damaged(run, "overflow run of the wrong type or length");
           continue;
         }
-        value = std::string_view(reinterpret_cast<const char*>(op + storage::kPageHeaderSize), vlen);
+        value =
+            std::string_view(reinterpret_cast<const char*>(op + storage::kPageHeaderSize), vlen);
       } else {
         value = std::string_view(reinterpret_cast<const char*>(v), vlen);
       }

@@ -29,9 +29,9 @@
 namespace mmdoc::index {
 
 struct SalvageStats {
-  uint64_t damaged_pages = 0;          // pages skipped (with their subtrees)
-  uint64_t entries = 0;                // entries emitted
-  std::vector<std::string> problems;   // one line per skipped page or entry
+  uint64_t damaged_pages = 0;         // pages skipped (with their subtrees)
+  uint64_t entries = 0;               // entries emitted
+  std::vector<std::string> problems;  // one line per skipped page or entry
 };
 
 using SalvageEmit = std::function<void(std::string_view key, std::string_view value)>;

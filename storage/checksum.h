@@ -20,8 +20,7 @@ uint64_t Checksum(const void* data, size_t n, uint64_t seed);
 // The checksum a page run starting at `page` (page number `id`, `run_bytes`
 // = run_length * page_size bytes long) must carry at offset 0.
 // REQUIRES: run_bytes >= 8.
-inline uint64_t PageChecksum(const uint8_t* page, size_t run_bytes,
-                             uint64_t id) {
+inline uint64_t PageChecksum(const uint8_t* page, size_t run_bytes, uint64_t id) {
   return Checksum(page + 8, run_bytes - 8, id);
 }
 

@@ -61,8 +61,7 @@ inline uint16_t DecodeFixed16(const uint8_t* src) {
 // REQUIRES: src holds at least 4 bytes.
 inline uint32_t DecodeFixed32(const uint8_t* src) {
   return static_cast<uint32_t>(src[0]) | (static_cast<uint32_t>(src[1]) << 8) |
-         (static_cast<uint32_t>(src[2]) << 16) |
-         (static_cast<uint32_t>(src[3]) << 24);
+         (static_cast<uint32_t>(src[2]) << 16) | (static_cast<uint32_t>(src[3]) << 24);
 }
 
 // REQUIRES: src holds at least 8 bytes.
@@ -145,12 +144,9 @@ inline void EncodeBigEndian64(char* dst, uint64_t v) {
 // REQUIRES: src holds at least 8 bytes.
 inline uint64_t DecodeBigEndian64(const char* src) {
   const auto* p = reinterpret_cast<const uint8_t*>(src);
-  return (static_cast<uint64_t>(p[0]) << 56) |
-         (static_cast<uint64_t>(p[1]) << 48) |
-         (static_cast<uint64_t>(p[2]) << 40) |
-         (static_cast<uint64_t>(p[3]) << 32) |
-         (static_cast<uint64_t>(p[4]) << 24) |
-         (static_cast<uint64_t>(p[5]) << 16) |
+  return (static_cast<uint64_t>(p[0]) << 56) | (static_cast<uint64_t>(p[1]) << 48) |
+         (static_cast<uint64_t>(p[2]) << 40) | (static_cast<uint64_t>(p[3]) << 32) |
+         (static_cast<uint64_t>(p[4]) << 24) | (static_cast<uint64_t>(p[5]) << 16) |
          (static_cast<uint64_t>(p[6]) << 8) | static_cast<uint64_t>(p[7]);
 }
 

@@ -109,11 +109,11 @@ using PageId = uint64_t;
 
 // On-disk values: do not renumber.
 enum class PageType : uint8_t {
-  kFree = 0,       // never written as such; a zeroed page
+  kFree = 0,  // never written as such; a zeroed page
   kMeta = 1,
-  kBranch = 2,     // index/ interior node
-  kLeaf = 3,       // index/ leaf node
-  kOverflow = 4,   // large value run
+  kBranch = 2,    // index/ interior node
+  kLeaf = 3,      // index/ leaf node
+  kOverflow = 4,  // large value run
   kFreeList = 5,
 };
 
@@ -124,10 +124,10 @@ inline constexpr uint64_t kMagic = 0x0a0d00636f646d6dull;  // "mmdoc\0\r\n"
 // and the log's header. Version 1 and 2 files open (their logs are read
 // without a header) and are written back as version 3.
 inline constexpr uint32_t kFormatVersion = 3;
-inline constexpr uint32_t kMinFormatVersion = 1;  // oldest version Open accepts
-inline constexpr uint32_t kLogRecordMagic = 0x4c4f4731;  // "1GOL" as LE bytes
+inline constexpr uint32_t kMinFormatVersion = 1;              // oldest version Open accepts
+inline constexpr uint32_t kLogRecordMagic = 0x4c4f4731;       // "1GOL" as LE bytes
 inline constexpr uint64_t kLogMagic = 0x0a474f4c636f646dull;  // "mdocLOG\n"
-inline constexpr uint32_t kStampMagic = 0x504d5453;          // "STMP"
+inline constexpr uint32_t kStampMagic = 0x504d5453;           // "STMP"
 inline constexpr int kMetaRoots = 8;
 inline constexpr uint32_t kMinPageSize = 4096;
 inline constexpr uint32_t kMaxPageSize = 65536;

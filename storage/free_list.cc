@@ -78,8 +78,7 @@ void FreeSet::Erase(PageId id) {
 
 // -------------------------------------------------------- PendingPages --
 
-void PendingPages::Add(uint64_t txid, const std::vector<PageId>& pages,
-                       bool for_checkpoint) {
+void PendingPages::Add(uint64_t txid, const std::vector<PageId>& pages, bool for_checkpoint) {
   if (pages.empty()) return;
   auto& v = for_checkpoint ? checkpoint_[txid] : readers_[txid];
   v.insert(v.end(), pages.begin(), pages.end());
@@ -107,8 +106,8 @@ void PendingPages::Release(uint64_t oldest_reader, FreeSet* free) {
 
 // ------------------------------------------------ the persisted list --
 
-void EncodeFreeListPage(uint8_t* pg, uint32_t ps, PageId id, uint64_t txid,
-                        PageId next, const PageId* entries, uint64_t n) {
+void EncodeFreeListPage(uint8_t* pg, uint32_t ps, PageId id, uint64_t txid, PageId next,
+                        const PageId* entries, uint64_t n) {
   std::memset(pg, 0, ps);
   EncodeFixed64(pg + kPageTxidOffset, txid);
   pg[kPageTypeOffset] = static_cast<uint8_t>(PageType::kFreeList);
@@ -122,14 +121,13 @@ void EncodeFreeListPage(uint8_t* pg, uint32_t ps, PageId id, uint64_t txid,
 }
 
 Status LoadFreeList(PageId root, uint32_t page_size, uint64_t page_count,
-                    const std::function<Status(PageId, const uint8_t**)>& get,
-                    FreeSet* free, std::vector<PageId>* pages) {
+                    const std::function<Status(PageId, const uint8_t**)>& get, FreeSet* free,
+                    std::vector<PageId>* pages) {
   std::set<PageId> seen;
   for (PageId id = root; id != 0;) {
     if (id < 2 || id >= page_count) {
-      return Status::Corruption(
-          PageMsg(id, "free-list page out of range (page count " +
-                          std::to_string(page_count) + ")"));
+      return Status::Corruption(PageMsg(
+          id, "free-list page out of range (page count " + std::to_string(page_count) + ")"));
     }
     if (!seen.insert(id).second) {
       return Status::Corruption(PageMsg(id, "free-list chain loops"));
@@ -137,8 +135,8 @@ Status LoadFreeList(PageId root, uint32_t page_size, uint64_t page_count,
     const uint8_t* pg;
     MMDOC_RETURN_IF_ERROR(get(id, &pg));
     if (pg[kPageTypeOffset] != static_cast<uint8_t>(PageType::kFreeList)) {
-      return Status::Corruption(PageMsg(
-          id, "not a free-list page (type " + std::to_string(pg[kPageTypeOffset]) + ")"));
+      return Status::Corruption(
+          PageMsg(id, "not a free-list page (type " + std::to_string(pg[kPageTypeOffset]) + ")"));
     }
     const uint32_t n = DecodeFixed32(pg + kFreeListCountOffset);
     if (n > FreeListCapacity(page_size)) {
@@ -147,12 +145,12 @@ Status LoadFreeList(PageId root, uint32_t page_size, uint64_t page_count,
     for (uint32_t i = 0; i < n; i++) {
       PageId e = DecodeFixed64(pg + kFreeListEntriesOffset + 8 * i);
       if (e < 2 || e >= page_count) {
-        return Status::Corruption(PageMsg(
-            id, "free-list entry " + std::to_string(e) + " out of range"));
+        return Status::Corruption(
+            PageMsg(id, "free-list entry " + std::to_string(e) + " out of range"));
       }
       if (!free->insert(e)) {
-        return Status::Corruption(PageMsg(
-            id, "free list holds page " + std::to_string(e) + " twice"));
+        return Status::Corruption(
+            PageMsg(id, "free list holds page " + std::to_string(e) + " twice"));
       }
     }
     pages->push_back(id);

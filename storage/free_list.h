@@ -81,15 +81,15 @@ inline uint64_t FreeListCapacity(uint32_t page_size) {
 
 // Fills the free-list page `id` (header, link, entries, checksum).
 // REQUIRES: n <= FreeListCapacity(page_size).
-void EncodeFreeListPage(uint8_t* page, uint32_t page_size, PageId id, uint64_t txid,
-                        PageId next, const PageId* entries, uint64_t n);
+void EncodeFreeListPage(uint8_t* page, uint32_t page_size, PageId id, uint64_t txid, PageId next,
+                        const PageId* entries, uint64_t n);
 
 // Reads the persisted free list from `root` into *free and its own pages
 // into *pages, checking every entry against `page_count`. `get` returns a
 // verified page. Corruption naming the page on any inconsistency.
 Status LoadFreeList(PageId root, uint32_t page_size, uint64_t page_count,
-                    const std::function<Status(PageId, const uint8_t**)>& get,
-                    FreeSet* free, std::vector<PageId>* pages);
+                    const std::function<Status(PageId, const uint8_t**)>& get, FreeSet* free,
+                    std::vector<PageId>* pages);
 
 }  // namespace mmdoc::storage
 

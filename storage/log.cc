@@ -149,8 +149,8 @@ uint64_t Log::Scan(uint64_t first_txid, uint64_t epoch, uint64_t limit, const Re
             Checksum(r + 8, kLogHeaderSize - 8 + uint64_t{len}, epoch)) {
       break;
     }
-    if (fn && !fn(expect, std::string_view(reinterpret_cast<const char*>(r + kLogHeaderSize),
-                                           len))) {
+    if (fn &&
+        !fn(expect, std::string_view(reinterpret_cast<const char*>(r + kLogHeaderSize), len))) {
       break;
     }
     off += Align8(kLogHeaderSize + uint64_t{len});
@@ -308,8 +308,7 @@ void Log::StartFlusher(uint32_t interval_ms) {
       // Sleeps the interval; StopFlusher cuts it short.
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms);
-      while (!stop_flusher_ &&
-             flusher_cv_.WaitFor(deadline - std::chrono::steady_clock::now())) {
+      while (!stop_flusher_ && flusher_cv_.WaitFor(deadline - std::chrono::steady_clock::now())) {
       }
       if (stop_flusher_) break;
       if (appended_lsn_ > durable_lsn_ && !error_->Has()) {

@@ -88,8 +88,8 @@ class Log {
   // through the log's map (kMsync's contract is msync of what it wrote
   // there). *fits is false, and nothing is written, when the record does
   // not fit in the space left. REQUIRES: ready().
-  Status Append(uint64_t txid, std::string_view payload, Durability d, Position* pos,
-                bool* fits) MMDOC_EXCLUDES(sync_mu_);
+  Status Append(uint64_t txid, std::string_view payload, Durability d, Position* pos, bool* fits)
+      MMDOC_EXCLUDES(sync_mu_);
   // Makes the record at `pos`, and every record before it, durable as `d`
   // says (rule 2).
   Status Sync(Durability d, const Position& pos) MMDOC_EXCLUDES(sync_mu_);

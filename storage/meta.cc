@@ -146,8 +146,7 @@ Status PickMeta(const uint8_t* base, uint64_t size, const std::string& path, Met
     return Status::Corruption(
         path, "file is shorter than its meta page says: " + std::to_string(size) +
                   " bytes, meta page " + std::to_string(*slot) + " says " +
-                  std::to_string(m->page_count) + " pages of " +
-                  std::to_string(m->page_size));
+                  std::to_string(m->page_count) + " pages of " + std::to_string(m->page_size));
   }
   return Status::OK();
 }

@@ -42,16 +42,14 @@ void EncodeMeta(const Meta& m, PageId slot, uint8_t* page);
 // Decodes meta page `slot`, read as a page of `page_size` bytes. False, with
 // the reason in *why ("page N: bad magic", ...), when it is not a valid meta
 // page of that size: magic, version, page size, type, run length, checksum.
-bool DecodeMeta(const uint8_t* page, uint32_t page_size, PageId slot, Meta* m,
-                std::string* why);
+bool DecodeMeta(const uint8_t* page, uint32_t page_size, PageId slot, Meta* m, std::string* why);
 
 // Rule 4: of the two meta pages at the start of a file of `size` bytes
 // (`base` maps at least that much), the valid one with the larger txid,
 // trying every legal page size. Corruption naming `path` and why each page
 // is invalid when neither is; also when the chosen meta's page count is
 // below 2 or beyond the end of the file.
-Status PickMeta(const uint8_t* base, uint64_t size, const std::string& path, Meta* m,
-                PageId* slot);
+Status PickMeta(const uint8_t* base, uint64_t size, const std::string& path, Meta* m, PageId* slot);
 
 // Writes the stamp into meta page `slot` (its stamp region only).
 void EncodeStamp(const Stamp& st, PageId slot, uint8_t* page);

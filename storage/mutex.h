@@ -56,18 +56,12 @@
 #define MMDOC_SCOPED_CAPABILITY MMDOC_THREAD_ANNOTATION_(scoped_lockable)
 #define MMDOC_GUARDED_BY(mu) MMDOC_THREAD_ANNOTATION_(guarded_by(mu))
 #define MMDOC_PT_GUARDED_BY(mu) MMDOC_THREAD_ANNOTATION_(pt_guarded_by(mu))
-#define MMDOC_REQUIRES(...) \
-  MMDOC_THREAD_ANNOTATION_(requires_capability(__VA_ARGS__))
-#define MMDOC_EXCLUDES(...) \
-  MMDOC_THREAD_ANNOTATION_(locks_excluded(__VA_ARGS__))
-#define MMDOC_ACQUIRE(...) \
-  MMDOC_THREAD_ANNOTATION_(acquire_capability(__VA_ARGS__))
-#define MMDOC_RELEASE(...) \
-  MMDOC_THREAD_ANNOTATION_(release_capability(__VA_ARGS__))
-#define MMDOC_ASSERT_CAPABILITY(mu) \
-  MMDOC_THREAD_ANNOTATION_(assert_capability(mu))
-#define MMDOC_NO_THREAD_SAFETY_ANALYSIS \
-  MMDOC_THREAD_ANNOTATION_(no_thread_safety_analysis)
+#define MMDOC_REQUIRES(...) MMDOC_THREAD_ANNOTATION_(requires_capability(__VA_ARGS__))
+#define MMDOC_EXCLUDES(...) MMDOC_THREAD_ANNOTATION_(locks_excluded(__VA_ARGS__))
+#define MMDOC_ACQUIRE(...) MMDOC_THREAD_ANNOTATION_(acquire_capability(__VA_ARGS__))
+#define MMDOC_RELEASE(...) MMDOC_THREAD_ANNOTATION_(release_capability(__VA_ARGS__))
+#define MMDOC_ASSERT_CAPABILITY(mu) MMDOC_THREAD_ANNOTATION_(assert_capability(mu))
+#define MMDOC_NO_THREAD_SAFETY_ANALYSIS MMDOC_THREAD_ANNOTATION_(no_thread_safety_analysis)
 
 namespace mmdoc::storage {
 
@@ -127,8 +121,7 @@ class CondVar {
   // Returns false when it timed out (at once when timeout <= 0).
   bool WaitFor(std::chrono::nanoseconds timeout) {
     std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
-    const bool woken =
-        cv_.wait_for(lock, timeout) == std::cv_status::no_timeout;
+    const bool woken = cv_.wait_for(lock, timeout) == std::cv_status::no_timeout;
     lock.release();
     return woken;
   }

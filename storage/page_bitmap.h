@@ -32,8 +32,8 @@ class VerifiedBitmap {
 
   // Makes bits for pages [0, pages) available. Writer only.
   void Reserve(uint64_t pages) {
-    uint64_t chunks = std::min<uint64_t>(
-        kChunks, (pages + (1ull << kChunkShift) - 1) >> kChunkShift);
+    uint64_t chunks =
+        std::min<uint64_t>(kChunks, (pages + (1ull << kChunkShift) - 1) >> kChunkShift);
     for (uint64_t c = 0; c < chunks; c++) {
       if (top_[c].load(std::memory_order_relaxed) != nullptr) continue;
       auto* chunk = new std::atomic<uint64_t>[kChunkWords];
@@ -43,8 +43,7 @@ class VerifiedBitmap {
   }
   bool Test(uint64_t id) const {
     std::atomic<uint64_t>* w = Word(id);
-    return w != nullptr &&
-           (w->load(std::memory_order_relaxed) & (1ull << (id & 63))) != 0;
+    return w != nullptr && (w->load(std::memory_order_relaxed) & (1ull << (id & 63))) != 0;
   }
   void Set(uint64_t id) {
     if (std::atomic<uint64_t>* w = Word(id)) {

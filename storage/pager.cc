@@ -81,9 +81,7 @@ class ReadTxnImpl final : public Txn {
   Status Modify(PageId, PageId*, uint8_t**) override {
     return Status::InvalidArgument("Modify in a read transaction");
   }
-  Status Free(PageId) override {
-    return Status::InvalidArgument("Free in a read transaction");
-  }
+  Status Free(PageId) override { return Status::InvalidArgument("Free in a read transaction"); }
   bool IsDirty(PageId) const override { return false; }
   // Ends a read snapshot: nothing to commit.
   Status Commit(std::string_view, Durability) override { return Status::OK(); }
@@ -125,19 +123,15 @@ class WriteTxnImpl final : public Txn {
   uint64_t txid() const override { return txid_; }
   uint32_t page_size() const override;
   uint64_t page_count() const override { return page_count_; }
-  PageId root(int slot) const override {
-    return slot >= 0 && slot < kMetaRoots ? roots_[slot] : 0;
-  }
+  PageId root(int slot) const override { return slot >= 0 && slot < kMetaRoots ? roots_[slot] : 0; }
   void set_root(int slot, PageId id) override {
     assert(slot >= 0 && slot < kMetaRoots);
     if (slot >= 0 && slot < kMetaRoots) roots_[slot] = id;
   }
   Status Get(PageId id, const uint8_t** page) override;
-  Status Allocate(PageType type, uint32_t n, PageId* id,
-                  uint8_t** page) override;
+  Status Allocate(PageType type, uint32_t n, PageId* id, uint8_t** page) override;
   // Allocate, optionally without zeroing (for a run about to be overwritten).
-  Status AllocateRun(PageType type, uint32_t n, bool zero, PageId* id,
-                     uint8_t** page);
+  Status AllocateRun(PageType type, uint32_t n, bool zero, PageId* id, uint8_t** page);
   Status Modify(PageId id, PageId* new_id, uint8_t** page) override {
     return ModifySkipping(id, 0, 0, new_id, page);
   }
@@ -190,8 +184,7 @@ class PagerImpl final : public Pager {
   Status CommitReplayed(Txn* txn) override;
   Status Checkpoint() override;
   Status Flush() override { return log_.Flush(); }
-  Status AccountedPages(std::vector<PageId>* pages) override
-      MMDOC_EXCLUDES(alloc_mu_);
+  Status AccountedPages(std::vector<PageId>* pages) override MMDOC_EXCLUDES(alloc_mu_);
   Status Verify() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   PagerStats Stats() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   const std::string& path() const override { return path_; }
@@ -214,11 +207,10 @@ class PagerImpl final : public Pager {
 
   // --- pages ---
   // The hot path of Get: bounds, then the checksum the first time.
-  Status CheckPage(PageId id, const uint8_t* base, uint64_t page_count,
-                   const uint8_t** out) {
+  Status CheckPage(PageId id, const uint8_t* base, uint64_t page_count, const uint8_t** out) {
     if (id < 2 || id >= page_count) {
-      return Status::Corruption(PageMsg(
-          id, "out of range (page count " + std::to_string(page_count) + ")"));
+      return Status::Corruption(
+          PageMsg(id, "out of range (page count " + std::to_string(page_count) + ")"));
     }
     const uint8_t* pg = base + id * ps_;
     if (!opts_.paranoid_checks && verified_.Test(id)) {
@@ -233,11 +225,9 @@ class PagerImpl final : public Pager {
   Status VerifyPageBytes(PageId id, const uint8_t* pg, uint64_t page_count) {
     uint32_t run = DecodeFixed32(pg + kPageRunLengthOffset);
     if (run == 0 || run > page_count - id) {
-      return Status::Corruption(
-          PageMsg(id, "bad run length " + std::to_string(run)));
+      return Status::Corruption(PageMsg(id, "bad run length " + std::to_string(run)));
     }
-    if (DecodeFixed64(pg + kPageChecksumOffset) !=
-        PageChecksum(pg, uint64_t{run} * ps_, id)) {
+    if (DecodeFixed64(pg + kPageChecksumOffset) != PageChecksum(pg, uint64_t{run} * ps_, id)) {
       return Status::Corruption(PageMsg(id, "checksum mismatch"));
     }
     return Status::OK();
@@ -284,8 +274,7 @@ class PagerImpl final : public Pager {
     }
     writer_cv_.Signal();
   }
-  Status CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durability d,
-                   bool replayed);
+  Status CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durability d, bool replayed);
   void AbortTxn(WriteTxnImpl* txn) MMDOC_EXCLUDES(alloc_mu_);
   // Marks txn done, keeps its lists' capacity for the next write txn and
   // releases the writer gate. The txn's lists are empty afterwards.
@@ -330,9 +319,7 @@ class PagerImpl final : public Pager {
   // reads its own writes. The analysis cannot express "written under
   // state_mu_ by the writer, read under state_mu_ or by the writer", hence
   // no analysis here; everyone else must hold state_mu_.
-  const Snapshot& writer_committed() const MMDOC_NO_THREAD_SAFETY_ANALYSIS {
-    return committed_;
-  }
+  const Snapshot& writer_committed() const MMDOC_NO_THREAD_SAFETY_ANALYSIS { return committed_; }
   uint8_t* writer_base() const MMDOC_NO_THREAD_SAFETY_ANALYSIS { return base_; }
 
   std::string path_;  // changed only by MoveTo, before the Pager is shared
@@ -340,8 +327,8 @@ class PagerImpl final : public Pager {
   FileSystem* const fs_;
   StickyError error_;  // rule 8
   Log log_;
-  bool opened_ = false;          // set by Init, before the Pager is shared
-  bool crash_on_close_ = false;  // test hook, set before the destructor runs
+  bool opened_ = false;               // set by Init, before the Pager is shared
+  bool crash_on_close_ = false;       // test hook, set before the destructor runs
   std::atomic<bool> retired_{false};  // Retire
 
   // Set by Init, before the Pager is shared; read-only afterwards.
@@ -416,13 +403,13 @@ class PagerImpl final : public Pager {
 
   // Rule 9 (writer-owned; set by Init before the Pager is shared).
   uint64_t db_id_[2] = {0, 0};
-  bool legacy_ = false;             // a version 1 or 2 file: its log has no header
-  bool durable_clean_ = false;      // what the durable meta says
-  bool in_use_ = false;             // the log restarted for this session's commits
-  bool log_needs_create_ = false;   // missing, foreign, damaged or legacy
-  Stamp stamp_;                     // the durable meta's stamp at open
+  bool legacy_ = false;            // a version 1 or 2 file: its log has no header
+  bool durable_clean_ = false;     // what the durable meta says
+  bool in_use_ = false;            // the log restarted for this session's commits
+  bool log_needs_create_ = false;  // missing, foreign, damaged or legacy
+  Stamp stamp_;                    // the durable meta's stamp at open
   bool have_stamp_ = false;
-  uint8_t* meta_map_ = nullptr;     // the first map: the meta pages, always mapped
+  uint8_t* meta_map_ = nullptr;  // the first map: the meta pages, always mapped
 
   VerifiedBitmap verified_;  // lock-free: atomic bits and chunk pointers
 };
@@ -464,13 +451,11 @@ Status WriteTxnImpl::Get(PageId id, const uint8_t** page) {
   return p_->CheckPage(id, p_->writer_base(), page_count_, page);
 }
 
-Status WriteTxnImpl::Allocate(PageType type, uint32_t n, PageId* id,
-                              uint8_t** page) {
+Status WriteTxnImpl::Allocate(PageType type, uint32_t n, PageId* id, uint8_t** page) {
   return AllocateRun(type, n, /*zero=*/true, id, page);
 }
 
-Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero,
-                                 PageId* id, uint8_t** page) {
+Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero, PageId* id, uint8_t** page) {
   if (done_) return Status::InvalidArgument("transaction already finished");
   if (n == 0) return Status::InvalidArgument("Allocate of 0 pages");
   if (p_->HasError()) return p_->BackgroundError();
@@ -504,8 +489,8 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero,
   return Status::OK();
 }
 
-Status WriteTxnImpl::ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_end,
-                                    PageId* new_id, uint8_t** page) {
+Status WriteTxnImpl::ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_end, PageId* new_id,
+                                    uint8_t** page) {
   if (done_) return Status::InvalidArgument("transaction already finished");
   const uint8_t* old;
   MMDOC_RETURN_IF_ERROR(Get(id, &old));
@@ -546,8 +531,7 @@ Status WriteTxnImpl::Free(PageId id) {
   }
   const uint8_t* pg;
   MMDOC_RETURN_IF_ERROR(Get(id, &pg));
-  return FreeRun(id, DecodeFixed32(pg + kPageRunLengthOffset),
-                 DecodeFixed64(pg + kPageTxidOffset));
+  return FreeRun(id, DecodeFixed32(pg + kPageRunLengthOffset), DecodeFixed64(pg + kPageTxidOffset));
 }
 
 Status WriteTxnImpl::FreeRun(PageId id, uint32_t run, uint64_t born) {
@@ -556,19 +540,16 @@ Status WriteTxnImpl::FreeRun(PageId id, uint32_t run, uint64_t born) {
   m.freed = serial_;
   // Rule 5(b): a page that may be reachable from the durable meta waits for
   // the next checkpoint.
-  auto& list = born <= p_->checkpoint_txid_.load() ? lists_.freed_ckpt
-                                                   : lists_.freed_recent;
+  auto& list = born <= p_->checkpoint_txid_.load() ? lists_.freed_ckpt : lists_.freed_recent;
   for (uint32_t i = 0; i < run; i++) list.push_back(id + i);
   return Status::OK();
 }
 
-Status WriteTxnImpl::Commit(std::string_view log_payload,
-                            Durability durability) {
+Status WriteTxnImpl::Commit(std::string_view log_payload, Durability durability) {
   if (done_) return Status::InvalidArgument("transaction already finished");
   if (p_->recovering_) {
     Abort();
-    return Status::InvalidArgument(
-        "Commit during Recover: use Pager::CommitReplayed");
+    return Status::InvalidArgument("Commit during Recover: use Pager::CommitReplayed");
   }
   return p_->CommitTxn(this, log_payload, durability, /*replayed=*/false);
 }
@@ -624,9 +605,8 @@ Status PagerImpl::EnsureCapacity(uint64_t pages) {
 Status PagerImpl::Init() {
   const uint32_t ps = opts_.page_size;
   if (ps < kMinPageSize || ps > kMaxPageSize || (ps & (ps - 1)) != 0) {
-    return Status::InvalidArgument(
-        "page_size must be a power of two in 4096..65536, got " +
-        std::to_string(ps));
+    return Status::InvalidArgument("page_size must be a power of two in 4096..65536, got " +
+                                   std::to_string(ps));
   }
   if (opts_.log_size < 4096) {
     return Status::InvalidArgument("log_size must be at least 4096");
@@ -717,14 +697,14 @@ Status PagerImpl::LoadExisting(uint64_t size, bool* created) {
   Status picked = PickMeta(writer_base(), size, path_, &meta, &slot);
   if (!picked.ok()) {
     const uint64_t head = std::min<uint64_t>(size, 2ull * kMinPageSize);
-    const bool blank = std::all_of(writer_base(), writer_base() + head,
-                                   [](uint8_t b) { return b == 0; });
+    const bool blank =
+        std::all_of(writer_base(), writer_base() + head, [](uint8_t b) { return b == 0; });
     if (!blank) return picked;
-    const std::string what =
-        size == 0 ? "the file is empty" : "the file holds only zeros";
+    const std::string what = size == 0 ? "the file is empty" : "the file holds only zeros";
     if (!opts_.create_if_missing) {
-      return Status::Corruption(path_, what + ": not an mmdoc database (or one whose creation "
-                                              "never finished)");
+      return Status::Corruption(path_, what +
+                                           ": not an mmdoc database (or one whose creation "
+                                           "never finished)");
     }
     if (LogHasContent()) {
       return Status::Corruption(path_, what + " but its log " + log_.path() +
@@ -766,8 +746,7 @@ Status PagerImpl::LoadExisting(uint64_t size, bool* created) {
       &free_, &freelist_pages_));
   if (free_.size() != meta.free_count) {
     return Status::Corruption(path_, "free list holds " + std::to_string(free_.size()) +
-                                         " pages, meta says " +
-                                         std::to_string(meta.free_count));
+                                         " pages, meta says " + std::to_string(meta.free_count));
   }
   return Status::OK();
 }
@@ -793,9 +772,10 @@ Status PagerImpl::OpenLog(bool created) {
     if (!durable_clean_ && !legacy_ && !opts_.accept_log_loss) {
       std::string why = s.IsNotFound() ? "the log is missing" : s.message();
       return Status::Corruption(
-          log_.path(), why + ", and the database was not closed cleanly: the commits after its "
-                             "last checkpoint were in it (open with accept_log_loss to open at "
-                             "the last checkpoint)");
+          log_.path(), why +
+                           ", and the database was not closed cleanly: the commits after its "
+                           "last checkpoint were in it (open with accept_log_loss to open at "
+                           "the last checkpoint)");
     }
     log_needs_create_ = true;
   } else {
@@ -875,9 +855,8 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {
   }
   if (!recovered_ && !recovering_) {
     ReleaseWriter();
-    return Status::InvalidArgument(
-        path_, "the log holds " + std::to_string(replay_records_) +
-                   " committed records: call Pager::Recover first");
+    return Status::InvalidArgument(path_, "the log holds " + std::to_string(replay_records_) +
+                                              " committed records: call Pager::Recover first");
   }
   if (!in_use_ && !recovering_) {
     Status s = StartWriting();
@@ -924,8 +903,8 @@ void PagerImpl::AbortTxn(WriteTxnImpl* txn) {
   FinishTxn(txn);
 }
 
-Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
-                            Durability d, bool replayed) {
+Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durability d,
+                            bool replayed) {
   if (HasError()) {
     AbortTxn(txn);
     return BackgroundError();
@@ -943,8 +922,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
     if (m.dirty != txn->serial_) continue;  // freed again by this txn
     if (opts_.paranoid_checks) {
       uint8_t* pg = writer_base() + id * ps_;
-      EncodeFixed64(pg + kPageChecksumOffset,
-                    PageChecksum(pg, uint64_t{run} * ps_, id));
+      EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{run} * ps_, id));
     } else {
       if (m.unsummed == 0) unsummed_.push_back(id);
       m.unsummed = run;
@@ -1001,8 +979,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload,
 Status PagerImpl::CommitReplayed(Txn* txn) {
   auto* w = dynamic_cast<WriteTxnImpl*>(txn);
   if (w == nullptr || w->p_ != this) {
-    return Status::InvalidArgument(
-        "CommitReplayed: not a write txn of this pager");
+    return Status::InvalidArgument("CommitReplayed: not a write txn of this pager");
   }
   if (w->done_) return Status::InvalidArgument("transaction already finished");
   return CommitTxn(w, {}, Durability::kNone, /*replayed=*/true);
@@ -1053,8 +1030,9 @@ Status PagerImpl::CheckpointLocked(bool clean) {
   // checkpoint with it: say so, once, rather than write into a lost file.
   Result<bool> here = data_->IsAt(path_);
   if (!here.ok() || !*here) {
-    s = here.ok() ? Status::IOError(path_, "the database file was moved, replaced or removed "
-                                           "while open")
+    s = here.ok() ? Status::IOError(path_,
+                                    "the database file was moved, replaced or removed "
+                                    "while open")
                   : here.status();
     SetError(s);
     return s;
@@ -1175,8 +1153,7 @@ void PagerImpl::SumUnsummedPages() {
     PageMark& m = marks_[id];
     if (m.unsummed == 0) continue;  // freed since, or listed twice
     uint8_t* pg = writer_base() + id * ps_;
-    EncodeFixed64(pg + kPageChecksumOffset,
-                  PageChecksum(pg, uint64_t{m.unsummed} * ps_, id));
+    EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{m.unsummed} * ps_, id));
     m.unsummed = 0;
   }
   unsummed_.clear();
@@ -1194,9 +1171,8 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
       [&](uint64_t txid, std::string_view payload) {
         Status s = apply(txid, payload);
         if (s.ok() && writer_committed().txid != txid) {
-          s = Status::Corruption(
-              path_, "replay of log record " + std::to_string(txid) +
-                         " did not commit it with CommitReplayed");
+          s = Status::Corruption(path_, "replay of log record " + std::to_string(txid) +
+                                            " did not commit it with CommitReplayed");
         }
         if (!s.ok()) err = s;
         return s.ok();
@@ -1238,14 +1214,12 @@ Status PagerImpl::Verify() {
   MMDOC_RETURN_IF_ERROR(AccountedPages(&pages));
   for (size_t i = 0; i < pages.size(); i++) {
     if (pages[i] < 2 || pages[i] >= pc) {
-      return Status::Corruption(
-          path_, "free list: page " + std::to_string(pages[i]) +
-                     " out of range (page count " + std::to_string(pc) + ")");
+      return Status::Corruption(path_, "free list: page " + std::to_string(pages[i]) +
+                                           " out of range (page count " + std::to_string(pc) + ")");
     }
     if (i > 0 && pages[i] == pages[i - 1]) {
-      return Status::Corruption(
-          path_,
-          "free list: page " + std::to_string(pages[i]) + " listed twice");
+      return Status::Corruption(path_,
+                                "free list: page " + std::to_string(pages[i]) + " listed twice");
     }
   }
   const uint64_t ck = checkpoint_txid_.load();
@@ -1258,17 +1232,15 @@ Status PagerImpl::Verify() {
     MutexLock l(&alloc_mu_);
     for (PageId id : freelist_pages_) {
       Status s = VerifyPageBytes(id, base + id * ps_, pc);
-      if (!s.ok())
-        return Status::Corruption(path_, "free list: " + s.message());
+      if (!s.ok()) return Status::Corruption(path_, "free list: " + s.message());
     }
   }
   uint64_t records;
   uint64_t used = log_.used();
   if (used > log_.capacity()) return Status::Corruption(log_.path(), "log overflow");
   if (ScanLog(nullptr, used, &records) < used) {
-    return Status::Corruption(log_.path(), "log record before offset " +
-                                             std::to_string(used) +
-                                             " does not verify");
+    return Status::Corruption(
+        log_.path(), "log record before offset " + std::to_string(used) + " does not verify");
   }
   return Status::OK();
 }
@@ -1298,8 +1270,7 @@ PagerStats PagerImpl::Stats() {
 
 Pager::~Pager() = default;
 
-Result<std::unique_ptr<Pager>> Pager::Open(const std::string& path,
-                                           const PagerOptions& options) {
+Result<std::unique_ptr<Pager>> Pager::Open(const std::string& path, const PagerOptions& options) {
   auto p = std::make_unique<PagerImpl>(path, options);
   Status s = p->Init();
   if (!s.ok()) return s;

@@ -191,13 +191,13 @@ struct PagerOptions {
 };
 
 struct PagerStats {
-  uint64_t page_count = 0;      // pages in the file (high-water mark)
-  uint64_t free_pages = 0;      // reusable now
-  uint64_t pending_pages = 0;   // freed, waiting for rule 5
-  uint64_t freelist_pages = 0;  // pages holding the persisted free list
-  uint64_t txid = 0;            // last committed transaction
-  uint64_t checkpoint_txid = 0; // last checkpoint
-  uint64_t log_used = 0;        // bytes of log records since the checkpoint
+  uint64_t page_count = 0;          // pages in the file (high-water mark)
+  uint64_t free_pages = 0;          // reusable now
+  uint64_t pending_pages = 0;       // freed, waiting for rule 5
+  uint64_t freelist_pages = 0;      // pages holding the persisted free list
+  uint64_t txid = 0;                // last committed transaction
+  uint64_t checkpoint_txid = 0;     // last checkpoint
+  uint64_t log_used = 0;            // bytes of log records since the checkpoint
   uint64_t oldest_reader_txid = 0;  // 0 when no reader is open
   uint64_t readers = 0;
   uint64_t file_size = 0;
@@ -239,8 +239,8 @@ class Txn {
   // the caller needs (a B+tree node's free space): the copy may skip them,
   // leaving them unspecified. A gap outside [page header, page size) or a
   // run of several pages is copied whole. Default: Modify.
-  virtual Status ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_end,
-                                PageId* new_id, uint8_t** page) {
+  virtual Status ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_end, PageId* new_id,
+                                uint8_t** page) {
     (void)gap_begin;
     (void)gap_end;
     return Modify(id, new_id, page);
@@ -269,8 +269,7 @@ class Pager {
   // file shorter than its meta says, the log missing or not this
   // database's when it is needed), Full (no room to create), IOError,
   // InvalidArgument (bad options, path is a directory).
-  static Result<std::unique_ptr<Pager>> Open(const std::string& path,
-                                             const PagerOptions& options);
+  static Result<std::unique_ptr<Pager>> Open(const std::string& path, const PagerOptions& options);
   virtual ~Pager();  // checkpoints when possible, then closes
 
   // Replays the log (rule 4): calls apply(txid, payload) for each intact

@@ -43,8 +43,7 @@ class PosixFile final : public File {
         return ErrnoStatus(path_, errno, "pread");
       }
       if (r == 0) {
-        return Status::IOError(
-            path_, "pread: short read at offset " + std::to_string(offset));
+        return Status::IOError(path_, "pread: short read at offset " + std::to_string(offset));
       }
       p += r;
       n -= static_cast<size_t>(r);
@@ -125,8 +124,7 @@ class PosixFile final : public File {
   }
 
   Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
-    static const uint64_t kOsPage =
-        static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    static const uint64_t kOsPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
     uint64_t begin = offset / kOsPage * kOsPage;
     uint64_t end = offset + length;
     if (end == begin) return Status::OK();
@@ -204,8 +202,7 @@ std::string DirName(const std::string& path) {
 
 class PosixFileSystem final : public FileSystem {
  public:
-  Result<std::unique_ptr<File>> Open(const std::string& path,
-                                     bool create) override {
+  Result<std::unique_ptr<File>> Open(const std::string& path, bool create) override {
     int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
     int fd;
     do {
@@ -264,9 +261,7 @@ class PosixFileSystem final : public FileSystem {
     return SyncDir(path);
   }
 
-  bool Exists(const std::string& path) override {
-    return ::access(path.c_str(), F_OK) == 0;
-  }
+  bool Exists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
 
   Status Remove(const std::string& path) override {
     if (::unlink(path.c_str()) != 0) return ErrnoStatus(path, errno, "unlink");

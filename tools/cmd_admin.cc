@@ -22,12 +22,10 @@ int RunStats(const CommonArgs& c, bool json) {
   if (!r.ok()) return FailStatus("stats", r.status());
   DBStats& s = *r;
   if (c.collection_given) {
-    auto it = std::find_if(
-        s.collections.begin(), s.collections.end(),
-        [&](const CollectionStats& cs) { return cs.name == c.collection; });
+    auto it = std::find_if(s.collections.begin(), s.collections.end(),
+                           [&](const CollectionStats& cs) { return cs.name == c.collection; });
     if (it == s.collections.end()) {
-      return Fail(kExitNotFound, "stats",
-                  "no collection " + Quote(c.collection));
+      return Fail(kExitNotFound, "stats", "no collection " + Quote(c.collection));
     }
     std::vector<CollectionStats> only;
     only.push_back(std::move(*it));
@@ -38,8 +36,8 @@ int RunStats(const CommonArgs& c, bool json) {
     return kExitOk;
   }
   auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
-  std::printf("file size     %llu bytes (%llu pages of %u bytes, %llu free)\n",
-              u(s.file_size), u(s.page_count), s.page_size, u(s.free_pages));
+  std::printf("file size     %llu bytes (%llu pages of %u bytes, %llu free)\n", u(s.file_size),
+              u(s.page_count), s.page_size, u(s.free_pages));
   std::printf("log size      %llu bytes\n", u(s.log_size));
   std::printf("fill factor   %.1f%%\n", s.fill_factor * 100);
   std::printf("last txid     %llu\n", u(s.txid));
@@ -47,17 +45,14 @@ int RunStats(const CommonArgs& c, bool json) {
     std::printf("readers       %llu (oldest at txid %llu)\n", u(s.readers),
                 u(s.oldest_reader_txid));
   }
-  std::printf("\n%-24s %12s %12s\n", "collection / index", "documents",
-              "pages");
+  std::printf("\n%-24s %12s %12s\n", "collection / index", "documents", "pages");
   for (const CollectionStats& cs : s.collections) {
-    std::printf("%-24s %12llu %12llu\n", cs.name.c_str(), u(cs.documents),
-                u(cs.data_pages));
+    std::printf("%-24s %12llu %12llu\n", cs.name.c_str(), u(cs.documents), u(cs.data_pages));
     for (size_t i = 0; i < cs.indexes.size(); ++i) {
       const IndexInfo& ix = cs.indexes[i];
       std::string label = "  " + ix.field + (ix.unique ? " (unique)" : "");
       uint64_t pages = i < cs.index_pages.size() ? cs.index_pages[i] : 0;
-      std::printf("%-24s %12llu %12llu\n", label.c_str(), u(ix.entries),
-                  u(pages));
+      std::printf("%-24s %12llu %12llu\n", label.c_str(), u(ix.entries), u(pages));
     }
   }
   return kExitOk;
@@ -75,8 +70,7 @@ int RunCheck(const CommonArgs& c) {
     // unreadable) is an error running it.
     if (db.status().IsCorruption()) {
       std::printf("problem: %s\n", db.status().message().c_str());
-      return Fail(kExitNotFound, what,
-                  "cannot open: " + db.status().ToString());
+      return Fail(kExitNotFound, what, "cannot open: " + db.status().ToString());
     }
     return Fail(kExitBadInput, what, Describe(db.status()));
   }
@@ -91,11 +85,10 @@ int RunCheck(const CommonArgs& c) {
   }
   if (!s.IsCorruption()) return FailStatus(what, s);
   if (report.problems.empty()) report.problems.push_back(s.message());
-  for (const std::string& p : report.problems)
-    std::printf("problem: %s\n", p.c_str());
-  return Fail(kExitNotFound, what,
-              std::to_string(report.problems.size()) +
-                  " problem(s) found; first: " + report.problems[0]);
+  for (const std::string& p : report.problems) std::printf("problem: %s\n", p.c_str());
+  return Fail(
+      kExitNotFound, what,
+      std::to_string(report.problems.size()) + " problem(s) found; first: " + report.problems[0]);
 }
 
 int RunCompact(const CommonArgs& c) {

@@ -14,8 +14,7 @@
 namespace mmdoc::tool {
 
 int RunIndexCreate(const CommonArgs& c, const std::string& field, bool unique) {
-  const std::string what =
-      field.empty() ? "index create" : "index create " + field;
+  const std::string what = field.empty() ? "index create" : "index create " + field;
   // MongoDB allows ',' in a field name, but 'a,b' here means a compound
   // index far more often than a field named "a,b".
   if (field.find(',') != std::string::npos) {
@@ -52,8 +51,7 @@ int RunIndexList(const CommonArgs& c) {
   if (!r.ok()) return FailStatus("index list", r.status());
   for (const IndexInfo& index : *r) {
     bson_t b = BSON_INITIALIZER;
-    bson_append_utf8(&b, "field", 5, index.field.data(),
-                     static_cast<int>(index.field.size()));
+    bson_append_utf8(&b, "field", 5, index.field.data(), static_cast<int>(index.field.size()));
     bson_append_bool(&b, "unique", 6, index.unique);
     bson_append_int64(&b, "entries", 7, static_cast<int64_t>(index.entries));
     std::string json;

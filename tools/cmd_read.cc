@@ -49,8 +49,7 @@ int RunGet(const CommonArgs& c, const std::string& id_arg) {
     // A bare word is a string; something that meant to be JSON is an error.
     size_t i = id_arg.find_first_not_of(" \t");
     if (i != std::string::npos && std::strchr("{[\"", id_arg[i]) != nullptr) {
-      return Fail(kExitBadInput, "id",
-                  JsonError(id.status()) + " in " + id_arg);
+      return Fail(kExitBadInput, "id", JsonError(id.status()) + " in " + id_arg);
     }
     id = Value::String(id_arg);
   }
@@ -61,8 +60,7 @@ int RunGet(const CommonArgs& c, const std::string& id_arg) {
   if (!doc.ok()) {
     if (doc.status().IsNotFound()) {
       return Fail(kExitNotFound, "get",
-                  "no document with _id " + id->ToJson() + " in collection " +
-                      Quote(c.collection));
+                  "no document with _id " + id->ToJson() + " in collection " + Quote(c.collection));
     }
     return FailStatus("get", doc.status());
   }
@@ -80,16 +78,13 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
   if (!filter) return code;
   FindOptions options;
   if (!a.sort.empty() && !ParseSort(a.sort, &options)) {
-    return Fail(
-        kExitBadInput, "sort",
-        "expected FIELD, -FIELD, FIELD:1 or FIELD:-1, got " + Quote(a.sort));
+    return Fail(kExitBadInput, "sort",
+                "expected FIELD, -FIELD, FIELD:1 or FIELD:-1, got " + Quote(a.sort));
   }
-  for (const auto& [name, value] :
-       {std::pair{"--limit", a.limit}, std::pair{"--skip", a.skip}}) {
+  for (const auto& [name, value] : {std::pair{"--limit", a.limit}, std::pair{"--skip", a.skip}}) {
     if (value < 0) {
       return Fail(kExitBadInput, "find",
-                  std::string(name) + " must not be negative, got " +
-                      std::to_string(value));
+                  std::string(name) + " must not be negative, got " + std::to_string(value));
     }
   }
   options.limit = static_cast<decltype(options.limit)>(a.limit);
@@ -97,14 +92,12 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
   // Checked here too, not only by the API: an exclusion (-FIELD) or an
   // operator must not quietly project nothing but _id.
   for (const std::string& field : a.project) {
-    std::string problem =
-        !field.empty() && field[0] == '-'
-            ? "excluding fields (-FIELD) is not supported; name the fields to "
-              "keep"
-            : FieldPathProblem(field);
+    std::string problem = !field.empty() && field[0] == '-'
+                              ? "excluding fields (-FIELD) is not supported; name the fields to "
+                                "keep"
+                              : FieldPathProblem(field);
     if (!problem.empty()) {
-      return Fail(kExitBadInput, "find",
-                  "--project " + Quote(field) + ": " + problem);
+      return Fail(kExitBadInput, "find", "--project " + Quote(field) + ": " + problem);
     }
   }
   options.projection = a.project;

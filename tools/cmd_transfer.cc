@@ -71,8 +71,8 @@ InputFormat SniffFormat(const std::string& head, uint64_t file_size) {
   if (head.size() >= 5) {
     uint32_t len = storage::DecodeFixed32(p);  // BSON: int32 little-endian
     unsigned char type = p[4];
-    bool type_ok = (type >= 0x01 && type <= 0x13) || type == 0x7f ||
-                   type == 0xff || (type == 0x00 && len == 5);
+    bool type_ok = (type >= 0x01 && type <= 0x13) || type == 0x7f || type == 0xff ||
+                   (type == 0x00 && len == 5);
     if (len >= 5 && len <= kMaxDocumentSize && len <= file_size && type_ok &&
         (len > head.size() || p[len - 1] == 0)) {
       return InputFormat::kBson;
@@ -90,12 +90,10 @@ InputFormat SniffFormat(const std::string& head, uint64_t file_size) {
 
 bool EndsWith(const std::string& s, std::string_view suffix) {
   return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(),
-                   suffix.size()) == 0;
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
 }
 
-int ImportJson(FILE* in, const std::string& what, Loader* loader,
-               Progress* progress) {
+int ImportJson(FILE* in, const std::string& what, Loader* loader, Progress* progress) {
   char* buf = nullptr;
   size_t cap = 0;
   uint64_t line_no = 0;
@@ -107,19 +105,17 @@ int ImportJson(FILE* in, const std::string& what, Loader* loader,
     ++line_no;
     bytes += static_cast<uint64_t>(n);
     std::string_view line(buf, static_cast<size_t>(n));
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r'))
-      line.remove_suffix(1);
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
     if (IsBlank(line)) continue;
     auto doc = Document::FromJson(line);
     if (!doc.ok()) {
-      code = FailInsert(loader, what + ": line " + std::to_string(line_no),
-                        JsonError(doc.status()));
+      code =
+          FailInsert(loader, what + ": line " + std::to_string(line_no), JsonError(doc.status()));
       break;
     }
     Status s = loader->Add(*doc);
     if (!s.ok()) {
-      code = FailInsert(loader, what + ": line " + std::to_string(line_no),
-                        Describe(s));
+      code = FailInsert(loader, what + ": line " + std::to_string(line_no), Describe(s));
       break;
     }
     progress->Update(bytes, loader->inserted());
@@ -130,8 +126,7 @@ int ImportJson(FILE* in, const std::string& what, Loader* loader,
   return code;
 }
 
-int ImportBson(FILE* in, const std::string& what, Loader* loader,
-               Progress* progress) {
+int ImportBson(FILE* in, const std::string& what, Loader* loader, Progress* progress) {
   std::string buf;
   uint64_t offset = 0;
   uint64_t doc_no = 0;
@@ -140,31 +135,23 @@ int ImportBson(FILE* in, const std::string& what, Loader* loader,
     size_t got = std::fread(len_bytes, 1, 4, in);
     if (got == 0 && std::feof(in)) break;
     ++doc_no;
-    const std::string where = what + ": document " + std::to_string(doc_no) +
-                              " at byte " + std::to_string(offset);
+    const std::string where =
+        what + ": document " + std::to_string(doc_no) + " at byte " + std::to_string(offset);
     if (got < 4) {
-      return FailInsert(
-          loader, where,
-          std::ferror(in) ? std::strerror(errno) : "truncated file");
+      return FailInsert(loader, where, std::ferror(in) ? std::strerror(errno) : "truncated file");
     }
     uint32_t len = storage::DecodeFixed32(len_bytes);
     if (len < 5 || len > kMaxDocumentSize) {
-      return FailInsert(
-          loader, where,
-          "invalid BSON: bad document length " + std::to_string(len));
+      return FailInsert(loader, where, "invalid BSON: bad document length " + std::to_string(len));
     }
     buf.resize(len);
     std::memcpy(buf.data(), len_bytes, 4);
     if (std::fread(buf.data() + 4, 1, len - 4, in) != len - 4) {
-      return FailInsert(
-          loader, where,
-          std::ferror(in) ? std::strerror(errno) : "truncated file");
+      return FailInsert(loader, where, std::ferror(in) ? std::strerror(errno) : "truncated file");
     }
-    auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(buf.data()),
-                                  buf.size());
+    auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
     if (!doc.ok()) {
-      return FailInsert(loader, where,
-                        "invalid BSON: " + doc.status().message());
+      return FailInsert(loader, where, "invalid BSON: " + doc.status().message());
     }
     Status s = loader->Add(*doc);
     if (!s.ok()) return FailInsert(loader, where, Describe(s));
@@ -200,23 +187,19 @@ int Salvage(DB* db, const CommonArgs& c, Output* out, bool bson) {
       },
       &report);
   if (s.IsNotFound()) {
-    return Fail(kExitNotFound, "export",
-                "no collection " + Quote(c.collection));
+    return Fail(kExitNotFound, "export", "no collection " + Quote(c.collection));
   }
   if (!s.ok()) return FailStatus(what, s);
   std::string close_error;
-  if (!write_error.empty())
-    return Fail(kExitBadInput, "export: write", write_error);
-  if (!out->Close(&close_error))
-    return Fail(kExitBadInput, "export: write", close_error);
+  if (!write_error.empty()) return Fail(kExitBadInput, "export: write", write_error);
+  if (!out->Close(&close_error)) return Fail(kExitBadInput, "export: write", close_error);
 
   const uint64_t lost = report.lost + unwritable;
   std::string summary = "wrote " + std::to_string(written) + " documents; ";
   summary += report.lost_known ? std::to_string(lost) + " could not be read"
                                : "an unknown number could not be read";
   if (report.damaged_pages > 0) {
-    summary += "; " + std::to_string(report.damaged_pages) +
-               " damaged page(s) skipped";
+    summary += "; " + std::to_string(report.damaged_pages) + " damaged page(s) skipped";
   }
   if (!report.problems.empty()) {
     summary += " (first problem: " + report.problems[0] + ")";
@@ -224,8 +207,8 @@ int Salvage(DB* db, const CommonArgs& c, Output* out, bool bson) {
     summary += " (first problem: " + error + ")";
   }
   Fail(kExitOk, what, summary);
-  const bool complete = report.lost_known && lost == 0 &&
-                        report.damaged_pages == 0 && report.problems.empty();
+  const bool complete =
+      report.lost_known && lost == 0 && report.damaged_pages == 0 && report.problems.empty();
   return complete ? kExitOk : kExitNotFound;
 }
 
@@ -243,8 +226,7 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   head.resize(std::fread(head.data(), 1, head.size(), in));
   std::rewind(in);
   InputFormat format = SniffFormat(head, size);
-  if (format == InputFormat::kEmpty)
-    return Fail(kExitBadInput, what, "file is empty");
+  if (format == InputFormat::kEmpty) return Fail(kExitBadInput, what, "file is empty");
   if (a.format == "bson" || (a.format == "auto" && EndsWith(a.file, ".bson"))) {
     format = InputFormat::kBson;
   } else if (a.format == "json") {
@@ -267,17 +249,15 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   if (!db) return code;
   Loader loader(db.get(), c.collection, a.batch, false);
   Progress progress("import", size, a.progress && isatty(STDERR_FILENO));
-  code = format == InputFormat::kBson
-             ? ImportBson(in, what, &loader, &progress)
-             : ImportJson(in, what, &loader, &progress);
+  code = format == InputFormat::kBson ? ImportBson(in, what, &loader, &progress)
+                                      : ImportJson(in, what, &loader, &progress);
   if (code != kExitOk) return code;
   Status s = loader.Flush();
   progress.Finish();
   if (!s.ok()) return FailStatus("import: commit", s);
   if (a.progress && isatty(STDERR_FILENO)) {
     std::fprintf(stderr, "imported %llu documents into %s\n",
-                 static_cast<unsigned long long>(loader.inserted()),
-                 c.collection.c_str());
+                 static_cast<unsigned long long>(loader.inserted()), c.collection.c_str());
   }
   return kExitOk;
 }
@@ -293,11 +273,8 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
   auto collections = db->ListCollections();
   if (collections.ok()) {
     bool found = false;
-    for (const std::string& name : *collections)
-      found = found || name == c.collection;
-    if (!found)
-      return Fail(kExitNotFound, "export",
-                  "no collection " + Quote(c.collection));
+    for (const std::string& name : *collections) found = found || name == c.collection;
+    if (!found) return Fail(kExitNotFound, "export", "no collection " + Quote(c.collection));
   } else if (!a.salvage) {
     return FailStatus("export", collections.status());
   }
@@ -305,17 +282,15 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
   std::string error;
   if (!out.Open(a.output, &error)) return Fail(kExitBadInput, a.output, error);
   if (bson && out.is_terminal()) {
-    return Fail(
-        kExitBadInput, "export",
-        "will not write BSON to a terminal; use -o FILE or redirect stdout");
+    return Fail(kExitBadInput, "export",
+                "will not write BSON to a terminal; use -o FILE or redirect stdout");
   }
   if (a.salvage) return Salvage(db.get(), c, &out, bson);
 
   auto txn = db->BeginRead();
   if (!txn.ok()) return FailStatus("export", txn.status());
   auto total = (*txn)->Count(c.collection, Document());
-  Progress progress("export", total.ok() ? *total : 0,
-                    a.progress && isatty(STDERR_FILENO));
+  Progress progress("export", total.ok() ? *total : 0, a.progress && isatty(STDERR_FILENO));
   auto cursor = (*txn)->Find(c.collection, Document());
   if (!cursor.ok()) return FailStatus("export", cursor.status());
   std::string json;

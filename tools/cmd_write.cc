@@ -25,13 +25,10 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
     if (IsBlank(line)) continue;
     auto doc = Document::FromJson(line);
     if (!doc.ok()) {
-      return FailInsert(&loader, "line " + std::to_string(line_no),
-                        JsonError(doc.status()));
+      return FailInsert(&loader, "line " + std::to_string(line_no), JsonError(doc.status()));
     }
     Status s = loader.Add(*doc);
-    if (!s.ok())
-      return FailInsert(&loader, "line " + std::to_string(line_no),
-                        Describe(s));
+    if (!s.ok()) return FailInsert(&loader, "line " + std::to_string(line_no), Describe(s));
   }
   if (std::cin.bad()) return FailInsert(&loader, "stdin", "read error");
   Status s = loader.Flush();
@@ -39,8 +36,8 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
   return kExitOk;
 }
 
-int RunUpdate(const CommonArgs& c, const std::string& filter_json,
-              const std::string& update_json, bool many) {
+int RunUpdate(const CommonArgs& c, const std::string& filter_json, const std::string& update_json,
+              bool many) {
   int code = kExitOk;
   auto filter = ParseDocArg("filter", filter_json, &code);
   if (!filter) return code;
@@ -49,7 +46,7 @@ int RunUpdate(const CommonArgs& c, const std::string& filter_json,
   auto db = OpenDb(c, false, &code);
   if (!db) return code;
   auto r = many ? db->UpdateMany(c.collection, *filter, *update)
-              : db->UpdateOne(c.collection, *filter, *update);
+                : db->UpdateOne(c.collection, *filter, *update);
   if (!r.ok()) return FailStatus("update", r.status());
   std::printf("{\"matched\": %llu, \"modified\": %llu}\n",
               static_cast<unsigned long long>(r->matched),

@@ -21,10 +21,7 @@ std::string IdJson(const Document& doc) {
 }  // namespace
 
 Loader::Loader(DB* db, std::string collection, uint64_t batch, bool echo)
-    : db_(db),
-      collection_(std::move(collection)),
-      batch_(batch == 0 ? 1 : batch),
-      echo_(echo) {}
+    : db_(db), collection_(std::move(collection)), batch_(batch == 0 ? 1 : batch), echo_(echo) {}
 
 Loader::~Loader() {
   // An error path that did not Flush: drop the partial batch. Callers
@@ -81,13 +78,11 @@ Status Loader::Explain(const Status& s, const Document& doc) {
   return Status::AlreadyExists("unique index violation", s.message());
 }
 
-int FailInsert(Loader* loader, const std::string& where,
-               const std::string& detail) {
+int FailInsert(Loader* loader, const std::string& where, const std::string& detail) {
   Status s = loader->Flush();
   if (!s.ok()) {
     return Fail(kExitBadInput, where,
-                detail + " (and committing the lines before it failed: " +
-                    Describe(s) + ")");
+                detail + " (and committing the lines before it failed: " + Describe(s) + ")");
   }
   return Fail(kExitBadInput, where, detail);
 }

@@ -53,8 +53,7 @@ class Loader {
 // Reports a failed insert at `where` ("line 7"), after committing what came
 // before it in the same batch, so that exactly the input before `where` is
 // in the database.
-int FailInsert(Loader* loader, const std::string& where,
-               const std::string& detail);
+int FailInsert(Loader* loader, const std::string& where, const std::string& detail);
 
 // Whether a line of input holds only whitespace (skipped, not an error).
 bool IsBlank(std::string_view line);

@@ -32,12 +32,11 @@ Examples:
   mmdoc export app.mmdb --format bson -o dump.bson && mmdoc import copy.mmdb dump.bson
 )";
 
-constexpr const char* kFilterHelp =
-    "MongoDB filter (the operators: see mmdoc find --help)";
+constexpr const char* kFilterHelp = "MongoDB filter (the operators: see mmdoc find --help)";
 
-const std::vector<std::string> kCommands = {
-    "insert", "get",    "find",   "update", "delete", "count",
-    "index",  "import", "export", "stats",  "check",  "compact"};
+const std::vector<std::string> kCommands = {"insert", "get",   "find",  "update",
+                                            "delete", "count", "index", "import",
+                                            "export", "stats", "check", "compact"};
 const std::vector<std::string> kIndexCommands = {"create", "drop", "list"};
 
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
@@ -54,11 +53,9 @@ std::vector<CLI::Option*> collection_options;
 void AddCommon(CLI::App* cmd, CommonArgs* c) {
   cmd->add_option("DB", c->db, "Database file")->required();
   collection_options.push_back(
-      cmd->add_option("-c,--collection", c->collection, "Collection")
-          ->capture_default_str());
-  cmd->add_option(
-         "--durability", c->durability,
-         "What each commit waits for: none, periodic, msync, fsync or group")
+      cmd->add_option("-c,--collection", c->collection, "Collection")->capture_default_str());
+  cmd->add_option("--durability", c->durability,
+                  "What each commit waits for: none, periodic, msync, fsync or group")
       ->capture_default_str()
       ->check(CLI::IsMember({"none", "periodic", "msync", "fsync", "group"}));
   cmd->add_flag("--accept-log-loss", c->accept_log_loss,
@@ -71,8 +68,7 @@ int Main(int argc, char** argv) {
   // Name an unknown command as such (CLI11 would call it an unexpected
   // argument).
   if (argc >= 2 && argv[1][0] != '-' && !Contains(kCommands, argv[1])) {
-    return Fail(kExitBadInput, "unknown command",
-                std::string(argv[1]) + " (see mmdoc --help)");
+    return Fail(kExitBadInput, "unknown command", std::string(argv[1]) + " (see mmdoc --help)");
   }
   if (argc >= 3 && std::string(argv[1]) == "index" && argv[2][0] != '-' &&
       !Contains(kIndexCommands, argv[2])) {
@@ -80,9 +76,7 @@ int Main(int argc, char** argv) {
                 "index " + std::string(argv[2]) + " (see mmdoc index --help)");
   }
 
-  CLI::App app{
-      "mmdoc: an embedded document store. Usage: mmdoc COMMAND DB [args]",
-      "mmdoc"};
+  CLI::App app{"mmdoc: an embedded document store. Usage: mmdoc COMMAND DB [args]", "mmdoc"};
   app.require_subcommand(1);
   app.footer(kFooter);
   app.set_version_flag("--version", std::string("mmdoc ") + MMDOC_VERSION,
@@ -91,13 +85,12 @@ int Main(int argc, char** argv) {
   CommonArgs c;
 
   InsertArgs insert_args;
-  CLI::App* insert =
-      app.add_subcommand("insert",
-                         "Insert JSON documents read from stdin, one per line. "
-                         "Each line (or each --batch "
-                         "lines) is one transaction. On invalid JSON or a "
-                         "duplicate on line K, the lines before "
-                         "K are committed and nothing after; exit 2.");
+  CLI::App* insert = app.add_subcommand("insert",
+                                        "Insert JSON documents read from stdin, one per line. "
+                                        "Each line (or each --batch "
+                                        "lines) is one transaction. On invalid JSON or a "
+                                        "duplicate on line K, the lines before "
+                                        "K are committed and nothing after; exit 2.");
   AddCommon(insert, &c);
   insert->add_option("--batch", insert_args.batch, "Lines per transaction")
       ->capture_default_str()
@@ -108,10 +101,9 @@ int Main(int argc, char** argv) {
                    "holding it has returned (durable as --durability says)");
 
   std::string id;
-  CLI::App* get =
-      app.add_subcommand("get",
-                         "Print the document with this _id as one line of "
-                         "JSON; exit 1 when there is none.");
+  CLI::App* get = app.add_subcommand("get",
+                                     "Print the document with this _id as one line of "
+                                     "JSON; exit 1 when there is none.");
   AddCommon(get, &c);
   get->add_option("ID", id,
                   "The _id as JSON: '\"abc\"', 42, '{\"$oid\": \"...\"}'; a "
@@ -120,8 +112,7 @@ int Main(int argc, char** argv) {
       ->required();
 
   FindArgs find_args;
-  CLI::App* find = app.add_subcommand(
-      "find", "Print the documents matching FILTER, one per line.");
+  CLI::App* find = app.add_subcommand("find", "Print the documents matching FILTER, one per line.");
   AddCommon(find, &c);
   // The operators engine/filter.cc parses, no more and no fewer.
   find->add_option("FILTER", find_args.filter,
@@ -138,11 +129,9 @@ int Main(int argc, char** argv) {
   // leading 0 as octal; ParseInt64 below refuses both.
   std::string limit = "0";
   std::string skip = "0";
-  find->add_option("--limit", limit, "Print at most N documents (0: all)")
-      ->type_name("N");
+  find->add_option("--limit", limit, "Print at most N documents (0: all)")->type_name("N");
   find->add_option("--skip", skip, "Skip the first N matches")->type_name("N");
-  find->add_option("--project", find_args.project,
-                   "Only these fields (and _id): a,b,c")
+  find->add_option("--project", find_args.project, "Only these fields (and _id): a,b,c")
       ->delimiter(',');
   find->add_flag("--explain", find_args.explain,
                  "Print the plan (index or full scan, keys and documents "
@@ -152,58 +141,55 @@ int Main(int argc, char** argv) {
   std::string filter = "{}";
   std::string update_doc;
   bool many = false;
-  CLI::App* update = app.add_subcommand(
-      "update",
-      "Apply UPDATE ($set, $unset, $inc, or a replacement document) to the "
-      "first (or, with "
-      "--many, every) document matching FILTER; print the counts.");
+  CLI::App* update =
+      app.add_subcommand("update",
+                         "Apply UPDATE ($set, $unset, $inc, or a replacement document) to the "
+                         "first (or, with "
+                         "--many, every) document matching FILTER; print the counts.");
   AddCommon(update, &c);
   update->add_option("FILTER", filter, kFilterHelp)->required();
   update->add_option("UPDATE", update_doc, "Update document")->required();
   update->add_flag("--many", many, "Update every matching document");
 
-  CLI::App* del =
-      app.add_subcommand("delete",
-                         "Delete the first (or, with --many, every) document "
-                         "matching FILTER; print the count.");
+  CLI::App* del = app.add_subcommand("delete",
+                                     "Delete the first (or, with --many, every) document "
+                                     "matching FILTER; print the count.");
   AddCommon(del, &c);
   del->add_option("FILTER", filter, kFilterHelp)->required();
   del->add_flag("--many", many, "Delete every matching document");
 
-  CLI::App* count = app.add_subcommand(
-      "count", "Print how many documents match FILTER (default: all).");
+  CLI::App* count =
+      app.add_subcommand("count", "Print how many documents match FILTER (default: all).");
   AddCommon(count, &c);
   count->add_option("FILTER", filter, kFilterHelp)->capture_default_str();
 
   std::string field;
   bool unique = false;
-  CLI::App* index =
-      app.add_subcommand("index", "Create, drop or list secondary indexes.");
+  CLI::App* index = app.add_subcommand("index", "Create, drop or list secondary indexes.");
   index->require_subcommand(1);
-  CLI::App* index_create = index->add_subcommand(
-      "create",
-      "Index FIELD (a dotted path), built from the documents already there. "
-      "With --unique, "
-      "fails (exit 2, naming the value) if two documents share a value. "
-      "Compound indexes (a,b) are not supported.");
+  CLI::App* index_create =
+      index->add_subcommand("create",
+                            "Index FIELD (a dotted path), built from the documents already there. "
+                            "With --unique, "
+                            "fails (exit 2, naming the value) if two documents share a value. "
+                            "Compound indexes (a,b) are not supported.");
   AddCommon(index_create, &c);
   index_create->add_option("FIELD", field, "Dotted field path")->required();
   index_create->add_flag("--unique", unique, "Reject duplicate values");
-  CLI::App* index_drop =
-      index->add_subcommand("drop", "Drop the index on FIELD.");
+  CLI::App* index_drop = index->add_subcommand("drop", "Drop the index on FIELD.");
   AddCommon(index_drop, &c);
   index_drop->add_option("FIELD", field, "Dotted field path")->required();
-  CLI::App* index_list = index->add_subcommand(
-      "list", "List the indexes as JSON lines (field, unique, entries).");
+  CLI::App* index_list =
+      index->add_subcommand("list", "List the indexes as JSON lines (field, unique, entries).");
   AddCommon(index_list, &c);
 
   ImportArgs import_args;
   bool no_progress = false;
-  CLI::App* import = app.add_subcommand(
-      "import",
-      "Insert the documents of FILE: JSON lines (as mongoexport writes) or "
-      "concatenated BSON "
-      "(as mongodump writes; by a .bson extension or by content).");
+  CLI::App* import =
+      app.add_subcommand("import",
+                         "Insert the documents of FILE: JSON lines (as mongoexport writes) or "
+                         "concatenated BSON "
+                         "(as mongodump writes; by a .bson extension or by content).");
   AddCommon(import, &c);
   import->add_option("FILE", import_args.file, "File to read")->required();
   import->add_option("--format", import_args.format, "auto, json or bson")
@@ -212,8 +198,7 @@ int Main(int argc, char** argv) {
   import->add_option("--batch", import_args.batch, "Documents per transaction")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  import->add_flag("--no-progress", no_progress,
-                   "No progress bar (shown only on a terminal)");
+  import->add_flag("--no-progress", no_progress, "No progress bar (shown only on a terminal)");
 
   ExportArgs export_args;
   CLI::App* exp = app.add_subcommand("export",
@@ -224,38 +209,32 @@ int Main(int argc, char** argv) {
   exp->add_option("--format", export_args.format, "json or bson")
       ->capture_default_str()
       ->check(CLI::IsMember({"json", "bson"}));
-  exp->add_option("-o,--output", export_args.output,
-                  "Output file (default: stdout)");
-  exp->add_flag(
-      "--salvage", export_args.salvage,
-      "Read every intact document of the collection from a damaged file "
-      "(DB::Salvage: a walk of its _id tree that skips damaged pages); say on "
-      "stderr how many could not be read (exit 1 if any, or if a damaged "
-      "page was met). The file must still open: a file neither of whose meta "
-      "pages is valid is an error (exit 2)");
-  exp->add_flag("--no-progress", no_progress,
-                "No progress bar (shown only on a terminal)");
+  exp->add_option("-o,--output", export_args.output, "Output file (default: stdout)");
+  exp->add_flag("--salvage", export_args.salvage,
+                "Read every intact document of the collection from a damaged file "
+                "(DB::Salvage: a walk of its _id tree that skips damaged pages); say on "
+                "stderr how many could not be read (exit 1 if any, or if a damaged "
+                "page was met). The file must still open: a file neither of whose meta "
+                "pages is valid is an error (exit 2)");
+  exp->add_flag("--no-progress", no_progress, "No progress bar (shown only on a terminal)");
 
   bool json = false;
-  CLI::App* stats =
-      app.add_subcommand("stats",
-                         "Print collections, document counts, index sizes, "
-                         "file size, free pages and fill factor; with -c, "
-                         "only that collection (exit 1 when there is none).");
+  CLI::App* stats = app.add_subcommand("stats",
+                                       "Print collections, document counts, index sizes, "
+                                       "file size, free pages and fill factor; with -c, "
+                                       "only that collection (exit 1 when there is none).");
   AddCommon(stats, &c);
   stats->add_flag("--json", json, "As one JSON object");
 
-  CLI::App* check =
-      app.add_subcommand("check",
-                         "Check checksums, tree structure, indexes against "
-                         "documents and page accounting; exit 0 "
-                         "when consistent, 1 with a list of problems.");
+  CLI::App* check = app.add_subcommand("check",
+                                       "Check checksums, tree structure, indexes against "
+                                       "documents and page accounting; exit 0 "
+                                       "when consistent, 1 with a list of problems.");
   AddCommon(check, &c);
 
-  CLI::App* compact =
-      app.add_subcommand("compact",
-                         "Rewrite the database into a compact copy and swap it "
-                         "in; the file shrinks.");
+  CLI::App* compact = app.add_subcommand("compact",
+                                         "Rewrite the database into a compact copy and swap it "
+                                         "in; the file shrinks.");
   AddCommon(compact, &c);
 
   try {
@@ -263,8 +242,7 @@ int Main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --help-all
     std::string what = "usage";
-    if (argc >= 2 && Contains(kCommands, argv[1]))
-      what = std::string(argv[1]) + ": usage";
+    if (argc >= 2 && Contains(kCommands, argv[1])) what = std::string(argv[1]) + ": usage";
     return Fail(kExitBadInput, what, std::string(e.what()) + " (see --help)");
   }
 
@@ -275,9 +253,8 @@ int Main(int argc, char** argv) {
   if (insert->parsed()) return RunInsert(c, insert_args);
   if (get->parsed()) return RunGet(c, id);
   if (find->parsed()) {
-    for (const auto& [name, text, value] :
-         {std::tuple{"--limit", &limit, &find_args.limit},
-          std::tuple{"--skip", &skip, &find_args.skip}}) {
+    for (const auto& [name, text, value] : {std::tuple{"--limit", &limit, &find_args.limit},
+                                            std::tuple{"--skip", &skip, &find_args.skip}}) {
       if (!ParseInt64(*text, value)) {
         return Fail(kExitBadInput, "find",
                     std::string(name) +
@@ -309,10 +286,8 @@ int main(int argc, char** argv) {
   try {
     return mmdoc::tool::Main(argc, argv);
   } catch (const std::exception& e) {
-    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error",
-                             e.what());
+    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error", e.what());
   } catch (...) {
-    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error",
-                             "unknown exception");
+    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error", "unknown exception");
   }
 }

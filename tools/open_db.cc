@@ -24,17 +24,14 @@ namespace {
 bool HasMetaMagic(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return true;
-  std::vector<uint8_t> head(storage::kMaxPageSize + storage::kMetaMagicOffset +
-                            8);
+  std::vector<uint8_t> head(storage::kMaxPageSize + storage::kMetaMagicOffset + 8);
   const size_t n = std::fread(head.data(), 1, head.size(), f);
   std::fclose(f);
   auto magic_at = [&](size_t offset) {
-    return offset + 8 <= n &&
-           storage::DecodeFixed64(head.data() + offset) == storage::kMagic;
+    return offset + 8 <= n && storage::DecodeFixed64(head.data() + offset) == storage::kMagic;
   };
   if (magic_at(storage::kMetaMagicOffset)) return true;
-  for (size_t ps = storage::kMinPageSize; ps <= storage::kMaxPageSize;
-       ps *= 2) {
+  for (size_t ps = storage::kMinPageSize; ps <= storage::kMaxPageSize; ps *= 2) {
     if (magic_at(ps + storage::kMetaMagicOffset)) return true;
   }
   return false;
@@ -52,14 +49,12 @@ uint64_t FileSize(const std::string& path) {
   return stat(path.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
 }
 
-bool CheckDbPath(const std::string& path, bool create, const std::string& what,
-                 int* code) {
+bool CheckDbPath(const std::string& path, bool create, const std::string& what, int* code) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT && create) return true;
     *code = Fail(kExitBadInput, what,
-                 errno == ENOENT ? "no such database file"
-                                 : std::string(std::strerror(errno)));
+                 errno == ENOENT ? "no such database file" : std::string(std::strerror(errno)));
     return false;
   }
   const char* problem = nullptr;
@@ -84,8 +79,7 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
   options.create_if_missing = create;
   options.accept_log_loss = c.accept_log_loss;
   // mmdoc.cc checks the name; fsync is the default either way.
-  options.durability =
-      ParseDurability(c.durability).value_or(Durability::kFsync);
+  options.durability = ParseDurability(c.durability).value_or(Durability::kFsync);
   auto db = DB::Open(c.db, options);
   if (!db.ok()) {
     *code = Fail(kExitBadInput, what, Describe(db.status()));

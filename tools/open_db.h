@@ -22,8 +22,7 @@ uint64_t FileSize(const std::string& path);
 // database: missing (unless `create`: a new database), a directory or
 // other non-file, an empty file, a file without the mmdoc magic. Prints
 // the error, stores the exit status (2) in *code and returns false.
-bool CheckDbPath(const std::string& path, bool create, const std::string& what,
-                 int* code);
+bool CheckDbPath(const std::string& path, bool create, const std::string& what, int* code);
 
 // Opens c.db. `create`: create the file when it is missing (write commands
 // that add data); the others refuse a missing file rather than leaving an

@@ -32,9 +32,7 @@ int Fail(int code, std::string_view what, std::string_view detail) {
   return code;
 }
 
-int ExitCodeFor(const Status& s) {
-  return s.IsNotFound() ? kExitNotFound : kExitBadInput;
-}
+int ExitCodeFor(const Status& s) { return s.IsNotFound() ? kExitNotFound : kExitBadInput; }
 
 std::string Describe(const Status& s) {
   switch (s.code()) {
@@ -66,8 +64,7 @@ std::string JsonError(const Status& s) {
   return "invalid JSON: " + m;
 }
 
-std::optional<Document> ParseDocArg(std::string_view what,
-                                    const std::string& json, int* code) {
+std::optional<Document> ParseDocArg(std::string_view what, const std::string& json, int* code) {
   auto doc = Document::FromJson(json);
   if (!doc.ok()) {
     *code = Fail(kExitBadInput, what, JsonError(doc.status()) + " in " + json);
@@ -78,8 +75,7 @@ std::optional<Document> ParseDocArg(std::string_view what,
 
 std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
-bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json,
-              std::string* error) {
+bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json, std::string* error) {
   if (bson) {
     if (std::fwrite(raw.data(), 1, raw.size(), out) != raw.size()) {
       *error = std::strerror(errno);
@@ -87,8 +83,7 @@ bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json,
     }
     return true;
   }
-  if (!BsonToJson(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(),
-                  json)) {
+  if (!BsonToJson(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), json)) {
     *error = "document cannot be written as JSON (invalid UTF-8?)";
     return false;
   }
@@ -105,8 +100,7 @@ std::string FieldPathProblem(std::string_view path) {
   size_t start = 0;
   for (;;) {
     size_t dot = path.find('.', start);
-    std::string_view part =
-        path.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    std::string_view part = path.substr(start, dot == std::string_view::npos ? dot : dot - start);
     if (part.empty()) return "empty part in field path";
     if (part[0] == '$') return "a field name cannot start with '$'";
     if (dot == std::string_view::npos) return "";
@@ -150,20 +144,17 @@ void Progress::Draw(uint64_t done, uint64_t docs) {
   char buf[160];
   if (total_ > 0) {
     constexpr int kWidth = 30;
-    double frac =
-        std::min(1.0, static_cast<double>(done) / static_cast<double>(total_));
+    double frac = std::min(1.0, static_cast<double>(done) / static_cast<double>(total_));
     int filled = static_cast<int>(frac * kWidth);
     std::string bar(filled, '=');
     if (filled < kWidth) bar += '>';
     bar.resize(kWidth, ' ');
-    std::snprintf(
-        buf, sizeof(buf), "\r%s [%s] %3d%%  %llu docs  %.0f docs/s\x1b[K",
-        label_.c_str(), bar.c_str(), static_cast<int>(frac * 100),
-        static_cast<unsigned long long>(docs), docs / std::max(secs, 1e-9));
-  } else {
-    std::snprintf(buf, sizeof(buf), "\r%s  %llu docs  %.0f docs/s\x1b[K",
-                  label_.c_str(), static_cast<unsigned long long>(docs),
+    std::snprintf(buf, sizeof(buf), "\r%s [%s] %3d%%  %llu docs  %.0f docs/s\x1b[K", label_.c_str(),
+                  bar.c_str(), static_cast<int>(frac * 100), static_cast<unsigned long long>(docs),
                   docs / std::max(secs, 1e-9));
+  } else {
+    std::snprintf(buf, sizeof(buf), "\r%s  %llu docs  %.0f docs/s\x1b[K", label_.c_str(),
+                  static_cast<unsigned long long>(docs), docs / std::max(secs, 1e-9));
   }
   std::fputs(buf, stderr);
   std::fflush(stderr);

@@ -45,16 +45,14 @@ int FailStatus(std::string_view what, const Status& s);
 std::string JsonError(const Status& s);
 
 // Parses a JSON document given on the command line (a filter, an update).
-std::optional<Document> ParseDocArg(std::string_view what,
-                                    const std::string& json, int* code);
+std::optional<Document> ParseDocArg(std::string_view what, const std::string& json, int* code);
 
 // s in double quotes.
 std::string Quote(std::string_view s);
 
 // Writes one document in `format` ("json" or "bson"). False on a write
 // error or a document that cannot be written as JSON (*error says which).
-bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json,
-              std::string* error);
+bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json, std::string* error);
 
 // Why `path` is not a dotted field path ("a", "a.b.c"), or "" when it is
 // one: it is empty, has an empty part ("a..b", ".a", "a."), or has a part

@@ -83,8 +83,7 @@ class TempDir {
  public:
   TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string t =
-        std::string(base && *base ? base : "/tmp") + "/mmdoc-bench-XXXXXX";
+    std::string t = std::string(base && *base ? base : "/tmp") + "/mmdoc-bench-XXXXXX";
     if (mkdtemp(t.data()) == nullptr) Die("mkdtemp", t);
     path_ = t;
   }
@@ -109,9 +108,7 @@ struct MmdocStore {
     auto p = storage::Pager::Open(dir.path() + "/bench.mmdb", o);
     if (!p.ok()) Die("Pager::Open", p.status().ToString());
     pager = std::move(p.value());
-    Check(
-        pager->Recover([](uint64_t, std::string_view) { return Status::OK(); }),
-        "Recover");
+    Check(pager->Recover([](uint64_t, std::string_view) { return Status::OK(); }), "Recover");
   }
   ~MmdocStore() { pager.reset(); }
 
@@ -139,9 +136,7 @@ struct LmdbStore {
   LmdbStore() {
     int rc = mdb_env_create(&env);
     if (rc == 0) rc = mdb_env_set_mapsize(env, size_t{8} << 30);
-    if (rc == 0)
-      rc = mdb_env_open(env, dir.path().c_str(), MDB_WRITEMAP | MDB_NOSYNC,
-                        0644);
+    if (rc == 0) rc = mdb_env_open(env, dir.path().c_str(), MDB_WRITEMAP | MDB_NOSYNC, 0644);
     MDB_txn* txn;
     if (rc == 0) rc = mdb_txn_begin(env, nullptr, 0, &txn);
     if (rc == 0) rc = mdb_dbi_open(txn, nullptr, 0, &dbi);
@@ -280,21 +275,9 @@ void BM_Insert_Lmdb(benchmark::State& state) {
 BENCHMARK(BM_Lookup_Mmdoc)->Arg(16)->Arg(36);
 BENCHMARK(BM_Lookup_Map)->Arg(16)->Arg(36);
 BENCHMARK(BM_Lookup_Lmdb)->Arg(16)->Arg(36);
-BENCHMARK(BM_Insert_Mmdoc)
-    ->Arg(16)
-    ->Arg(36)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Insert_Map)
-    ->Arg(16)
-    ->Arg(36)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Insert_Lmdb)
-    ->Arg(16)
-    ->Arg(36)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Insert_Mmdoc)->Arg(16)->Arg(36)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Insert_Map)->Arg(16)->Arg(36)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Insert_Lmdb)->Arg(16)->Arg(36)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -23,10 +23,8 @@ struct Item {
 };
 
 const mmdoc::Mapping<Item>& ItemMapping() {
-  static const mmdoc::Mapping<Item> m = mmdoc::Mapping<Item>()
-                                            .Id(&Item::id)
-                                            .Field("key", &Item::key)
-                                            .Field("value", &Item::value);
+  static const mmdoc::Mapping<Item> m =
+      mmdoc::Mapping<Item>().Id(&Item::id).Field("key", &Item::key).Field("value", &Item::value);
   return m;
 }
 
@@ -70,8 +68,9 @@ void BM_Raw(benchmark::State& state) {
         BSON_APPEND_UTF8(&b, "_id", items[j].id.c_str());
         BSON_APPEND_UTF8(&b, "key", items[j].key.c_str());
         BSON_APPEND_UTF8(&b, "value", items[j].value.c_str());
-        mmdoc::Status s = t->Insert("items", mmdoc::Document::FromTrustedBytes(std::string(
-                                                 reinterpret_cast<const char*>(bson_get_data(&b)), b.len)));
+        mmdoc::Status s =
+            t->Insert("items", mmdoc::Document::FromTrustedBytes(std::string(
+                                   reinterpret_cast<const char*>(bson_get_data(&b)), b.len)));
         bson_destroy(&b);
         if (!s.ok()) state.SkipWithError(s.ToString().c_str());
       }

@@ -25,12 +25,12 @@
 //            reads are timed with the full buffer in front of the trees.
 //
 //   mmdoc-writeproto [--docs N] [--ops M] [--batch B] [--dir D]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <algorithm>
 #include <map>
 #include <memory>
 #include <memory_resource>
@@ -61,8 +61,7 @@ void Check(const Status& s, const char* what) {
 }
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string RandomBytes(std::mt19937_64& rng, size_t n) {
@@ -121,7 +120,7 @@ struct Buffer {
   };
   struct Tree {
     std::pmr::monotonic_buffer_resource* arena;
-    std::vector<Entry> log;                                // commit order
+    std::vector<Entry> log;                               // commit order
     std::unordered_map<std::string_view, size_t> newest;  // key -> log index
     const Entry* Find(std::string_view k) const {
       auto it = newest.find(k);
@@ -142,7 +141,8 @@ struct Buffer {
       std::vector<Entry> out;
       out.reserve(newest.size());
       for (const auto& [k, i] : newest) out.push_back(log[i]);
-      std::sort(out.begin(), out.end(), [](const Entry& a, const Entry& b) { return a.key < b.key; });
+      std::sort(out.begin(), out.end(),
+                [](const Entry& a, const Entry& b) { return a.key < b.key; });
       return out;
     }
   };
@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
 
   std::printf("writeproto: %zu loaded, %zu inserts, %zu updates, %zu deletes, batch %zu\n", docs,
               ops, ops / 2, ops / 2, batch);
-  std::printf("%-8s %10s %10s %10s %12s %14s %14s\n", "design", "insert/s", "update/s",
-              "delete/s", "merge us/op", "read/s tree", "read/s+buffer");
+  std::printf("%-8s %10s %10s %10s %12s %14s %14s\n", "design", "insert/s", "update/s", "delete/s",
+              "merge us/op", "read/s tree", "read/s+buffer");
   for (const char* design : {"tree", "nosync", "buffer"}) {
     const std::string path = dir + "/writeproto-" + design + ".db";
     std::filesystem::remove(path);

@@ -69,8 +69,8 @@ struct UpdateResult {
 
 // How a query ran (Explain, or a Cursor after it finished).
 struct ExplainInfo {
-  std::string plan;         // "IDHACK" (_id lookup), "IXSCAN" or "COLLSCAN"
-  std::string index;        // field of the index used; "" for COLLSCAN
+  std::string plan;   // "IDHACK" (_id lookup), "IXSCAN" or "COLLSCAN"
+  std::string index;  // field of the index used; "" for COLLSCAN
   uint64_t keys_examined = 0;
   uint64_t docs_examined = 0;
   uint64_t returned = 0;
@@ -98,8 +98,8 @@ struct DBStats {
   uint64_t file_size = 0;
   uint64_t log_size = 0;
   uint64_t page_count = 0;
-  uint64_t free_pages = 0;      // incl. pages waiting for readers/checkpoint
-  double fill_factor = 0;       // used / capacity of tree pages
+  uint64_t free_pages = 0;  // incl. pages waiting for readers/checkpoint
+  double fill_factor = 0;   // used / capacity of tree pages
   uint64_t txid = 0;
   uint64_t readers = 0;
   uint64_t oldest_reader_txid = 0;  // a reader left open pins pages
@@ -152,8 +152,7 @@ class Transaction {
   // value}) returns): the lookup by a unique key, one index lookup and one
   // fetch when `field` has a unique index. NotFound when none matches;
   // InvalidArgument for a malformed field path.
-  Result<Document> GetBy(std::string_view collection, std::string_view field,
-                         const Value& value);
+  Result<Document> GetBy(std::string_view collection, std::string_view field, const Value& value);
   // The documents matching `filter` (MongoDB syntax; {} matches all).
   // InvalidArgument for an operator or value the filter does not implement
   // (named), a malformed filter, or bad options (a negative limit or skip,
@@ -270,8 +269,7 @@ class DB {
   Status Insert(std::string_view collection, const Document& doc, Value* id = nullptr,
                 const WriteOptions& options = WriteOptions());
   Result<Document> Get(std::string_view collection, const Value& id);
-  Result<Document> GetBy(std::string_view collection, std::string_view field,
-                         const Value& value);
+  Result<Document> GetBy(std::string_view collection, std::string_view field, const Value& value);
   Status Replace(std::string_view collection, const Value& id, const Document& doc,
                  const WriteOptions& options = WriteOptions());
   Result<UpdateResult> UpdateOne(std::string_view collection, const Document& filter,
@@ -341,8 +339,7 @@ class DB {
     std::vector<std::string> problems;
   };
   Status Salvage(std::string_view collection,
-                 const std::function<void(std::string_view bson)>& emit,
-                 SalvageReport* report);
+                 const std::function<void(std::string_view bson)>& emit, SalvageReport* report);
 
  private:
   explicit DB(std::unique_ptr<DBImpl> impl);

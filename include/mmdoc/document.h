@@ -125,8 +125,8 @@ class Value {
   // Takes doc as it is; the caller sets view_.
   explicit Value(std::string doc) : doc_(std::move(doc)) {}
   void Reset();
-  std::string doc_;     // BSON document {"v": <value>}
-  bson_value_t view_;   // points into doc_
+  std::string doc_;    // BSON document {"v": <value>}
+  bson_value_t view_;  // points into doc_
 };
 
 }  // namespace mmdoc

@@ -42,11 +42,16 @@ enum class Durability : uint8_t {
 // "none", "periodic", "msync", "fsync", "group".
 inline const char* DurabilityName(Durability d) {
   switch (d) {
-    case Durability::kNone: return "none";
-    case Durability::kPeriodic: return "periodic";
-    case Durability::kMsync: return "msync";
-    case Durability::kFsync: return "fsync";
-    case Durability::kGroup: return "group";
+    case Durability::kNone:
+      return "none";
+    case Durability::kPeriodic:
+      return "periodic";
+    case Durability::kMsync:
+      return "msync";
+    case Durability::kFsync:
+      return "fsync";
+    case Durability::kGroup:
+      return "group";
   }
   return "?";
 }

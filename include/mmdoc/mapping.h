@@ -140,10 +140,18 @@ class Mapping {
     if (!bson_utf8_validate(v.data(), v.size(), false)) return false;
     return bson_append_utf8(b, k, n, v.data(), static_cast<int>(v.size()));
   }
-  static bool Append(bson_t* b, const char* k, int n, int32_t v) { return bson_append_int32(b, k, n, v); }
-  static bool Append(bson_t* b, const char* k, int n, int64_t v) { return bson_append_int64(b, k, n, v); }
-  static bool Append(bson_t* b, const char* k, int n, double v) { return bson_append_double(b, k, n, v); }
-  static bool Append(bson_t* b, const char* k, int n, bool v) { return bson_append_bool(b, k, n, v); }
+  static bool Append(bson_t* b, const char* k, int n, int32_t v) {
+    return bson_append_int32(b, k, n, v);
+  }
+  static bool Append(bson_t* b, const char* k, int n, int64_t v) {
+    return bson_append_int64(b, k, n, v);
+  }
+  static bool Append(bson_t* b, const char* k, int n, double v) {
+    return bson_append_double(b, k, n, v);
+  }
+  static bool Append(bson_t* b, const char* k, int n, bool v) {
+    return bson_append_bool(b, k, n, v);
+  }
   template <typename E>
   static bool Append(bson_t* b, const char* k, int n, const std::vector<E>& v) {
     bson_t child;
@@ -168,17 +176,33 @@ class Mapping {
   }
   static bool ReadNumber(bson_iter_t* it, double* d, int64_t* i, bool* is_int) {
     switch (bson_iter_type(it)) {
-      case BSON_TYPE_INT32: *i = bson_iter_int32(it); *is_int = true; return true;
-      case BSON_TYPE_INT64: *i = bson_iter_int64(it); *is_int = true; return true;
-      case BSON_TYPE_DOUBLE: *d = bson_iter_double(it); *is_int = false; return true;
-      default: return false;
+      case BSON_TYPE_INT32:
+        *i = bson_iter_int32(it);
+        *is_int = true;
+        return true;
+      case BSON_TYPE_INT64:
+        *i = bson_iter_int64(it);
+        *is_int = true;
+        return true;
+      case BSON_TYPE_DOUBLE:
+        *d = bson_iter_double(it);
+        *is_int = false;
+        return true;
+      default:
+        return false;
     }
   }
   static bool Read(bson_iter_t* it, int64_t* out) {
-    double d; int64_t i; bool is_int;
+    double d;
+    int64_t i;
+    bool is_int;
     if (!ReadNumber(it, &d, &i, &is_int)) return false;
-    if (is_int) { *out = i; return true; }
-    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || std::trunc(d) != d) return false;
+    if (is_int) {
+      *out = i;
+      return true;
+    }
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0) || std::trunc(d) != d)
+      return false;
     *out = static_cast<int64_t>(d);
     return true;
   }
@@ -189,7 +213,9 @@ class Mapping {
     return true;
   }
   static bool Read(bson_iter_t* it, double* out) {
-    double d; int64_t i; bool is_int;
+    double d;
+    int64_t i;
+    bool is_int;
     if (!ReadNumber(it, &d, &i, &is_int)) return false;
     *out = is_int ? static_cast<double>(i) : d;
     return true;

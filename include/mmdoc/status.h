@@ -52,14 +52,30 @@ class [[nodiscard]] Status {
   Status& operator=(Status&&) noexcept = default;
 
   static Status OK() { return Status(); }
-  static Status NotFound(std::string_view m, std::string_view m2 = {}) { return Status(Code::kNotFound, m, m2); }
-  static Status AlreadyExists(std::string_view m, std::string_view m2 = {}) { return Status(Code::kAlreadyExists, m, m2); }
-  static Status InvalidArgument(std::string_view m, std::string_view m2 = {}) { return Status(Code::kInvalidArgument, m, m2); }
-  static Status Corruption(std::string_view m, std::string_view m2 = {}) { return Status(Code::kCorruption, m, m2); }
-  static Status IOError(std::string_view m, std::string_view m2 = {}) { return Status(Code::kIOError, m, m2); }
-  static Status NotSupported(std::string_view m, std::string_view m2 = {}) { return Status(Code::kNotSupported, m, m2); }
-  static Status Busy(std::string_view m, std::string_view m2 = {}) { return Status(Code::kBusy, m, m2); }
-  static Status Full(std::string_view m, std::string_view m2 = {}) { return Status(Code::kFull, m, m2); }
+  static Status NotFound(std::string_view m, std::string_view m2 = {}) {
+    return Status(Code::kNotFound, m, m2);
+  }
+  static Status AlreadyExists(std::string_view m, std::string_view m2 = {}) {
+    return Status(Code::kAlreadyExists, m, m2);
+  }
+  static Status InvalidArgument(std::string_view m, std::string_view m2 = {}) {
+    return Status(Code::kInvalidArgument, m, m2);
+  }
+  static Status Corruption(std::string_view m, std::string_view m2 = {}) {
+    return Status(Code::kCorruption, m, m2);
+  }
+  static Status IOError(std::string_view m, std::string_view m2 = {}) {
+    return Status(Code::kIOError, m, m2);
+  }
+  static Status NotSupported(std::string_view m, std::string_view m2 = {}) {
+    return Status(Code::kNotSupported, m, m2);
+  }
+  static Status Busy(std::string_view m, std::string_view m2 = {}) {
+    return Status(Code::kBusy, m, m2);
+  }
+  static Status Full(std::string_view m, std::string_view m2 = {}) {
+    return Status(Code::kFull, m, m2);
+  }
 
   bool ok() const { return rep_ == nullptr; }
   Code code() const { return rep_ ? rep_->code : Code::kOk; }
@@ -84,15 +100,24 @@ class [[nodiscard]] Status {
   }
   static const char* CodeName(Code c) {
     switch (c) {
-      case Code::kOk: return "OK";
-      case Code::kNotFound: return "NotFound";
-      case Code::kAlreadyExists: return "AlreadyExists";
-      case Code::kInvalidArgument: return "InvalidArgument";
-      case Code::kCorruption: return "Corruption";
-      case Code::kIOError: return "IOError";
-      case Code::kNotSupported: return "NotSupported";
-      case Code::kBusy: return "Busy";
-      case Code::kFull: return "Full";
+      case Code::kOk:
+        return "OK";
+      case Code::kNotFound:
+        return "NotFound";
+      case Code::kAlreadyExists:
+        return "AlreadyExists";
+      case Code::kInvalidArgument:
+        return "InvalidArgument";
+      case Code::kCorruption:
+        return "Corruption";
+      case Code::kIOError:
+        return "IOError";
+      case Code::kNotSupported:
+        return "NotSupported";
+      case Code::kBusy:
+        return "Busy";
+      case Code::kFull:
+        return "Full";
     }
     return "Unknown";
   }
@@ -123,9 +148,18 @@ class [[nodiscard]] Result {
   // OK when ok(), else the error.
   Status status() const { return ok() ? Status::OK() : std::get<Status>(v_); }
   // REQUIRES: ok()
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -137,10 +171,10 @@ class [[nodiscard]] Result {
 }  // namespace mmdoc
 
 // Returns early from the enclosing function when `expr` is not OK.
-#define MMDOC_RETURN_IF_ERROR(expr)        \
-  do {                                     \
-    ::mmdoc::Status _mmdoc_s = (expr);     \
-    if (!_mmdoc_s.ok()) return _mmdoc_s;   \
+#define MMDOC_RETURN_IF_ERROR(expr)      \
+  do {                                   \
+    ::mmdoc::Status _mmdoc_s = (expr);   \
+    if (!_mmdoc_s.ok()) return _mmdoc_s; \
   } while (0)
 
 #endif  // MMDOC_STATUS_H_

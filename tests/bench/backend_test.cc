@@ -14,10 +14,8 @@
 namespace mmdoc::bench {
 namespace {
 
-std::unique_ptr<Backend> OpenBackend(const std::string& engine,
-                                     const std::string& dir,
-                                     Durability durability, uint64_t docs,
-                                     bool key_index = true) {
+std::unique_ptr<Backend> OpenBackend(const std::string& engine, const std::string& dir,
+                                     Durability durability, uint64_t docs, bool key_index = true) {
   auto b = NewBackend(engine);
   REQUIRE(b.ok());
   BackendConfig config;
@@ -39,8 +37,7 @@ std::unique_ptr<Session> NewSessionOf(Backend* b) {
   return std::move(s.value());
 }
 
-void InsertAll(Session* session, const Dataset& data, uint64_t begin,
-               uint64_t end, int batch) {
+void InsertAll(Session* session, const Dataset& data, uint64_t begin, uint64_t end, int batch) {
   for (uint64_t i = begin; i < end;) {
     REQUIRE(session->Begin().ok());
     for (int k = 0; k < batch && i < end; ++k, ++i) {
@@ -69,11 +66,9 @@ void CheckEngine(const std::string& engine, Durability durability) {
   {
     REQUIRE(session->Begin().ok());
     std::string other = MakeDocument(data.id(7), "fresh-key", "v");
-    CHECK(session->Insert(DocRef{data.id(7), "fresh-key", other})
-              .IsAlreadyExists());
+    CHECK(session->Insert(DocRef{data.id(7), "fresh-key", other}).IsAlreadyExists());
     std::string dup_key = MakeDocument("fresh-id", data.key(8), "v");
-    CHECK(session->Insert(DocRef{"fresh-id", data.key(8), dup_key})
-              .IsAlreadyExists());
+    CHECK(session->Insert(DocRef{"fresh-id", data.key(8), dup_key}).IsAlreadyExists());
     REQUIRE(session->Commit().ok());
     std::string v;
     CHECK(session->GetById("fresh-id", &v).IsNotFound());
@@ -89,16 +84,14 @@ void CheckEngine(const std::string& engine, Durability durability) {
   }
   CHECK(session->GetById("no-such-id", &value).IsNotFound());
   CHECK(session->FindByKey("no-such-key", &value).IsNotFound());
-  CHECK(session->GetById(data.key(3), &value)
-            .IsNotFound());  // a key is not an _id
+  CHECK(session->GetById(data.key(3), &value).IsNotFound());  // a key is not an _id
 
   bool found = false;
   REQUIRE(session->ScanByValue(data.value(n - 1), &found, nullptr).ok());
   CHECK(found);
   REQUIRE(session->ScanByValue(data.value(0), &found, nullptr).ok());
   CHECK(found);
-  REQUIRE(session->ScanByValue(data.key(0), &found, nullptr)
-              .ok());  // key, not value
+  REQUIRE(session->ScanByValue(data.key(0), &found, nullptr).ok());  // key, not value
   CHECK_FALSE(found);
 
   // Update: the new value is seen by _id, by key and by the scan; the old
@@ -153,10 +146,8 @@ void CheckEngine(const std::string& engine, Durability durability) {
     threads.emplace_back([&, t] {
       std::string v;
       for (uint64_t i = 10; i < n; ++i) {
-        if (!readers[t]->GetById(data.id(i), &v).ok() || v != data.value(i))
-          ++wrong[t];
-        if (!readers[t]->FindByKey(data.key(i), &v).ok() || v != data.value(i))
-          ++wrong[t];
+        if (!readers[t]->GetById(data.id(i), &v).ok() || v != data.value(i)) ++wrong[t];
+        if (!readers[t]->FindByKey(data.key(i), &v).ok() || v != data.value(i)) ++wrong[t];
       }
     });
   }
@@ -214,9 +205,8 @@ void CheckSeed002(const std::string& engine, Durability durability) {
 
     // delete_value without the index, then the index over what is left.
     uint64_t deleted = 0;
-    REQUIRE(InTxn(session.get(), [&] {
-              return session->DeleteByValue(data.value(0), &deleted);
-            }).ok());
+    REQUIRE(
+        InTxn(session.get(), [&] { return session->DeleteByValue(data.value(0), &deleted); }).ok());
     CHECK(deleted == 1);
     Status s = InTxn(session.get(), [&] { return session->BuildKeyIndex(); });
     INFO(s.ToString());
@@ -238,8 +228,7 @@ void CheckSeed002(const std::string& engine, Durability durability) {
             }).ok());
     REQUIRE(session->FindByKey("new-key", &value).ok());
     CHECK(value == "new-value");
-    REQUIRE(
-        InTxn(session.get(), [&] { return session->Delete(data.id(2)); }).ok());
+    REQUIRE(InTxn(session.get(), [&] { return session->Delete(data.id(2)); }).ok());
     CHECK(session->FindByKey(data.key(2), &value).IsNotFound());
     CheckCount(session.get(), n - 1, n - 1);
     session.reset();
@@ -277,22 +266,18 @@ void CheckSeed002(const std::string& engine, Durability durability) {
   std::string b = MakeDocument("shared-b", "shared-key-b", "shared-value");
   REQUIRE(InTxn(session.get(), [&] {
             Status s = session->Insert(DocRef{"shared-a", "shared-key-a", a});
-            return s.ok()
-                       ? session->Insert(DocRef{"shared-b", "shared-key-b", b})
-                       : s;
+            return s.ok() ? session->Insert(DocRef{"shared-b", "shared-key-b", b}) : s;
           }).ok());
   uint64_t deleted = 0;
-  REQUIRE(InTxn(session.get(), [&] {
-            return session->DeleteByValue("shared-value", &deleted);
-          }).ok());
+  REQUIRE(
+      InTxn(session.get(), [&] { return session->DeleteByValue("shared-value", &deleted); }).ok());
   CHECK(deleted == 2);
   CHECK(session->GetById("shared-a", &value).IsNotFound());
   CHECK(session->GetById("shared-b", &value).IsNotFound());
   CHECK(session->FindByKey("shared-key-b", &value).IsNotFound());
 
-  REQUIRE(InTxn(session.get(), [&] {
-            return session->DeleteByValue(data.value(5), &deleted);
-          }).ok());
+  REQUIRE(
+      InTxn(session.get(), [&] { return session->DeleteByValue(data.value(5), &deleted); }).ok());
   CHECK(deleted == 1);
   CHECK(session->GetById(data.id(5), &value).IsNotFound());
   CHECK(session->FindByKey(data.key(5), &value).IsNotFound());
@@ -306,13 +291,10 @@ void CheckSeed002(const std::string& engine, Durability durability) {
     CHECK(value == data.value(i));
   }
   // A value nobody has, and a key (not a value): nothing deleted.
-  REQUIRE(InTxn(session.get(), [&] {
-            return session->DeleteByValue("no-such-value", &deleted);
-          }).ok());
+  REQUIRE(
+      InTxn(session.get(), [&] { return session->DeleteByValue("no-such-value", &deleted); }).ok());
   CHECK(deleted == 0);
-  REQUIRE(InTxn(session.get(), [&] {
-            return session->DeleteByValue(data.key(7), &deleted);
-          }).ok());
+  REQUIRE(InTxn(session.get(), [&] { return session->DeleteByValue(data.key(7), &deleted); }).ok());
   CHECK(deleted == 0);
   CheckCount(session.get(), n - 1, n - 1);
 
@@ -342,8 +324,7 @@ void CheckSeed002(const std::string& engine, Durability durability) {
 bool Built(const std::string& engine) {
   auto b = NewBackend(engine);
   if (b.status().IsNotSupported()) {
-    WARN(engine << " not built into mmdoc_bench_lib: "
-                << b.status().ToString());
+    WARN(engine << " not built into mmdoc_bench_lib: " << b.status().ToString());
     return false;
   }
   return true;
@@ -361,8 +342,8 @@ TEST_CASE("bench adapters return the right documents", "[bench]") {
 TEST_CASE("bench adapters work in their durable modes", "[bench]") {
   for (const char* engine : {"mmdoc", "lmdb", "rocksdb", "sqlite"}) {
     if (!Built(engine)) continue;
-    for (Durability d : {Durability::kPeriodic, Durability::kMsync,
-                         Durability::kFsync, Durability::kGroup}) {
+    for (Durability d :
+         {Durability::kPeriodic, Durability::kMsync, Durability::kFsync, Durability::kGroup}) {
       DYNAMIC_SECTION(engine << " " << DurabilityName(d)) {
         auto b = NewBackend(engine);
         if (b.value()->Supports(d)) CheckEngine(engine, d);
@@ -371,18 +352,14 @@ TEST_CASE("bench adapters work in their durable modes", "[bench]") {
   }
 }
 
-TEST_CASE("bench adapters build the key index and delete by value and all",
-          "[bench]") {
+TEST_CASE("bench adapters build the key index and delete by value and all", "[bench]") {
   for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "lmdb-nordahead", "rocksdb",
                              "sqlite", "sqlite-norowid"}) {
     if (!Built(engine)) continue;
-    for (Durability d :
-         {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
-          Durability::kFsync, Durability::kGroup}) {
+    for (Durability d : {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
+                         Durability::kFsync, Durability::kGroup}) {
       if (!NewBackend(engine).value()->Supports(d)) continue;
-      DYNAMIC_SECTION(engine << " " << DurabilityName(d)) {
-        CheckSeed002(engine, d);
-      }
+      DYNAMIC_SECTION(engine << " " << DurabilityName(d)) { CheckSeed002(engine, d); }
     }
   }
 }
@@ -463,8 +440,7 @@ TEST_CASE("bench backends report the modes DESIGN.md maps", "[bench]") {
 }
 
 TEST_CASE("bench dataset is the same for the same seed", "[bench]") {
-  Dataset a = Dataset::Generate(50, 3), b = Dataset::Generate(50, 3),
-          c = Dataset::Generate(50, 4);
+  Dataset a = Dataset::Generate(50, 3), b = Dataset::Generate(50, 3), c = Dataset::Generate(50, 4);
   for (uint64_t i = 0; i < 50; ++i) {
     CHECK(a.id(i) == b.id(i));
     CHECK(a.bson(i) == b.bson(i));

@@ -83,8 +83,7 @@ int Run(const std::string& command) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
-          "[bench]") {
+TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode", "[bench]") {
   test::TempDir dir;
   std::string engines = "lmdb,rocksdb,sqlite";
   if (NewBackend("mmdoc").ok()) engines = "mmdoc," + engines;
@@ -103,10 +102,9 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
   REQUIRE(j.doc != nullptr);
   bson_iter_t it, sub;
   for (const char* key :
-       {"machine.cpu", "machine.cores", "machine.memory_bytes",
-        "machine.kernel", "machine.filesystem", "machine.mount_options",
-        "machine.dataset_bytes", "config.docs", "config.durability",
-        "config.batch", "config.rocksdb_build"}) {
+       {"machine.cpu", "machine.cores", "machine.memory_bytes", "machine.kernel",
+        "machine.filesystem", "machine.mount_options", "machine.dataset_bytes", "config.docs",
+        "config.durability", "config.batch", "config.rocksdb_build"}) {
     INFO(key);
     CHECK(bson_iter_init(&it, j.doc));
     CHECK(bson_iter_find_descendant(&it, key, &sub));
@@ -147,8 +145,7 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
       if (k == "raw_ops_per_sec") row.raw_ops_per_sec = Number(&f);
       if (k == "raw_p50_us") row.raw_p50 = Number(&f);
       if (k == "raw_p99_us") row.raw_p99 = Number(&f);
-      if (k == "overhead_pct" || k == "insert_overhead_pct" ||
-          k == "read_overhead_pct") {
+      if (k == "overhead_pct" || k == "insert_overhead_pct" || k == "read_overhead_pct") {
         row.overhead = BSON_ITER_HOLDS_NUMBER(&f);
       }
       if (k == "seconds" || k == "notes") ++seen;
@@ -161,17 +158,16 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
   for (std::string engine; std::getline(list, engine, ',');) {
     auto backend = NewBackend(engine);
     REQUIRE(backend.ok());
-    for (Durability d :
-         {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
-          Durability::kFsync, Durability::kGroup}) {
+    for (Durability d : {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
+                         Durability::kFsync, Durability::kGroup}) {
       const std::string prefix = engine + "/" + DurabilityName(d) + "/";
       for (const auto& phase : AllPhases()) {
         std::string name = prefix + phase;
         INFO(name);
         REQUIRE(rows.count(name) == 1);
         const Row& r = rows[name];
-        bool has = backend.value()->Supports(d) &&
-                   (phase != "mapping" || backend.value()->HasMapping());
+        bool has =
+            backend.value()->Supports(d) && (phase != "mapping" || backend.value()->HasMapping());
         CHECK(r.available == has);
         if (!r.available) continue;
         CHECK(r.ops > 0);
@@ -198,13 +194,11 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
       CHECK(rows[prefix + "insert_noindex"].ops == rows[prefix + "insert"].ops);
       CHECK(rows[prefix + "build_index"].ops == 2000);
       CHECK(rows[prefix + "delete_value"].ops == 2);
-      CHECK(rows[prefix + "delete_all"].ops ==
-            2000 - rows[prefix + "delete"].ops - 2);
+      CHECK(rows[prefix + "delete_all"].ops == 2000 - rows[prefix + "delete"].ops - 2);
       // Each store's own disk use: the one without the index is no bigger
       // than the one with it (it does not count the main store beside it).
       CHECK(rows[prefix + "insert_noindex"].store_bytes > 0);
-      CHECK(rows[prefix + "insert_noindex"].store_bytes <=
-            rows[prefix + "insert"].store_bytes);
+      CHECK(rows[prefix + "insert_noindex"].store_bytes <= rows[prefix + "insert"].store_bytes);
       // Peak memory is recorded (Linux /proc): mmdoc's store is mapped, so
       // loading 2000 documents makes pages resident. (Other engines may
       // reuse heap the previous engine freed, so 0 is possible for them.)
@@ -223,8 +217,7 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode",
 TEST_CASE("mmdoc-bench times every phase by default", "[bench]") {
   test::TempDir dir;
   std::string json = dir.File("out.json");
-  REQUIRE(Run(test::BuildDir() +
-              "/mmdoc-bench --engines lmdb --docs 100 --quiet --dir " +
+  REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines lmdb --docs 100 --quiet --dir " +
               dir.File("data") + " --json " + json) == 0);
   Json j(json);
   REQUIRE(j.doc != nullptr);
@@ -239,9 +232,10 @@ TEST_CASE("mmdoc-bench times every phase by default", "[bench]") {
 TEST_CASE("mmdoc-bench prints the scan rate as a share of memory bandwidth", "[bench]") {
   test::TempDir dir;
   std::string out = dir.File("out.txt");
-  REQUIRE(Run(test::BuildDir() +
-              "/mmdoc-bench --engines lmdb,sqlite --docs 500 --phases search_value --scans 2 --dir " +
-              dir.File("data") + " > " + out) == 0);
+  REQUIRE(
+      Run(test::BuildDir() +
+          "/mmdoc-bench --engines lmdb,sqlite --docs 500 --phases search_value --scans 2 --dir " +
+          dir.File("data") + " > " + out) == 0);
   std::string text = ReadFile(out);
   INFO(text);
   // In every engine's table and in the comparison: "  of mem read  N.N%".
@@ -262,13 +256,11 @@ struct MmdocRow {
   std::string notes;
   double store_bytes = -1;
 };
-MmdocRow RunMmdoc(const test::TempDir& dir, const std::string& name,
-                  const std::string& phases, const std::string& flags) {
+MmdocRow RunMmdoc(const test::TempDir& dir, const std::string& name, const std::string& phases,
+                  const std::string& flags) {
   const std::string json = dir.File(name + ".json");
-  REQUIRE(Run(test::BuildDir() +
-              "/mmdoc-bench --engines mmdoc --docs 500 --quiet --phases " +
-              phases + flags + " --dir " + dir.File("data") + " --json " +
-              json) == 0);
+  REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines mmdoc --docs 500 --quiet --phases " +
+              phases + flags + " --dir " + dir.File("data") + " --json " + json) == 0);
   Json j(json);
   REQUIRE(j.doc != nullptr);
   MmdocRow row;
@@ -284,8 +276,7 @@ TEST_CASE("mmdoc-bench --mmdoc-log-mib sets mmdoc's log size", "[bench]") {
   test::TempDir dir;
   // store_bytes counts the data file and the preallocated log.
   const MmdocRow small = RunMmdoc(dir, "log4", "insert", " --mmdoc-log-mib 4");
-  const MmdocRow large =
-      RunMmdoc(dir, "log12", "insert", " --mmdoc-log-mib 12");
+  const MmdocRow large = RunMmdoc(dir, "log12", "insert", " --mmdoc-log-mib 12");
   CHECK(small.notes.find("log 4 MiB") != std::string::npos);
   CHECK(large.notes.find("log 12 MiB") != std::string::npos);
   CHECK(large.store_bytes - small.store_bytes == 8 << 20);
@@ -294,27 +285,24 @@ TEST_CASE("mmdoc-bench --mmdoc-log-mib sets mmdoc's log size", "[bench]") {
 TEST_CASE("mmdoc-bench --mmdoc-page-kib sets mmdoc's page size", "[bench]") {
   test::TempDir dir;
   // The notes give the page size the database file reports (DB::Stats).
-  CHECK(RunMmdoc(dir, "page4", "insert,search_value", "")
-            .notes.find("page 4096,") != std::string::npos);
+  CHECK(RunMmdoc(dir, "page4", "insert,search_value", "").notes.find("page 4096,") !=
+        std::string::npos);
   CHECK(RunMmdoc(dir, "page16", "insert,search_value", " --mmdoc-page-kib 16")
             .notes.find("page 16384,") != std::string::npos);
   // Not a page size the library accepts: refused before anything runs.
-  CHECK(Run(test::BuildDir() +
-            "/mmdoc-bench --engines mmdoc --docs 10 --quiet" +
+  CHECK(Run(test::BuildDir() + "/mmdoc-bench --engines mmdoc --docs 10 --quiet" +
             " --mmdoc-page-kib 5 --dir " + dir.File("data")) != 0);
 }
 
-TEST_CASE("mmdoc-bench --lookups sets the point reads per search phase",
-          "[bench]") {
+TEST_CASE("mmdoc-bench --lookups sets the point reads per search phase", "[bench]") {
   test::TempDir dir;
   // phase -> ops of the run's rows; config.lookups as recorded.
   int runs = 0;
   auto run = [&](const std::string& flag, std::map<std::string, double>* ops) {
     std::string json = dir.File("lookups" + std::to_string(runs++) + ".json");
-    REQUIRE(Run(test::BuildDir() +
-                "/mmdoc-bench --engines mmdoc,lmdb --docs 500 --phases " +
-                "search_id,search_key --quiet" + flag + " --dir " +
-                dir.File("data") + " --json " + json) == 0);
+    REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines mmdoc,lmdb --docs 500 --phases " +
+                "search_id,search_key --quiet" + flag + " --dir " + dir.File("data") + " --json " +
+                json) == 0);
     Json j(json);
     REQUIRE(j.doc != nullptr);
     REQUIRE(j.ForEachResult([&](bson_iter_t* f) {
@@ -364,19 +352,17 @@ TEST_CASE("tools/run-bench builds a target the build system has", "[bench]") {
 double Timed(const std::string& command, int* rc) {
   const auto start = std::chrono::steady_clock::now();
   *rc = Run(command);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-TEST_CASE("tools/run-bench --help answers at once, installing and building nothing",
-          "[bench]") {
+TEST_CASE("tools/run-bench --help answers at once, installing and building nothing", "[bench]") {
   // Every installer and build tool on PATH fails and leaves a mark: help
   // must not call any of them.
   test::TempDir dir;
   const std::string bin = dir.File("bin"), mark = dir.File("called");
   std::filesystem::create_directories(bin);
-  for (const char* tool : {"apt-get", "apt", "dpkg-query", "sudo", "cmake", "make",
-                           "ninja", "c++", "g++", "gcc", "python3"}) {
+  for (const char* tool : {"apt-get", "apt", "dpkg-query", "sudo", "cmake", "make", "ninja", "c++",
+                           "g++", "gcc", "python3"}) {
     const std::string path = bin + "/" + tool;
     std::ofstream(path) << "#!/bin/sh\necho \"$0\" >>" << mark << "\nexit 1\n";
     std::filesystem::permissions(path, std::filesystem::perms::owner_all);
@@ -387,8 +373,8 @@ TEST_CASE("tools/run-bench --help answers at once, installing and building nothi
 
   // Nothing built yet: run-bench's own help and where the rest will be.
   int rc = -1;
-  const double took = Timed(env + dir.File("nobuild") + " " + script +
-                                " --help > " + out + " 2>&1", &rc);
+  const double took =
+      Timed(env + dir.File("nobuild") + " " + script + " --help > " + out + " 2>&1", &rc);
   std::string text = ReadFile(out);
   INFO(text);
   CHECK(rc == 0);
@@ -396,9 +382,8 @@ TEST_CASE("tools/run-bench --help answers at once, installing and building nothi
   CHECK(!std::filesystem::exists(mark));
   for (const char* needle :
        {"Usage: tools/run-bench", "tools/setup", "tools/build-rocksdb-release",
-        "minutes on 2 idle cores", "MMDOC_ROCKSDB=debian", "MMDOC_BUILD=DIR",
-        "--docs 1M", "--durability all", "--json FILE",
-        "/mmdoc-bench --help` lists every option"}) {
+        "minutes on 2 idle cores", "MMDOC_ROCKSDB=debian", "MMDOC_BUILD=DIR", "--docs 1M",
+        "--durability all", "--json FILE", "/mmdoc-bench --help` lists every option"}) {
     INFO(needle);
     CHECK(text.find(needle) != std::string::npos);
   }
@@ -423,10 +408,8 @@ TEST_CASE("tools/run-bench --help answers at once, installing and building nothi
   std::stringstream lines(text.substr(common, every - common));
   int named = 0;
   for (std::string line; std::getline(lines, line);) {
-    for (size_t at = line.find("--"); at != std::string::npos;
-         at = line.find("--", at + 2)) {
-      const std::string flag =
-          line.substr(at, line.find_first_of(" ,=", at) - at);
+    for (size_t at = line.find("--"); at != std::string::npos; at = line.find("--", at + 2)) {
+      const std::string flag = line.substr(at, line.find_first_of(" ,=", at) - at);
       INFO(flag);
       CHECK(options.find(flag) != std::string::npos);
       ++named;
@@ -435,18 +418,15 @@ TEST_CASE("tools/run-bench --help answers at once, installing and building nothi
   CHECK(named >= 7);
 }
 
-TEST_CASE("mmdoc-bench refuses an output path it cannot write before the run",
-          "[bench]") {
+TEST_CASE("mmdoc-bench refuses an output path it cannot write before the run", "[bench]") {
   test::TempDir dir;
   // 2M documents would take minutes to load: the refusal must come first.
-  const std::string bench = test::BuildDir() +
-                            "/mmdoc-bench --engines lmdb --docs 2M --quiet --dir " +
-                            dir.File("data");
+  const std::string bench =
+      test::BuildDir() + "/mmdoc-bench --engines lmdb --docs 2M --quiet --dir " + dir.File("data");
   const std::string err = dir.File("err.txt");
-  for (const std::string& flag :
-       {std::string(" --json ") + dir.File("no/such/dir/out.json"),
-        std::string(" --csv ") + dir.File("no/such/dir/out.csv"),
-        std::string(" --json ") + dir.path()}) {  // a directory
+  for (const std::string& flag : {std::string(" --json ") + dir.File("no/such/dir/out.json"),
+                                  std::string(" --csv ") + dir.File("no/such/dir/out.csv"),
+                                  std::string(" --json ") + dir.path()}) {  // a directory
     INFO(flag);
     int rc = -1;
     const double took = Timed(bench + flag + " 2> " + err, &rc);
@@ -460,13 +440,13 @@ TEST_CASE("mmdoc-bench refuses an output path it cannot write before the run",
   // The check leaves no file behind and does not truncate one.
   const std::string fresh = dir.File("fresh.json"), old = dir.File("old.json");
   std::ofstream(old) << "previous run";
-  CHECK(Run(test::BuildDir() + "/mmdoc-bench --engines nosuch --docs 10 --json " +
-            fresh + " --csv " + old + " 2>/dev/null") == 2);
+  CHECK(Run(test::BuildDir() + "/mmdoc-bench --engines nosuch --docs 10 --json " + fresh +
+            " --csv " + old + " 2>/dev/null") == 2);
   CHECK(!std::filesystem::exists(fresh));
   CHECK(ReadFile(old) == "previous run");
   // A data directory that cannot be made: one line, status 2.
-  CHECK(Run(test::BuildDir() + "/mmdoc-bench --engines lmdb --docs 10 --dir " +
-            old + "/sub 2>/dev/null") == 2);
+  CHECK(Run(test::BuildDir() + "/mmdoc-bench --engines lmdb --docs 10 --dir " + old +
+            "/sub 2>/dev/null") == 2);
 }
 
 TEST_CASE("tools/plot draws mmdoc-bench's JSON and CSV", "[bench]") {
@@ -480,25 +460,25 @@ TEST_CASE("tools/plot draws mmdoc-bench's JSON and CSV", "[bench]") {
   if (NewBackend("mmdoc").ok()) engines = "mmdoc," + engines;
   const std::string bench = test::BuildDir() + "/mmdoc-bench --engines " + engines +
                             " --docs 300 --batch 50 --max-durable-ops 100 --scans 2"
-                            " --quiet --dir " + dir.File("data");
+                            " --quiet --dir " +
+                            dir.File("data");
   // One mode, every phase: the ratio chart; no durability chart, said so.
-  REQUIRE(Run(bench + " --json " + dir.File("one.json") + " --csv " +
-              dir.File("one.csv")) == 0);
+  REQUIRE(Run(bench + " --json " + dir.File("one.json") + " --csv " + dir.File("one.csv")) == 0);
   const std::string err = dir.File("err.txt");
-  REQUIRE(Run(plot + " -o " + dir.File("charts") + " " + dir.File("one.json") +
-              " > /dev/null 2> " + err) == 0);
+  REQUIRE(Run(plot + " -o " + dir.File("charts") + " " + dir.File("one.json") + " > /dev/null 2> " +
+              err) == 0);
   CHECK(ReadFile(err).find("no durability chart") != std::string::npos);
   // Every durability mode: a ratio chart per mode and the durability chart.
-  REQUIRE(Run(bench + " --durability all --phases insert,update --json " +
-              dir.File("all.json")) == 0);
-  REQUIRE(Run(plot + " -o " + dir.File("charts") + " " + dir.File("all.json") +
-              " > /dev/null") == 0);
+  REQUIRE(Run(bench + " --durability all --phases insert,update --json " + dir.File("all.json")) ==
+          0);
+  REQUIRE(Run(plot + " -o " + dir.File("charts") + " " + dir.File("all.json") + " > /dev/null") ==
+          0);
   // The CSV of the first run draws the same way.
-  REQUIRE(Run(plot + " -o " + dir.File("csv") + " " + dir.File("one.csv") +
-              " > /dev/null 2>&1") == 0);
-  for (const char* png : {"charts/one-ratio.png", "charts/all-none-ratio.png",
-                          "charts/all-fsync-ratio.png", "charts/all-durability.png",
-                          "csv/one-ratio.png"}) {
+  REQUIRE(Run(plot + " -o " + dir.File("csv") + " " + dir.File("one.csv") + " > /dev/null 2>&1") ==
+          0);
+  for (const char* png :
+       {"charts/one-ratio.png", "charts/all-none-ratio.png", "charts/all-fsync-ratio.png",
+        "charts/all-durability.png", "csv/one-ratio.png"}) {
     INFO(png);
     const std::string bytes = ReadFile(dir.File(png));
     CHECK(bytes.size() > 1000);
@@ -506,19 +486,15 @@ TEST_CASE("tools/plot draws mmdoc-bench's JSON and CSV", "[bench]") {
   }
   // Not a result file: status 1 and nothing drawn.
   std::ofstream(dir.File("empty.json")) << "{}";
-  CHECK(Run(plot + " -o " + dir.File("none") + " " + dir.File("empty.json") +
-            " 2>/dev/null") == 1);
+  CHECK(Run(plot + " -o " + dir.File("none") + " " + dir.File("empty.json") + " 2>/dev/null") == 1);
 }
 
 TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
   std::string bench = test::BuildDir() + "/mmdoc-bench --quiet ";
   CHECK(Run(bench + "--engines nosuch --docs 100 2>/dev/null") == 2);
   CHECK(Run(bench + "--engines lmdb --docs 1x 2>/dev/null") == 2);
-  CHECK(Run(bench +
-            "--engines lmdb --docs 100 --durability sometimes 2>/dev/null") ==
-        2);
-  CHECK(Run(bench + "--engines lmdb --docs 100 --phases nosuch 2>/dev/null") ==
-        2);
+  CHECK(Run(bench + "--engines lmdb --docs 100 --durability sometimes 2>/dev/null") == 2);
+  CHECK(Run(bench + "--engines lmdb --docs 100 --phases nosuch 2>/dev/null") == 2);
 }
 
 TEST_CASE("mmdoc-layoutbench reads a loaded and a compacted store", "[bench]") {
@@ -532,14 +508,12 @@ TEST_CASE("mmdoc-layoutbench reads a loaded and a compacted store", "[bench]") {
   const std::string text = ReadFile(out);
   INFO(text);
   // The compacted store is the smaller one, with fuller pages.
-  double loaded_mib = 0, loaded_fill = 0, compact_s = 0, packed_mib = 0,
-         packed_fill = 0;
+  double loaded_mib = 0, loaded_fill = 0, compact_s = 0, packed_mib = 0, packed_fill = 0;
   REQUIRE(std::sscanf(text.c_str(),
                       "3000 documents; as loaded: %lf MiB, fill %lf; compacted "
                       "(%lf s): %lf "
                       "MiB, fill %lf",
-                      &loaded_mib, &loaded_fill, &compact_s, &packed_mib,
-                      &packed_fill) == 5);
+                      &loaded_mib, &loaded_fill, &compact_s, &packed_mib, &packed_fill) == 5);
   CHECK(packed_fill > loaded_fill);
   CHECK(packed_mib <= loaded_mib);
   CHECK(text.find("round 2: point reads") != std::string::npos);
@@ -548,12 +522,11 @@ TEST_CASE("mmdoc-layoutbench reads a loaded and a compacted store", "[bench]") {
   CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
                       std::filesystem::directory_iterator()) == 1);
   // A directory it cannot create: a one-line error and status 2.
-  CHECK(Run(test::BuildDir() + "/mmdoc-layoutbench --docs 10 --dir " + out +
-            "/sub 2>/dev/null") == 2);
+  CHECK(Run(test::BuildDir() + "/mmdoc-layoutbench --docs 10 --dir " + out + "/sub 2>/dev/null") ==
+        2);
 }
 
-TEST_CASE("mmdoc-syncbench writes a row per method, file and block size",
-          "[bench]") {
+TEST_CASE("mmdoc-syncbench writes a row per method, file and block size", "[bench]") {
   test::TempDir dir;
   std::string json = dir.File("sync.json");
   std::string cmd = test::BuildDir() +

@@ -151,7 +151,7 @@ TEST_CASE("bad input: an update path that would nest deeper than 100 levels") {
   for (int i = 0; i < 120; i++) path += ".b";
   for (const char* op : {"$inc", "$set"}) {
     auto r = db->UpdateOne("c", J(R"({"_id": 1})"),
-                        J(std::string("{\"") + op + "\": {\"" + path + "\": 1}}"));
+                           J(std::string("{\"") + op + "\": {\"" + path + "\": 1}}"));
     INFO(op << ": " << r.status().ToString());
     CHECK(r.status().IsInvalidArgument());
     CHECK(Has(r.status(), "deeper than 100"));
@@ -177,9 +177,15 @@ TEST_CASE("bad input: $ field names on insert, replace and update") {
   }
   auto nested = Document::FromJson(R"({"_id": 7, "a": {"$x": 1}})");
   if (nested.ok()) CHECK(db->Insert("c", nested.value()).IsInvalidArgument());
-  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"$y": 1}})")).status().IsInvalidArgument());
-  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"a": {"$y": 1}}})")).status().IsInvalidArgument());
-  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"a": 1, "$set": {"b": 1}})")).status().IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"$y": 1}})"))
+            .status()
+            .IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"a": {"$y": 1}}})"))
+            .status()
+            .IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"a": 1, "$set": {"b": 1}})"))
+            .status()
+            .IsInvalidArgument());
   ExpectSeed3(db);
 }
 
@@ -192,8 +198,8 @@ TEST_CASE("bad input: duplicate field names on insert, replace and update") {
   CHECK(Has(s, "duplicate field name: _id"));
   CHECK(Has(db->Insert("c", J(R"({"_id": 7, "a": {"b": [{"c": 1, "c": 1}]}})")), "c"));
   CHECK(db->Insert("c", J(R"({"k": 7, "k": 7})")).IsInvalidArgument());
-  CHECK(db->Replace("c", Value::Int32(1), J(R"({"k": 1, "s": "x", "s": "y"})"))
-            .IsInvalidArgument());
+  CHECK(
+      db->Replace("c", Value::Int32(1), J(R"({"k": 1, "s": "x", "s": "y"})")).IsInvalidArgument());
   // Two _ids in a replacement: refused, not stored with one dropped.
   CHECK(Has(db->Replace("c", Value::Int32(1), J(R"({"_id": 1, "_id": 2, "k": 9})")),
             "duplicate field name: _id"));
@@ -242,7 +248,9 @@ TEST_CASE("bad input: duplicate _id and unique-index violations, in and out of t
   CHECK(s.IsAlreadyExists());
   CHECK(Has(s, "k"));
   CHECK(db->Replace("c", Value::Int32(1), J(R"({"_id": 1, "k": 2})")).IsAlreadyExists());
-  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 3}})")).status().IsAlreadyExists());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$set": {"k": 3}})"))
+            .status()
+            .IsAlreadyExists());
   CHECK(db->UpdateMany("c", J("{}"), J(R"({"$set": {"k": 50}})")).status().IsAlreadyExists());
   {
     // In a transaction: the failed insert leaves the others in it.
@@ -285,18 +293,19 @@ TEST_CASE("bad input: a unique index build over duplicates leaves nothing behind
 TEST_CASE("bad input: wrong types and unknown operators in filters and updates") {
   TestDB db;
   Seed3(db);
-  for (const char* f : {R"({"k": {"$foo": 1}})", R"({"$where": "1"})", R"({"k": {"$in": 5}})",
-                        R"({"$and": 5})", R"({"$or": []})", R"({"k": {"$exists": {"a": 1}}, "x": {"$bad": 1}})",
-                        R"({"k": {"$gt": 1, "$nin": "x"}})"}) {
+  for (const char* f :
+       {R"({"k": {"$foo": 1}})", R"({"$where": "1"})", R"({"k": {"$in": 5}})", R"({"$and": 5})",
+        R"({"$or": []})", R"({"k": {"$exists": {"a": 1}}, "x": {"$bad": 1}})",
+        R"({"k": {"$gt": 1, "$nin": "x"}})"}) {
     auto r = db->Find("c", J(f));
     INFO(f << ": " << r.status().ToString());
     CHECK(r.status().IsInvalidArgument());
     CHECK(!db->Count("c", J(f)).ok());
     CHECK(db->DeleteMany("c", J(f)).status().IsInvalidArgument());
   }
-  for (const char* u : {R"({"$foo": {"a": 1}})", R"({"$set": 5})", R"({"$inc": {"k": "x"}})",
-                        R"({"$unset": 1})", R"({"$set": {"_id": 9}})", R"({"$set": {"": 1}})",
-                        R"({"$set": {"a..b": 1}})"}) {
+  for (const char* u :
+       {R"({"$foo": {"a": 1}})", R"({"$set": 5})", R"({"$inc": {"k": "x"}})", R"({"$unset": 1})",
+        R"({"$set": {"_id": 9}})", R"({"$set": {"": 1}})", R"({"$set": {"a..b": 1}})"}) {
     auto r = db->UpdateOne("c", J(R"({"_id": 1})"), J(u));
     INFO(u << ": " << r.status().ToString());
     CHECK(!r.ok());
@@ -322,8 +331,8 @@ TEST_CASE("bad input: a regex or unsupported operator in a write's filter change
         R"({"s": {"$not": {"$eq": "y"}}})", R"({"$nor": [{"s": {"$regex": "y"}}]})",
         R"({"k": {"$gt": 0}, "s": {"$nin": ["y", {"$regex": "z", "$options": "i"}]}})",
         R"({"_id": {"$regex": "."}})", R"({"_id": {"$nin": [{"$regex": "."}]}})",
-        R"({"$or": [{"k": {"$lt": 0}}, {"$where": "true"}]})",
-        R"({"k": {"$size": 0}})", R"({"s": {"$eq": {"$foo": 1}}})"}) {
+        R"({"$or": [{"k": {"$lt": 0}}, {"$where": "true"}]})", R"({"k": {"$size": 0}})",
+        R"({"s": {"$eq": {"$foo": 1}}})"}) {
     INFO(f);
     for (bool many : {true, false}) {
       auto d = many ? db->DeleteMany("c", J(f)) : db->DeleteOne("c", J(f));
@@ -346,7 +355,8 @@ TEST_CASE("bad input: a regex or unsupported operator in a write's filter change
     ExpectSeed3(db);
   }
   // A regex is a value MongoDB stores; $set and insert keep it as given.
-  REQUIRE(db->UpdateOne("c", J(R"({"_id": 2})"), J(R"({"$set": {"r": {"$regex": "^x", "$options": "i"}}})"))
+  REQUIRE(db->UpdateOne("c", J(R"({"_id": 2})"),
+                        J(R"({"$set": {"r": {"$regex": "^x", "$options": "i"}}})"))
               .ok());
   auto two = db->Get("c", Value::Int32(2));
   REQUIRE(two.ok());

@@ -32,8 +32,8 @@
 
 #include "mmdoc/db.h"
 #include "storage/file_system.h"
-#include "tests/support/fs_wrapper.h"
 #include "tests/support/fault_fs.h"
+#include "tests/support/fs_wrapper.h"
 #include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
 
@@ -601,8 +601,7 @@ TEST_CASE("concurrency: an old snapshot reads the same documents while a writer 
   std::fprintf(stderr,
                "concurrency old snapshot: %llu rewrite txns, %llu re-reads of the old snapshot; "
                "pages %llu -> %llu while pinned (free %llu), free %llu after it closed\n",
-               static_cast<unsigned long long>(rewrites),
-               static_cast<unsigned long long>(rereads),
+               static_cast<unsigned long long>(rewrites), static_cast<unsigned long long>(rereads),
                static_cast<unsigned long long>(before.page_count),
                static_cast<unsigned long long>(pinned.page_count),
                static_cast<unsigned long long>(pinned.free_pages),
@@ -677,9 +676,15 @@ WritersResult RunWriters(Durability mode, int writers, uint64_t per_writer, uint
     while (!done.load()) {
       Status s;
       switch (srng() % 3) {
-        case 0: s = db->Stats().status(); break;
-        case 1: s = db->Flush(); break;
-        default: s = db->Checkpoint(); break;
+        case 0:
+          s = db->Stats().status();
+          break;
+        case 1:
+          s = db->Flush();
+          break;
+        default:
+          s = db->Checkpoint();
+          break;
       }
       if (!s.ok()) errors.Add("side thread: " + s.ToString());
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -761,8 +766,8 @@ TEST_CASE("concurrency: writer threads in fsync mode are serialized, one sync pe
 // of the commit order, no holes).
 struct Attempt {
   std::string id;
-  std::string bytes;  // the document as inserted
-  bool acked = false; // Commit returned OK
+  std::string bytes;   // the document as inserted
+  bool acked = false;  // Commit returned OK
 };
 
 struct PowerLossRun {
@@ -822,7 +827,8 @@ class SeqWriters {
       if (!ReadCounter(t, "seq", &seq).ok()) return;
       seq++;
       const std::string id = "w" + std::to_string(w) + "-" + std::to_string(i);
-      const std::string pad = RandomText(rng, rng() % 6 == 0 ? 3000 + rng() % 5000 : 10 + rng() % 100);
+      const std::string pad =
+          RandomText(rng, rng() % 6 == 0 ? 3000 + rng() % 5000 : 10 + rng() % 100);
       Document doc = Entry(id, seq, w, pad);
       Status s = t->Replace("meta", Value::String("seq"), Counter("seq", seq));
       if (s.IsNotFound()) s = t->Insert("meta", Counter("seq", seq));
@@ -913,7 +919,8 @@ std::string CheckPrefix(DB* db, const PowerLossRun& run, const std::set<int64_t>
     expected_ids.insert(Value::String(list[0].id).ToJson());
   }
   for (const auto& id : expected_ids) {
-    if (!docs.count(id)) return "document " + id + " of a commit <= seq " + std::to_string(s) + " missing";
+    if (!docs.count(id))
+      return "document " + id + " of a commit <= seq " + std::to_string(s) + " missing";
   }
   for (const auto& [id, bytes] : docs) {
     Document d = Document::FromTrustedBytes(bytes);
@@ -947,8 +954,9 @@ void OpenCheckAndVerify(const std::string& path, Options o, const PowerLossRun& 
   REQUIRE(e.empty());
 }
 
-TEST_CASE("concurrency: group commit with many writers keeps every acknowledged commit "
-          "after power loss") {
+TEST_CASE(
+    "concurrency: group commit with many writers keeps every acknowledged commit "
+    "after power loss") {
   const uint64_t seed = Seed("concurrency group power loss");
   const uint64_t runs = (kTsan ? 10 : 50) * Scale();
   const int writers = 6;
@@ -1076,8 +1084,9 @@ TEST_CASE("concurrency: periodic mode flushes in the background and then loses n
   }
 }
 
-TEST_CASE("concurrency: periodic mode between flushes opens at an earlier intact commit, "
-          "and close flushes") {
+TEST_CASE(
+    "concurrency: periodic mode between flushes opens at an earlier intact commit, "
+    "and close flushes") {
   const uint64_t seed = Seed("concurrency periodic power loss");
   const uint64_t runs = (kTsan ? 6 : 20) * Scale();
   mmdoc::test::RamDir dir;
@@ -1137,8 +1146,7 @@ TEST_CASE("concurrency: periodic mode between flushes opens at an earlier intact
                static_cast<unsigned long long>(lost_commits));
 }
 
-TEST_CASE(
-    "concurrency: writers beside index DDL reuse only current write state") {
+TEST_CASE("concurrency: writers beside index DDL reuse only current write state") {
   // A committed write txn leaves its trees to the next (WriteState); the
   // next writer may begin between another's pager commit and its
   // publishing the catalog cache, and DDL commits keep nothing. Two
@@ -1157,21 +1165,18 @@ TEST_CASE(
     std::mt19937_64 rng(seed + static_cast<uint64_t>(w));
     for (int i = 0; i < per && !errors.any(); i++) {
       const int id = w * 1000000 + i;
-      std::string d = "{\"_id\": " + std::to_string(id) +
-                      ", \"k\": " + std::to_string(id) +
+      std::string d = "{\"_id\": " + std::to_string(id) + ", \"k\": " + std::to_string(id) +
                       ", \"r\": " + std::to_string(rng() % 100) + "}";
       // Not J(): it uses Catch's INFO, which is not thread-safe.
       auto doc = Document::FromJson(d);
       Status s = doc.ok() ? db->Insert("c", doc.value()) : doc.status();
-      if (!s.ok())
-        errors.Add("insert " + std::to_string(id) + ": " + s.ToString());
+      if (!s.ok()) errors.Add("insert " + std::to_string(id) + ": " + s.ToString());
     }
   };
   std::thread ddl([&] {
     while (!done.load() && !errors.any()) {
       Status s = db->CreateIndex("c", "k", IndexOptions{true});
-      if (!s.ok() && !s.IsAlreadyExists())
-        errors.Add("create index: " + s.ToString());
+      if (!s.ok() && !s.IsAlreadyExists()) errors.Add("create index: " + s.ToString());
       s = db->DropIndex("c", "k");
       if (!s.ok() && !s.IsNotFound()) errors.Add("drop index: " + s.ToString());
     }
@@ -1184,11 +1189,9 @@ TEST_CASE(
   errors.Check();
   REQUIRE(db->Count("c").value() == static_cast<uint64_t>(2 * per));
   for (int w = 1; w <= 2; w++)
-    for (int i = 0; i < per; i++)
-      REQUIRE(db->Get("c", Value::Int32(w * 1000000 + i)).ok());
+    for (int i = 0; i < per; i++) REQUIRE(db->Get("c", Value::Int32(w * 1000000 + i)).ok());
   REQUIRE(db->CreateIndex("c", "k", IndexOptions{true}).ok());
-  CHECK(db->Count("c", J(R"({"k": {"$gte": 2000000}})")).value() ==
-        static_cast<uint64_t>(per));
+  CHECK(db->Count("c", J(R"({"k": {"$gte": 2000000}})")).value() == static_cast<uint64_t>(per));
   db.CheckNow();
 }
 
@@ -1289,7 +1292,9 @@ TEST_CASE("concurrency: Compact with a snapshot or cursor open in the same threa
   db.CheckNow();
 }
 
-TEST_CASE("concurrency: Compact, Check or Begin with a write transaction open in the same thread is Busy") {
+TEST_CASE(
+    "concurrency: Compact, Check or Begin with a write transaction open in the same thread is "
+    "Busy") {
   TestDB db;
   REQUIRE(db->Insert("c", IdDoc(1, "a")).ok());
   auto w = db->Begin().value();

@@ -54,7 +54,7 @@ uint16_t U16(const std::string& f, size_t off) {
 
 enum Kind { kMetaNew, kMetaOld, kCatalog, kBranch, kLeaf, kOverflow, kFreeList };
 const char* KindName(Kind k) {
-  static const char* names[] = {"newer meta", "older meta", "catalog", "branch",
+  static const char* names[] = {"newer meta", "older meta", "catalog",  "branch",
                                 "leaf",       "overflow",   "free-list"};
   return names[k];
 }
@@ -72,7 +72,8 @@ void Walk(const std::string& f, uint64_t root, bool catalog, Layout* out) {
   if (type == 2) {  // branch
     (*out)[root] = {catalog ? kCatalog : kBranch, root};
     Walk(f, U64(f, base + 32), catalog, out);
-    for (uint32_t i = 0; i < n; i++) Walk(f, U64(f, base + U16(f, base + 40 + 2 * i)), catalog, out);
+    for (uint32_t i = 0; i < n; i++)
+      Walk(f, U64(f, base + U16(f, base + 40 + 2 * i)), catalog, out);
   } else {
     REQUIRE(type == 3);
     (*out)[root] = {catalog ? kCatalog : kLeaf, root};
@@ -109,12 +110,13 @@ Layout LiveLayout(const std::string& f) {
 }
 
 Document Doc(int i, size_t len = 100) {
-  return J("{\"_id\": " + std::to_string(i) + ", \"k\": " + std::to_string(i) + ", \"g\": " +
-           std::to_string(i % 7) + ", \"v\": \"" + std::string(len, static_cast<char>('a' + i % 26)) +
-           "\"}");
+  return J("{\"_id\": " + std::to_string(i) + ", \"k\": " + std::to_string(i) +
+           ", \"g\": " + std::to_string(i % 7) + ", \"v\": \"" +
+           std::string(len, static_cast<char>('a' + i % 26)) + "\"}");
 }
 
-using Expected = std::map<std::string, std::map<std::string, std::string>>;  // coll -> _id json -> bytes
+using Expected =
+    std::map<std::string, std::map<std::string, std::string>>;  // coll -> _id json -> bytes
 
 // A database with every page type: two collections, a unique and a plain
 // index, a 3-level _id tree, an overflow document, a free list.
@@ -187,7 +189,8 @@ void ExpectNoWrongAnswer(DB* db, const Expected& e) {
   }
 }
 
-TEST_CASE("corrupt file: a flipped byte in any live page is detected, named, never a wrong answer") {
+TEST_CASE(
+    "corrupt file: a flipped byte in any live page is detected, named, never a wrong answer") {
   const uint64_t seed = Seed("corrupt_file flip");
   std::mt19937_64 rng(seed);
   TempDir dir;
@@ -286,7 +289,8 @@ TEST_CASE("corrupt file: a truncated file is Corruption at Open") {
   if (db.ok()) CHECK(db.value()->Check().ok());
 }
 
-TEST_CASE("corrupt file: a damaged durable log record is reported; accept_log_loss keeps the rest") {
+TEST_CASE(
+    "corrupt file: a damaged durable log record is reported; accept_log_loss keeps the rest") {
   TempDir dir;
   const std::string path = dir.File("c.mmdb");
   {
@@ -346,13 +350,17 @@ TEST_CASE("corrupt file: Salvage emits every intact document once and counts the
     auto db = DB::Open(path, Options()).value();
     DB::SalvageReport r;
     size_t n = 0;
-    REQUIRE(db->Salvage("a", [&](std::string_view) { n++; }, &r).ok());
+    REQUIRE(db->Salvage(
+                  "a", [&](std::string_view) { n++; }, &r)
+                .ok());
     CHECK(r.recovered == expected.at("a").size());
     CHECK(n == r.recovered);
     CHECK(r.lost_known);
     CHECK(r.lost == 0);
     CHECK(r.damaged_pages == 0);
-    CHECK(db->Salvage("nope", [](std::string_view) {}, &r).IsNotFound());
+    CHECK(db->Salvage(
+                "nope", [](std::string_view) {}, &r)
+              .IsNotFound());
   }
   int leaves = 0;
   for (const auto& [page, kind_run] : layout) {
@@ -367,13 +375,16 @@ TEST_CASE("corrupt file: Salvage emits every intact document once and counts the
     if (!db.ok()) continue;
     DB::SalvageReport r;
     std::map<std::string, std::string> got;
-    Status s = db.value()->Salvage("a", [&](std::string_view bson) {
-      auto d = Document::FromBson(reinterpret_cast<const uint8_t*>(bson.data()), bson.size());
-      REQUIRE(d.ok());
-      const std::string id = d.value().Get("_id").value().ToJson();
-      CHECK(got.count(id) == 0);  // once
-      got[id] = d.value().bytes();
-    }, &r);
+    Status s = db.value()->Salvage(
+        "a",
+        [&](std::string_view bson) {
+          auto d = Document::FromBson(reinterpret_cast<const uint8_t*>(bson.data()), bson.size());
+          REQUIRE(d.ok());
+          const std::string id = d.value().Get("_id").value().ToJson();
+          CHECK(got.count(id) == 0);  // once
+          got[id] = d.value().bytes();
+        },
+        &r);
     REQUIRE(s.ok());
     for (const auto& [id, bytes] : got) {
       auto it = expected.at("a").find(id);

@@ -53,7 +53,6 @@ constexpr uint64_t kRunsPerMode = 1000;
 
 const char* kColl = "c";
 
-
 Document Doc(int32_t id, int64_t k, const std::string& v) {
   bson_t b = BSON_INITIALIZER;
   BSON_APPEND_INT32(&b, "_id", id);
@@ -106,7 +105,8 @@ Result<State> ReadState(DB* db) {
 
 std::string Describe(const State& s) {
   std::string out = std::to_string(s.size()) + " docs:";
-  for (const auto& [id, bytes] : s) out += " " + std::to_string(id) + "/" + std::to_string(bytes.size());
+  for (const auto& [id, bytes] : s)
+    out += " " + std::to_string(id) + "/" + std::to_string(bytes.size());
   return out;
 }
 
@@ -228,11 +228,16 @@ RunResult Workload(const std::string& path, Durability mode, FaultFileSystem* fs
 
 const char* ModeName(Durability d) {
   switch (d) {
-    case Durability::kNone: return "none";
-    case Durability::kPeriodic: return "periodic";
-    case Durability::kMsync: return "msync";
-    case Durability::kFsync: return "fsync";
-    case Durability::kGroup: return "group";
+    case Durability::kNone:
+      return "none";
+    case Durability::kPeriodic:
+      return "periodic";
+    case Durability::kMsync:
+      return "msync";
+    case Durability::kFsync:
+      return "fsync";
+    case Durability::kGroup:
+      return "group";
   }
   return "?";
 }
@@ -294,14 +299,13 @@ void CrashPoints(Durability mode, bool strict, uint32_t sync_interval_ms = 3600 
     std::filesystem::remove(path + "-log");
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(stderr,
-               "crash_power_loss %s: %llu crash points in %.1f s: %llu at the last commit, "
-               "%llu with the failed commit, %llu at an earlier commit; %llu failed commits\n",
-               ModeName(mode), static_cast<unsigned long long>(runs), secs,
-               static_cast<unsigned long long>(exact),
-               static_cast<unsigned long long>(failed_applied),
-               static_cast<unsigned long long>(earlier),
-               static_cast<unsigned long long>(failed_commits));
+  std::fprintf(
+      stderr,
+      "crash_power_loss %s: %llu crash points in %.1f s: %llu at the last commit, "
+      "%llu with the failed commit, %llu at an earlier commit; %llu failed commits\n",
+      ModeName(mode), static_cast<unsigned long long>(runs), secs,
+      static_cast<unsigned long long>(exact), static_cast<unsigned long long>(failed_applied),
+      static_cast<unsigned long long>(earlier), static_cast<unsigned long long>(failed_commits));
 }
 
 TEST_CASE("crash power loss: fsync keeps every acknowledged commit") {

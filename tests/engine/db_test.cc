@@ -75,7 +75,11 @@ TEST_CASE("_id: generated ObjectId, scalar types, duplicates", "[engine]") {
 
   REQUIRE(db->Insert("c", J(R"({"_id": 42})")).ok());
   REQUIRE(db->Insert("c", J(R"({"_id": {"$oid": "0123456789abcdef01234567"}})")).ok());
-  REQUIRE(db->Insert("c", J(R"({"_id": {"$binary": {"base64": "AAECAwQFBgcICQoLDA0ODw==", "subType": "04"}}})")).ok());
+  REQUIRE(
+      db->Insert(
+            "c",
+            J(R"({"_id": {"$binary": {"base64": "AAECAwQFBgcICQoLDA0ODw==", "subType": "04"}}})"))
+          .ok());
   // 42, 42.0 and NumberLong(42) are the same _id, as in MongoDB.
   Status dup = db->Insert("c", J(R"({"_id": 42.0})"));
   CHECK(dup.IsAlreadyExists());
@@ -296,9 +300,9 @@ TEST_CASE("queries give the same answers with and without indexes", "[engine]") 
 TEST_CASE("sort, skip, limit, projection", "[engine]") {
   TestDB db(Fast());
   for (int i = 0; i < 20; i++)
-    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"v\": " +
-                              std::to_string((i * 7) % 20) + ", \"w\": \"" + std::to_string(i) +
-                              "\"}"))
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) +
+                              ", \"v\": " + std::to_string((i * 7) % 20) + ", \"w\": \"" +
+                              std::to_string(i) + "\"}"))
                 .ok());
   FindOptions o;
   o.sort_field = "v";
@@ -338,8 +342,8 @@ TEST_CASE("sort: an array sorts by its smallest element ascending, largest desce
   // smallest element for an ascending sort, its largest for a descending
   // one; [] sorts below null and a missing field, which sort as null).
   TestDB db(Fast());
-  for (const char* d : {R"({"_id": 1, "t": "b"})", R"({"_id": 2, "t": ["a", "z"]})",
-                        R"({"_id": 3, "t": []})"})
+  for (const char* d :
+       {R"({"_id": 1, "t": "b"})", R"({"_id": 2, "t": ["a", "z"]})", R"({"_id": 3, "t": []})"})
     REQUIRE(db->Insert("c", J(d)).ok());
   CHECK(SortedIds(db, "c", "t", 1) == Order{"3", "2", "1"});
   CHECK(SortedIds(db, "c", "t", -1) == Order{"2", "1", "3"});
@@ -358,12 +362,10 @@ TEST_CASE("sort: an array sorts by its smallest element ascending, largest desce
     REQUIRE(db->Insert("m", J(d)).ok());
   // Ascending keys: 10 -> 5, 11 -> MaxKey, 12 -> "s", 13 -> {x: 1},
   // 14 -> MinKey, 15 -> "r", 16 -> [], 17 -> [1].
-  CHECK(SortedIds(db, "m", "m", 1) ==
-        Order{"14", "10", "15", "12", "13", "16", "17", "11"});
+  CHECK(SortedIds(db, "m", "m", 1) == Order{"14", "10", "15", "12", "13", "16", "17", "11"});
   // Descending keys: 10 -> true, 13 -> [0], 15 -> date, 16 -> [],
   // 17 -> [1, 2].
-  CHECK(SortedIds(db, "m", "m", -1) ==
-        Order{"11", "15", "10", "17", "13", "16", "12", "14"});
+  CHECK(SortedIds(db, "m", "m", -1) == Order{"11", "15", "10", "17", "13", "16", "12", "14"});
   // Through arrays of subdocuments ("a.b"): an element without b counts as
   // null; elements that are not documents count for nothing.
   for (const char* d :
@@ -436,15 +438,27 @@ void ModelCandidates(const bson_value_t* v, const std::vector<std::string>& part
   }
 }
 
-TEST_CASE("sort: arrays, missing fields and mixed types follow MongoDB (randomized)",
-          "[engine]") {
+TEST_CASE("sort: arrays, missing fields and mixed types follow MongoDB (randomized)", "[engine]") {
   const uint64_t seed = mmdoc::test::Seed("sort model");
   std::mt19937_64 rng(seed);
   TestDB db(Fast());
-  const char* scalars[] = {"0", "1", "-2.5", "7", R"({"$numberLong": "3"})", R"("")", R"("a")",
-                           R"("b")", "null", "true", "false", R"({"$date": 5})",
-                           R"({"x": 1})", R"({"x": [2]})", R"({"$minKey": 1})",
-                           R"({"$maxKey": 1})", R"({"$oid": "0123456789abcdef01234567"})",
+  const char* scalars[] = {"0",
+                           "1",
+                           "-2.5",
+                           "7",
+                           R"({"$numberLong": "3"})",
+                           R"("")",
+                           R"("a")",
+                           R"("b")",
+                           "null",
+                           "true",
+                           "false",
+                           R"({"$date": 5})",
+                           R"({"x": 1})",
+                           R"({"x": [2]})",
+                           R"({"$minKey": 1})",
+                           R"({"$maxKey": 1})",
+                           R"({"$oid": "0123456789abcdef01234567"})",
                            R"({"$numberDouble": "NaN"})"};
   auto scalar = [&] { return std::string(scalars[rng() % (sizeof(scalars) / sizeof(*scalars))]); };
   std::function<std::string(int)> value = [&](int depth) {
@@ -529,8 +543,8 @@ TEST_CASE("a negative limit or skip is InvalidArgument, not a huge number", "[en
   TestDB db(Fast());
   REQUIRE(db->CreateIndex("c", "w", IndexOptions{true}).ok());
   for (int i = 0; i < 5; i++)
-    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"w\": \"" +
-                              std::to_string(i) + "\"}"))
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"w\": \"" + std::to_string(i) +
+                              "\"}"))
                 .ok());
   // A scan, an _id lookup, and the point plan for {field: "string"}.
   for (const char* filter : {"{}", R"({"_id": 1})", R"({"w": "1"})"}) {
@@ -560,8 +574,11 @@ TEST_CASE("a negative limit or skip is InvalidArgument, not a huge number", "[en
 TEST_CASE("update operators and delete by filter", "[engine]") {
   TestDB db(Fast());
   for (int i = 0; i < 10; i++)
-    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"n\": " + std::to_string(i) + "}")).ok());
-  auto u = db->UpdateMany("c", J(R"({"n": {"$gte": 5}})"), J(R"({"$inc": {"n": 100}, "$set": {"s.t": "x"}})"));
+    REQUIRE(
+        db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"n\": " + std::to_string(i) + "}"))
+            .ok());
+  auto u = db->UpdateMany("c", J(R"({"n": {"$gte": 5}})"),
+                          J(R"({"$inc": {"n": 100}, "$set": {"s.t": "x"}})"));
   REQUIRE(u.ok());
   CHECK(u.value().matched == 5);
   CHECK(u.value().modified == 5);
@@ -673,13 +690,16 @@ TEST_CASE("DB::Get reads the same through the catalog cache and without it", "[e
   // and through a transaction otherwise (cold after open, stale after DDL).
   TestDB db(Fast());
   for (int i = 0; i < 200; i++)
-    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"v\": " + std::to_string(i) + "}")).ok());
+    REQUIRE(
+        db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"v\": " + std::to_string(i) + "}"))
+            .ok());
   auto check_all = [&] {
     for (int i = 0; i < 200; i += 7) {
       auto d = db->Get("c", V(std::to_string(i)));
       INFO(i);
       REQUIRE(d.ok());
-      CHECK(d.value() == J("{\"_id\": " + std::to_string(i) + ", \"v\": " + std::to_string(i) + "}"));
+      CHECK(d.value() ==
+            J("{\"_id\": " + std::to_string(i) + ", \"v\": " + std::to_string(i) + "}"));
     }
     CHECK(db->Get("c", V("1000")).status().IsNotFound());
     CHECK(db->Get("c", V("\"0\"")).status().IsNotFound());  // the string "0" is not 0
@@ -810,8 +830,7 @@ TEST_CASE("point plan: {field: string} agrees with the general plan (randomized)
     REQUIRE(u.ok());
     REQUIRE(u.value().size() == (k < n ? 1u : 0u));
     // One key looked up, one document fetched: Explain counts both.
-    auto ux =
-        tr.value()->Explain("c", J("{\"u\": \"u" + std::to_string(k) + "\"}"));
+    auto ux = tr.value()->Explain("c", J("{\"u\": \"u" + std::to_string(k) + "\"}"));
     REQUIRE(ux.ok());
     CHECK(ux.value().plan == "IXSCAN");
     CHECK(ux.value().keys_examined == (k < n ? 1u : 0u));
@@ -840,8 +859,7 @@ TEST_CASE("point plan: {field: string} agrees with the general plan (randomized)
   CHECK(db->Find("nope", J(R"({"m": "a"})")).value().empty());
 }
 
-TEST_CASE("read transactions begun after others ended see every commit since",
-          "[engine]") {
+TEST_CASE("read transactions begun after others ended see every commit since", "[engine]") {
   // The DB keeps ended read transactions and renews them with the
   // collection state they had (DBImpl::EndRead): a renewed one must never
   // read through the trees of an older state, whatever changed between.
@@ -850,8 +868,8 @@ TEST_CASE("read transactions begun after others ended see every commit since",
   std::map<int, int> model;  // _id -> v
   std::mt19937_64 rng(11);
   auto doc = [](int id, int v) {
-    return J("{\"_id\": " + std::to_string(id) + ", \"k\": \"k" +
-             std::to_string(id) + "\", \"v\": " + std::to_string(v) + "}");
+    return J("{\"_id\": " + std::to_string(id) + ", \"k\": \"k" + std::to_string(id) +
+             "\", \"v\": " + std::to_string(v) + "}");
   };
   // v of the document with _id `id` found by {k: "k<id>"} (the point plan
   // when k is indexed, a scan when not); -1 when there is none.
@@ -860,8 +878,7 @@ TEST_CASE("read transactions begun after others ended see every commit since",
     REQUIRE(t.ok());
     FindOptions o;
     o.limit = 1;
-    auto cur =
-        t.value()->Find("c", J("{\"k\": \"k" + std::to_string(id) + "\"}"), o);
+    auto cur = t.value()->Find("c", J("{\"k\": \"k" + std::to_string(id) + "\"}"), o);
     REQUIRE(cur.ok());
     if (!cur.value()->Next()) {
       REQUIRE(cur.value()->status().ok());
@@ -886,15 +903,13 @@ TEST_CASE("read transactions begun after others ended see every commit since",
       REQUIRE(db->Delete("c", Value::Int32(id)).ok());
       model.erase(it);
     } else {
-      REQUIRE(
-          db->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
-                     J("{\"$set\": {\"v\": " + std::to_string(round) + "}}"))
-              .ok());
+      REQUIRE(db->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
+                            J("{\"$set\": {\"v\": " + std::to_string(round) + "}}"))
+                  .ok());
       it->second = round;
     }
     if (round == 100) REQUIRE(db->DropIndex("c", "k").ok());
-    if (round == 150)
-      REQUIRE(db->CreateIndex("c", "k", IndexOptions{true}).ok());
+    if (round == 150) REQUIRE(db->CreateIndex("c", "k", IndexOptions{true}).ok());
     if (round == 250) {
       REQUIRE(db->DropCollection("c").ok());
       model.clear();
@@ -918,15 +933,13 @@ TEST_CASE("read transactions begun after others ended see every commit since",
     open.push_back(db->BeginRead().value());
     sizes.push_back(model.size() + static_cast<size_t>(i) + 1);
   }
-  for (size_t i = 0; i < open.size(); i++)
-    CHECK(open[i]->Count("c", J("{}")).value() == sizes[i]);
+  for (size_t i = 0; i < open.size(); i++) CHECK(open[i]->Count("c", J("{}")).value() == sizes[i]);
   open.clear();
   for (int i = 0; i < 12; i++) CHECK(read_v(1000 + i) == i);
   CHECK(count() == model.size() + 12);
 }
 
-TEST_CASE("write transactions begun after others ended see every commit since",
-          "[engine]") {
+TEST_CASE("write transactions begun after others ended see every commit since", "[engine]") {
   // A committed write transaction leaves its catalog and trees to the next
   // one (DBImpl::KeepWriteState); that one may use them only when nothing
   // has changed since: not after an abort, DDL, a compaction, or a commit
@@ -937,16 +950,15 @@ TEST_CASE("write transactions begun after others ended see every commit since",
   std::map<std::string, std::map<int, int>> model;  // collection -> _id -> v
   std::mt19937_64 rng(12);
   auto doc = [](int id, int v) {
-    return J("{\"_id\": " + std::to_string(id) + ", \"k\": \"k" +
-             std::to_string(id) + "\", \"v\": " + std::to_string(v) + "}");
+    return J("{\"_id\": " + std::to_string(id) + ", \"k\": \"k" + std::to_string(id) +
+             "\", \"v\": " + std::to_string(v) + "}");
   };
   auto check = [&](const std::string& coll) {
     auto t = db->BeginRead().value();
     CHECK(t->Count(coll, J("{}")).value() == model[coll].size());
     for (const auto& [id, v] : model[coll]) {
       // Through the k index when there is one, and by _id.
-      auto cur =
-          t->Find(coll, J("{\"k\": \"k" + std::to_string(id) + "\"}")).value();
+      auto cur = t->Find(coll, J("{\"k\": \"k" + std::to_string(id) + "\"}")).value();
       REQUIRE(cur->Next());
       CHECK(cur->document().Get("v").value().ToJson() == std::to_string(v));
       CHECK(t->Get(coll, Value::Int32(id)).ok());
@@ -965,7 +977,7 @@ TEST_CASE("write transactions begun after others ended see every commit since",
       REQUIRE(t->Delete(coll, Value::Int32(id)).ok());
     } else {
       REQUIRE(t->UpdateOne(coll, J("{\"_id\": " + std::to_string(id) + "}"),
-                        J("{\"$set\": {\"v\": " + std::to_string(round) + "}}"))
+                           J("{\"$set\": {\"v\": " + std::to_string(round) + "}}"))
                   .ok());
     }
     if (rng() % 5 == 0) {
@@ -1024,9 +1036,7 @@ TEST_CASE("transactions the caller finished may be destroyed after their DB", "[
   CHECK(db->Count("c", J("{}")).value() == 2);
 }
 
-TEST_CASE(
-    "a scan for a string finds it in every leaf and in overflow documents",
-    "[engine]") {
+TEST_CASE("a scan for a string finds it in every leaf and in overflow documents", "[engine]") {
   // A scan rejects a whole leaf when the value's bytes are nowhere in it;
   // documents stored in overflow runs are not in the leaf's bytes and must
   // still be read. Explain still counts every document as examined.
@@ -1039,28 +1049,24 @@ TEST_CASE(
     const bool hit = rng() % 97 == 0;
     const bool big = rng() % 41 == 0;  // ~6 KB: an overflow run
     std::string pad(big ? 6000 : 10 + rng() % 60, 'p');
-    std::string v =
-        hit ? "needle-value" : "other-" + std::to_string(rng() % 1000);
+    std::string v = hit ? "needle-value" : "other-" + std::to_string(rng() % 1000);
     if (hit) want.insert(i);
-    REQUIRE(
-        txn->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"pad\": \"" +
-                           pad + "\", \"v\": \"" + v + "\"}"))
-            .ok());
+    REQUIRE(txn->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"pad\": \"" + pad +
+                               "\", \"v\": \"" + v + "\"}"))
+                .ok());
   }
   // Big documents (overflow runs) that match.
   for (int i = n; i < n + 5; i++) {
     want.insert(i);
-    REQUIRE(txn->Insert("c", J("{\"_id\": " + std::to_string(i) +
-                               ", \"pad\": \"" + std::string(7000, 'q') +
-                               "\", \"v\": \"needle-value\"}"))
+    REQUIRE(txn->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"pad\": \"" +
+                               std::string(7000, 'q') + "\", \"v\": \"needle-value\"}"))
                 .ok());
   }
   REQUIRE(txn->Commit().ok());
   auto tr = db->BeginRead().value();
   auto cur = tr->Find("c", J(R"({"v": "needle-value"})")).value();
   std::set<int> got;
-  while (cur->Next())
-    got.insert(std::stoi(cur->document().Get("_id").value().ToJson()));
+  while (cur->Next()) got.insert(std::stoi(cur->document().Get("_id").value().ToJson()));
   REQUIRE(cur->status().ok());
   CHECK(got == want);
   auto ex = tr->Explain("c", J(R"({"v": "needle-value"})"));
@@ -1083,9 +1089,8 @@ TEST_CASE("GetBy returns what Find limit 1 returns (randomized)", "[engine]") {
   REQUIRE(db->CreateIndex("c", "u", IndexOptions{true}).ok());
   REQUIRE(db->CreateIndex("c", "m", IndexOptions{false}).ok());
   const int n = 150 * static_cast<int>(mmdoc::test::Scale());
-  std::vector<std::string> probes = {
-      R"("")",           "7",    "7.0",    R"({"x": "a"})",
-      R"(["u1", "u2"])", "null", R"("a")", R"("zz")"};
+  std::vector<std::string> probes = {R"("")",           "7",    "7.0",    R"({"x": "a"})",
+                                     R"(["u1", "u2"])", "null", R"("a")", R"("zz")"};
   for (int i = 0; i < n; i++) {
     const std::string u = "\"u" + std::to_string(i) + "\"";
     std::string doc = "{\"_id\": \"id" + std::to_string(i) + "\"";
@@ -1109,8 +1114,7 @@ TEST_CASE("GetBy returns what Find limit 1 returns (randomized)", "[engine]") {
     probes.push_back(u);
     if (rng() % 8 == 0) probes.push_back("\"w" + std::to_string(i) + "\"");
   }
-  probes.push_back("\"" + std::string(2000, 'k') +
-                   "\"");  // longer than any key
+  probes.push_back("\"" + std::string(2000, 'k') + "\"");  // longer than any key
   FindOptions one;
   one.limit = 1;
   auto check_all = [&](const char* when) {
@@ -1118,15 +1122,12 @@ TEST_CASE("GetBy returns what Find limit 1 returns (randomized)", "[engine]") {
     REQUIRE(tr.ok());
     for (const char* field : {"u", "m", "copy", "_id", "u.0"}) {
       for (size_t k = 0; k < probes.size(); k += 1 + rng() % 3) {
-        INFO("seed " << seed << ", " << when << ": " << field << " = "
-                     << probes[k]);
+        INFO("seed " << seed << ", " << when << ": " << field << " = " << probes[k]);
         const Value v = V(probes[k]);
-        Document filter =
-            J(std::string("{\"") + field + "\": {\"$eq\": " + probes[k] + "}}");
+        Document filter = J(std::string("{\"") + field + "\": {\"$eq\": " + probes[k] + "}}");
         auto want = db->Find("c", filter, one);
         REQUIRE(want.ok());
-        for (auto got :
-             {db->GetBy("c", field, v), tr.value()->GetBy("c", field, v)}) {
+        for (auto got : {db->GetBy("c", field, v), tr.value()->GetBy("c", field, v)}) {
           if (want.value().empty()) {
             CHECK(got.status().IsNotFound());
           } else {
@@ -1138,9 +1139,7 @@ TEST_CASE("GetBy returns what Find limit 1 returns (randomized)", "[engine]") {
     }
     CHECK(db->GetBy("nope", "u", V(R"("u1")")).status().IsNotFound());
     CHECK(db->GetBy("c", "", V(R"("u1")")).status().IsInvalidArgument());
-    CHECK(db->GetBy("c", std::string_view("u\0x", 3), V(R"("u1")"))
-              .status()
-              .IsInvalidArgument());
+    CHECK(db->GetBy("c", std::string_view("u\0x", 3), V(R"("u1")")).status().IsInvalidArgument());
     CHECK(db->GetBy("c", "$u", V(R"("u1")")).status().IsInvalidArgument());
   };
   check_all("warm");

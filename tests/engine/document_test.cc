@@ -31,13 +31,10 @@ std::string NestedBson(int depth) {
   std::vector<Level> levels(depth);
   auto stack = [&levels](int i) { return &levels[i].b; };
   bson_init(stack(0));
-  for (int i = 1; i < depth; ++i)
-    bson_append_document_begin(stack(i - 1), "a", 1, stack(i));
+  for (int i = 1; i < depth; ++i) bson_append_document_begin(stack(i - 1), "a", 1, stack(i));
   BSON_APPEND_INT32(stack(depth - 1), "x", 1);
-  for (int i = depth - 1; i >= 1; --i)
-    bson_append_document_end(stack(i - 1), stack(i));
-  std::string out(reinterpret_cast<const char*>(bson_get_data(stack(0))),
-                  stack(0)->len);
+  for (int i = depth - 1; i >= 1; --i) bson_append_document_end(stack(i - 1), stack(i));
+  std::string out(reinterpret_cast<const char*>(bson_get_data(stack(0))), stack(0)->len);
   bson_destroy(stack(0));
   return out;
 }
@@ -56,16 +53,14 @@ TEST_CASE("Document: default is the empty document", "[document]") {
   CHECK(d == Document::FromJson("{}").value());
 }
 
-TEST_CASE("Document: FromJson round-trips relaxed extended JSON",
-          "[document]") {
+TEST_CASE("Document: FromJson round-trips relaxed extended JSON", "[document]") {
   Document d = Parse(
       R"({"_id": {"$oid": "0123456789abcdef01234567"}, "n": 42, "l": {"$numberLong": "9007199254740993"},
           "d": 1.5, "s": "h\u00e9llo", "b": true, "z": null, "a": [1, "x", {"k": 2}],
           "t": {"$date": "2020-01-02T03:04:05Z"}, "nul": "a\u0000b", "": 7})");
   std::string json = d.ToJson();
   CHECK(json.find('\n') == std::string::npos);
-  CHECK(json.find(R"("$oid" : "0123456789abcdef01234567")") !=
-        std::string::npos);
+  CHECK(json.find(R"("$oid" : "0123456789abcdef01234567")") != std::string::npos);
   CHECK(json.find(R"("l" : 9007199254740993)") != std::string::npos);
   CHECK(Parse(json) == d);  // relaxed JSON parses back to the same bytes
 }
@@ -105,8 +100,7 @@ bson_value_t ValueOfA(const Document& d) {
   return *bson_iter_value(&it);
 }
 
-TEST_CASE("Document: numbers libbson would change are refused, naming them",
-          "[document]") {
+TEST_CASE("Document: numbers libbson would change are refused, naming them", "[document]") {
   // libbson 1.23 read 18446744073709551616 as 0 (and
   // every integer from 2^64 on modulo 2^64), a decimal it cannot represent
   // as NaN, a bad $numberDouble as 0 and a $timestamp field past 2^32-1
@@ -135,8 +129,7 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them",
   bad(R"({"a": 123456789012345678901234567890})", "123456789012345678901234567890");
   bad("18446744073709551616", "integer 18446744073709551616" + range);
   bad(R"({"a": [1, {"b": [18446744073709551616]}]})", "18446744073709551616");
-  bad(R"({"x": "18446744073709551616", "a": 18446744073709551616})",
-      "18446744073709551616");
+  bad(R"({"x": "18446744073709551616", "a": 18446744073709551616})", "18446744073709551616");
   // Filters, updates and dates are documents too.
   bad(R"({"n": {"$lt": 18446744073709551617}})", "18446744073709551617");
   bad(R"({"$inc": {"n": 18446744073709551616}})", "18446744073709551616");
@@ -174,8 +167,7 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them",
   bad(R"({"a": {"$timestamp": {"t": 4294967296, "i": 1}}})",
       "timestamp field 4294967296 is out of range (uint32)");
   bad(R"({"a": {"$timestamp": {"t": 1, "i": 4294967296}}})", "4294967296");
-  bad(R"({"a": {"$timestamp": {"t": 1, "i": 18446744073709551616}}})",
-      "18446744073709551616");
+  bad(R"({"a": {"$timestamp": {"t": 1, "i": 18446744073709551616}}})", "18446744073709551616");
 
   // What stays accepted, as exactly what it says.
   auto type_of_a = [](const std::string& json) {
@@ -183,8 +175,7 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them",
     return ValueOfA(d).value_type;
   };
   CHECK(type_of_a(R"({"a": 9223372036854775807})") == BSON_TYPE_INT64);
-  CHECK(ValueOfA(Parse(R"({"a": -9223372036854775808})")).value.v_int64 ==
-        INT64_MIN);
+  CHECK(ValueOfA(Parse(R"({"a": -9223372036854775808})")).value.v_int64 == INT64_MIN);
   CHECK(type_of_a(R"({"a": 18446744073709551616.0})") == BSON_TYPE_DOUBLE);
   CHECK(type_of_a(R"({"a": 18446744073709551616e0})") == BSON_TYPE_DOUBLE);
   CHECK(type_of_a(R"({"a": 1e308})") == BSON_TYPE_DOUBLE);
@@ -199,22 +190,20 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them",
     INFO(ok);
     CHECK(Document::FromJson(ok).ok());
   }
-  for (const char* d : {"NaN", "-nan", "Infinity", "-Infinity", "inf", "1.5",
-                        "-0", "1e6144", "0e9999", "1\\u0030"}) {
+  for (const char* d : {"NaN", "-nan", "Infinity", "-Infinity", "inf", "1.5", "-0", "1e6144",
+                        "0e9999", "1\\u0030"}) {
     INFO(d);
-    CHECK(type_of_a(std::string(R"({"a": {"$numberDecimal": ")") + d +
-                    "\"}}") == BSON_TYPE_DECIMAL128);
+    CHECK(type_of_a(std::string(R"({"a": {"$numberDecimal": ")") + d + "\"}}") ==
+          BSON_TYPE_DECIMAL128);
   }
-  for (const char* d : {"1.0", "-0.0", "1e+20", "5e-324", "Infinity",
-                        "-Infinity", "NaN", "2", ".5", "1.", "-1E-2"}) {
+  for (const char* d : {"1.0", "-0.0", "1e+20", "5e-324", "Infinity", "-Infinity", "NaN", "2", ".5",
+                        "1.", "-1E-2"}) {
     INFO(d);
-    CHECK(type_of_a(std::string(R"({"a": {"$numberDouble": ")") + d +
-                    "\"}}") == BSON_TYPE_DOUBLE);
+    CHECK(type_of_a(std::string(R"({"a": {"$numberDouble": ")") + d + "\"}}") == BSON_TYPE_DOUBLE);
   }
 }
 
-TEST_CASE("Document: '$' keys are allowed (filters and updates need them)",
-          "[document]") {
+TEST_CASE("Document: '$' keys are allowed (filters and updates need them)", "[document]") {
   CHECK(Parse(R"({"a": {"$gt": 1}})").ToJson() == R"({ "a" : { "$gt" : 1 } })");
   CHECK(Parse(R"({"$set": {"a": 1}})").size() > 5);
   CHECK(Parse(R"({"a": {"b": [{"$bar": 1}]}})").size() > 5);
@@ -240,26 +229,22 @@ TEST_CASE("Document: size limit", "[document]") {
 
 TEST_CASE("Document: nesting limit for BSON input", "[document]") {
   std::string ok = NestedBson(kMaxNestingDepth);
-  auto r = Document::FromBson(reinterpret_cast<const uint8_t*>(ok.data()),
-                              ok.size());
+  auto r = Document::FromBson(reinterpret_cast<const uint8_t*>(ok.data()), ok.size());
   CHECK(r.ok());
   std::string deep = NestedBson(kMaxNestingDepth + 1);
-  r = Document::FromBson(reinterpret_cast<const uint8_t*>(deep.data()),
-                         deep.size());
+  r = Document::FromBson(reinterpret_cast<const uint8_t*>(deep.data()), deep.size());
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("deeper") != std::string::npos);
   // Very deep input must not exhaust the stack anywhere.
   std::string very = NestedBson(100000);
-  r = Document::FromBson(reinterpret_cast<const uint8_t*>(very.data()),
-                         very.size());
+  r = Document::FromBson(reinterpret_cast<const uint8_t*>(very.data()), very.size());
   CHECK_FALSE(r.ok());
 }
 
 TEST_CASE("Document: FromBson validates", "[document]") {
   Document good = Parse(R"({"a": 1, "b": "x", "c": {"d": [1, 2]}})");
   auto from = [](const std::string& bytes) {
-    return Document::FromBson(reinterpret_cast<const uint8_t*>(bytes.data()),
-                              bytes.size());
+    return Document::FromBson(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   };
   CHECK(from(good.bytes()).ok());
   CHECK(from(good.bytes()).value() == good);
@@ -270,8 +255,7 @@ TEST_CASE("Document: FromBson validates", "[document]") {
   wrong_len[0]++;
   CHECK_FALSE(from(wrong_len).ok());
   // Premature end-of-document byte with bytes after it.
-  std::string early(
-      "\x10\x00\x00\x00\x00\x10x\x00\x01\x00\x00\x00\x00\x00\x00\x00", 16);
+  std::string early("\x10\x00\x00\x00\x00\x10x\x00\x01\x00\x00\x00\x00\x00\x00\x00", 16);
   CHECK_FALSE(from(early).ok());
   // Unknown element type.
   std::string bad_type("\x0c\x00\x00\x00\x42x\x00\x01\x00\x00\x00\x00", 12);
@@ -290,8 +274,7 @@ TEST_CASE("Document: FromBson validates", "[document]") {
   CHECK_FALSE(Document::FromBson(nullptr).ok());
 }
 
-TEST_CASE("Document: random mutations of valid BSON never crash",
-          "[document]") {
+TEST_CASE("Document: random mutations of valid BSON never crash", "[document]") {
   uint64_t seed = test::Seed("document mutation");
   std::mt19937_64 rng(seed);
   Document base = Parse(
@@ -323,13 +306,11 @@ TEST_CASE("Document: random mutations of valid BSON never crash",
       }
       if (bytes.empty()) bytes.push_back('\0');
     }
-    if (rng() % 2 &&
-        bytes.size() >= 4) {  // keep the length right half the time
+    if (rng() % 2 && bytes.size() >= 4) {  // keep the length right half the time
       uint32_t len = static_cast<uint32_t>(bytes.size());
       std::memcpy(&bytes[0], &len, 4);
     }
-    auto r = Document::FromBson(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                bytes.size());
+    auto r = Document::FromBson(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
     if (r.ok()) {
       ++accepted;
       // Whatever is accepted must be usable.
@@ -368,8 +349,7 @@ TEST_CASE("Value: constructors and ToJson", "[document]") {
   CHECK(Value::Bool(true).ToJson() == "true");
   bson_oid_t oid;
   bson_oid_init_from_string(&oid, "0123456789abcdef01234567");
-  CHECK(Value::ObjectId(oid).ToJson() ==
-        R"({ "$oid" : "0123456789abcdef01234567" })");
+  CHECK(Value::ObjectId(oid).ToJson() == R"({ "$oid" : "0123456789abcdef01234567" })");
   CHECK(Value::Int32(1) != Value::Double(1.0));
   CHECK(Value::Int32(1) == Value::Int32(1));
 }
@@ -380,19 +360,13 @@ TEST_CASE("Value: FromJson", "[document]") {
   CHECK(Value::FromJson("\"abc\"").value().ToJson() == "\"abc\"");
   CHECK(Value::FromJson("true").value().type() == BSON_TYPE_BOOL);
   CHECK(Value::FromJson("null").value().type() == BSON_TYPE_NULL);
-  CHECK(Value::FromJson(R"({"$oid": "0123456789abcdef01234567"})")
-            .value()
-            .type() == BSON_TYPE_OID);
-  CHECK(Value::FromJson(R"({"$numberLong": "12"})").value().type() ==
-        BSON_TYPE_INT64);
-  CHECK(Value::FromJson(R"({"$date": 0})").value().type() ==
-        BSON_TYPE_DATE_TIME);
-  CHECK(Value::FromJson(R"({"a": [1, 2]})").value().type() ==
-        BSON_TYPE_DOCUMENT);
+  CHECK(Value::FromJson(R"({"$oid": "0123456789abcdef01234567"})").value().type() == BSON_TYPE_OID);
+  CHECK(Value::FromJson(R"({"$numberLong": "12"})").value().type() == BSON_TYPE_INT64);
+  CHECK(Value::FromJson(R"({"$date": 0})").value().type() == BSON_TYPE_DATE_TIME);
+  CHECK(Value::FromJson(R"({"a": [1, 2]})").value().type() == BSON_TYPE_DOCUMENT);
   CHECK(Value::FromJson("[1, 2]").value().type() == BSON_TYPE_ARRAY);
   CHECK(Value::FromJson(" [1, 2] ").value().ToJson() == "[ 1, 2 ]");
-  for (const char* bad :
-       {"", "x", "1,", "1, \"w\": 2", "1} {\"v\": 2", "{", "[1,", "\"\xff\""}) {
+  for (const char* bad : {"", "x", "1,", "1, \"w\": 2", "1} {\"v\": 2", "{", "[1,", "\"\xff\""}) {
     INFO(bad);
     auto r = Value::FromJson(bad);
     CHECK_FALSE(r.ok());
@@ -416,11 +390,10 @@ TEST_CASE("Value: copies and moves keep a valid view", "[document]") {
   e = std::move(d);
   CHECK(std::string(e.get()->value.v_utf8.str) == "hi");
   std::vector<Value> many;
-  for (int i = 0; i < 100; ++i)
-    many.push_back(Value::String(std::to_string(i)));
+  for (int i = 0; i < 100; ++i) many.push_back(Value::String(std::to_string(i)));
   for (int i = 0; i < 100; ++i) {
-    CHECK(std::string(many[i].get()->value.v_utf8.str,
-                      many[i].get()->value.v_utf8.len) == std::to_string(i));
+    CHECK(std::string(many[i].get()->value.v_utf8.str, many[i].get()->value.v_utf8.len) ==
+          std::to_string(i));
   }
   Value doc = Value::FromJson(R"({"k": "v"})").value();
   Value doc2 = doc;

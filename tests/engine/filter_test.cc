@@ -67,9 +67,7 @@ std::vector<int> Which(const std::string& filter) {
 
 using Ids = std::vector<int>;
 
-TEST_CASE(
-    "Filter: MayMatchIn finds the needle at every offset, both search paths",
-    "[filter]") {
+TEST_CASE("Filter: MayMatchIn finds the needle at every offset, both search paths", "[filter]") {
   // {v: s} has the needle int32(len+1) s NUL. Hays of 0..300 bytes hold it
   // at each possible offset, or a near miss (first and last character
   // right, one byte between wrong), among bytes that share its first byte.
@@ -78,8 +76,7 @@ TEST_CASE(
     DisableAvx2SearchForTesting(sse2);
     for (size_t slen : {1u, 2u, 15u, 36u, 40u}) {
       std::string s;
-      for (size_t i = 0; i < slen; i++)
-        s.push_back(static_cast<char>('a' + rng() % 3));
+      for (size_t i = 0; i < slen; i++) s.push_back(static_cast<char>('a' + rng() % 3));
       Filter f = F("{\"v\": \"" + s + "\"}");
       REQUIRE(f.HasNeedle());
       std::string needle(4, '\0');
@@ -90,19 +87,16 @@ TEST_CASE(
       for (size_t len = 0; len <= 300; len += 1 + len / 16) {
         for (int variant = 0; variant < 3; variant++) {
           std::string hay(len, '\0');
-          for (char& c : hay)
-            c = rng() % 4 == 0 ? needle[0] : static_cast<char>('a' + rng() % 3);
+          for (char& c : hay) c = rng() % 4 == 0 ? needle[0] : static_cast<char>('a' + rng() % 3);
           if (variant > 0 && len >= needle.size()) {
             const size_t at = rng() % (len - needle.size() + 1);
             hay.replace(at, needle.size(), needle);
             if (variant == 2 && slen > 1) hay[at + 4] = 'z';  // near miss
           }
-          const bool want = std::search(hay.begin(), hay.end(), needle.begin(),
-                                        needle.end()) != hay.end();
-          INFO("sse2 " << sse2 << " slen " << slen << " len " << len
-                       << " variant " << variant);
-          CHECK(f.MayMatchIn(reinterpret_cast<const uint8_t*>(hay.data()),
-                             hay.size()) == want);
+          const bool want =
+              std::search(hay.begin(), hay.end(), needle.begin(), needle.end()) != hay.end();
+          INFO("sse2 " << sse2 << " slen " << slen << " len " << len << " variant " << variant);
+          CHECK(f.MayMatchIn(reinterpret_cast<const uint8_t*>(hay.data()), hay.size()) == want);
         }
       }
     }
@@ -144,11 +138,9 @@ TEST_CASE("Filter: range operators stay inside a type bracket", "[filter]") {
   CHECK(Which(R"({"a": {"$gt": null}})").empty());
   CHECK(Which(R"({"a": {"$gt": false}})") == Ids{9});
   CHECK(Which(R"({"a": {"$gte": {"$date": 0}}})") == Ids{11});
-  CHECK(Which(R"({"a": {"$gt": {"b": 4}}})") ==
-        Ids{8, 14});  // {"b": 6} > {"b": 4}
+  CHECK(Which(R"({"a": {"$gt": {"b": 4}}})") == Ids{8, 14});  // {"b": 6} > {"b": 4}
   CHECK(Which(R"({"a": {"$gte": {"$numberDouble": "NaN"}}})") == Ids{15});
-  CHECK(Which(R"({"a": {"$gt": {"$numberDouble": "-Infinity"}}})") ==
-        Ids{0, 1, 2, 3, 7});
+  CHECK(Which(R"({"a": {"$gt": {"$numberDouble": "-Infinity"}}})") == Ids{0, 1, 2, 3, 7});
   CHECK(Which(R"({"a.b": {"$gt": 5}})") == Ids{14});
   // Each range predicate may be met by a different element.
   CHECK(Which(R"({"a": {"$gt": 4, "$lt": 2}})") == Ids{7});
@@ -159,16 +151,13 @@ TEST_CASE("Filter: range operators stay inside a type bracket", "[filter]") {
 }
 
 TEST_CASE("Filter: $ne, $in, $nin, $exists", "[filter]") {
-  CHECK(Which(R"({"a": {"$ne": 5}})") ==
-        Ids{2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15});
-  CHECK(Which(R"({"a": {"$ne": null}})") ==
-        Ids{0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+  CHECK(Which(R"({"a": {"$ne": 5}})") == Ids{2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15});
+  CHECK(Which(R"({"a": {"$ne": null}})") == Ids{0, 1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15});
   CHECK(Which(R"({"a": {"$in": [7, "5", true]}})") == Ids{2, 4, 9});
   CHECK(Which(R"({"a": {"$in": [null]}})") == Ids{5, 6});
   CHECK(Which(R"({"a": {"$in": []}})").empty());
   CHECK(Which(R"({"a": {"$in": ["x"]}})") == Ids{7});
-  CHECK(Which(R"({"a": {"$nin": [5, null]}})") ==
-        Ids{2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15});
+  CHECK(Which(R"({"a": {"$nin": [5, null]}})") == Ids{2, 3, 4, 8, 9, 10, 11, 12, 13, 14, 15});
   CHECK(Which(R"({"a": {"$exists": true}})").size() == kDocs.size() - 1);
   CHECK(Which(R"({"a": {"$exists": false}})") == Ids{6});
   CHECK(Which(R"({"a.b": {"$exists": true}})") == Ids{8, 14});
@@ -178,24 +167,19 @@ TEST_CASE("Filter: $ne, $in, $nin, $exists", "[filter]") {
 TEST_CASE("Filter: logical operators", "[filter]") {
   CHECK(Which(R"({"a": 5, "_id": 1})") == Ids{1});
   CHECK(M(R"({"a.b.c": 1, "a.b.d": 2})", R"({"a": {"b": {"c": 1, "d": 2}}})"));
-  CHECK_FALSE(
-      M(R"({"a.b.c": 1, "a.b.d": 3})", R"({"a": {"b": {"c": 1, "d": 2}}})"));
+  CHECK_FALSE(M(R"({"a.b.c": 1, "a.b.d": 3})", R"({"a": {"b": {"c": 1, "d": 2}}})"));
   CHECK(M(R"({"a.b": null})",
           R"({"a": [1, 2]})"));  // no document element: missing
   CHECK(M(R"({"a.b": 2})", R"({"a": [{"b": [1, 2]}]})"));
   CHECK(M(R"({"a.0.b": 2})", R"({"a": [{"b": 2}]})"));
-  CHECK(Which(R"({"$and": [{"a": {"$gte": 5}}, {"a": {"$lt": 6}}]})") ==
-        Ids{0, 1, 7});
+  CHECK(Which(R"({"$and": [{"a": {"$gte": 5}}, {"a": {"$lt": 6}}]})") == Ids{0, 1, 7});
   CHECK(Which(R"({"$or": [{"a": "5"}, {"_id": 9}]})") == Ids{4, 9});
   CHECK(Which(R"({"$nor": [{"a": {"$exists": true}}]})") == Ids{6});
-  CHECK(
-      Which(
-          R"({"$or": [{"$and": [{"a": 5}, {"_id": {"$gt": 0}}]}, {"a": true}]})") ==
-      Ids{1, 7, 9});
+  CHECK(Which(R"({"$or": [{"$and": [{"a": 5}, {"_id": {"$gt": 0}}]}, {"a": true}]})") ==
+        Ids{1, 7, 9});
 }
 
-TEST_CASE("Filter: bad filters are InvalidArgument naming the problem",
-          "[filter]") {
+TEST_CASE("Filter: bad filters are InvalidArgument naming the problem", "[filter]") {
   auto bad = [](const std::string& json, const std::string& needle) {
     auto f = Filter::Parse(D(json));
     INFO(json);
@@ -231,9 +215,7 @@ Result<Filter> ParseBson(bson_t* b) {
   return f;
 }
 
-TEST_CASE(
-    "Filter: unsupported operators and value types are refused, never matched",
-    "[filter]") {
+TEST_CASE("Filter: unsupported operators and value types are refused, never matched", "[filter]") {
   // libbson's JSON reader turns {"$regex": ...}
   // into a BSON regex value, which was then compared by equality (so
   // matched nothing, and $nin/$ne matched everything).
@@ -246,10 +228,9 @@ TEST_CASE(
     CHECK(f.status().message().find(needle) != std::string::npos);
   };
   const std::string kRegex = "regular expression values are not supported";
-  for (const char* re :
-       {R"({"$regex": "^user"})", R"({"$regex": "^u", "$options": "i"})",
-        R"({"$options": "i", "$regex": "^u"})",
-        R"({"$regularExpression": {"pattern": "x", "options": ""}})"}) {
+  for (const char* re : {R"({"$regex": "^user"})", R"({"$regex": "^u", "$options": "i"})",
+                         R"({"$options": "i", "$regex": "^u"})",
+                         R"({"$regularExpression": {"pattern": "x", "options": ""}})"}) {
     const std::string r = re;
     refused(R"({"name": )" + r + "}", kRegex);
     refused(R"({"name.first": )" + r + "}", kRegex);
@@ -266,8 +247,7 @@ TEST_CASE(
     refused(R"({"a": 1, "name": {"$gt": 0, "$nin": [)" + r + "]}}", kRegex);
   }
   // Operators MongoDB has and this filter does not, at every depth.
-  for (const char* op :
-       {"$where", "$text", "$expr", "$jsonSchema", "$comment", "$foo"}) {
+  for (const char* op : {"$where", "$text", "$expr", "$jsonSchema", "$comment", "$foo"}) {
     const std::string o = op;
     const std::string arg = R"({"$search": "x"})";
     refused("{\"" + o + "\": " + arg + "}", o);
@@ -275,9 +255,8 @@ TEST_CASE(
     refused(R"({"$or": [{"a": 1}, {")" + o + "\": " + arg + "}]}", o);
     refused(R"({"$nor": [{"$or": [{")" + o + "\": " + arg + "}]}]}", o);
   }
-  for (const char* op :
-       {"$elemMatch", "$size", "$all", "$not", "$mod", "$where",
-        "$text", "$expr", "$bitsAllSet", "$geoWithin", "$near", "$foo"}) {
+  for (const char* op : {"$elemMatch", "$size", "$all", "$not", "$mod", "$where", "$text", "$expr",
+                         "$bitsAllSet", "$geoWithin", "$near", "$foo"}) {
     const std::string o = op;
     refused(R"({"a": {")" + o + R"(": [1, 2]}})", o);
     refused(R"({"a": {"$gt": 1, ")" + o + R"(": {"b": 1}}})", o);
@@ -314,16 +293,14 @@ TEST_CASE(
   bson_append_document_end(&b, &sub);
   auto f = ParseBson(&b);
   REQUIRE_FALSE(f.ok());
-  CHECK(f.status().message().find("unsupported operator $regex") !=
-        std::string::npos);
+  CHECK(f.status().message().find("unsupported operator $regex") != std::string::npos);
   bson_init(&b);
   BSON_APPEND_DOCUMENT_BEGIN(&b, "a", &sub);
   BSON_APPEND_UTF8(&sub, "$options", "i");
   bson_append_document_end(&b, &sub);
   f = ParseBson(&b);
   REQUIRE_FALSE(f.ok());
-  CHECK(f.status().message().find("unsupported operator $options") !=
-        std::string::npos);
+  CHECK(f.status().message().find("unsupported operator $options") != std::string::npos);
   bson_init(&b);
   BSON_APPEND_DOCUMENT_BEGIN(&b, "a", &sub);
   BSON_APPEND_ARRAY_BEGIN(&sub, "$nin", &arr);
@@ -336,8 +313,7 @@ TEST_CASE(
   CHECK(f.status().message().find(kRegex) != std::string::npos);
 }
 
-TEST_CASE("Filter: code, symbol and DBPointer values match by equality",
-          "[filter]") {
+TEST_CASE("Filter: code, symbol and DBPointer values match by equality", "[filter]") {
   // MongoDB compares these like any other value ($where is what runs
   // code): a symbol is in the string bracket, code and DBPointer in their
   // own.
@@ -361,10 +337,8 @@ TEST_CASE("Filter: code, symbol and DBPointer values match by equality",
 // ------------------------------------------------------------ bounds
 
 bool InInterval(const std::string& k, const KeyInterval& i) {
-  if (!i.lo.empty() && (k < i.lo || (k == i.lo && !i.lo_inclusive)))
-    return false;
-  if (!i.hi.empty() && (k > i.hi || (k == i.hi && !i.hi_inclusive)))
-    return false;
+  if (!i.lo.empty() && (k < i.lo || (k == i.lo && !i.lo_inclusive))) return false;
+  if (!i.hi.empty() && (k > i.hi || (k == i.hi && !i.hi_inclusive))) return false;
   return true;
 }
 
@@ -403,8 +377,7 @@ TEST_CASE("Filter: IndexBounds shapes", "[filter]") {
   REQUIRE(b->size() == 3);
   CHECK((*b)[0].lo == Key("1"));
   CHECK((*b)[2].lo == Key("3"));
-  b = F(R"({"$or": [{"a": 1}, {"a": {"$gte": 0, "$lte": 2}}]})")
-          .IndexBounds("a", false);
+  b = F(R"({"$or": [{"a": 1}, {"a": {"$gte": 0, "$lte": 2}}]})").IndexBounds("a", false);
   REQUIRE(b);
   REQUIRE(b->size() == 1);
   CHECK((*b)[0].lo == Key("0"));
@@ -559,8 +532,8 @@ TEST_CASE("Filter: IndexBounds are sound (randomized)", "[filter]") {
           IndexKeys(d.data(), d.size(), path, &keys);
           // The intersection is only promised for single-key documents.
           if (!multikey && keys.size() > 1) continue;
-          INFO("filter " << json << " path " << path << " multikey " << multikey
-                         << " doc " << d.ToJson() << " seed " << seed);
+          INFO("filter " << json << " path " << path << " multikey " << multikey << " doc "
+                         << d.ToJson() << " seed " << seed);
           REQUIRE(AnyKeyInside(d, path, *bounds));
         }
       }
@@ -650,8 +623,7 @@ TEST_CASE("Filter: intervals are sorted and disjoint", "[filter]") {
       const KeyInterval& cur = (*b)[i];
       REQUIRE_FALSE(prev.hi.empty());
       REQUIRE(prev.hi <= cur.lo);
-      if (prev.hi == cur.lo)
-        CHECK_FALSE((prev.hi_inclusive || cur.lo_inclusive));
+      if (prev.hi == cur.lo) CHECK_FALSE((prev.hi_inclusive || cur.lo_inclusive));
     }
   }
 }

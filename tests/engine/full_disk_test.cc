@@ -97,10 +97,10 @@ void SparseCopy(const std::string& from, const std::string& to) {
   close(fd);
 }
 
-#define MMDOC_NEED_DISK(disk)                                                   \
-  if (!(disk).ok()) {                                                           \
-    WARN("skipped: cannot mount a small tmpfs here (needs root)");              \
-    return;                                                                     \
+#define MMDOC_NEED_DISK(disk)                                      \
+  if (!(disk).ok()) {                                              \
+    WARN("skipped: cannot mount a small tmpfs here (needs root)"); \
+    return;                                                        \
   }
 
 TEST_CASE("full disk: a sparse copy on a full disk fails writes with Full, not SIGBUS") {

@@ -81,10 +81,8 @@ TEST_CASE("CompareValues: type order", "[keys]") {
 TEST_CASE("CompareValues: numbers across types, exactly", "[keys]") {
   const int64_t kMax = std::numeric_limits<int64_t>::max();
   const int64_t kMin = std::numeric_limits<int64_t>::min();
-  CHECK(CompareValues(Value::Int64(kMax).get(),
-                      Value::Double(9.223372036854776e18).get()) < 0);
-  CHECK(CompareValues(Value::Int64(kMin).get(),
-                      Value::Double(-9.223372036854776e18).get()) == 0);
+  CHECK(CompareValues(Value::Int64(kMax).get(), Value::Double(9.223372036854776e18).get()) < 0);
+  CHECK(CompareValues(Value::Int64(kMin).get(), Value::Double(-9.223372036854776e18).get()) == 0);
   CHECK(CompareValues(Value::Int64((1LL << 53) + 1).get(),
                       Value::Double(9007199254740992.0).get()) > 0);
   CHECK(CompareValues(Value::Int32(1).get(), Value::Double(1.0).get()) == 0);
@@ -92,8 +90,7 @@ TEST_CASE("CompareValues: numbers across types, exactly", "[keys]") {
   CHECK(CompareValues(Value::Int32(2).get(), Value::Double(1.5).get()) > 0);
   CHECK(CompareValues(Value::Int32(-2).get(), Value::Double(-1.5).get()) < 0);
   CHECK(CompareValues(Value::Double(-0.0).get(), Value::Int32(0).get()) == 0);
-  CHECK(CompareValues(Value::Double(NAN).get(),
-                      Value::Double(-INFINITY).get()) < 0);
+  CHECK(CompareValues(Value::Double(NAN).get(), Value::Double(-INFINITY).get()) < 0);
   CHECK(CompareValues(Value::Double(NAN).get(), Value::Double(NAN).get()) == 0);
   CHECK(CompareValues(Value::Double(NAN).get(), Value::Int64(kMin).get()) < 0);
   CHECK(CompareValues(Dec("1.5").get(), Value::Double(1.5).get()) == 0);
@@ -227,8 +224,7 @@ class Gen {
     static const char kAlphabet[] = {'\0', '\x01', 'a', 'b', '\x7f', 'z'};
     std::string s;
     size_t len = Next() % 4;
-    for (size_t i = 0; i < len; ++i)
-      s.push_back(kAlphabet[Next() % sizeof(kAlphabet)]);
+    for (size_t i = 0; i < len; ++i) s.push_back(kAlphabet[Next() % sizeof(kAlphabet)]);
     return s;
   }
 
@@ -268,8 +264,8 @@ class Gen {
         break;
       case 9: {
         uint8_t data[3] = {static_cast<uint8_t>(Next() % 2), 0, 1};
-        bson_append_binary(b, k, kl, static_cast<bson_subtype_t>(Next() % 2),
-                           data, static_cast<uint32_t>(Next() % 4));
+        bson_append_binary(b, k, kl, static_cast<bson_subtype_t>(Next() % 2), data,
+                           static_cast<uint32_t>(Next() % 4));
         break;
       }
       case 10:
@@ -297,8 +293,7 @@ class Gen {
       case 12: {
         bson_value_t v;
         v.value_type = BSON_TYPE_DECIMAL128;
-        const char* decs[] = {"1",        "1.5", "-2", "NaN",
-                              "Infinity", "0",   "-0", "1E+400"};
+        const char* decs[] = {"1", "1.5", "-2", "NaN", "Infinity", "0", "-0", "1E+400"};
         bson_decimal128_from_string(decs[Next() % 8], &v.value.v_decimal128);
         bson_append_value(b, k, kl, &v);
         break;
@@ -323,8 +318,7 @@ class Gen {
         bson_t sub;
         bson_append_array_begin(b, k, kl, &sub);
         int n = static_cast<int>(Next() % 3);
-        for (int i = 0; i < n; ++i)
-          AppendRandom(&sub, std::to_string(i), depth + 1);
+        for (int i = 0; i < n; ++i) AppendRandom(&sub, std::to_string(i), depth + 1);
         bson_append_array_end(b, &sub);
       }
     }
@@ -333,8 +327,7 @@ class Gen {
   std::mt19937_64 rng_;
 };
 
-TEST_CASE("AppendKey: memcmp order equals CompareValues order (randomized)",
-          "[keys]") {
+TEST_CASE("AppendKey: memcmp order equals CompareValues order (randomized)", "[keys]") {
   uint64_t seed = test::Seed("key order");
   Gen gen(seed);
   std::mt19937_64 pick(seed ^ 0x9e3779b97f4a7c15ull);
@@ -352,9 +345,8 @@ TEST_CASE("AppendKey: memcmp order equals CompareValues order (randomized)",
       int k = Sign(keys[i].compare(keys[j]));
       if (c != k) {
         ++failures;
-        FAIL_CHECK(values[i].ToJson()
-                   << " vs " << values[j].ToJson() << ": compare " << c
-                   << ", keys " << k << " (seed " << seed << ")");
+        FAIL_CHECK(values[i].ToJson() << " vs " << values[j].ToJson() << ": compare " << c
+                                      << ", keys " << k << " (seed " << seed << ")");
       }
     }
   }
@@ -380,8 +372,7 @@ TEST_CASE("AppendKey: numbers randomized against exact comparison", "[keys]") {
       case 2:
         return Value::Double(static_cast<double>(i >> (rng() % 64)));
       case 3:
-        return Value::Double(
-            std::ldexp(static_cast<double>(i), -static_cast<int>(rng() % 80)));
+        return Value::Double(std::ldexp(static_cast<double>(i), -static_cast<int>(rng() % 80)));
       case 4: {
         // Neighbours of a large integer: the doubles around it.
         double d = static_cast<double>(i);
@@ -450,8 +441,7 @@ TEST_CASE("LookupPath", "[keys]") {
 }
 
 // SortKey of `json` on `path` as JSON ("undefined" for the [] key).
-std::string SortKeyOf(const std::string& json, const std::string& path,
-                      int direction) {
+std::string SortKeyOf(const std::string& json, const std::string& path, int direction) {
   Document d = D(json);
   bson_value_t v;
   SortKey(d.data(), d.size(), path, direction, &v);
@@ -459,8 +449,7 @@ std::string SortKeyOf(const std::string& json, const std::string& path,
   return Value::FromBsonValue(&v).ToJson();
 }
 
-TEST_CASE("SortKey: the smallest value ascending, the largest descending",
-          "[keys]") {
+TEST_CASE("SortKey: the smallest value ascending, the largest descending", "[keys]") {
   CHECK(SortKeyOf(R"({"a": [3, 1, 2]})", "a", 1) == "1");
   CHECK(SortKeyOf(R"({"a": [3, 1, 2]})", "a", -1) == "3");
   CHECK(SortKeyOf(R"({"a": ["a", 5, null]})", "a", 1) == "null");
@@ -473,10 +462,8 @@ TEST_CASE("SortKey: the smallest value ascending, the largest descending",
   CHECK(SortKeyOf(R"({"a": [{"b": 2}, {"c": 1}, 9]})", "a.b", 1) == "null");
   CHECK(SortKeyOf(R"({"a": [{"b": 2}, {"c": 1}, 9]})", "a.b", -1) == "2");
   CHECK(SortKeyOf(R"({"a": [1, 2]})", "a.b", -1) == "null");
-  CHECK(SortKeyOf(R"({"a": [{"b": [4, 8]}, {"b": {"c": [6]}}]})", "a.b.c", -1) ==
-        "6");
-  CHECK(SortKeyOf(R"({"a": [{"b": [4, 8]}, {"b": {"c": [6]}}]})", "a.b.c", 1) ==
-        "null");
+  CHECK(SortKeyOf(R"({"a": [{"b": [4, 8]}, {"b": {"c": [6]}}]})", "a.b.c", -1) == "6");
+  CHECK(SortKeyOf(R"({"a": [{"b": [4, 8]}, {"b": {"c": [6]}}]})", "a.b.c", 1) == "null");
   // A position, not a field "1" in each element.
   CHECK(SortKeyOf(R"({"a": [{"1": 0}, {"b": 5}]})", "a.1.b", 1) == "5");
   CHECK(SortKeyOf(R"({"a": [{"1": 0}, [3, 4]]})", "a.1", -1) == "4");
@@ -484,8 +471,7 @@ TEST_CASE("SortKey: the smallest value ascending, the largest descending",
   CHECK(SortKeyOf(R"({"a": {"1": [0, 1]}})", "a.1", -1) == "1");
 }
 
-std::vector<std::string> Keys(const std::string& json,
-                              const std::string& path) {
+std::vector<std::string> Keys(const std::string& json, const std::string& path) {
   Document d = D(json);
   std::vector<std::string> keys;
   IndexKeys(d.data(), d.size(), path, &keys);
@@ -510,8 +496,7 @@ TEST_CASE("IndexKeys: MongoDB multikey rules", "[keys]") {
   CHECK(Keys(R"({"a": {"b": 1}})", "a") == KeysOf({R"({"b": 1})"}));
   CHECK(Keys(R"({"a": [{"b": 1}, {"b": 2}]})", "a.b") == KeysOf({"1", "2"}));
   CHECK(Keys(R"({"a": [{"b": 1}, {"c": 2}]})", "a.b") == KeysOf({"1", "null"}));
-  CHECK(Keys(R"({"a": [{"b": [1, 2]}, {"b": 3}]})", "a.b") ==
-        KeysOf({"1", "2", "3"}));
+  CHECK(Keys(R"({"a": [{"b": [1, 2]}, {"b": 3}]})", "a.b") == KeysOf({"1", "2", "3"}));
   CHECK(Keys(R"({"a": 5})", "a.b") == KeysOf({"null"}));
   CHECK(Keys(R"({"a": [7, 8]})", "a.1") == KeysOf({"8"}));
   CHECK(Keys(R"({"a": {"b": {"c": "x"}}})", "a.b.c") == KeysOf({R"("x")"}));

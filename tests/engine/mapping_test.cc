@@ -1,7 +1,8 @@
 // The typed mapping layer: structs in, structs out, errors named.
+#include "mmdoc/mapping.h"
+
 #include <catch2/catch.hpp>
 
-#include "mmdoc/mapping.h"
 #include "tests/support/test_db.h"
 
 using namespace mmdoc;

@@ -20,9 +20,9 @@ using mmdoc::test::V;
 namespace {
 
 struct ModelDoc {
-  int key;                 // unique index
-  int val;                 // non-unique index
-  std::vector<int> tags;   // multikey index
+  int key;                // unique index
+  int val;                // non-unique index
+  std::vector<int> tags;  // multikey index
   bool has_val = true;
 };
 
@@ -93,7 +93,7 @@ TEST_CASE("engine agrees with an in-memory model", "[engine][model]") {
       } else if (choice < 8) {
         int nv = rnd(20);
         auto u = t.value()->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
-                                   J("{\"$inc\": {\"val\": " + std::to_string(nv) + "}}"));
+                                      J("{\"$inc\": {\"val\": " + std::to_string(nv) + "}}"));
         REQUIRE(u.ok());
         CHECK(u.value().matched == pending.count(id));
         if (pending.count(id)) {
@@ -104,7 +104,7 @@ TEST_CASE("engine agrees with an in-memory model", "[engine][model]") {
       } else {
         int nk = rnd(kIds * 2);
         auto u = t.value()->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
-                                   J("{\"$set\": {\"key\": " + std::to_string(nk) + "}}"));
+                                      J("{\"$set\": {\"key\": " + std::to_string(nk) + "}}"));
         bool exists = pending.count(id) == 1;
         bool conflict = exists && KeyTaken(pending, nk, id);
         INFO("set key " << nk << " on " << id << ": " << u.status().ToString());
@@ -145,8 +145,8 @@ TEST_CASE("engine agrees with an in-memory model", "[engine][model]") {
     std::set<int> expect;
     for (auto& [i, d] : model)
       if (d.has_val && d.val >= lo && d.val < hi) expect.insert(i);
-    CHECK(Query(db.get(), "{\"val\": {\"$gte\": " + std::to_string(lo) + ", \"$lt\": " +
-                              std::to_string(hi) + "}}") == expect);
+    CHECK(Query(db.get(), "{\"val\": {\"$gte\": " + std::to_string(lo) +
+                              ", \"$lt\": " + std::to_string(hi) + "}}") == expect);
     int tag = rnd(30);
     expect.clear();
     for (auto& [i, d] : model)

@@ -35,10 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!fast_ok) return 0;
   auto result = mmdoc::Document::FromBson(reinterpret_cast<const uint8_t*>(out.data()), out.size());
   if (!result.ok()) {
-    std::fprintf(stderr, "Apply gave an invalid document: %s\n", result.status().ToString().c_str());
+    std::fprintf(stderr, "Apply gave an invalid document: %s\n",
+                 result.status().ToString().c_str());
     std::abort();
   }
-  mmdoc::Status names = mmdoc::engine::CheckFieldNames(result.value().data(), result.value().size());
+  mmdoc::Status names =
+      mmdoc::engine::CheckFieldNames(result.value().data(), result.value().size());
   if (!names.ok()) {
     std::fprintf(stderr, "Apply gave a bad field name: %s\n", names.ToString().c_str());
     std::abort();

@@ -282,13 +282,10 @@ class Model {
     REQUIRE(pages.empty());
     be_->CheckAccounting(&pages);
     be_->Abort();
-    std::fprintf(
-        stderr,
-        "btree model: %llu ops, %llu commits (%llu aborted), max depth %llu\n",
-        static_cast<unsigned long long>(ops),
-        static_cast<unsigned long long>(commits_),
-        static_cast<unsigned long long>(aborts_),
-        static_cast<unsigned long long>(max_depth_));
+    std::fprintf(stderr, "btree model: %llu ops, %llu commits (%llu aborted), max depth %llu\n",
+                 static_cast<unsigned long long>(ops), static_cast<unsigned long long>(commits_),
+                 static_cast<unsigned long long>(aborts_),
+                 static_cast<unsigned long long>(max_depth_));
   }
 
  private:

@@ -19,8 +19,7 @@ std::string Key(int i) {
   return buf;
 }
 
-TEST_CASE("a reader's snapshot keeps old values while a writer commits",
-          "[btree][pager]") {
+TEST_CASE("a reader's snapshot keeps old values while a writer commits", "[btree][pager]") {
   mmdoc::test::TempDir dir;
   test::PagerBackend be(dir.File("snap.mmdb"));
   storage::Pager* pager = be.pager();

@@ -131,17 +131,14 @@ TEST_CASE("put modes and argument limits", "[btree]") {
   CheckTree(&t, &store);
 }
 
-TEST_CASE("splits and merges at the root, deleting everything frees every page",
-          "[btree]") {
+TEST_CASE("splits and merges at the root, deleting everything frees every page", "[btree]") {
   MemStore store;
   auto w = store.BeginWrite();
   BTree t(w.get(), 0);
   const int n = 5000;
   for (int i = 0; i < n; i++) {
     int k = (i * 7919) % n;
-    REQUIRE(
-        t.Put(Key(k), std::string(20 + k % 40, 'a' + k % 26), PutMode::kInsert)
-            .ok());
+    REQUIRE(t.Put(Key(k), std::string(20 + k % 40, 'a' + k % 26), PutMode::kInsert).ok());
   }
   TreeStats st;
   CheckTree(&t, &store, &st);
@@ -167,8 +164,7 @@ TEST_CASE("a tree that grows and shrinks stays filled", "[btree]") {
   MemStore store;
   auto w = store.BeginWrite();
   BTree t(w.get(), 0);
-  for (int i = 0; i < 20000; i++)
-    REQUIRE(t.Put(Key(i), "value-" + std::to_string(i)).ok());
+  for (int i = 0; i < 20000; i++) REQUIRE(t.Put(Key(i), "value-" + std::to_string(i)).ok());
   for (int i = 0; i < 20000; i++) {
     if (i % 10 != 0) REQUIRE(t.Delete(Key(i)).ok());
   }
@@ -185,8 +181,7 @@ TEST_CASE("sequential inserts fill leaves", "[btree]") {
   MemStore store;
   auto w = store.BeginWrite();
   BTree t(w.get(), 0);
-  for (int i = 0; i < 100000; i++)
-    REQUIRE(t.Put(Key(i), std::string(16, 'v')).ok());
+  for (int i = 0; i < 100000; i++) REQUIRE(t.Put(Key(i), std::string(16, 'v')).ok());
   TreeStats st;
   CheckTree(&t, &store, &st);
   CHECK(st.entries == 100000);
@@ -199,8 +194,7 @@ TEST_CASE("large values go to overflow runs and are freed", "[btree]") {
   auto w = store.BeginWrite();
   BTree t(w.get(), 0);
   std::string big(16u << 20, '\0');
-  for (size_t i = 0; i < big.size(); i++)
-    big[i] = static_cast<char>(i * 131 + (i >> 12));
+  for (size_t i = 0; i < big.size(); i++) big[i] = static_cast<char>(i * 131 + (i >> 12));
   REQUIRE(t.Put("big", big).ok());
   REQUIRE(t.Put("small", "s").ok());
   std::string_view v;
@@ -233,9 +227,7 @@ TEST_CASE("large values go to overflow runs and are freed", "[btree]") {
   CHECK(store.LivePages().size() == 1);
 }
 
-TEST_CASE(
-    "cursor: a leaf's bytes hold its inline values; SkipLeaf passes the rest",
-    "[btree]") {
+TEST_CASE("cursor: a leaf's bytes hold its inline values; SkipLeaf passes the rest", "[btree]") {
   MemStore store;
   auto w = store.BeginWrite();
   BTree t(w.get(), 0);
@@ -243,8 +235,7 @@ TEST_CASE(
   std::vector<std::string> values(n);
   for (int i = 0; i < n; i++) {
     // Every 301st value is too large to stay in its leaf.
-    values[i] = std::string(i % 301 == 0 ? 2000 : 20 + i % 90,
-                            static_cast<char>('a' + i % 26));
+    values[i] = std::string(i % 301 == 0 ? 2000 : 20 + i % 90, static_cast<char>('a' + i % 26));
     REQUIRE(t.Put(Key(i), values[i]).ok());
   }
   BTree::Cursor c(&t);
@@ -261,8 +252,8 @@ TEST_CASE(
       bool ignored;
       if (c.LeafBytes(&ignored).data() != leaf.data()) break;
       const std::string_view v = c.value();
-      const bool inside = v.data() >= leaf.data() &&
-                          v.data() + v.size() <= leaf.data() + leaf.size();
+      const bool inside =
+          v.data() >= leaf.data() && v.data() + v.size() <= leaf.data() + leaf.size();
       CHECK(inside == (v.size() < 2000));
       overflow |= !inside;
       CHECK(v == values[seen]);

@@ -37,8 +37,7 @@ TEST_CASE("catalog create, open, meta, list, drop", "[catalog]") {
     BTree* t2;
     REQUIRE(cat.Open("users", &t2).ok());
     CHECK(t == t2);
-    for (int i = 0; i < 2000; i++)
-      REQUIRE(t->Put("u" + std::to_string(i), "doc").ok());
+    for (int i = 0; i < 2000; i++) REQUIRE(t->Put("u" + std::to_string(i), "doc").ok());
     CHECK(cat.Open("nope", &t2).IsNotFound());
     REQUIRE(cat.Flush().ok());
     CheckAll(&cat, &store);

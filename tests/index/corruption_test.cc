@@ -28,8 +28,7 @@ void Build(MemStore* store) {
   auto w = store->BeginWrite();
   BTree t(w.get(), 0);
   for (int i = 0; i < kKeys; i++) {
-    REQUIRE(t.Put(Key(i), std::string(i % 100 == 0 ? 5000 : 20 + i % 30, 'v'))
-                .ok());
+    REQUIRE(t.Put(Key(i), std::string(i % 100 == 0 ? 5000 : 20 + i % 30, 'v')).ok());
   }
   w->set_root(0, t.root());
   REQUIRE(w->Commit("", Durability::kNone).ok());
@@ -46,9 +45,8 @@ storage::PageId LeafOf(MemStore* store, int i) {
     uint32_t n = node::Count(p), c = 0;
     while (c < n) {
       uint32_t off = node::Slot(p, c);
-      std::string_view k(
-          reinterpret_cast<const char*>(p + off + node::kBranchCellHeader),
-          node::BranchKeyLen(p + off));
+      std::string_view k(reinterpret_cast<const char*>(p + off + node::kBranchCellHeader),
+                         node::BranchKeyLen(p + off));
       if (Key(i) < k) break;
       c++;
     }
@@ -65,17 +63,14 @@ TEST_CASE("a damaged slot array is Corruption", "[btree][corruption]") {
   uint32_t n = node::Count(p);
   REQUIRE(n > 2);
 
-  for (uint16_t bad :
-       {uint16_t{0xFFFF}, uint16_t{4095}, uint16_t{10}, uint16_t{40}}) {
-    for (uint32_t slot = 0; slot < n; slot++)
-      node::SetSlot(p, slot, bad);
+  for (uint16_t bad : {uint16_t{0xFFFF}, uint16_t{4095}, uint16_t{10}, uint16_t{40}}) {
+    for (uint32_t slot = 0; slot < n; slot++) node::SetSlot(p, slot, bad);
     auto r = store.BeginRead();
     BTree t(r.get(), r->root(0));
     std::string_view v;
     Status s = t.Verify(nullptr, nullptr);
     CHECK(s.IsCorruption());
-    CHECK(s.message().find("page " + std::to_string(leaf)) !=
-          std::string::npos);
+    CHECK(s.message().find("page " + std::to_string(leaf)) != std::string::npos);
     CHECK(t.Get(Key(1234), &v).IsCorruption());
     BTree::Cursor c(&t);
     CHECK(c.Seek(Key(1234)).IsCorruption());
@@ -98,8 +93,7 @@ TEST_CASE("a damaged slot array is Corruption", "[btree][corruption]") {
   std::copy(saved.begin(), saved.end(), p);
 
   // The wrong page type.
-  p[storage::kPageTypeOffset] =
-      static_cast<uint8_t>(storage::PageType::kOverflow);
+  p[storage::kPageTypeOffset] = static_cast<uint8_t>(storage::PageType::kOverflow);
   {
     auto r = store.BeginRead();
     BTree t(r.get(), r->root(0));
@@ -148,8 +142,7 @@ TEST_CASE("random damage never crashes", "[btree][corruption]") {
       }
       BTree::Cursor c(&t);
       Status s = c.Seek(Key(rng() % kKeys));
-      for (int i = 0; i < 200 && s.ok() && c.Valid(); i++)
-        s = (i % 3 ? c.Next() : c.Prev());
+      for (int i = 0; i < 200 && s.ok() && c.Valid(); i++) s = (i % 3 ? c.Next() : c.Prev());
       s = c.SeekToLast();
       for (int i = 0; i < 100 && s.ok() && c.Valid(); i++) s = c.Prev();
     }
@@ -157,9 +150,8 @@ TEST_CASE("random damage never crashes", "[btree][corruption]") {
       auto w = store.BeginWrite();
       BTree t(w.get(), w->root(0));
       for (int i = 0; i < 30; i++) {
-        Status s =
-            rng() % 2 ? t.Put(Key(rng() % kKeys), std::string(rng() % 300, 'w'))
-                      : t.Delete(Key(rng() % kKeys));
+        Status s = rng() % 2 ? t.Put(Key(rng() % kKeys), std::string(rng() % 300, 'w'))
+                             : t.Delete(Key(rng() % kKeys));
         if (!s.ok()) break;
       }
       w->Abort();

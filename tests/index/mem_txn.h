@@ -83,9 +83,7 @@ class MemTxn : public storage::Txn {
   bool writable() const override { return writable_; }
   uint64_t txid() const override { return txid_; }
   uint32_t page_size() const override { return ps_; }
-  uint64_t page_count() const override {
-    return writable_ ? store_->next_ : page_count_;
-  }
+  uint64_t page_count() const override { return writable_ ? store_->next_ : page_count_; }
   PageId root(int slot) const override { return roots_[slot]; }
   void set_root(int slot, PageId id) override { roots_[slot] = id; }
 
@@ -103,8 +101,7 @@ class MemTxn : public storage::Txn {
     return Status::OK();
   }
 
-  Status Allocate(PageType type, uint32_t n, PageId* id,
-                  uint8_t** page) override {
+  Status Allocate(PageType type, uint32_t n, PageId* id, uint8_t** page) override {
     if (!writable_ || n == 0) return Status::InvalidArgument("bad Allocate");
     PageId got = 0;
     auto& fr = store_->free_;
@@ -142,13 +139,11 @@ class MemTxn : public storage::Txn {
     const uint8_t* old;
     MMDOC_RETURN_IF_ERROR(Get(id, &old));
     const uint32_t n = storage::DecodeFixed32(old + storage::kPageRunLengthOffset);
-    MMDOC_RETURN_IF_ERROR(Allocate(
-        static_cast<PageType>(old[storage::kPageTypeOffset]), n, new_id, page));
-    std::memcpy(*page + storage::kPageHeaderSize,
-                old + storage::kPageHeaderSize,
+    MMDOC_RETURN_IF_ERROR(
+        Allocate(static_cast<PageType>(old[storage::kPageTypeOffset]), n, new_id, page));
+    std::memcpy(*page + storage::kPageHeaderSize, old + storage::kPageHeaderSize,
                 size_t{n} * ps_ - storage::kPageHeaderSize);
-    std::memcpy(*page + storage::kPageFlagsOffset,
-                old + storage::kPageFlagsOffset, 3);
+    std::memcpy(*page + storage::kPageFlagsOffset, old + storage::kPageFlagsOffset, 3);
     return Free(id);
   }
 
@@ -159,8 +154,7 @@ class MemTxn : public storage::Txn {
       dirty_.erase(d);
       return Status::OK();
     }
-    if (!store_->pages_.count(id))
-      return Bad(id, "free of a page that is not live");
+    if (!store_->pages_.count(id)) return Bad(id, "free of a page that is not live");
     if (!freed_.insert(id).second) return Bad(id, "double free");
     return Status::OK();
   }
@@ -168,13 +162,11 @@ class MemTxn : public storage::Txn {
   bool IsDirty(PageId id) const override { return dirty_.count(id) != 0; }
 
   Status Commit(std::string_view, Durability) override {
-    if (!writable_ || done_)
-      return Status::InvalidArgument("commit of a finished txn");
+    if (!writable_ || done_) return Status::InvalidArgument("commit of a finished txn");
     if (store_->check_clean_pages) {
       for (const auto& [id, sum] : sums_) {
         auto it = store_->pages_.find(id);
-        if (Sum(*it->second) != sum)
-          return Bad(id, "committed page written in place");
+        if (Sum(*it->second) != sum) return Bad(id, "committed page written in place");
       }
     }
     for (PageId id : freed_) {

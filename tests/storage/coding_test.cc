@@ -1,5 +1,7 @@
 // storage/coding.h: every helper round-trips, writes the byte order its name
 // says whatever the host's, and the big-endian forms sort as numbers do.
+#include "storage/coding.h"
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <random>
@@ -7,7 +9,6 @@
 #include <string_view>
 #include <vector>
 
-#include "storage/coding.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::storage {
@@ -22,11 +23,21 @@ std::string Bytes(std::initializer_list<int> b) {
 // Values at every byte boundary, both ends, and random ones (one seed).
 const std::vector<uint64_t>& Samples() {
   static const std::vector<uint64_t> samples = [] {
-    std::vector<uint64_t> v = {
-        0, 1, 0x7f, 0x80, 0xff, 0x100, 0xffff, 0x10000, 0x7fffffff, 0x80000000,
-        0xffffffff, 0x100000000ull, 0x8000000000000000ull, ~uint64_t{0}};
-    for (int shift = 0; shift < 64; shift += 7)
-      v.push_back(uint64_t{1} << shift);
+    std::vector<uint64_t> v = {0,
+                               1,
+                               0x7f,
+                               0x80,
+                               0xff,
+                               0x100,
+                               0xffff,
+                               0x10000,
+                               0x7fffffff,
+                               0x80000000,
+                               0xffffffff,
+                               0x100000000ull,
+                               0x8000000000000000ull,
+                               ~uint64_t{0}};
+    for (int shift = 0; shift < 64; shift += 7) v.push_back(uint64_t{1} << shift);
     std::mt19937_64 rng(mmdoc::test::Seed("coding"));
     for (int i = 0; i < 1000; i++) v.push_back(rng() >> (rng() % 64));
     return v;
@@ -41,23 +52,19 @@ TEST_CASE("little-endian bytes are least significant first", "[coding]") {
   EncodeFixed32(b, 0x01020304);
   CHECK(std::string(b, 4) == Bytes({0x04, 0x03, 0x02, 0x01}));
   EncodeFixed64(b, 0x0102030405060708ull);
-  CHECK(std::string(b, 8) ==
-        Bytes({0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
+  CHECK(std::string(b, 8) == Bytes({0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
 
-  const std::string le =
-      Bytes({0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8});
+  const std::string le = Bytes({0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7, 0xf8});
   CHECK(DecodeFixed16(le.data()) == 0xf2f1);
   CHECK(DecodeFixed32(le.data()) == 0xf4f3f2f1u);
   CHECK(DecodeFixed64(le.data()) == 0xf8f7f6f5f4f3f2f1ull);
   // The uint8_t and char overloads are the same codec.
-  CHECK(DecodeFixed64(reinterpret_cast<const uint8_t*>(le.data())) ==
-        0xf8f7f6f5f4f3f2f1ull);
+  CHECK(DecodeFixed64(reinterpret_cast<const uint8_t*>(le.data())) == 0xf8f7f6f5f4f3f2f1ull);
 
   std::string s = "x";
   PutFixed32(&s, 0x01020304);
   PutFixed64(&s, 0x0102030405060708ull);
-  CHECK(s == "x" + Bytes({0x04, 0x03, 0x02, 0x01, 0x08, 0x07, 0x06, 0x05, 0x04,
-                          0x03, 0x02, 0x01}));
+  CHECK(s == "x" + Bytes({0x04, 0x03, 0x02, 0x01, 0x08, 0x07, 0x06, 0x05, 0x04, 0x03, 0x02, 0x01}));
 }
 
 TEST_CASE("big-endian bytes are most significant first", "[coding]") {
@@ -67,16 +74,15 @@ TEST_CASE("big-endian bytes are most significant first", "[coding]") {
   EncodeBigEndian32(b, 0x01020304);
   CHECK(std::string(b, 4) == Bytes({0x01, 0x02, 0x03, 0x04}));
   EncodeBigEndian64(b, 0x0102030405060708ull);
-  CHECK(std::string(b, 8) ==
-        Bytes({0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08}));
+  CHECK(std::string(b, 8) == Bytes({0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08}));
   CHECK(DecodeBigEndian64(b) == 0x0102030405060708ull);
 
   std::string s;
   PutBigEndian16(&s, 0xfeff);
   PutBigEndian32(&s, 0x01020304);
   PutBigEndian64(&s, 0xf1f2f3f4f5f6f7f8ull);
-  CHECK(s == Bytes({0xfe, 0xff, 0x01, 0x02, 0x03, 0x04, 0xf1, 0xf2, 0xf3, 0xf4,
-                    0xf5, 0xf6, 0xf7, 0xf8}));
+  CHECK(s == Bytes({0xfe, 0xff, 0x01, 0x02, 0x03, 0x04, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5, 0xf6, 0xf7,
+                    0xf8}));
 }
 
 TEST_CASE("every width round-trips", "[coding]") {
@@ -142,12 +148,10 @@ TEST_CASE("big-endian encodings sort as the numbers", "[coding]") {
     CHECK((c == 0) == (a == b));
     EncodeBigEndian32(x, static_cast<uint32_t>(a));
     EncodeBigEndian32(y, static_cast<uint32_t>(b));
-    CHECK((std::memcmp(x, y, 4) < 0) ==
-          (static_cast<uint32_t>(a) < static_cast<uint32_t>(b)));
+    CHECK((std::memcmp(x, y, 4) < 0) == (static_cast<uint32_t>(a) < static_cast<uint32_t>(b)));
     EncodeBigEndian16(x, static_cast<uint16_t>(a));
     EncodeBigEndian16(y, static_cast<uint16_t>(b));
-    CHECK((std::memcmp(x, y, 2) < 0) ==
-          (static_cast<uint16_t>(a) < static_cast<uint16_t>(b)));
+    CHECK((std::memcmp(x, y, 2) < 0) == (static_cast<uint16_t>(a) < static_cast<uint16_t>(b)));
   }
 }
 

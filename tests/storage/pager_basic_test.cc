@@ -44,7 +44,6 @@ void CheckEveryPageAccountedOnce(Pager* p) {
   CHECK(p->Verify().ok());
 }
 
-
 TEST_CASE("pager: create and reopen keep roots, page count and txid") {
   test::TempDir dir;
   const std::string path = dir.File("db");
@@ -214,12 +213,10 @@ TEST_CASE("pager: abort rolls back page count, free list and roots") {
   CHECK(r2.value()->root(0) != 0);
 }
 
-TEST_CASE(
-    "pager: overflow runs are contiguous and reuse contiguous free runs") {
+TEST_CASE("pager: overflow runs are contiguous and reuse contiguous free runs") {
   test::TempDir dir;
   auto p = OpenOrDie(dir.File("db"));
-  PageId run =
-      WriteTagged(p.get(), 1, 7, Durability::kNone, PageType::kOverflow, 5);
+  PageId run = WriteTagged(p.get(), 1, 7, Durability::kNone, PageType::kOverflow, 5);
   {
     auto r = p->BeginRead();
     const uint8_t* pg;
@@ -252,8 +249,8 @@ TEST_CASE("pager: accounted pages plus reachable pages cover the file") {
   for (int i = 0; i < rounds; i++) {
     int slot = static_cast<int>(rng() % kMetaRoots);
     uint32_t n = rng() % 4 == 0 ? 1 + rng() % 6 : 1;
-    WriteTagged(p.get(), slot, i, Durability::kNone,
-                n > 1 ? PageType::kOverflow : PageType::kLeaf, n);
+    WriteTagged(p.get(), slot, i, Durability::kNone, n > 1 ? PageType::kOverflow : PageType::kLeaf,
+                n);
     if (rng() % 37 == 0) REQUIRE(p->Checkpoint().ok());
     if (rng() % 50 == 0) {
       p.reset();
@@ -359,8 +356,8 @@ namespace {
 
 // What /proc/self/smaps says about one mapping.
 struct MapInfo {
-  uint64_t rss = 0;     // resident bytes ("Rss")
-  std::string flags;    // "VmFlags", e.g. "rd wr sh mr mw me ms rr"
+  uint64_t rss = 0;   // resident bytes ("Rss")
+  std::string flags;  // "VmFlags", e.g. "rd wr sh mr mw me ms rr"
 };
 
 // Every mapping of `path` in this process.
@@ -374,13 +371,11 @@ std::vector<MapInfo> MapsOf(const std::string& path) {
     std::string l(line);
     if (!l.empty() && l.back() == '\n') l.pop_back();
     const std::string first = l.substr(0, l.find(' '));
-    const bool header =
-        first.find('-') != std::string::npos &&
-        first.find_first_not_of("0123456789abcdef-") == std::string::npos;
+    const bool header = first.find('-') != std::string::npos &&
+                        first.find_first_not_of("0123456789abcdef-") == std::string::npos;
     unsigned long long kb;
     if (header) {  // "start-end perms offset dev inode path"
-      ours = l.size() >= path.size() &&
-             l.compare(l.size() - path.size(), path.size(), path) == 0;
+      ours = l.size() >= path.size() && l.compare(l.size() - path.size(), path.size(), path) == 0;
       if (ours) maps.emplace_back();
     } else if (ours && std::sscanf(line, "Rss: %llu kB", &kb) == 1) {
       maps.back().rss = kb * 1024;
@@ -479,8 +474,7 @@ TEST_CASE("pager: readers run concurrently with a writer") {
         }
         // The tag is the txid of the commit that wrote the page; it never
         // exceeds the snapshot's txid and the body always matches it.
-        uint64_t tag =
-            (DecodeFixed64(pg + kPageHeaderSize) - kPageHeaderSize) / 1000003;
+        uint64_t tag = (DecodeFixed64(pg + kPageHeaderSize) - kPageHeaderSize) / 1000003;
         if (!testutil::BodyMatches(pg, 4096, tag)) bad++;
       }
     });
@@ -495,10 +489,7 @@ TEST_CASE("pager: readers run concurrently with a writer") {
     testutil::FillBody(pg, 4096, i);
     REQUIRE(w.value()->Free(w.value()->root(0)).ok());
     w.value()->set_root(0, id);
-    REQUIRE(
-        w.value()
-            ->Commit("", i % 50 == 0 ? Durability::kFsync : Durability::kNone)
-            .ok());
+    REQUIRE(w.value()->Commit("", i % 50 == 0 ? Durability::kFsync : Durability::kNone).ok());
     if (i % 100 == 0) REQUIRE(p->Checkpoint().ok());
   }
   stop = true;

@@ -14,8 +14,7 @@ namespace {
 using namespace testutil;  // NOLINT
 
 uint64_t MetaTxid(const std::string& path, int slot) {
-  return DecodeFixed64(
-      ReadBytes(path, slot * 4096 + kPageTxidOffset, 8).data());
+  return DecodeFixed64(ReadBytes(path, slot * 4096 + kPageTxidOffset, 8).data());
 }
 
 TEST_CASE("corruption: meta pages alternate and a bad newer meta falls back") {
@@ -46,8 +45,7 @@ TEST_CASE("corruption: meta pages alternate and a bad newer meta falls back") {
     FlipByte(path, (ckpt_b % 2) * 4096 + kMetaRootsOffset);
   }
   SECTION("torn newer meta (first sector still the old content)") {
-    WriteBytes(path, (ckpt_b % 2) * 4096,
-               ReadBytes(path, (ckpt_a % 2) * 4096, 512));
+    WriteBytes(path, (ckpt_b % 2) * 4096, ReadBytes(path, (ckpt_a % 2) * 4096, 512));
   }
   // The older checkpoint A is used; the log still holds the records of the
   // commits between A and B (epoch of A), and they replay on top of it.
@@ -86,8 +84,8 @@ TEST_CASE("corruption: format versions 1 and 2 open, a newer one is refused") {
     CHECK(RootHasTag(p.get(), 0, 7));
     WriteTagged(p.get(), 0, 8);
   }
-  CHECK(DecodeFixed32(reinterpret_cast<const uint8_t*>(
-            ReadBytes(path, 0, 4096).data() + kMetaVersionOffset)) == kFormatVersion);
+  CHECK(DecodeFixed32(reinterpret_cast<const uint8_t*>(ReadBytes(path, 0, 4096).data() +
+                                                       kMetaVersionOffset)) == kFormatVersion);
   SetMetaVersion(path, kFormatVersion + 1);
   auto r = Pager::Open(path, SmallOptions());
   REQUIRE(r.status().IsCorruption());
@@ -153,8 +151,7 @@ TEST_CASE("corruption: a flipped byte in a data page is reported on Get") {
     Status s = r.value()->Get(victim, &pg);
     INFO(s.ToString());
     REQUIRE(s.IsCorruption());
-    CHECK(s.message() ==
-          "page " + std::to_string(victim) + ": checksum mismatch");
+    CHECK(s.message() == "page " + std::to_string(victim) + ": checksum mismatch");
     // Twice: a bad page is never marked verified.
     CHECK(r.value()->Get(victim, &pg).IsCorruption());
     // A write txn sees it too.
@@ -182,17 +179,14 @@ TEST_CASE("corruption: a flipped byte in a free-list page fails Open") {
   }
   // Find the free-list root in the newest meta.
   uint64_t t0 = DecodeFixed64(ReadBytes(path, kPageTxidOffset, 8).data());
-  uint64_t t1 =
-      DecodeFixed64(ReadBytes(path, 4096 + kPageTxidOffset, 8).data());
+  uint64_t t1 = DecodeFixed64(ReadBytes(path, 4096 + kPageTxidOffset, 8).data());
   int slot = t1 > t0 ? 1 : 0;
-  PageId fl = DecodeFixed64(
-      ReadBytes(path, slot * 4096 + kMetaFreeListRootOffset, 8).data());
+  PageId fl = DecodeFixed64(ReadBytes(path, slot * 4096 + kMetaFreeListRootOffset, 8).data());
   REQUIRE(fl >= 2);
   FlipByte(path, fl * 4096 + kFreeListEntriesOffset + 1);
   auto r = Pager::Open(path, SmallOptions());
   REQUIRE(r.status().IsCorruption());
-  CHECK(r.status().message() ==
-        "page " + std::to_string(fl) + ": checksum mismatch");
+  CHECK(r.status().message() == "page " + std::to_string(fl) + ": checksum mismatch");
 }
 
 TEST_CASE("corruption: truncated file and out-of-range ids") {

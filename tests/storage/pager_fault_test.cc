@@ -41,8 +41,7 @@ TEST_CASE("fault: EIO on log sync fails the commit and is sticky") {
     REQUIRE(w.value()->Allocate(PageType::kLeaf, 1, &id, &pg).ok());
     FillBody(pg, 4096, 2);
     w.value()->set_root(0, id);
-    Status s = w.value()->Commit(Payload(0, 2, PageType::kLeaf, 1),
-                                 Durability::kFsync);
+    Status s = w.value()->Commit(Payload(0, 2, PageType::kLeaf, 1), Durability::kFsync);
     REQUIRE(s.IsIOError());
     CHECK(s.message().find("-log") != std::string::npos);
     CHECK(p->BackgroundError().IsIOError());
@@ -69,9 +68,7 @@ TEST_CASE("fault: msync and data sync failures are sticky") {
     SECTION("msync") {
       fs.FailNth(Op::kMapSync, 1, EIO);
       auto w = p->BeginWrite();
-      CHECK(w.value()
-                ->Commit(Payload(0, 1, PageType::kLeaf, 1), Durability::kMsync)
-                .IsIOError());
+      CHECK(w.value()->Commit(Payload(0, 1, PageType::kLeaf, 1), Durability::kMsync).IsIOError());
     }
     SECTION("checkpoint data sync") {
       fs.FailNth(Op::kSync, 1, EIO, "db");
@@ -80,9 +77,7 @@ TEST_CASE("fault: msync and data sync failures are sticky") {
     SECTION("everything fails") {
       fs.FailAll(EIO);
       auto w = p->BeginWrite();
-      CHECK(w.value()
-                ->Commit(Payload(0, 1, PageType::kLeaf, 1), Durability::kFsync)
-                .IsIOError());
+      CHECK(w.value()->Commit(Payload(0, 1, PageType::kLeaf, 1), Durability::kFsync).IsIOError());
     }
     CHECK(p->BeginWrite().status().IsIOError());
     CHECK(RootHasTag(p.get(), 0, 1));
@@ -140,7 +135,7 @@ void PowerLossRound(Durability mode, uint64_t seed, bool expect_all) {
   const std::string path = dir.File("db");
   FaultFileSystem fs;
   std::mt19937_64 rng(seed);
-  std::map<int, uint64_t> acked;  // slot -> last acknowledged tag
+  std::map<int, uint64_t> acked;                 // slot -> last acknowledged tag
   std::vector<std::map<int, uint64_t>> history;  // state after each commit
   {
     auto p = OpenOrDie(path, FaultOptions(&fs));
@@ -148,8 +143,8 @@ void PowerLossRound(Durability mode, uint64_t seed, bool expect_all) {
     for (int i = 0; i < n; i++) {
       int slot = static_cast<int>(rng() % 3);
       uint32_t pages = rng() % 5 == 0 ? 2 + rng() % 3 : 1;
-      WriteTagged(p.get(), slot, 10000 + i, mode,
-                  pages > 1 ? PageType::kOverflow : PageType::kLeaf, pages);
+      WriteTagged(p.get(), slot, 10000 + i, mode, pages > 1 ? PageType::kOverflow : PageType::kLeaf,
+                  pages);
       acked[slot] = 10000 + i;
       history.push_back(acked);
       if (rng() % 10 == 0) REQUIRE(p->Checkpoint().ok());
@@ -221,16 +216,12 @@ TEST_CASE("group commit: several threads, every commit durable") {
           PageId id;
           uint8_t* pg;
           uint64_t tag = t * 100000 + i;
-          if (!w.value()->Allocate(PageType::kLeaf, 1, &id, &pg).ok())
-            failures++;
+          if (!w.value()->Allocate(PageType::kLeaf, 1, &id, &pg).ok()) failures++;
           FillBody(pg, 4096, tag);
           PageId old = w.value()->root(t);
           if (old != 0 && !w.value()->Free(old).ok()) failures++;
           w.value()->set_root(t, id);
-          if (!w.value()
-                   ->Commit(Payload(t, tag, PageType::kLeaf, 1),
-                            Durability::kGroup)
-                   .ok()) {
+          if (!w.value()->Commit(Payload(t, tag, PageType::kLeaf, 1), Durability::kGroup).ok()) {
             failures++;
           }
         }
@@ -246,8 +237,7 @@ TEST_CASE("group commit: several threads, every commit durable") {
   std::vector<uint64_t> tags;
   auto p = OpenAndReplay(path, SmallOptions(), &tags);
   CHECK(tags.size() == static_cast<size_t>(threads * per));
-  for (int t = 0; t < threads; t++)
-    CHECK(RootHasTag(p.get(), t, t * 100000 + per - 1));
+  for (int t = 0; t < threads; t++) CHECK(RootHasTag(p.get(), t, t * 100000 + per - 1));
 }
 
 TEST_CASE("periodic: the background thread flushes the log") {
@@ -278,9 +268,8 @@ TEST_CASE("SyncForCommit: every mode works on a committed range") {
   auto p = OpenOrDie(dir.File("db"));
   WriteTagged(p.get(), 0, 1);
   uint64_t used = p->Stats().log_used;
-  for (Durability d :
-       {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
-        Durability::kFsync, Durability::kGroup}) {
+  for (Durability d : {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
+                       Durability::kFsync, Durability::kGroup}) {
     INFO(DurabilityName(d));
     CHECK(p->SyncForCommit(d, kLogRecordsOffset, used).ok());
   }

@@ -111,9 +111,11 @@ TEST_CASE("open: a kill or power cut at any point of creating leaves no half-mad
     auto r = Pager::Open(path, again);
     INFO(r.status().ToString());
     REQUIRE(r.ok());
-    REQUIRE(r.value()->Recover([&](uint64_t, std::string_view payload) {
-      return ApplyTagged(r.value().get(), payload, &tags);
-    }).ok());
+    REQUIRE(r.value()
+                ->Recover([&](uint64_t, std::string_view payload) {
+                  return ApplyTagged(r.value().get(), payload, &tags);
+                })
+                .ok());
     CHECK(r.value()->Verify().ok());
     WriteTagged(r.value().get(), 1, 99);  // and it takes writes
   }
@@ -320,7 +322,8 @@ TEST_CASE("open: a clean database with a foreign or damaged log opens and makes 
   CHECK(RootHasTag(o.get(), 0, 2));
 }
 
-TEST_CASE("open: the data file is locked through the descriptor read, and a replaced file is noticed") {
+TEST_CASE(
+    "open: the data file is locked through the descriptor read, and a replaced file is noticed") {
   test::TempDir dir;
   const std::string path = dir.File("db");
   auto p = OpenOrDie(path);
@@ -368,8 +371,8 @@ TEST_CASE("open: a version 2 database and its headerless log open and are writte
     WriteTagged(p.get(), 0, 6, Durability::kFsync);
     p->TEST_CrashOnClose();
   }
-  CHECK(DecodeFixed32(reinterpret_cast<const uint8_t*>(Slurp(path).data()) +
-                      kMetaVersionOffset) == 3);
+  CHECK(DecodeFixed32(reinterpret_cast<const uint8_t*>(Slurp(path).data()) + kMetaVersionOffset) ==
+        3);
   std::vector<uint64_t> tags;
   auto p = OpenAndReplay(path, SmallOptions(), &tags);
   CHECK(tags == std::vector<uint64_t>{6});

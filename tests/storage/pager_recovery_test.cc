@@ -65,9 +65,7 @@ TEST_CASE("recovery: a torn log tail stops replay at the last intact record") {
     p->TEST_CrashOnClose();
   }
   SECTION("flipped payload byte") { FlipByte(path + "-log", last_offset + 33); }
-  SECTION("zeroed header") {
-    WriteBytes(path + "-log", last_offset, std::string(32, '\0'));
-  }
+  SECTION("zeroed header") { WriteBytes(path + "-log", last_offset, std::string(32, '\0')); }
   std::vector<uint64_t> tags;
   auto p = OpenAndReplay(path, SmallOptions(), &tags);
   CHECK(tags == std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8});
@@ -109,8 +107,7 @@ TEST_CASE("recovery: a full log commits by checkpoint") {
     CHECK(p->Stats().log_used < 4096);
     // A payload larger than the log.
     auto w = p->BeginWrite();
-    REQUIRE(
-        w.value()->Commit(std::string(10000, 'x'), Durability::kFsync).ok());
+    REQUIRE(w.value()->Commit(std::string(10000, 'x'), Durability::kFsync).ok());
     p->TEST_CrashOnClose();
   }
   std::vector<uint64_t> tags;

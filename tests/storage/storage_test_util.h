@@ -24,15 +24,14 @@ inline PagerOptions SmallOptions() {
   return o;
 }
 
-inline std::unique_ptr<Pager> OpenOrDie(
-    const std::string& path, const PagerOptions& o = SmallOptions()) {
+inline std::unique_ptr<Pager> OpenOrDie(const std::string& path,
+                                        const PagerOptions& o = SmallOptions()) {
   auto r = Pager::Open(path, o);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   std::unique_ptr<Pager> p = std::move(r.value());
-  Status s = p->Recover([](uint64_t, std::string_view) {
-    return Status::Corruption("unexpected log record");
-  });
+  Status s = p->Recover(
+      [](uint64_t, std::string_view) { return Status::Corruption("unexpected log record"); });
   INFO(s.ToString());
   REQUIRE(s.ok());
   return p;
@@ -58,8 +57,7 @@ inline std::string Payload(int slot, uint64_t tag, PageType type, uint32_t n) {
 
 // Begins a write txn, allocates one page tagged `tag`, stores it in root
 // slot `slot`, commits. Returns the page id.
-inline PageId WriteTagged(Pager* p, int slot, uint64_t tag,
-                          Durability d = Durability::kNone,
+inline PageId WriteTagged(Pager* p, int slot, uint64_t tag, Durability d = Durability::kNone,
                           PageType type = PageType::kLeaf, uint32_t n = 1) {
   auto w = p->BeginWrite();
   INFO(w.status().ToString());
@@ -92,8 +90,7 @@ inline Status ApplyTagged(Pager* p, std::string_view payload,
   if (!w.ok()) return w.status();
   PageId id;
   uint8_t* pg;
-  MMDOC_RETURN_IF_ERROR(
-      w.value()->Allocate(static_cast<PageType>(type), n, &id, &pg));
+  MMDOC_RETURN_IF_ERROR(w.value()->Allocate(static_cast<PageType>(type), n, &id, &pg));
   FillBody(pg, uint64_t{n} * w.value()->page_size(), tag);
   PageId old = w.value()->root(slot);
   if (old != 0) MMDOC_RETURN_IF_ERROR(w.value()->Free(old));
@@ -103,16 +100,14 @@ inline Status ApplyTagged(Pager* p, std::string_view payload,
 }
 
 // Opens and recovers with ApplyTagged; *tags receives the replayed tags.
-inline std::unique_ptr<Pager> OpenAndReplay(const std::string& path,
-                                            const PagerOptions& o,
+inline std::unique_ptr<Pager> OpenAndReplay(const std::string& path, const PagerOptions& o,
                                             std::vector<uint64_t>* tags) {
   auto r = Pager::Open(path, o);
   INFO(r.status().ToString());
   REQUIRE(r.ok());
   std::unique_ptr<Pager> p = std::move(r.value());
-  Status s = p->Recover([&](uint64_t, std::string_view payload) {
-    return ApplyTagged(p.get(), payload, tags);
-  });
+  Status s = p->Recover(
+      [&](uint64_t, std::string_view payload) { return ApplyTagged(p.get(), payload, tags); });
   INFO(s.ToString());
   REQUIRE(s.ok());
   return p;
@@ -136,8 +131,7 @@ inline std::string ReadBytes(const std::string& path, uint64_t off, size_t n) {
   REQUIRE(f.value()->ReadAt(off, buf.data(), n).ok());
   return buf;
 }
-inline void WriteBytes(const std::string& path, uint64_t off,
-                       const std::string& bytes) {
+inline void WriteBytes(const std::string& path, uint64_t off, const std::string& bytes) {
   auto f = FileSystem::Default()->Open(path, false);
   REQUIRE(f.ok());
   REQUIRE(f.value()->WriteAt(off, bytes.data(), bytes.size()).ok());

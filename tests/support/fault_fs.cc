@@ -55,8 +55,7 @@ class FaultFileSystem::FaultFile final : public FileWrapper {
   Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kMapSync, path()));
     MMDOC_RETURN_IF_ERROR(real()->MapSync(addr, offset, length));
-    fs_->Capture(real(), offset / kPage * kPage,
-                 (offset + length + kPage - 1) / kPage * kPage);
+    fs_->Capture(real(), offset / kPage * kPage, (offset + length + kPage - 1) / kPage * kPage);
     return Status::OK();
   }
 
@@ -67,8 +66,7 @@ class FaultFileSystem::FaultFile final : public FileWrapper {
 FaultFileSystem::FaultFileSystem(storage::FileSystem* base) : FileSystemWrapper(base) {}
 FaultFileSystem::~FaultFileSystem() = default;
 
-void FaultFileSystem::FailNth(Op op, uint64_t n, int err,
-                              const std::string& path_suffix) {
+void FaultFileSystem::FailNth(Op op, uint64_t n, int err, const std::string& path_suffix) {
   std::lock_guard<std::mutex> l(mu_);
   rules_.push_back(Rule{op, n == 0 ? 1 : n, err, path_suffix});
 }
@@ -89,8 +87,7 @@ uint64_t FaultFileSystem::Count(Op op, const std::string& path_suffix) const {
   std::lock_guard<std::mutex> l(mu_);
   uint64_t n = 0;
   for (const auto& [key, count] : counts_) {
-    if (key.first == static_cast<int>(op) &&
-        EndsWith(key.second, path_suffix)) {
+    if (key.first == static_cast<int>(op) && EndsWith(key.second, path_suffix)) {
       n += count;
     }
   }
@@ -121,8 +118,8 @@ Status FaultFileSystem::MaybeFail(Op op, const std::string& path) {
   if (err == 0) return Status::OK();
   injected_++;
   static const char* kNames[] = {"write", "sync", "msync", "allocate"};
-  std::string what = std::string("injected ") + kNames[static_cast<int>(op)] +
-                     " failure: " + std::strerror(err);
+  std::string what =
+      std::string("injected ") + kNames[static_cast<int>(op)] + " failure: " + std::strerror(err);
   if (err == ENOSPC) return Status::Full(path, what);
   return Status::IOError(path, what);
 }
@@ -169,12 +166,8 @@ void FaultFileSystem::SimulatePowerLoss(std::mt19937_64& rng) {
       result.assign(size, '\0');
       for (uint64_t p = 0; p < size; p += kPage) {
         const uint64_t n = std::min(kPage, size - p);
-        auto byte_new = [&](uint64_t i) {
-          return i < cur.size() ? cur[i] : '\0';
-        };
-        auto byte_old = [&](uint64_t i) {
-          return i < old.size() ? old[i] : '\0';
-        };
+        auto byte_new = [&](uint64_t i) { return i < cur.size() ? cur[i] : '\0'; };
+        auto byte_old = [&](uint64_t i) { return i < old.size() ? old[i] : '\0'; };
         bool differs = false;
         for (uint64_t i = p; i < p + n && !differs; i++) {
           differs = byte_new(i) != byte_old(i);
@@ -191,8 +184,7 @@ void FaultFileSystem::SimulatePowerLoss(std::mt19937_64& rng) {
               new_bytes = 0;
               break;  // reverted
             default:  // torn at a sector boundary
-              new_bytes =
-                  std::min(n, kSector * (1 + rng() % (kPage / kSector - 1)));
+              new_bytes = std::min(n, kSector * (1 + rng() % (kPage / kSector - 1)));
           }
         }
         for (uint64_t i = p; i < p + n; i++) {
@@ -208,8 +200,7 @@ void FaultFileSystem::SimulatePowerLoss(std::mt19937_64& rng) {
   }
 }
 
-Result<std::unique_ptr<File>> FaultFileSystem::Open(const std::string& path,
-                                                    bool create) {
+Result<std::unique_ptr<File>> FaultFileSystem::Open(const std::string& path, bool create) {
   const bool existed = base()->Exists(path);
   auto real = base()->Open(path, create);
   if (!real.ok()) return real.status();

@@ -73,8 +73,7 @@ class FaultFileSystem final : public FileSystemWrapper {
   // --- fault injection ---
   // The n-th matching call from now (n = 1: the next one) fails once with
   // `err` (EIO or ENOSPC). Several rules may be armed at once.
-  void FailNth(Op op, uint64_t n, int err = EIO,
-               const std::string& path_suffix = "");
+  void FailNth(Op op, uint64_t n, int err = EIO, const std::string& path_suffix = "");
   // Every later WriteAt/Sync/MapSync/Allocate fails with `err`.
   void FailAll(int err = EIO);
   // Disarms FailNth rules and FailAll.
@@ -91,8 +90,7 @@ class FaultFileSystem final : public FileSystemWrapper {
   void SimulatePowerLoss(std::mt19937_64& rng);
 
   // --- storage::FileSystem ---
-  Result<std::unique_ptr<storage::File>> Open(const std::string& path,
-                                              bool create) override;
+  Result<std::unique_ptr<storage::File>> Open(const std::string& path, bool create) override;
   Status CreateExclusive(const std::string& path, const void* data, size_t n) override;
   Status Remove(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;
@@ -107,9 +105,9 @@ class FaultFileSystem final : public FileSystemWrapper {
   // A directory change not yet durable, and what undoing it restores.
   struct DirOp {
     enum Kind { kCreate, kRename, kRemove } kind;
-    std::string from, to;     // kCreate/kRemove: `to` only
-    bool replaced = false;    // kRename: `to` existed and was replaced
-    FileState old_to;         // kRename (replaced) and kRemove: what `to` held
+    std::string from, to;   // kCreate/kRemove: `to` only
+    bool replaced = false;  // kRename: `to` existed and was replaced
+    FileState old_to;       // kRename (replaced) and kRemove: what `to` held
   };
   // Undoes `op` on the real files and in files_. REQUIRES: mu_ held.
   void Undo(const DirOp& op);

@@ -16,9 +16,9 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -274,7 +274,8 @@ TEST_CASE("crash kill: compact in one process while others insert loses nothing 
   const std::string db = dir.File("c.mmdb");
   {
     std::ofstream f(dir.File("seed.json"));
-    for (int i = 0; i < 2000; i++) f << "{\"_id\": -" << i + 1 << ", \"pad\": \"" << std::string(100, 'p') << "\"}\n";
+    for (int i = 0; i < 2000; i++)
+      f << "{\"_id\": -" << i + 1 << ", \"pad\": \"" << std::string(100, 'p') << "\"}\n";
   }
   std::string err;
   REQUIRE(RunTool({"import", db, dir.File("seed.json")}, dir.path(), &err) == 0);

@@ -36,8 +36,7 @@ struct Run {
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in),
-                     std::istreambuf_iterator<char>());
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 void WriteFile(const std::string& path, const std::string& data) {
@@ -49,8 +48,7 @@ std::string ToolPath() { return BuildDir() + "/tools/mmdoc"; }
 
 // Runs the tool with `args`, `input` on stdin; stdout and stderr go to
 // files (no pipe can fill up and deadlock). Kills it after 60 s.
-Run RunTool(const std::vector<std::string>& args,
-            const std::string& input = "") {
+Run RunTool(const std::vector<std::string>& args, const std::string& input = "") {
   static TempDir io;
   static int n = 0;
   const std::string base = io.File("run" + std::to_string(++n));
@@ -94,8 +92,7 @@ Run RunTool(const std::vector<std::string>& args,
 }
 
 std::string Show(const Run& r) {
-  return "status " + std::to_string(r.status) + "\nstdout: " + r.out +
-         "\nstderr: " + r.err;
+  return "status " + std::to_string(r.status) + "\nstdout: " + r.out + "\nstderr: " + r.err;
 }
 
 bool Contains(const std::string& s, const std::string& part) {
@@ -112,8 +109,7 @@ std::vector<std::string> Lines(const std::string& s) {
 
 // The failure contract: the status, and exactly one line on stderr that
 // starts with "mmdoc: " and contains every one of `parts`.
-void ExpectError(const Run& r, int status,
-                 const std::vector<std::string>& parts) {
+void ExpectError(const Run& r, int status, const std::vector<std::string>& parts) {
   INFO(Show(r));
   CHECK(r.status == status);
   CHECK(r.err.rfind("mmdoc: ", 0) == 0);
@@ -122,8 +118,7 @@ void ExpectError(const Run& r, int status,
   for (const std::string& p : parts) CHECK(Contains(r.err, p));
 }
 
-Run MustRun(const std::vector<std::string>& args,
-            const std::string& input = "") {
+Run MustRun(const std::vector<std::string>& args, const std::string& input = "") {
   Run r = RunTool(args, input);
   INFO("mmdoc " << args.at(0) << ": " << Show(r));
   REQUIRE(r.status == 0);
@@ -156,9 +151,8 @@ TEST_CASE("tool: help and usage errors", "[tools]") {
   Run help = RunTool({"--help"});
   INFO(Show(help));
   CHECK(help.status == 0);
-  for (const char* cmd :
-       {"insert", "get", "find", "update", "delete", "count", "index", "import",
-        "export", "stats", "check", "compact", "Exit status"}) {
+  for (const char* cmd : {"insert", "get", "find", "update", "delete", "count", "index", "import",
+                          "export", "stats", "check", "compact", "Exit status"}) {
     CHECK(Contains(help.out, cmd));
   }
   Run insert_help = RunTool({"insert", "--help"});
@@ -172,16 +166,13 @@ TEST_CASE("tool: help and usage errors", "[tools]") {
   CHECK(index_help.status == 0);
   CHECK(Contains(index_help.out, "--unique"));
 
-  ExpectError(RunTool({"frobnicate", "x.mmdb"}), 2,
-              {"unknown command", "frobnicate"});
-  ExpectError(RunTool({"index", "rebuild", "x.mmdb", "a"}), 2,
-              {"unknown command", "rebuild"});
+  ExpectError(RunTool({"frobnicate", "x.mmdb"}), 2, {"unknown command", "frobnicate"});
+  ExpectError(RunTool({"index", "rebuild", "x.mmdb", "a"}), 2, {"unknown command", "rebuild"});
   ExpectError(RunTool({}), 2, {"usage"});
   ExpectError(RunTool({"insert"}), 2, {"insert", "DB"});
   ExpectError(RunTool({"get", "x.mmdb"}), 2, {"get", "ID"});
   ExpectError(RunTool({"update", "x.mmdb", "{}"}), 2, {"update", "UPDATE"});
-  ExpectError(RunTool({"insert", "x.mmdb", "--durability", "sometimes"}), 2,
-              {"durability"});
+  ExpectError(RunTool({"insert", "x.mmdb", "--durability", "sometimes"}), 2, {"durability"});
   ExpectError(RunTool({"insert", "x.mmdb", "--batch", "0"}), 2, {"batch"});
   ExpectError(RunTool({"find", "x.mmdb", "--bogus"}), 2, {"--bogus"});
 }
@@ -215,8 +206,8 @@ TEST_CASE("tool: insert, get, find, count", "[tools]") {
 
   Run all = MustRun({"find", db});
   CHECK(Lines(all.out).size() == 5);
-  Run sorted = MustRun({"find", db, R"({"age": {"$exists": true}})",
-                        "--sort=-age", "--project", "name"});
+  Run sorted =
+      MustRun({"find", db, R"({"age": {"$exists": true}})", "--sort=-age", "--project", "name"});
   std::vector<std::string> lines = Lines(sorted.out);
   REQUIRE(lines.size() == 2);
   CHECK(Contains(lines[0], "bob"));
@@ -236,8 +227,7 @@ TEST_CASE("tool: insert, get, find, count", "[tools]") {
   explain = MustRun({"find", db, R"({"name": "ada"})", "--explain"});
   CHECK(Contains(explain.out, "IXSCAN"));
 
-  ExpectError(RunTool({"find", db, "{}", "--sort", "age:sideways"}), 2,
-              {"sort"});
+  ExpectError(RunTool({"find", db, "{}", "--sort", "age:sideways"}), 2, {"sort"});
   ExpectCheckOk(db);
 }
 
@@ -273,14 +263,12 @@ TEST_CASE("tool: bad input to insert", "[tools]") {
   const std::string db = dir.File("t.mmdb");
   ExpectError(RunTool({"insert", db}, "[1, 2]\n"), 2, {"line 1"});
   ExpectError(RunTool({"insert", db}, "{\"$set\": 1}\n"), 2, {"line 1"});
-  ExpectError(RunTool({"insert", db}, "{\"a\": \"\xff\xfe\"}\n"), 2,
-              {"line 1"});
+  ExpectError(RunTool({"insert", db}, "{\"a\": \"\xff\xfe\"}\n"), 2, {"line 1"});
   std::string deep;
   for (int i = 0; i < 150; ++i) deep += "{\"a\": ";
   deep += "1";
   for (int i = 0; i < 150; ++i) deep += "}";
-  ExpectError(RunTool({"insert", db}, "{\"_id\": 0}\n" + deep + "\n"), 2,
-              {"line 2"});
+  ExpectError(RunTool({"insert", db}, "{\"_id\": 0}\n" + deep + "\n"), 2, {"line 2"});
   CHECK(CountOf(db) == 1);
   ExpectCheckOk(db);
 }
@@ -304,10 +292,8 @@ TEST_CASE("tool: duplicate _id and unique-index violations", "[tools]") {
   CHECK(RunTool({"get", db, "k4"}).status == 1);
 
   // A unique index cannot be built over duplicates; nothing is left.
-  MustRun({"insert", db, "-c", "u"},
-          "{\"_id\": \"k5\", \"n\": 7}\n{\"_id\": \"k6\", \"n\": 7}\n");
-  ExpectError(RunTool({"index", "create", db, "n", "--unique", "-c", "u"}), 2,
-              {"n", "7"});
+  MustRun({"insert", db, "-c", "u"}, "{\"_id\": \"k5\", \"n\": 7}\n{\"_id\": \"k6\", \"n\": 7}\n");
+  ExpectError(RunTool({"index", "create", db, "n", "--unique", "-c", "u"}), 2, {"n", "7"});
   CHECK(MustRun({"index", "list", db, "-c", "u"}).out.empty());
   Run list = MustRun({"index", "list", db});
   CHECK(Contains(list.out, "email"));
@@ -324,8 +310,7 @@ TEST_CASE("tool: bad filters and updates", "[tools]") {
   ExpectError(RunTool({"count", db, "not json"}), 2, {"filter"});
   ExpectError(RunTool({"delete", db, "{"}), 2, {"filter"});
   ExpectError(RunTool({"update", db, "{}", "{oops"}), 2, {"update"});
-  ExpectError(RunTool({"update", db, "{}", R"({"$frob": {"a": 1}})"}), 2,
-              {"$frob"});
+  ExpectError(RunTool({"update", db, "{}", R"({"$frob": {"a": 1}})"}), 2, {"$frob"});
   CHECK(Contains(MustRun({"get", db, "1"}).out, "\"a\""));
   ExpectCheckOk(db);
 }
@@ -339,8 +324,7 @@ TEST_CASE("tool: update, delete, index drop and list", "[tools]") {
   MustRun({"index", "create", db, "n"});
   Run one = MustRun({"update", db, R"({"n": 1})", R"({"$inc": {"n": 10}})"});
   CHECK(Contains(one.out, "\"matched\": 1"));
-  Run many =
-      MustRun({"update", db, "{}", R"({"$set": {"tag": "t"}})", "--many"});
+  Run many = MustRun({"update", db, "{}", R"({"$set": {"tag": "t"}})", "--many"});
   CHECK(Contains(many.out, "\"matched\": 3"));
   CHECK(Contains(many.out, "\"modified\": 3"));
   CHECK(CountOf(db, R"({"tag": "t"})") == 3);
@@ -376,8 +360,7 @@ TEST_CASE("tool: paths that are directories or missing", "[tools]") {
   ExpectError(RunTool({"insert", dir.path()}, "{}\n"), 2, {"directory"});
   ExpectError(RunTool({"get", dir.path(), "1"}), 2, {"directory"});
   ExpectError(RunTool({"check", dir.path()}), 2, {"directory"});
-  ExpectError(RunTool({"find", dir.File("missing.mmdb")}), 2,
-              {"no such database"});
+  ExpectError(RunTool({"find", dir.File("missing.mmdb")}), 2, {"no such database"});
   struct stat st;
   CHECK(stat(dir.File("missing.mmdb").c_str(), &st) != 0);  // not created
   const std::string db = dir.File("t.mmdb");
@@ -398,13 +381,11 @@ TEST_CASE("tool: import of empty, binary and malformed files", "[tools]") {
   WriteFile(dir.File("empty.bson"), "");
   ExpectError(RunTool({"import", db, dir.File("empty.bson")}), 2, {"empty"});
   std::string binary;
-  for (int i = 0; i < 4096; ++i)
-    binary.push_back(static_cast<char>((i * 7919 + 13) % 256));
+  for (int i = 0; i < 4096; ++i) binary.push_back(static_cast<char>((i * 7919 + 13) % 256));
   binary[0] = '\x89';
   binary[4] = '\x42';  // not a BSON type
   WriteFile(dir.File("image.png"), binary);
-  ExpectError(RunTool({"import", db, dir.File("image.png")}), 2,
-              {"image.png", "neither JSON"});
+  ExpectError(RunTool({"import", db, dir.File("image.png")}), 2, {"image.png", "neither JSON"});
   WriteFile(dir.File("array.json"), "[{\"a\": 1}]\n");
   ExpectError(RunTool({"import", db, dir.File("array.json")}), 2, {"array"});
   WriteFile(dir.File("bad.json"), "{\"_id\": 1}\n{\"_id\": 2}\n{\"_id\"\n");
@@ -451,9 +432,8 @@ TEST_CASE("tool: export and import round trip", "[tools]") {
     REQUIRE(lines.size() == 5);
     for (const std::string& line : lines) {  // every line parses as JSON
       bson_error_t error;
-      bson_t* b =
-          bson_new_from_json(reinterpret_cast<const uint8_t*>(line.data()),
-                             static_cast<ssize_t>(line.size()), &error);
+      bson_t* b = bson_new_from_json(reinterpret_cast<const uint8_t*>(line.data()),
+                                     static_cast<ssize_t>(line.size()), &error);
       CHECK(b != nullptr);
       if (b) bson_destroy(b);
     }
@@ -477,8 +457,7 @@ TEST_CASE("tool: export and import round trip", "[tools]") {
     MustRun({"export", copy, "--format", "bson", "-o", dir.File("again.bson")});
     CHECK(ReadBsonFile(dir.File("again.bson")) == docs);
     CHECK(MustRun({"export", copy}).out == MustRun({"export", db}).out);
-    CHECK(MustRun({"export", copy2, "-c", "c2"}).out ==
-          MustRun({"export", db}).out);
+    CHECK(MustRun({"export", copy2, "-c", "c2"}).out == MustRun({"export", db}).out);
     ExpectCheckOk(copy);
     ExpectCheckOk(copy2);
   }
@@ -491,8 +470,7 @@ TEST_CASE("tool: import in batches of many documents", "[tools]") {
   std::string json;
   const int n = 2500;
   for (int i = 0; i < n; ++i) {
-    json += "{\"_id\": " + std::to_string(i) + ", \"v\": \"" +
-            std::string(i % 50, 'x') + "\"}\n";
+    json += "{\"_id\": " + std::to_string(i) + ", \"v\": \"" + std::string(i % 50, 'x') + "\"}\n";
   }
   WriteFile(dir.File("many.json"), json);
   Run r = MustRun({"import", db, dir.File("many.json"), "--batch", "1000"});
@@ -506,9 +484,8 @@ TEST_CASE("tool: check, stats and compact on a good database", "[tools]") {
   const std::string db = dir.File("t.mmdb");
   std::string json;
   for (int i = 0; i < 500; ++i) {
-    json += "{\"_id\": " + std::to_string(i) +
-            ", \"k\": " + std::to_string(i % 10) + ", \"pad\": \"" +
-            std::string(200, 'p') + "\"}\n";
+    json += "{\"_id\": " + std::to_string(i) + ", \"k\": " + std::to_string(i % 10) +
+            ", \"pad\": \"" + std::string(200, 'p') + "\"}\n";
   }
   MustRun({"insert", db, "--batch", "100", "--durability", "none"}, json);
   MustRun({"index", "create", db, "k"});
@@ -516,9 +493,8 @@ TEST_CASE("tool: check, stats and compact on a good database", "[tools]") {
 
   Run stats = MustRun({"stats", db, "--json"});
   bson_error_t error;
-  bson_t* b =
-      bson_new_from_json(reinterpret_cast<const uint8_t*>(stats.out.data()),
-                         static_cast<ssize_t>(stats.out.size()), &error);
+  bson_t* b = bson_new_from_json(reinterpret_cast<const uint8_t*>(stats.out.data()),
+                                 static_cast<ssize_t>(stats.out.size()), &error);
   CHECK(b != nullptr);
   if (b) bson_destroy(b);
   Run table = MustRun({"stats", db});
@@ -536,8 +512,7 @@ TEST_CASE("tool: check and export --salvage on a damaged file", "[tools]") {
   const std::string db = dir.File("t.mmdb");
   std::string json;
   for (int i = 0; i < 400; ++i) {
-    json += "{\"_id\": " + std::to_string(i) + ", \"pad\": \"" +
-            std::string(300, 'p') + "\"}\n";
+    json += "{\"_id\": " + std::to_string(i) + ", \"pad\": \"" + std::string(300, 'p') + "\"}\n";
   }
   MustRun({"insert", db, "--batch", "400"}, json);
   ExpectCheckOk(db);
@@ -575,8 +550,7 @@ TEST_CASE("tool: check and export --salvage on a damaged file", "[tools]") {
   CHECK(lines.size() >= Lines(plain.out).size());
   std::set<std::string> unique(lines.begin(), lines.end());
   CHECK(unique.size() == lines.size());
-  for (const std::string& line : lines)
-    CHECK(Contains(line, std::string(300, 'p')));
+  for (const std::string& line : lines) CHECK(Contains(line, std::string(300, 'p')));
   // The count of what was lost is exact: DB::Salvage knows the
   // collection's document count even when queries fail.
   unsigned long long wrote = 0;
@@ -593,8 +567,7 @@ TEST_CASE("tool: check and export --salvage on a damaged file", "[tools]") {
 // DB::Salvage reads what DB::Open accepts. A file neither of whose meta
 // pages is valid does not open, so salvage says so (exit 2) and check
 // reports a damaged database (exit 1).
-TEST_CASE("tool: export --salvage of a file with both meta pages damaged",
-          "[tools]") {
+TEST_CASE("tool: export --salvage of a file with both meta pages damaged", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
   MustRun({"insert", db}, "{\"_id\": 1}\n");
@@ -621,32 +594,26 @@ TEST_CASE("tool: find refuses a negative --limit or --skip", "[tools]") {
   ExpectError(RunTool({"find", db, "--limit", "-1"}), 2, {"--limit", "-1"});
   ExpectError(RunTool({"find", db, "--limit=-5"}), 2, {"--limit", "-5"});
   ExpectError(RunTool({"find", db, "--skip", "-1"}), 2, {"--skip", "-1"});
-  ExpectError(RunTool({"find", db, "--skip", "-1", "--explain"}), 2,
-              {"--skip"});
+  ExpectError(RunTool({"find", db, "--skip", "-1", "--explain"}), 2, {"--skip"});
   // Past int64: refused, not wrapped around.
-  ExpectError(RunTool({"find", db, "--limit", "99999999999999999999"}), 2,
-              {"--limit"});
+  ExpectError(RunTool({"find", db, "--limit", "99999999999999999999"}), 2, {"--limit"});
   CHECK(Lines(MustRun({"find", db, "--limit", "1"}).out).size() == 1);
   CHECK(Lines(MustRun({"find", db, "--limit", "0"}).out).size() == 2);
   CHECK(Lines(MustRun({"find", db, "--skip", "1"}).out).size() == 1);
 }
 
 // --project=-_id and --project '$a' printed {"_id": 1}.
-TEST_CASE("tool: find refuses projections that are not field paths",
-          "[tools]") {
+TEST_CASE("tool: find refuses projections that are not field paths", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
   MustRun({"insert", db}, "{\"_id\": 1, \"a\": {\"b\": 2}}\n");
   ExpectError(RunTool({"find", db, "--project=-_id"}), 2, {"project", "-_id"});
   ExpectError(RunTool({"find", db, "--project", "$a"}), 2, {"project", "$a"});
-  ExpectError(RunTool({"find", db, "--project", "a.$b"}), 2,
-              {"project", "a.$b"});
-  ExpectError(RunTool({"find", db, "--project", "a..b"}), 2,
-              {"project", "a..b"});
+  ExpectError(RunTool({"find", db, "--project", "a.$b"}), 2, {"project", "a.$b"});
+  ExpectError(RunTool({"find", db, "--project", "a..b"}), 2, {"project", "a..b"});
   ExpectError(RunTool({"find", db, "--project", "a,.b"}), 2, {"project", ".b"});
   ExpectError(RunTool({"find", db, "--project", ""}), 2, {"project"});
-  ExpectError(RunTool({"find", db, "--project=-a", "--explain"}), 2,
-              {"project"});
+  ExpectError(RunTool({"find", db, "--project=-a", "--explain"}), 2, {"project"});
   ExpectError(RunTool({"find", db, "--sort", "$a"}), 2, {"sort", "$a"});
   CHECK(MustRun({"find", db, "--project", "a.b"}).out ==
         "{ \"_id\" : 1, \"a\" : { \"b\" : 2 } }\n");
@@ -654,19 +621,16 @@ TEST_CASE("tool: find refuses projections that are not field paths",
 
 // a missing collection exited 1 from export but 0 ("wrote
 // 0 documents") from export --salvage.
-TEST_CASE("tool: export of a missing collection exits 1, salvage or not",
-          "[tools]") {
+TEST_CASE("tool: export of a missing collection exits 1, salvage or not", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
   MustRun({"insert", db}, "{\"_id\": 1}\n");
   ExpectError(RunTool({"export", db, "-c", "nope"}), 1, {"nope"});
   ExpectError(RunTool({"export", db, "-c", "nope", "--salvage"}), 1, {"nope"});
   // Nor is an output file left behind.
-  ExpectError(RunTool({"export", db, "-c", "nope", "-o", dir.File("o.json")}),
-              1, {"nope"});
-  ExpectError(RunTool({"export", db, "-c", "nope", "--salvage", "-o",
-                       dir.File("o.json")}),
-              1, {"nope"});
+  ExpectError(RunTool({"export", db, "-c", "nope", "-o", dir.File("o.json")}), 1, {"nope"});
+  ExpectError(RunTool({"export", db, "-c", "nope", "--salvage", "-o", dir.File("o.json")}), 1,
+              {"nope"});
   struct stat st;
   CHECK(stat(dir.File("o.json").c_str(), &st) != 0);
   Run salvage = MustRun({"export", db, "--salvage"});
@@ -674,8 +638,7 @@ TEST_CASE("tool: export of a missing collection exits 1, salvage or not",
 }
 
 // 'a,b' made an index on a field named "a,b".
-TEST_CASE("tool: index create refuses what is not one dotted field path",
-          "[tools]") {
+TEST_CASE("tool: index create refuses what is not one dotted field path", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
   MustRun({"insert", db}, "{\"_id\": 1, \"a\": 1, \"b\": 2}\n");
@@ -712,15 +675,13 @@ TEST_CASE("tool: stats -c shows only that collection", "[tools]") {
 
 size_t Occurrences(const std::string& s, const std::string& part) {
   size_t n = 0;
-  for (size_t i = s.find(part); i != std::string::npos; i = s.find(part, i + 1))
-    ++n;
+  for (size_t i = s.find(part); i != std::string::npos; i = s.find(part, i + 1)) ++n;
   return n;
 }
 
 // the Busy message said "locked by another process or
 // handle" twice.
-TEST_CASE("tool: a locked database is reported once, naming the file",
-          "[tools]") {
+TEST_CASE("tool: a locked database is reported once, naming the file", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("lk.mmdb");
   MustRun({"insert", db}, "{\"_id\": 1}\n");
@@ -733,11 +694,10 @@ TEST_CASE("tool: a locked database is reported once, naming the file",
 }
 
 // find --help listed fewer operators than the engine has.
-TEST_CASE("tool: find --help lists the operators the engine supports",
-          "[tools]") {
+TEST_CASE("tool: find --help lists the operators the engine supports", "[tools]") {
   Run help = MustRun({"find", "--help"});
-  for (const char* op : {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in",
-                         "$nin", "$exists", "$and", "$or", "$nor"}) {
+  for (const char* op : {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists",
+                         "$and", "$or", "$nor"}) {
     CHECK(Contains(help.out, op));
   }
   CHECK(Contains(help.out, "not supported"));
@@ -782,8 +742,7 @@ std::map<std::string, std::string> Snapshot(const std::string& dir) {
 // or a file that is not a database fails with one line and exit 2, and
 // creates or changes nothing. (insert, import and index create given a
 // missing file create the database: that is how one is made.)
-TEST_CASE("tool: bad database paths: one line, exit 2, nothing touched",
-          "[tools]") {
+TEST_CASE("tool: bad database paths: one line, exit 2, nothing touched", "[tools]") {
   TempDir inputs;
   const std::string json = inputs.File("in.json");
   WriteFile(json, "{\"_id\": 9}\n");
@@ -791,8 +750,7 @@ TEST_CASE("tool: bad database paths: one line, exit 2, nothing touched",
   REQUIRE(mkdir(dir.File("dir.mmdb").c_str(), 0755) == 0);
   WriteFile(dir.File("empty.mmdb"), "");
   std::string junk;
-  for (int i = 0; i < 3 * 4096; ++i)
-    junk.push_back(static_cast<char>((i * 7919 + 13) % 256));
+  for (int i = 0; i < 3 * 4096; ++i) junk.push_back(static_cast<char>((i * 7919 + 13) % 256));
   WriteFile(dir.File("junk.mmdb"), junk);
   WriteFile(dir.File("text.mmdb"), "hello\n");
   const auto before = Snapshot(dir.path());
@@ -802,25 +760,23 @@ TEST_CASE("tool: bad database paths: one line, exit 2, nothing touched",
     const char* says;
   };
   for (const Case& bad :
-       {Case{"missing.mmdb", "no such database file"},
-        Case{"dir.mmdb", "directory"}, Case{"empty.mmdb", "empty"},
-        Case{"junk.mmdb", "not an mmdoc database"},
+       {Case{"missing.mmdb", "no such database file"}, Case{"dir.mmdb", "directory"},
+        Case{"empty.mmdb", "empty"}, Case{"junk.mmdb", "not an mmdoc database"},
         Case{"text.mmdb", "not an mmdoc database"}}) {
     const std::string p = dir.File(bad.file);
     const bool missing = std::string(bad.file) == "missing.mmdb";
-    std::vector<std::vector<std::string>> commands = {
-        {"get", p, "1"},
-        {"find", p},
-        {"count", p},
-        {"export", p},
-        {"export", p, "--salvage"},
-        {"stats", p},
-        {"check", p},
-        {"index", "list", p},
-        {"update", p, "{}", "{\"$set\": {\"a\": 1}}"},
-        {"delete", p, "{}"},
-        {"index", "drop", p, "a"},
-        {"compact", p}};
+    std::vector<std::vector<std::string>> commands = {{"get", p, "1"},
+                                                      {"find", p},
+                                                      {"count", p},
+                                                      {"export", p},
+                                                      {"export", p, "--salvage"},
+                                                      {"stats", p},
+                                                      {"check", p},
+                                                      {"index", "list", p},
+                                                      {"update", p, "{}", "{\"$set\": {\"a\": 1}}"},
+                                                      {"delete", p, "{}"},
+                                                      {"index", "drop", p, "a"},
+                                                      {"compact", p}};
     if (!missing) {
       commands.push_back({"insert", p});
       commands.push_back({"import", p, json});
@@ -836,8 +792,7 @@ TEST_CASE("tool: bad database paths: one line, exit 2, nothing touched",
 
 // The read-only commands open without create_if_missing, so a database's
 // files (and a missing log) stay as they were.
-TEST_CASE("tool: read-only commands leave the database files as they were",
-          "[tools]") {
+TEST_CASE("tool: read-only commands leave the database files as they were", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
   MustRun({"insert", db}, "{\"_id\": 1, \"a\": 1}\n{\"_id\": 2}\n");
