@@ -53,7 +53,7 @@ Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c,
   FileSystem* fs = FileSystem::Default();
   std::string path = dir + "/syncbench-" + std::to_string(::getpid()) + ".dat";
   if (fs->Exists(path)) MMDOC_RETURN_IF_ERROR(fs->Remove(path));
-  auto opened = fs->Open(path, /*create=*/true);
+  auto opened = fs->Open(path, OpenMode::kCreate);
   if (!opened.ok()) return opened.status();
   std::unique_ptr<File> file = std::move(opened.value());
 
@@ -69,7 +69,7 @@ Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c,
     // preallocated), written block by block through the map.
     if (!c.preallocated) s = file->Truncate(file_bytes);
     if (s.ok()) {
-      auto m = file->Map(file_bytes, /*writable=*/true);
+      auto m = file->Map(file_bytes, MapMode::kReadWrite);
       if (m.ok()) {
         map = m.value();
       } else {

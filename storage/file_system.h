@@ -10,6 +10,8 @@ namespace mmdoc::storage {
 
 using ::mmdoc::File;
 using ::mmdoc::FileSystem;
+using ::mmdoc::MapMode;
+using ::mmdoc::OpenMode;
 
 }  // namespace mmdoc::storage
 

@@ -38,7 +38,7 @@ Status Log::ZeroFill(uint64_t from, uint64_t to) {
 
 Status Log::Map() {
   map_len_ = std::max<uint64_t>(capacity_, 8);
-  Result<uint8_t*> m = file_->Map(map_len_, /*writable=*/true);
+  Result<uint8_t*> m = file_->Map(map_len_, MapMode::kReadWrite);
   if (!m.ok()) return m.status();
   base_ = *m;
   used_.store(start_);
@@ -46,7 +46,7 @@ Status Log::Map() {
 }
 
 Status Log::Open(const uint64_t db_id[2], bool legacy) {
-  Result<std::unique_ptr<File>> f = fs_->Open(path_, /*create=*/false);
+  Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kExisting);
   if (!f.ok()) return f.status();
   file_ = std::move(f.value());
   Result<uint64_t> size = file_->Size();
@@ -91,7 +91,7 @@ Status Log::Create(const uint64_t db_id[2], uint64_t size) {
   const uint64_t records = Align8(size);
   Status s;
   {
-    Result<std::unique_ptr<File>> f = fs_->Open(path_, /*create=*/true);
+    Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kCreate);
     if (!f.ok()) return f.status();
     file_ = std::move(f.value());
   }

@@ -566,7 +566,7 @@ Status PagerImpl::MapData(uint64_t min_len) {
   uint64_t len = std::max<uint64_t>(opts_.initial_map_size, 1ull << 16);
   if (map_len_ != 0) len = map_len_;
   while (len < min_len) len *= 2;
-  Result<uint8_t*> m = data_->Map(len, /*writable=*/true);
+  Result<uint8_t*> m = data_->Map(len, MapMode::kReadWrite);
   if (!m.ok()) return m.status();
   // B+tree pages are read and written at random. Without this hint a fault
   // reads ahead into large folios, and since the kernel tracks dirtiness per
@@ -634,7 +634,7 @@ Status PagerImpl::OpenDataFile(bool* created) {
   // it: a file renamed over the path in between (a compaction in another
   // process) is opened again.
   for (int attempt = 0; attempt < 100; attempt++) {
-    Result<std::unique_ptr<File>> f = fs_->Open(path_, /*create=*/false);
+    Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kExisting);
     if (!f.ok()) {
       if (!f.status().IsNotFound()) return f.status();
       if (!opts_.create_if_missing) return Status::NotFound(path_, "database does not exist");
@@ -679,7 +679,7 @@ Status PagerImpl::CreateFile() {
 }
 
 bool PagerImpl::LogHasContent() {
-  Result<std::unique_ptr<File>> f = fs_->Open(log_.path(), /*create=*/false);
+  Result<std::unique_ptr<File>> f = fs_->Open(log_.path(), OpenMode::kExisting);
   if (!f.ok()) return !f.status().IsNotFound();
   Result<uint64_t> size = f.value()->Size();
   if (!size.ok()) return true;

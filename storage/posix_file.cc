@@ -111,8 +111,8 @@ class PosixFile final : public File {
     return Status::OK();
   }
 
-  Result<uint8_t*> Map(uint64_t length, bool writable) override {
-    int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  Result<uint8_t*> Map(uint64_t length, MapMode mode) override {
+    int prot = PROT_READ | (mode == MapMode::kReadWrite ? PROT_WRITE : 0);
     void* p = ::mmap(nullptr, length, prot, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) return ErrnoStatus(path_, errno, "mmap");
     return static_cast<uint8_t*>(p);
@@ -202,8 +202,8 @@ std::string DirName(const std::string& path) {
 
 class PosixFileSystem final : public FileSystem {
  public:
-  Result<std::unique_ptr<File>> Open(const std::string& path, bool create) override {
-    int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+  Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
+    int flags = O_RDWR | O_CLOEXEC | (mode == OpenMode::kCreate ? O_CREAT : 0);
     int fd;
     do {
       fd = ::open(path.c_str(), flags, 0644);

@@ -282,7 +282,7 @@ int main(int argc, char** argv) {
     if (std::string(design) == "buffer") {
       Buffer b;
       const std::string log_path = dir + "/writeproto-buffer.log";
-      auto log_file = mmdoc::FileSystem::Default()->Open(log_path, /*create=*/true);
+      auto log_file = mmdoc::FileSystem::Default()->Open(log_path, mmdoc::OpenMode::kCreate);
       Check(log_file.status(), "open log");
       uint64_t off = 0;
       for (int k = 0; k < 3; k++) {

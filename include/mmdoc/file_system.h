@@ -30,6 +30,11 @@
 
 namespace mmdoc {
 
+// What File::Map allows.
+enum class MapMode { kReadOnly, kReadWrite };
+// What FileSystem::Open does with a missing file.
+enum class OpenMode { kExisting, kCreate };
+
 class File {
  public:
   virtual ~File() = default;
@@ -56,9 +61,9 @@ class File {
 
   // Maps [0, length) of the file. length may exceed the file size (address
   // space is reserved; touching pages past end of file is the caller's bug).
-  // writable=false gives PROT_READ, true gives PROT_READ|PROT_WRITE; both
+  // kReadOnly gives PROT_READ, kReadWrite PROT_READ|PROT_WRITE; both
   // MAP_SHARED, so writes through the map land in the OS page cache.
-  virtual Result<uint8_t*> Map(uint64_t length, bool writable) = 0;
+  virtual Result<uint8_t*> Map(uint64_t length, MapMode mode) = 0;
   virtual Status Unmap(uint8_t* addr, uint64_t length) = 0;
   // msync(MS_SYNC) of [offset, offset+length) of a mapping made by Map.
   // addr is the base returned by Map; offset/length need no alignment.
@@ -95,10 +100,10 @@ class FileSystem {
  public:
   virtual ~FileSystem() = default;
 
-  // Opens path read-write; creates it (mode 0644) when create is true and it
-  // does not exist. NotFound when it does not exist and create is false;
+  // Opens path read-write; with kCreate, creates it (mode 0644) when it
+  // does not exist. NotFound when it does not exist and mode is kExisting;
   // InvalidArgument when path is a directory; IOError otherwise.
-  virtual Result<std::unique_ptr<File>> Open(const std::string& path, bool create) = 0;
+  virtual Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) = 0;
   // Creates `path` holding the n bytes at data, atomically and durably:
   // after a crash at any point the path either does not exist or holds all
   // of them (written and synced under another name, then linked, then the

@@ -95,8 +95,8 @@ class CountingFileSystem final : public test::FileSystemWrapper {
 
   uint64_t log_syncs() const { return log_syncs_.load(); }
 
-  Result<std::unique_ptr<storage::File>> Open(const std::string& path, bool create) override {
-    auto f = base()->Open(path, create);
+  Result<std::unique_ptr<storage::File>> Open(const std::string& path, OpenMode mode) override {
+    auto f = base()->Open(path, mode);
     if (!f.ok()) return f.status();
     const bool is_log = path.size() >= 4 && path.compare(path.size() - 4, 4, "-log") == 0;
     return std::unique_ptr<storage::File>(new CountingFile(this, std::move(f.value()), is_log));

@@ -205,7 +205,7 @@ TEST_CASE("corruption: truncated file and out-of-range ids") {
     CHECK(r.value()->Get(1, &pg).IsCorruption());
     CHECK(r.value()->Get(~0ull, &pg).IsCorruption());
   }
-  auto f = FileSystem::Default()->Open(path, false);
+  auto f = FileSystem::Default()->Open(path, OpenMode::kExisting);
   REQUIRE(f.value()->Truncate(3 * 4096).ok());
   f.value().reset();
   auto r = Pager::Open(path, SmallOptions());

@@ -125,14 +125,14 @@ inline bool RootHasTag(Pager* p, int slot, uint64_t tag) {
 
 // Reads or overwrites bytes of a file through the default file system.
 inline std::string ReadBytes(const std::string& path, uint64_t off, size_t n) {
-  auto f = FileSystem::Default()->Open(path, false);
+  auto f = FileSystem::Default()->Open(path, OpenMode::kExisting);
   REQUIRE(f.ok());
   std::string buf(n, '\0');
   REQUIRE(f.value()->ReadAt(off, buf.data(), n).ok());
   return buf;
 }
 inline void WriteBytes(const std::string& path, uint64_t off, const std::string& bytes) {
-  auto f = FileSystem::Default()->Open(path, false);
+  auto f = FileSystem::Default()->Open(path, OpenMode::kExisting);
   REQUIRE(f.ok());
   REQUIRE(f.value()->WriteAt(off, bytes.data(), bytes.size()).ok());
 }

@@ -148,7 +148,7 @@ void FaultFileSystem::SimulatePowerLoss(std::mt19937_64& rng) {
   for (size_t i = dir_ops_.size(); i > keep; i--) Undo(dir_ops_[i - 1]);
   dir_ops_.clear();
   for (auto& [path, st] : files_) {
-    auto opened = base()->Open(path, /*create=*/false);
+    auto opened = base()->Open(path, OpenMode::kExisting);
     if (!opened.ok()) continue;
     File* f = opened.value().get();
     std::string cur;
@@ -200,9 +200,9 @@ void FaultFileSystem::SimulatePowerLoss(std::mt19937_64& rng) {
   }
 }
 
-Result<std::unique_ptr<File>> FaultFileSystem::Open(const std::string& path, bool create) {
+Result<std::unique_ptr<File>> FaultFileSystem::Open(const std::string& path, OpenMode mode) {
   const bool existed = base()->Exists(path);
-  auto real = base()->Open(path, create);
+  auto real = base()->Open(path, mode);
   if (!real.ok()) return real.status();
   std::lock_guard<std::mutex> l(mu_);
   if (files_.find(path) == files_.end()) {
@@ -235,7 +235,7 @@ FaultFileSystem::FileState FaultFileSystem::DurableState(const std::string& path
     if (it != files_.end()) return it->second;
   }
   FileState st;
-  auto f = base()->Open(path, /*create=*/false);
+  auto f = base()->Open(path, OpenMode::kExisting);
   if (f.ok()) (void)ReadAll(f.value().get(), &st.durable);
   st.synced = true;
   return st;
@@ -279,7 +279,7 @@ Status FaultFileSystem::SyncDir(const std::string& path) {
 
 void FaultFileSystem::Undo(const DirOp& op) {
   auto write_back = [this](const std::string& path, const FileState& st) {
-    auto f = base()->Open(path, /*create=*/true);
+    auto f = base()->Open(path, OpenMode::kCreate);
     if (!f.ok()) return;
     (void)f.value()->Truncate(0);
     if (!st.durable.empty()) (void)f.value()->WriteAt(0, st.durable.data(), st.durable.size());

@@ -90,7 +90,7 @@ class FaultFileSystem final : public FileSystemWrapper {
   void SimulatePowerLoss(std::mt19937_64& rng);
 
   // --- storage::FileSystem ---
-  Result<std::unique_ptr<storage::File>> Open(const std::string& path, bool create) override;
+  Result<std::unique_ptr<storage::File>> Open(const std::string& path, OpenMode mode) override;
   Status CreateExclusive(const std::string& path, const void* data, size_t n) override;
   Status Remove(const std::string& path) override;
   Status Rename(const std::string& from, const std::string& to) override;

@@ -29,9 +29,7 @@ class FileWrapper : public storage::File {
   }
   Status Sync() override { return real_->Sync(); }
   Status SyncAll() override { return real_->SyncAll(); }
-  Result<uint8_t*> Map(uint64_t length, bool writable) override {
-    return real_->Map(length, writable);
-  }
+  Result<uint8_t*> Map(uint64_t length, MapMode mode) override { return real_->Map(length, mode); }
   Status Unmap(uint8_t* addr, uint64_t length) override { return real_->Unmap(addr, length); }
   Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
     return real_->MapSync(addr, offset, length);
@@ -58,8 +56,8 @@ class FileSystemWrapper : public storage::FileSystem {
   explicit FileSystemWrapper(storage::FileSystem* base = storage::FileSystem::Default())
       : base_(base) {}
 
-  Result<std::unique_ptr<storage::File>> Open(const std::string& path, bool create) override {
-    return base_->Open(path, create);
+  Result<std::unique_ptr<storage::File>> Open(const std::string& path, OpenMode mode) override {
+    return base_->Open(path, mode);
   }
   Status CreateExclusive(const std::string& path, const void* data, size_t n) override {
     return base_->CreateExclusive(path, data, n);
