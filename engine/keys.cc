@@ -193,9 +193,9 @@ int CompareContainers(const uint8_t* a, uint32_t alen, const uint8_t* b, uint32_
 
 void PutEscaped(const char* s, size_t len, std::string* out) {
   // Copy runs between NULs in one append each: strings rarely hold a NUL,
-  // and a byte-at-a-time push_back dominated key encoding (callgrind).
-  // One allocation for the common case (a key growing a byte at a time
-  // from a short string reallocated twice: callgrind, DB::Get).
+  // and a byte-at-a-time push_back would dominate key encoding. One
+  // allocation for the common case (a key grown a byte at a time from a
+  // short string reallocates twice).
   out->reserve(out->size() + len + 3);
   const char* end = s + len;
   while (s < end) {

@@ -341,8 +341,8 @@ namespace {
 // zeroed: every use writes before it reads) on first use and kept. One per
 // thread, shared by every tree the thread writes: trees live for one
 // transaction, and a single-write commit writes three (catalog, _id, an
-// index), so a buffer per tree was three 12 KiB allocations and frees per
-// commit (~2k instructions, callgrind). Tree operations do not nest, but an
+// index), so a buffer per tree would be three 12 KiB allocations and frees
+// per commit. Tree operations do not nest, but an
 // operation that finds the buffer taken uses its tree's own instead.
 struct ScratchPages {
   std::unique_ptr<uint8_t[]> pages;
@@ -994,13 +994,13 @@ Status BTree::Verify(std::vector<PageId>* pages, TreeStats* stats) {
 // --- Cursor ---
 
 BTree::Cursor::Cursor(BTree* tree) : tree_(tree) {
-  path_.reserve(8);  // one allocation covers any real depth (callgrind: 3 growths per seek)
+  path_.reserve(8);  // one allocation covers any real depth
 }
 
 bool BTree::Cursor::Valid() const { return valid_; }
 std::string_view BTree::Cursor::key() const {
   // Unpacked on first use: a scan reads values only, and unpacking every
-  // packed _id was 30% of a full scan's instructions (callgrind).
+  // packed _id would be a large share of a full scan.
   if (!key_ready_) {
     key_ready_ = true;
     if (tree_->codec_ != nullptr) {
