@@ -29,6 +29,22 @@ Status ErrnoStatus(const std::string& path, int err, const char* what) {
   return Status::IOError(path, msg);
 }
 
+// pwrite of all n bytes at offset, across short writes and EINTR.
+Status WriteFully(int fd, const std::string& path, uint64_t offset, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    ssize_t r = ::pwrite(fd, p, n, static_cast<off_t>(offset));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(path, errno, "pwrite");
+    }
+    p += r;
+    n -= static_cast<size_t>(r);
+    offset += static_cast<uint64_t>(r);
+  }
+  return Status::OK();
+}
+
 class PosixFile final : public File {
  public:
   PosixFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -53,18 +69,7 @@ class PosixFile final : public File {
   }
 
   Status WriteAt(uint64_t offset, const void* buf, size_t n) override {
-    const auto* p = static_cast<const uint8_t*>(buf);
-    while (n > 0) {
-      ssize_t r = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoStatus(path_, errno, "pwrite");
-      }
-      p += r;
-      n -= static_cast<size_t>(r);
-      offset += static_cast<uint64_t>(r);
-    }
-    return Status::OK();
+    return WriteFully(fd_, path_, offset, buf, n);
   }
 
   Result<uint64_t> Size() override {
@@ -177,22 +182,6 @@ class PosixFile final : public File {
   const int fd_;
 };
 
-Status WriteFully(int fd, const std::string& path, const void* data, size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint64_t off = 0;
-  while (n > 0) {
-    ssize_t r = ::pwrite(fd, p, n, static_cast<off_t>(off));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoStatus(path, errno, "pwrite");
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-    off += static_cast<uint64_t>(r);
-  }
-  return Status::OK();
-}
-
 std::string DirName(const std::string& path) {
   size_t slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
@@ -236,7 +225,7 @@ class PosixFileSystem final : public FileSystem {
       fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
       if (fd < 0) return ErrnoStatus(tmp, errno, "open");
     }
-    Status s = WriteFully(fd, path, data, n);
+    Status s = WriteFully(fd, path, 0, data, n);
     if (s.ok() && ::fsync(fd) != 0) s = ErrnoStatus(path, errno, "fsync");
     if (s.ok()) {
       int r;
