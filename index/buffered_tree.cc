@@ -1,0 +1,457 @@
+// index::BufferedTree: reads through the overlay, the buffer and the BTree;
+// writes to the overlay; a cursor that merges the three.
+//
+// The merge is LevelDB's merging iterator with priorities: each layer is
+// positioned at its first key >= the current one when moving forward (its
+// last key <= the current one when moving backward); the current key is
+// the smallest (largest) of the layers' keys and, among layers at that key,
+// the newest layer's entry wins. Changing direction repositions the other
+// layers around the current key with a Seek. A winning tombstone is stepped
+// over like any key.
+#include "index/buffered_tree.h"
+
+#include <cassert>
+#include <utility>
+
+namespace mmdoc::index {
+
+namespace {
+
+// BTree::Put's argument checks, with its messages (btree.cc CheckKeyValue),
+// so that a caller sees the same errors through either.
+Status CheckKeyValue(std::string_view key, std::string_view value) {
+  if (key.empty()) return Status::InvalidArgument("empty key (keys are 1..1024 bytes)");
+  if (key.size() > kMaxKeySize) {
+    return Status::InvalidArgument("key longer than kMaxKeySize (1024 bytes)");
+  }
+  if (value.size() > kMaxValueSize) {
+    return Status::InvalidArgument("value longer than kMaxValueSize (64 MiB)");
+  }
+  return Status::OK();
+}
+
+Status KeyNotFound() { return Status::NotFound("key not found"); }
+
+Status ReadOnly() {
+  return Status::InvalidArgument("BufferedTree: a write outside a write transaction");
+}
+
+// One layer of a merging cursor, positioned like a BTree::Cursor.
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual Status Seek(std::string_view target) = 0;
+  virtual Status SeekToFirst() = 0;
+  virtual Status SeekToLast() = 0;
+  virtual Status Next() = 0;  // REQUIRES: Valid()
+  virtual Status Prev() = 0;  // REQUIRES: Valid()
+  virtual bool Valid() const = 0;
+  virtual std::string_view key() const = 0;
+  virtual std::string_view value() const = 0;
+  virtual bool erased() const = 0;
+};
+
+// The overlay (a std::map ordered by the tree's order).
+template <typename Map>
+class MapLayer final : public Layer {
+ public:
+  explicit MapLayer(const Map* map) : map_(map), it_(map->end()) {}
+  Status Seek(std::string_view target) override {
+    it_ = map_->lower_bound(target);
+    return Status::OK();
+  }
+  Status SeekToFirst() override {
+    it_ = map_->begin();
+    return Status::OK();
+  }
+  Status SeekToLast() override {
+    it_ = map_->end();
+    if (!map_->empty()) --it_;
+    return Status::OK();
+  }
+  Status Next() override {
+    ++it_;
+    return Status::OK();
+  }
+  Status Prev() override {
+    if (it_ == map_->begin()) {
+      it_ = map_->end();
+    } else {
+      --it_;
+    }
+    return Status::OK();
+  }
+  bool Valid() const override { return it_ != map_->end(); }
+  std::string_view key() const override { return it_->first; }
+  std::string_view value() const override { return it_->second.value; }
+  bool erased() const override { return it_->second.erased; }
+
+ private:
+  const Map* map_;
+  typename Map::const_iterator it_;
+};
+
+// One buffer table at the snapshot.
+class TableLayer final : public Layer {
+ public:
+  TableLayer(const BufferTable* table, uint64_t snapshot, Comparator order)
+      : it_(table, snapshot, order) {}
+  Status Seek(std::string_view target) override {
+    it_.Seek(target);
+    return Status::OK();
+  }
+  Status SeekToFirst() override {
+    it_.SeekToFirst();
+    return Status::OK();
+  }
+  Status SeekToLast() override {
+    it_.SeekToLast();
+    return Status::OK();
+  }
+  Status Next() override {
+    it_.Next();
+    return Status::OK();
+  }
+  Status Prev() override {
+    it_.Prev();
+    return Status::OK();
+  }
+  bool Valid() const override { return it_.Valid(); }
+  std::string_view key() const override { return it_.key(); }
+  std::string_view value() const override { return it_.version()->value(); }
+  bool erased() const override { return it_.version()->erased(); }
+
+ private:
+  BufferTable::Iterator it_;
+};
+
+// The BTree, through the Cursor's own BTree::Cursor.
+class TreeLayer final : public Layer {
+ public:
+  explicit TreeLayer(BTree::Cursor* c) : c_(c) {}
+  Status Seek(std::string_view target) override { return c_->Seek(target); }
+  Status SeekToFirst() override { return c_->SeekToFirst(); }
+  Status SeekToLast() override { return c_->SeekToLast(); }
+  Status Next() override { return c_->Next(); }
+  Status Prev() override { return c_->Prev(); }
+  bool Valid() const override { return c_->Valid(); }
+  std::string_view key() const override { return c_->key(); }
+  std::string_view value() const override { return c_->value(); }
+  bool erased() const override { return false; }
+
+ private:
+  BTree::Cursor* c_;
+};
+
+}  // namespace
+
+// --- BufferedTree ---
+
+BufferedTree::BufferedTree(BTree* tree, const BufferView* view, std::string_view name,
+                           Comparator order, bool writable)
+    : tree_(tree),
+      view_(view),
+      name_(name),
+      order_(order),
+      writable_(writable),
+      tables_(view->Tables(name)),
+      overlay_(OverlayLess{order}) {}
+
+BufferedTree::~BufferedTree() = default;
+
+Status BufferedTree::Get(std::string_view key, std::string_view* value) {
+  if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
+  if (!overlay_.empty()) {
+    auto it = overlay_.find(key);
+    if (it != overlay_.end()) {
+      if (it->second.erased) return KeyNotFound();
+      *value = it->second.value;
+      return Status::OK();
+    }
+  }
+  for (const BufferTable* t : tables_) {
+    const BufferVersion* v = t->Find(key, view_->snapshot);
+    if (v != nullptr) {
+      if (v->erased()) return KeyNotFound();
+      *value = v->value();
+      return Status::OK();
+    }
+  }
+  return tree_->Get(key, value);
+}
+
+Status BufferedTree::LiveBelow(std::string_view key, bool* live) {
+  for (const BufferTable* t : tables_) {
+    const BufferVersion* v = t->Find(key, view_->snapshot);
+    if (v != nullptr) {
+      *live = !v->erased();
+      return Status::OK();
+    }
+  }
+  std::string_view unused;
+  Status s = tree_->Get(key, &unused);
+  *live = s.ok();
+  return s.ok() || s.IsNotFound() ? Status::OK() : s;
+}
+
+Status BufferedTree::Put(std::string_view key, std::string_view value, PutMode mode) {
+  MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  if (!writable_) return ReadOnly();
+  auto it = overlay_.find(key);
+  bool live;
+  bool was_live;
+  if (it != overlay_.end()) {
+    live = !it->second.erased;
+    was_live = it->second.was_live;
+  } else {
+    MMDOC_RETURN_IF_ERROR(LiveBelow(key, &live));
+    was_live = live;
+  }
+  if (mode == PutMode::kInsert && live) return Status::AlreadyExists("key already exists");
+  if (mode == PutMode::kUpdate && !live) return KeyNotFound();
+  if (it == overlay_.end()) it = overlay_.emplace(std::string(key), OverlayEntry{}).first;
+  it->second.value.assign(value.data(), value.size());
+  it->second.erased = false;
+  it->second.was_live = was_live;
+  if (!live) overlay_delta_++;
+  return Status::OK();
+}
+
+Status BufferedTree::Delete(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
+  if (!writable_) return ReadOnly();
+  auto it = overlay_.find(key);
+  if (it != overlay_.end()) {
+    if (it->second.erased) return KeyNotFound();
+    if (!it->second.was_live) {
+      // Absent below, so forgetting the change restores the same state
+      // and spares the buffer a tombstone.
+      overlay_.erase(it);
+    } else {
+      it->second.value.clear();
+      it->second.erased = true;
+    }
+    overlay_delta_--;
+    return Status::OK();
+  }
+  bool live;
+  MMDOC_RETURN_IF_ERROR(LiveBelow(key, &live));
+  if (!live) return KeyNotFound();
+  OverlayEntry e;
+  e.erased = true;
+  e.was_live = true;
+  overlay_.emplace(std::string(key), std::move(e));
+  overlay_delta_--;
+  return Status::OK();
+}
+
+int64_t BufferedTree::CountDelta() const {
+  int64_t d = overlay_delta_;
+  for (const BufferTable* t : tables_) d += t->CountDelta(view_->snapshot);
+  return d;
+}
+
+void BufferedTree::AppendChanges(std::vector<BufferChange>* out) const {
+  out->reserve(out->size() + overlay_.size());
+  for (const auto& [key, e] : overlay_) {
+    BufferChange c;
+    c.tree = name_;
+    c.key = key;
+    c.value = e.value;
+    c.erased = e.erased;
+    c.was_live = e.was_live;
+    out->push_back(c);
+  }
+}
+
+// --- BufferedTree::Cursor ---
+
+class BufferedTree::Cursor::Merge {
+ public:
+  Merge(BufferedTree* t, BTree::Cursor* base) : order_(t->order_), base_(base) {
+    if (t->writable_) layers_.push_back(std::make_unique<MapLayer<Overlay>>(&t->overlay_));
+    for (const BufferTable* table : t->tables_) {
+      layers_.push_back(std::make_unique<TableLayer>(table, t->view_->snapshot, t->order_));
+    }
+    layers_.push_back(std::make_unique<TreeLayer>(base));
+    tree_layer_ = static_cast<int>(layers_.size()) - 1;
+  }
+
+  bool Valid() const { return cur_ >= 0; }
+  std::string_view key() const { return layers_[cur_]->key(); }
+  std::string_view value() const { return layers_[cur_]->value(); }
+
+  Status Seek(std::string_view target) {
+    forward_ = true;
+    for (auto& l : layers_) MMDOC_RETURN_IF_ERROR(Fail(l->Seek(target)));
+    return Settle();
+  }
+  Status SeekToFirst() {
+    forward_ = true;
+    for (auto& l : layers_) MMDOC_RETURN_IF_ERROR(Fail(l->SeekToFirst()));
+    return Settle();
+  }
+  Status SeekToLast() {
+    forward_ = false;
+    for (auto& l : layers_) MMDOC_RETURN_IF_ERROR(Fail(l->SeekToLast()));
+    return Settle();
+  }
+  Status Next() {
+    assert(Valid());
+    if (!forward_) MMDOC_RETURN_IF_ERROR(ToForward());
+    MMDOC_RETURN_IF_ERROR(Step());
+    return Settle();
+  }
+  Status Prev() {
+    assert(Valid());
+    if (forward_) MMDOC_RETURN_IF_ERROR(ToBackward());
+    MMDOC_RETURN_IF_ERROR(Step());
+    return Settle();
+  }
+
+  std::string_view LeafBytes(bool* all_inline) const {
+    if (cur_ == tree_layer_) return base_->LeafBytes(all_inline);
+    *all_inline = true;
+    return value();
+  }
+  Status SkipLeaf(uint64_t* skipped) {
+    assert(Valid());
+    if (cur_ != tree_layer_) {
+      *skipped = 1;
+      return Next();
+    }
+    // The BTree wins only where no newer layer has the key, so the others
+    // stay where they are: at their first key after it (forward).
+    if (!forward_) MMDOC_RETURN_IF_ERROR(ToForward());
+    MMDOC_RETURN_IF_ERROR(Fail(base_->SkipLeaf(skipped)));
+    return Settle();
+  }
+
+ private:
+  int Compare(std::string_view a, std::string_view b) const { return CompareKeys(order_, a, b); }
+
+  // An error leaves the cursor !Valid().
+  Status Fail(Status s) {
+    if (!s.ok()) cur_ = -1;
+    return s;
+  }
+
+  // Points cur_ at the newest layer holding the smallest (forward) or
+  // largest (backward) key; -1 when every layer is exhausted.
+  void Pick() {
+    cur_ = -1;
+    std::string_view best;
+    for (int i = 0; i < static_cast<int>(layers_.size()); i++) {
+      const Layer& l = *layers_[i];
+      if (!l.Valid()) continue;
+      if (cur_ < 0) {
+        cur_ = i;
+        best = l.key();
+        continue;
+      }
+      const int c = Compare(l.key(), best);
+      if (forward_ ? c < 0 : c > 0) {  // ties keep the newer layer
+        cur_ = i;
+        best = l.key();
+      }
+    }
+  }
+
+  // Moves every layer at the current key one step in the direction: the
+  // others first, since the current key's bytes may belong to layer cur_.
+  Status Step() {
+    const std::string_view k = layers_[cur_]->key();
+    for (int i = 0; i < static_cast<int>(layers_.size()); i++) {
+      Layer& l = *layers_[i];
+      if (i == cur_ || !l.Valid() || Compare(l.key(), k) != 0) continue;
+      MMDOC_RETURN_IF_ERROR(Fail(forward_ ? l.Next() : l.Prev()));
+    }
+    Layer& c = *layers_[cur_];
+    return Fail(forward_ ? c.Next() : c.Prev());
+  }
+
+  // Picks the current entry, stepping over tombstones.
+  Status Settle() {
+    for (;;) {
+      Pick();
+      if (cur_ < 0 || !layers_[cur_]->erased()) return Status::OK();
+      MMDOC_RETURN_IF_ERROR(Step());
+    }
+  }
+
+  // Every other layer to its first key >= the current one.
+  Status ToForward() {
+    const std::string_view k = layers_[cur_]->key();
+    for (int i = 0; i < static_cast<int>(layers_.size()); i++) {
+      if (i != cur_) MMDOC_RETURN_IF_ERROR(Fail(layers_[i]->Seek(k)));
+    }
+    forward_ = true;
+    return Status::OK();
+  }
+
+  // Every other layer to its last key <= the current one.
+  Status ToBackward() {
+    const std::string_view k = layers_[cur_]->key();
+    for (int i = 0; i < static_cast<int>(layers_.size()); i++) {
+      if (i == cur_) continue;
+      Layer& l = *layers_[i];
+      MMDOC_RETURN_IF_ERROR(Fail(l.Seek(k)));
+      if (!l.Valid()) {
+        MMDOC_RETURN_IF_ERROR(Fail(l.SeekToLast()));
+      } else if (Compare(l.key(), k) > 0) {
+        MMDOC_RETURN_IF_ERROR(Fail(l.Prev()));
+      }
+    }
+    forward_ = false;
+    return Status::OK();
+  }
+
+  const Comparator order_;
+  BTree::Cursor* const base_;
+  std::vector<std::unique_ptr<Layer>> layers_;  // newest first; the BTree last
+  int tree_layer_ = 0;
+  int cur_ = -1;  // the layer of the current entry; -1: !Valid()
+  bool forward_ = true;
+};
+
+BufferedTree::Cursor::Cursor(BufferedTree* tree) : tree_(tree), base_(tree->tree_) {}
+BufferedTree::Cursor::~Cursor() = default;
+
+// Each Seek decides afresh whether to merge: the overlay may have gained
+// changes since the last one (a write invalidates cursors, so a Seek
+// follows it).
+BufferedTree::Cursor::Merge* BufferedTree::Cursor::Prepare() {
+  merged_ = tree_->Layered();
+  if (!merged_) return nullptr;
+  if (merge_ == nullptr) merge_ = std::make_unique<Merge>(tree_, &base_);
+  return merge_.get();
+}
+
+Status BufferedTree::Cursor::Seek(std::string_view target) {
+  Merge* m = Prepare();
+  return m != nullptr ? m->Seek(target) : base_.Seek(target);
+}
+Status BufferedTree::Cursor::SeekToFirst() {
+  Merge* m = Prepare();
+  return m != nullptr ? m->SeekToFirst() : base_.SeekToFirst();
+}
+Status BufferedTree::Cursor::SeekToLast() {
+  Merge* m = Prepare();
+  return m != nullptr ? m->SeekToLast() : base_.SeekToLast();
+}
+
+Status BufferedTree::Cursor::Next() { return merged_ ? merge_->Next() : base_.Next(); }
+Status BufferedTree::Cursor::Prev() { return merged_ ? merge_->Prev() : base_.Prev(); }
+bool BufferedTree::Cursor::Valid() const { return merged_ ? merge_->Valid() : base_.Valid(); }
+std::string_view BufferedTree::Cursor::key() const { return merged_ ? merge_->key() : base_.key(); }
+std::string_view BufferedTree::Cursor::value() const {
+  return merged_ ? merge_->value() : base_.value();
+}
+std::string_view BufferedTree::Cursor::LeafBytes(bool* all_inline) const {
+  return merged_ ? merge_->LeafBytes(all_inline) : base_.LeafBytes(all_inline);
+}
+Status BufferedTree::Cursor::SkipLeaf(uint64_t* skipped) {
+  return merged_ ? merge_->SkipLeaf(skipped) : base_.SkipLeaf(skipped);
+}
+
+}  // namespace mmdoc::index

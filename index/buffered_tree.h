@@ -1,0 +1,202 @@
+// index::BufferedTree: the tree a transaction reads and writes once a
+// WriteBuffer stands in front of the pages (docs/write-path.md, design 1).
+//
+// Three layers, newest first:
+//   1. the overlay: this transaction's own uncommitted changes (a write
+//      transaction only);
+//   2. the buffer: the tree's tables in a BufferView, newest generation
+//      first, each at the view's snapshot;
+//   3. the BTree over the transaction's storage snapshot (root 0: empty).
+// A key's newest layer wins; a tombstone (an erased change) hides the key
+// from every layer below. Reads look through the layers in that order;
+// cursors merge them in key order. Writes go to the overlay only: the BTree
+// is never written here. At commit the caller hands the overlay's changes
+// (ForEachChange, AppendChanges) to WriteBuffer::Publish.
+//
+// The API mirrors BTree's (Get, Put, Delete, Cursor), with the same errors,
+// so the engine can use a BufferedTree where it used a BTree. Keys are
+// ordinary keys, as BTree callers pass them.
+//
+// Cost: when neither the overlay nor the buffer holds a change of this tree
+// at the snapshot, Get is BTree::Get and a Cursor is a BTree::Cursor behind
+// one predictable branch per call. Otherwise Get adds one map lookup (the
+// overlay, when not empty) and one hash probe per buffer table before the
+// BTree; a cursor merges the layers (a comparison of keys per layer a step).
+//
+// Lifetimes. What Get and Cursor::value()/key() return is valid:
+//   from the BTree: until the transaction ends (the BTree is not written);
+//   from the buffer: while the BufferView lives (it holds the generations);
+//   from the overlay: until this tree is next written (Put, Delete) or
+//     destroyed.
+// BTree::Get's rule, "valid until the txn ends or this tree is next
+// written", covers all three while the view outlives the transaction.
+//
+// Thread safety: a BufferedTree and its cursors belong to one transaction
+// and one thread, as a BTree does. The WriteBuffer may publish newer commits
+// meanwhile from another thread: they are newer than the snapshot and
+// unseen.
+#ifndef MMDOC_INDEX_BUFFERED_TREE_H_
+#define MMDOC_INDEX_BUFFERED_TREE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/btree.h"
+#include "index/write_buffer.h"
+#include "mmdoc/status.h"
+
+namespace mmdoc::index {
+
+class BufferedTree {
+ public:
+  // `tree`: the tree's pages at the transaction's storage snapshot. Not
+  // owned; must outlive this object. Never written through this object.
+  // `view`: the buffer at the transaction's snapshot; must match the pages
+  // (write_buffer.h, "Snapshots"). Not owned; must outlive this object and
+  // every view of a value read from the buffer.
+  // `name`: the tree's name in the buffer (the catalog name).
+  // `order`: the order of ORDINARY keys: nullptr (bytewise) for a tree
+  // opened with a KeyCodec -- not tree->comparator(), which orders stored
+  // keys -- else the comparator the tree was opened with.
+  // `writable`: a write transaction; Put and Delete are allowed.
+  BufferedTree(BTree* tree, const BufferView* view, std::string_view name, Comparator order,
+               bool writable);
+  ~BufferedTree();
+  BufferedTree(const BufferedTree&) = delete;
+  BufferedTree& operator=(const BufferedTree&) = delete;
+
+  BTree* tree() const { return tree_; }
+  const std::string& name() const { return name_; }
+  uint64_t snapshot() const { return view_->snapshot; }
+  Comparator order() const { return order_; }
+
+  // Finds `key` through the layers. OK with *value pointing at the value
+  // (see Lifetimes); NotFound when absent or hidden by a tombstone (and for
+  // an empty or oversized key, as BTree::Get); Corruption when a page is
+  // damaged.
+  Status Get(std::string_view key, std::string_view* value);
+  // Records key -> value in the overlay as `mode` says, looking through
+  // every layer: kInsert fails with AlreadyExists when the key is live,
+  // kUpdate with NotFound when it is not. InvalidArgument (naming the limit,
+  // exactly as BTree::Put) for an empty key, a key over kMaxKeySize or a
+  // value over kMaxValueSize, and for a tree that is not writable.
+  // Corruption from the BTree's pages. Errors change nothing.
+  Status Put(std::string_view key, std::string_view value, PutMode mode = PutMode::kUpsert);
+  // Records a tombstone for `key` in the overlay; NotFound when the key is
+  // not live (or empty or oversized, as BTree::Delete). InvalidArgument for
+  // a tree that is not writable.
+  Status Delete(std::string_view key);
+
+  // The net change in the number of live keys that the buffer (at the
+  // snapshot) and the overlay make to the BTree's: the tree holds
+  // BTree entries + CountDelta() live keys.
+  int64_t CountDelta() const;
+
+  // Whether the overlay is empty: the transaction changed nothing here.
+  bool Empty() const { return overlay_.empty(); }
+  // Calls fn(key, value, erased, was_live) for each key the transaction
+  // changed, with its final state (value is empty when erased) and whether
+  // it was live before the transaction (the WriteBuffer's count delta needs
+  // it). In key order, though callers should not rely on any.
+  template <typename Fn>
+  void ForEachChange(Fn&& fn) const {
+    for (const auto& [key, e] : overlay_) fn(std::string_view(key), e.value, e.erased, e.was_live);
+  }
+  // Appends the overlay's changes as BufferChanges of this tree (views into
+  // the overlay and name(): valid until the tree is next written or
+  // destroyed), ready for WriteBuffer::Publish.
+  void AppendChanges(std::vector<BufferChange>* out) const;
+
+  class Cursor;
+
+ private:
+  struct OverlayEntry {
+    std::string value;
+    bool erased = false;
+    bool was_live = false;  // live before this transaction
+  };
+  // Orders the overlay by `order`; transparent, so string_view finds.
+  struct OverlayLess {
+    using is_transparent = void;
+    Comparator order;
+    bool operator()(std::string_view a, std::string_view b) const {
+      return CompareKeys(order, a, b) < 0;
+    }
+  };
+  using Overlay = std::map<std::string, OverlayEntry, OverlayLess>;
+
+  // Whether `key` is live in the buffer and the BTree (not the overlay).
+  Status LiveBelow(std::string_view key, bool* live);
+  // Whether a cursor must merge: the overlay or the buffer has a change.
+  bool Layered() const { return !overlay_.empty() || !tables_.empty(); }
+
+  BTree* const tree_;
+  const BufferView* const view_;
+  const std::string name_;
+  const Comparator order_;
+  const bool writable_;
+  // The buffer's tables of this tree with a change at the snapshot, newest
+  // first (fixed: commits published later are newer than the snapshot).
+  const std::vector<const BufferTable*> tables_;
+  Overlay overlay_;
+  int64_t overlay_delta_ = 0;  // the overlay's share of CountDelta
+};
+
+// Iterates a BufferedTree in key order (its `order`), both ways, merging
+// the layers: each key once, with its newest layer's value; keys whose
+// newest change is a tombstone are skipped. Positioned nowhere until a
+// Seek. The same interface and rules as BTree::Cursor: every call that
+// moves returns the BTree's errors (Corruption); key()/value() stay valid
+// until the cursor moves (and see Lifetimes above); writing the tree (Put,
+// Delete) invalidates every cursor on it (re-Seek).
+class BufferedTree::Cursor {
+ public:
+  explicit Cursor(BufferedTree* tree);
+  ~Cursor();
+  Cursor(const Cursor&) = delete;
+  Cursor& operator=(const Cursor&) = delete;
+  // First entry with key >= target.
+  Status Seek(std::string_view target);
+  Status SeekToFirst();
+  Status SeekToLast();
+  // REQUIRES: Valid()
+  Status Next();
+  Status Prev();
+  bool Valid() const;
+  std::string_view key() const;    // REQUIRES: Valid()
+  std::string_view value() const;  // REQUIRES: Valid()
+
+  // BTree::Cursor's whole-leaf access, for a scan that can reject a group
+  // of entries by their bytes. The group: when the current entry comes from
+  // the BTree, its leaf (as BTree::Cursor::LeafBytes says); when it comes
+  // from the overlay or the buffer, that entry alone (its value, and
+  // *all_inline = true). REQUIRES: Valid()
+  std::string_view LeafBytes(bool* all_inline) const;
+  // Moves past the rest of the current group, to the next entry after it
+  // in the merged order (or to !Valid() at the end). From an overlay or
+  // buffer entry: Next. From a BTree entry: the BTree cursor moves past the
+  // rest of its leaf (BTree::Cursor::SkipLeaf), while entries of newer
+  // layers that sort inside that leaf are still visited, each in turn: the
+  // cursor stops at the first of them, and Next goes on to the next of them
+  // or to the BTree's next leaf. (Turning back with Prev, or a Seek, brings
+  // the leaf's entries back.) *skipped gets the entries passed over: 1, or
+  // the BTree's count, which may include entries hidden by newer layers.
+  // REQUIRES: Valid()
+  Status SkipLeaf(uint64_t* skipped);
+
+ private:
+  class Merge;       // the layers and the merge (buffered_tree.cc)
+  Merge* Prepare();  // before a Seek: the Merge, or nullptr for the BTree alone
+  BufferedTree* tree_;
+  BTree::Cursor base_;            // the BTree's; the whole cursor when !merged_
+  bool merged_ = false;           // chosen at each Seek: the tree has layers
+  std::unique_ptr<Merge> merge_;  // made at the first Seek that merges
+};
+
+}  // namespace mmdoc::index
+
+#endif  // MMDOC_INDEX_BUFFERED_TREE_H_
