@@ -41,7 +41,12 @@
 //               log's header carries it too (version 3)
 //   152    4    flags: kMetaClean when the log holds nothing this checkpoint
 //               lacks (written by the checkpoint at close) (version 3)
-//   156    ...  zero up to kMetaStampOffset
+//   156    4    zero
+//   160    8    log txid: the log records this checkpoint covers are those
+//               with txids up to it; replay starts after it (version 3)
+//   168    8    log offset: where the first record replay needs starts in
+//               the log (its epoch is the log epoch above) (version 3)
+//   176    ...  zero up to kMetaStampOffset
 //   1024   32   the durable stamp (below); not covered by the checksum
 //   1056   ...  zero
 //   The meta's txid (header offset 8) is the checkpoint's transaction id.
@@ -73,9 +78,13 @@
 //   hold the bytes; index/ records the value length in the leaf.
 //
 // LOG FILE <db>-log: a header page, then PagerOptions::log_size bytes of
-//   records, preallocated and zero-filled when created; records are
-//   appended from kLogRecordsOffset and start there again after each
-//   checkpoint (the new epoch tells old records from new).
+//   records, preallocated and zero-filled when created. The records area
+//   is a ring (storage/log.h): records are appended after each other; one
+//   that does not fit before the end of the area is preceded by a wrap
+//   marker (a record with magic kLogWrapMagic and no payload, or nothing
+//   when fewer than 32 bytes are left) and goes at the start under the next
+//   epoch. A checkpoint that covers every record starts the log over at
+//   kLogRecordsOffset under a new epoch (which tells old records from new).
 //   LOG HEADER (version 3; a version 1 or 2 database's log has none and its
 //   records start at offset 0):
 //   offset size description
@@ -126,6 +135,7 @@ inline constexpr uint64_t kMagic = 0x0a0d00636f646d6dull;  // "mmdoc\0\r\n"
 inline constexpr uint32_t kFormatVersion = 3;
 inline constexpr uint32_t kMinFormatVersion = 1;              // oldest version Open accepts
 inline constexpr uint32_t kLogRecordMagic = 0x4c4f4731;       // "1GOL" as LE bytes
+inline constexpr uint32_t kLogWrapMagic = 0x50415257;         // "WRAP" as LE bytes
 inline constexpr uint64_t kLogMagic = 0x0a474f4c636f646dull;  // "mdocLOG\n"
 inline constexpr uint32_t kStampMagic = 0x504d5453;           // "STMP"
 inline constexpr int kMetaRoots = 8;
@@ -152,6 +162,8 @@ inline constexpr uint32_t kMetaLogEpochOffset = 64;
 inline constexpr uint32_t kMetaRootsOffset = 72;
 inline constexpr uint32_t kMetaDbIdOffset = 136;
 inline constexpr uint32_t kMetaFlagsOffset = 152;
+inline constexpr uint32_t kMetaLogTxidOffset = 160;
+inline constexpr uint32_t kMetaLogOffsetOffset = 168;
 inline constexpr uint32_t kMetaStampOffset = 1024;
 inline constexpr uint32_t kMetaStampSize = 32;
 // Meta flags.

@@ -42,6 +42,9 @@ Status Log::Map() {
   if (!m.ok()) return m.status();
   base_ = *m;
   used_.store(start_);
+  tail_.store(start_);
+  MutexLock l(&sync_mu_);
+  start_offset_ = start_;
   return Status::OK();
 }
 
@@ -132,40 +135,142 @@ Status Log::Remove() {
   return fs_->Remove(path_);
 }
 
-uint64_t Log::Scan(uint64_t first_txid, uint64_t epoch, uint64_t limit, const RecordFn& fn,
-                   uint64_t* records) const {
-  uint64_t off = start_;
-  uint64_t expect = first_txid;
-  *records = 0;
-  if (base_ == nullptr) return off;
-  limit = std::min(limit, capacity_);
-  while (off + kLogHeaderSize <= limit) {
-    const uint8_t* r = base_ + off;
-    const uint32_t len = DecodeFixed32(r + kLogLengthOffset);
-    if (DecodeFixed32(r + kLogMagicOffset) != kLogRecordMagic ||
-        DecodeFixed64(r + kLogEpochOffset) != epoch ||
-        DecodeFixed64(r + kLogTxidOffset) != expect || len > limit - off - kLogHeaderSize ||
-        DecodeFixed64(r + kLogChecksumOffset) !=
-            Checksum(r + 8, kLogHeaderSize - 8 + uint64_t{len}, epoch)) {
-      break;
-    }
-    if (fn &&
-        !fn(expect, std::string_view(reinterpret_cast<const char*>(r + kLogHeaderSize), len))) {
-      break;
-    }
-    off += Align8(kLogHeaderSize + uint64_t{len});
-    expect++;
-    ++*records;
+int64_t Log::ValidAt(uint64_t off, uint64_t epoch, uint64_t after, bool* wrap,
+                     uint64_t* txid) const {
+  if (off + kLogHeaderSize > capacity_) return -1;
+  const uint8_t* r = base_ + off;
+  const uint32_t magic = DecodeFixed32(r + kLogMagicOffset);
+  const uint32_t len = DecodeFixed32(r + kLogLengthOffset);
+  *wrap = magic == kLogWrapMagic;
+  *txid = DecodeFixed64(r + kLogTxidOffset);
+  if ((magic != kLogRecordMagic && !*wrap) || DecodeFixed64(r + kLogEpochOffset) != epoch ||
+      len > capacity_ - off - kLogHeaderSize || (*wrap && len != 0) ||
+      DecodeFixed64(r + kLogChecksumOffset) !=
+          Checksum(r + 8, kLogHeaderSize - 8 + uint64_t{len}, epoch)) {
+    return -1;
   }
-  return off;
+  // A wrap marker repeats the last txid before it; a record comes after it.
+  if (*wrap ? *txid < after : *txid <= after) return -1;
+  return len;
+}
+
+Log::ScanEnd Log::Scan(Cursor from, uint64_t after_txid, const RecordFn& fn,
+                       const Cursor* stop) const {
+  ScanEnd e;
+  e.end = from;
+  e.last_txid = after_txid;
+  if (base_ == nullptr) return e;
+  uint64_t off = from.offset, epoch = from.epoch;
+  int wraps = 0;
+  while (stop == nullptr || off != stop->offset || epoch != stop->epoch) {
+    bool wrap;
+    uint64_t txid;
+    int64_t len = ValidAt(off, epoch, e.last_txid, &wrap, &txid);
+    if (len < 0) {
+      // A session that began after a crash appended under the next epoch.
+      len = ValidAt(off, epoch + 1, e.last_txid, &wrap, &txid);
+      if (len >= 0) epoch++;
+    }
+    // Too near the end for a header: the writer wrapped without a marker.
+    const bool implicit_wrap = off + kLogHeaderSize > capacity_;
+    if ((len >= 0 && wrap) || (len < 0 && implicit_wrap)) {
+      if (++wraps > 2) break;  // a ring is not followed round twice
+      const uint64_t next_epoch = epoch + 1;
+      bool w2;
+      uint64_t t2;
+      if (ValidAt(start_, next_epoch, e.last_txid, &w2, &t2) < 0 || w2) break;
+      off = start_;
+      epoch = next_epoch;
+      continue;
+    }
+    if (len < 0) break;
+    if (fn &&
+        !fn(txid, std::string_view(reinterpret_cast<const char*>(base_ + off + kLogHeaderSize),
+                                   static_cast<size_t>(len)))) {
+      break;
+    }
+    off += Align8(kLogHeaderSize + static_cast<uint64_t>(len));
+    e.last_txid = txid;
+    e.records++;
+    e.end = Cursor{off, epoch};
+  }
+  if (e.records == 0) e.end = from;
+  return e;
+}
+
+uint64_t Log::InUse() const {
+  const uint64_t head = used_.load(), tail = tail_.load();
+  return head >= tail ? head - tail : (capacity_ - tail) + (head - start_);
+}
+
+uint64_t Log::last_txid() const {
+  MutexLock l(&sync_mu_);
+  return appended_txid_;
+}
+
+void Log::SetPosition(Cursor tail, Cursor head, uint64_t last_txid) {
+  tail_.store(tail.offset);
+  used_.store(head.offset);
+  MutexLock l(&sync_mu_);
+  appended_txid_ = last_txid;
+  epoch_.store(head.epoch);
+  durable_lsn_ = appended_lsn_;
+  start_lsn_ = appended_lsn_;
+  start_offset_ = head.offset;
+}
+
+Status Log::Wrap(uint64_t last_txid) {
+  const uint64_t off = used_.load(), epoch = epoch_.load();
+  if (off + kLogHeaderSize <= capacity_) {
+    uint8_t r[kLogHeaderSize];
+    EncodeFixed32(r + kLogLengthOffset, 0);
+    EncodeFixed32(r + kLogMagicOffset, kLogWrapMagic);
+    EncodeFixed64(r + kLogTxidOffset, last_txid);
+    EncodeFixed64(r + kLogEpochOffset, epoch);
+    EncodeFixed64(r + kLogChecksumOffset, Checksum(r + 8, kLogHeaderSize - 8, epoch));
+    Status s = file_->WriteAt(off, r, sizeof r);
+    if (!s.ok()) {
+      error_->Set(s);
+      return s;
+    }
+  }
+  // What precedes the wrap is durable before anything after it can be.
+  Status s = file_->Sync();
+  if (!s.ok()) {
+    error_->Set(s);
+    return s;
+  }
+  used_.store(start_);
+  MutexLock l(&sync_mu_);
+  MarkDurable(appended_lsn_, appended_txid_, epoch);
+  epoch_.store(epoch + 1);
+  start_lsn_ = appended_lsn_;
+  start_offset_ = start_;
+  return Status::OK();
 }
 
 Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Position* pos,
                    bool* fits) {
   const uint64_t len = Align8(kLogHeaderSize + payload.size());
-  const uint64_t off = used_.load();
-  *fits = len <= capacity_ - off;
-  if (!*fits) return Status::OK();
+  uint64_t off = used_.load();
+  const uint64_t tail = tail_.load();
+  // Room before the end (or, once wrapped, before the tail: a gap is left,
+  // so that a full ring never looks empty); else at the start, up to the
+  // tail (the whole area when nothing is needed), after a wrap.
+  const bool wrapped = off < tail;
+  *fits = wrapped ? len < tail - off : len <= capacity_ - off;
+  if (!*fits) {
+    const uint64_t room = off == tail ? capacity_ - start_ : tail - start_;
+    *fits = !wrapped && len < room;
+    if (!*fits) return Status::OK();
+    uint64_t last;
+    {
+      MutexLock l(&sync_mu_);
+      last = appended_txid_;
+    }
+    MMDOC_RETURN_IF_ERROR(Wrap(last));
+    off = start_;
+  }
   const uint64_t epoch = epoch_.load();
   // kFsync and kGroup write with pwrite: an fdatasync after stores through
   // a shared map took ~10x longer on Linux/ext4 than after pwrite of the
@@ -207,7 +312,7 @@ Status Log::SyncRange(Durability d, uint64_t offset, uint64_t length) {
   uint64_t lsn_end;
   {
     MutexLock l(&sync_mu_);
-    lsn_end = start_lsn_ + (offset + length - std::min(offset + length, start_));
+    lsn_end = start_lsn_ + (offset + length - std::min(offset + length, start_offset_));
   }
   return SyncTo(d, offset, length, lsn_end);
 }
@@ -233,11 +338,12 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
         return Status::InvalidArgument("SyncForCommit: range outside the log");
       }
       // From the first record not yet durable: a durable record after one
-      // that is lost would never be replayed.
+      // that is lost would never be replayed. (A wrap syncs what precedes
+      // it, so that first record is after the last wrap.)
       uint64_t from, txid, epoch;
       {
         MutexLock l(&sync_mu_);
-        from = std::min(off, start_ + (durable_lsn_ - start_lsn_));
+        from = std::min(off, start_offset_ + (durable_lsn_ - start_lsn_));
         txid = lsn_end == appended_lsn_ ? appended_txid_ : 0;
         epoch = epoch_.load();
       }
@@ -301,22 +407,24 @@ Status Log::Flush() {
 }
 
 void Log::StartFlusher(uint32_t interval_ms) {
-  if (flusher_.joinable()) return;
-  flusher_ = std::thread([this, interval_ms] {
-    MutexLock l(&sync_mu_);
-    while (!stop_flusher_) {
-      // Sleeps the interval; StopFlusher cuts it short.
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms);
-      while (!stop_flusher_ && flusher_cv_.WaitFor(deadline - std::chrono::steady_clock::now())) {
+  // Once: both a write txn's commit and a log-only commit may ask.
+  std::call_once(flusher_once_, [this, interval_ms] {
+    flusher_ = std::thread([this, interval_ms] {
+      MutexLock l(&sync_mu_);
+      while (!stop_flusher_) {
+        // Sleeps the interval; StopFlusher cuts it short.
+        const auto deadline =
+            std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms);
+        while (!stop_flusher_ && flusher_cv_.WaitFor(deadline - std::chrono::steady_clock::now())) {
+        }
+        if (stop_flusher_) break;
+        if (appended_lsn_ > durable_lsn_ && !error_->Has()) {
+          sync_mu_.Unlock();
+          (void)Flush();
+          sync_mu_.Lock();
+        }
       }
-      if (stop_flusher_) break;
-      if (appended_lsn_ > durable_lsn_ && !error_->Has()) {
-        sync_mu_.Unlock();
-        (void)Flush();
-        sync_mu_.Lock();
-      }
-    }
+    });
   });
 }
 
@@ -331,11 +439,13 @@ void Log::StopFlusher() {
 
 void Log::Restart(uint64_t epoch) {
   used_.store(start_);
+  tail_.store(start_);
   {
     MutexLock l(&sync_mu_);
     epoch_.store(epoch);
     durable_lsn_ = appended_lsn_;
     start_lsn_ = appended_lsn_;
+    start_offset_ = start_;
   }
   sync_cv_.SignalAll();
 }

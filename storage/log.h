@@ -8,6 +8,17 @@
 // Open refuses a log that is missing, foreign, damaged or cut short, so the
 // pager can tell "nothing to replay" from "the records are gone".
 //
+// The records area is a ring. Appends go forward from the head; the tail is
+// the oldest record still needed (a checkpoint releases records, moving the
+// tail). When a record does not fit before the end of the area, a wrap
+// marker is written there, the log is synced, and appends go on at the
+// start under the next epoch, as long as they stay behind the tail. A
+// checkpoint that covers every record restarts the log empty (Restart).
+// Replay (Scan) follows the records from a position: txids increase; at a
+// wrap marker it goes on at the start under the next epoch; and the epoch
+// may also step up by one at any record (a session that began after a
+// crash appends after the last intact record under a new epoch).
+//
 // Offsets are bytes into the log file; LSNs count the bytes appended over
 // the life of the Log, so a sync can tell whether an earlier one covered it.
 //
@@ -22,6 +33,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -76,18 +88,34 @@ class Log {
   // log is not shared with another thread.
   Status Rename(const std::string& path);
 
-  // Visits the valid records from the start, the first with txid
-  // `first_txid` and each next one txid + 1, all of epoch `epoch`, ending at
-  // or before offset `limit`. Returns the offset after the last one
-  // visited; *records counts them.
-  uint64_t Scan(uint64_t first_txid, uint64_t epoch, uint64_t limit, const RecordFn& fn,
-                uint64_t* records) const;
+  // A place in the log: where a record starts (or the next one will), and
+  // the epoch the record there has (or will have).
+  struct Cursor {
+    uint64_t offset = 0;
+    uint64_t epoch = 0;
+  };
+  // What Scan found: where the records it visited end (the next record
+  // would go there, under `end.epoch`), the last txid it visited, and how
+  // many.
+  struct ScanEnd {
+    Cursor end;
+    uint64_t last_txid = 0;
+    uint64_t records = 0;
+  };
+  // Visits the valid records from `from`, each with a txid greater than the
+  // one before (the first greater than `after_txid`), following wrap
+  // markers and epoch steps as the class comment says, until a record is
+  // missing, torn, stale or fails its checksum, or `stop` is reached (when
+  // given). `fn` may be null.
+  ScanEnd Scan(Cursor from, uint64_t after_txid, const RecordFn& fn,
+               const Cursor* stop = nullptr) const;
 
-  // Appends the record of `txid` (of the epoch of the last Restart) after
-  // the used part. kFsync and kGroup write it with pwrite, the other modes
-  // through the log's map (kMsync's contract is msync of what it wrote
-  // there). *fits is false, and nothing is written, when the record does
-  // not fit in the space left. REQUIRES: ready().
+  // Appends the record of `txid` at the head, wrapping to the start when it
+  // does not fit before the end and the start is free up to the tail.
+  // kFsync and kGroup write it with pwrite, the other modes through the
+  // log's map (kMsync's contract is msync of what it wrote there). *fits is
+  // false, and nothing is written, when the ring has no room for it.
+  // REQUIRES: ready(); `txid` greater than every txid appended before.
   Status Append(uint64_t txid, std::string_view payload, Durability d, Position* pos, bool* fits)
       MMDOC_EXCLUDES(sync_mu_);
   // Makes the record at `pos`, and every record before it, durable as `d`
@@ -108,16 +136,27 @@ class Log {
   void StopFlusher() MMDOC_EXCLUDES(sync_mu_);
 
   // A checkpoint made everything appended so far durable in the data file:
-  // appends restart at the start under `epoch`, and pending syncs are
-  // satisfied.
+  // the log is empty again, appends restart at the start under `epoch`, and
+  // pending syncs are satisfied.
   void Restart(uint64_t epoch) MMDOC_EXCLUDES(sync_mu_);
-  // After recovery: appends continue at `offset`.
-  void SetUsed(uint64_t offset) { used_.store(offset); }
+  // A checkpoint made the records before `tail` unnecessary: appends may
+  // now wrap up to it.
+  void Release(Cursor tail) { tail_.store(tail.offset); }
+  // After recovery: the records from `tail` are still needed, the last of
+  // them is `last_txid`, and appends go on at `head` under `head.epoch`.
+  void SetPosition(Cursor tail, Cursor head, uint64_t last_txid) MMDOC_EXCLUDES(sync_mu_);
+  // The txid of the last record appended (or, after SetPosition, found):
+  // 0 when the log holds none since it was opened or restarted.
+  uint64_t last_txid() const MMDOC_EXCLUDES(sync_mu_);
+  // Where the next record will go.
+  Cursor head() const { return Cursor{used_.load(), epoch_.load()}; }
+  // Where the oldest needed record starts (the head when none is).
+  uint64_t tail() const { return tail_.load(); }
+  // Bytes of records from the tail to the head.
+  uint64_t InUse() const;
 
-  // The offset where records start, the end of the used part, and the end
-  // of the file's records area.
+  // The offset where the records area starts and where it ends.
   uint64_t start() const { return start_; }
-  uint64_t used() const { return used_.load(); }
   uint64_t capacity() const { return capacity_; }
   const std::string& path() const { return path_; }
 
@@ -128,6 +167,14 @@ class Log {
   // and epoch before the sync): records it durable and calls the hook.
   void MarkDurable(uint64_t lsn, uint64_t txid, uint64_t epoch) MMDOC_REQUIRES(sync_mu_);
   Status ZeroFill(uint64_t from, uint64_t to);
+  // Writes the wrap marker at the head (when there is room for one), syncs
+  // the log so that nothing after the wrap is durable before what precedes
+  // it, and moves the head to the start under the next epoch.
+  Status Wrap(uint64_t last_txid) MMDOC_EXCLUDES(sync_mu_);
+  // The record header at `off` as Scan reads it: its payload length when it
+  // is a valid record (or, with *wrap, a wrap marker) of `epoch` with a txid
+  // greater than `after`; -1 otherwise.
+  int64_t ValidAt(uint64_t off, uint64_t epoch, uint64_t after, bool* wrap, uint64_t* txid) const;
   Status Map();
 
   FileSystem* const fs_;
@@ -142,10 +189,11 @@ class Log {
   uint64_t start_ = 0;
   uint64_t capacity_ = 0;
 
-  std::atomic<uint64_t> used_{0};  // written by the writer
+  std::atomic<uint64_t> used_{0};  // the head; written by the writer
+  std::atomic<uint64_t> tail_{0};  // the oldest needed record; by the writer
   std::vector<uint8_t> buf_;       // a record being written (writer-owned)
 
-  Mutex sync_mu_;
+  mutable Mutex sync_mu_;
   CondVar sync_cv_{&sync_mu_};
   // The epoch of new records: written by the writer under sync_mu_ (so a
   // sync can tell whether a restart came between), read by Append without.
@@ -153,11 +201,15 @@ class Log {
   uint64_t appended_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;
   uint64_t appended_txid_ MMDOC_GUARDED_BY(sync_mu_) = 0;  // its last record
   uint64_t durable_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;
-  uint64_t start_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;  // lsn of start()
+  uint64_t start_lsn_ MMDOC_GUARDED_BY(sync_mu_) = 0;  // lsn of start_offset_
+  // Where appends began at the last Restart, SetPosition or wrap: records
+  // from there on are contiguous in the file.
+  uint64_t start_offset_ MMDOC_GUARDED_BY(sync_mu_) = 0;
   bool leader_active_ MMDOC_GUARDED_BY(sync_mu_) = false;
   bool stop_flusher_ MMDOC_GUARDED_BY(sync_mu_) = false;
   CondVar flusher_cv_{&sync_mu_};
-  std::thread flusher_;  // writer-owned; joined by StopFlusher
+  std::once_flag flusher_once_;
+  std::thread flusher_;  // started once (StartFlusher); joined by StopFlusher
 };
 
 }  // namespace mmdoc::storage

@@ -38,6 +38,8 @@ void EncodeMeta(const Meta& m, PageId slot, uint8_t* page) {
   EncodeFixed64(page + kMetaDbIdOffset, m.db_id[0]);
   EncodeFixed64(page + kMetaDbIdOffset + 8, m.db_id[1]);
   EncodeFixed32(page + kMetaFlagsOffset, m.clean ? kMetaClean : 0);
+  EncodeFixed64(page + kMetaLogTxidOffset, m.log_txid);
+  EncodeFixed64(page + kMetaLogOffsetOffset, m.log_offset);
   EncodeFixed64(page + kPageChecksumOffset, PageChecksum(page, kMetaStampOffset, slot));
 }
 
@@ -80,9 +82,13 @@ bool DecodeMeta(const uint8_t* pg, uint32_t ps, PageId slot, Meta* m, std::strin
     m->db_id[0] = DecodeFixed64(pg + kMetaDbIdOffset);
     m->db_id[1] = DecodeFixed64(pg + kMetaDbIdOffset + 8);
     m->clean = (DecodeFixed32(pg + kMetaFlagsOffset) & kMetaClean) != 0;
+    m->log_txid = DecodeFixed64(pg + kMetaLogTxidOffset);
+    m->log_offset = DecodeFixed64(pg + kMetaLogOffsetOffset);
   } else {
     m->db_id[0] = m->db_id[1] = 0;
     m->clean = false;
+    m->log_txid = m->txid;
+    m->log_offset = 0;
   }
   return true;
 }

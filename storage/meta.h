@@ -26,6 +26,10 @@ struct Meta {
   // Version 3 (zero and false when read from an older file):
   uint64_t db_id[2] = {0, 0};
   bool clean = false;  // the log holds nothing this checkpoint lacks
+  // Replay starts after log_txid, at log_offset in the log (a version 1 or
+  // 2 file: after txid, at offset 0).
+  uint64_t log_txid = 0;
+  uint64_t log_offset = 0;
 };
 
 // What the durable stamp says: log records of `epoch` up to `txid` were

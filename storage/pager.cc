@@ -116,7 +116,8 @@ struct WriteLists {
 
 class WriteTxnImpl final : public Txn {
  public:
-  WriteTxnImpl(PagerImpl* p, const Snapshot& base);
+  // A write txn over `base` that commits as `txid`.
+  WriteTxnImpl(PagerImpl* p, const Snapshot& base, uint64_t txid);
   ~WriteTxnImpl() override { Abort(); }
 
   bool writable() const override { return true; }
@@ -182,6 +183,14 @@ class PagerImpl final : public Pager {
   Result<std::unique_ptr<Txn>> BeginQuiescent() override MMDOC_EXCLUDES(state_mu_);
   Result<std::unique_ptr<Txn>> BeginWrite() override;
   Status CommitReplayed(Txn* txn) override;
+  Status RecoverIntoMemory(const ReplayFn& apply) override;
+  Status PrepareCommits() override;
+  Status AppendCommit(std::string_view payload, Durability d, uint64_t* txid) override;
+  LogPosition LogHead() override {
+    const Log::Cursor h = log_.head();
+    return LogPosition{h.offset, h.epoch};
+  }
+  Status CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next) override;
   Status Checkpoint() override;
   Status Flush() override { return log_.Flush(); }
   Status AccountedPages(std::vector<PageId>* pages) override MMDOC_EXCLUDES(alloc_mu_);
@@ -256,9 +265,9 @@ class PagerImpl final : public Pager {
   Status StartWriting();
   // The durable stamp (format.h), written after a log sync.
   void StampDurable(uint64_t epoch, uint64_t txid);
-  // Log::Scan of the records after the checkpoint (rule 4).
-  uint64_t ScanLog(const Log::RecordFn& fn, uint64_t limit, uint64_t* records) const {
-    return log_.Scan(checkpoint_txid_.load() + 1, log_epoch_.load(), limit, fn, records);
+  // Log::Scan of the records after the durable checkpoint (rule 4).
+  Log::ScanEnd ScanLog(const Log::RecordFn& fn, const Log::Cursor* stop = nullptr) const {
+    return log_.Scan(log_from_, log_txid_, fn, stop);
   }
 
   // --- writer ---
@@ -274,7 +283,10 @@ class PagerImpl final : public Pager {
     }
     writer_cv_.Signal();
   }
-  Status CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durability d, bool replayed);
+  // `merged`: a CommitMerge, whose pages hold the records up to
+  // merged->first, the next of them at merged->second.
+  Status CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durability d, bool replayed,
+                   const std::pair<uint64_t, Log::Cursor>* merged = nullptr);
   void AbortTxn(WriteTxnImpl* txn) MMDOC_EXCLUDES(alloc_mu_);
   // Marks txn done, keeps its lists' capacity for the next write txn and
   // releases the writer gate. The txn's lists are empty afterwards.
@@ -394,7 +406,21 @@ class PagerImpl final : public Pager {
 
   // Checkpoint state (writer-owned; atomics for Stats).
   std::atomic<uint64_t> checkpoint_txid_{0};
-  std::atomic<uint64_t> log_epoch_{0};
+  std::atomic<uint64_t> log_epoch_{0};  // of the record at log_from_
+  // The durable checkpoint's replay start: records after log_txid_, from
+  // log_from_ (set by Init and by each checkpoint, before the Pager is
+  // shared or under the writer gate).
+  uint64_t log_txid_ = 0;
+  Log::Cursor log_from_;
+  // The pages hold every change of the records up to pages_cover_txid_;
+  // records after it (log-only commits, rule 10) start at cover_next_.
+  // Writer-owned.
+  uint64_t pages_cover_txid_ = 0;
+  Log::Cursor cover_next_;
+  // The last txid given out (write txns, log-only commits, checkpoints):
+  // txids only grow. log_mu_ also serializes appends to the log.
+  Mutex log_mu_;
+  uint64_t last_txid_ MMDOC_GUARDED_BY(log_mu_) = 0;
   // recovered_/recovering_: the writer gate, or writer_mu_ in Recover (run
   // before concurrent use); BeginWrite reads them under the gate alone.
   bool recovered_ = false;       // nothing (more) to replay
@@ -403,9 +429,11 @@ class PagerImpl final : public Pager {
 
   // Rule 9 (writer-owned; set by Init before the Pager is shared).
   uint64_t db_id_[2] = {0, 0};
-  bool legacy_ = false;            // a version 1 or 2 file: its log has no header
-  bool durable_clean_ = false;     // what the durable meta says
-  bool in_use_ = false;            // the log restarted for this session's commits
+  bool legacy_ = false;         // a version 1 or 2 file: its log has no header
+  bool durable_clean_ = false;  // what the durable meta says
+  // The log restarted for this session's commits: written under the
+  // writer gate, read by AppendCommit without it.
+  std::atomic<bool> in_use_{false};
   bool log_needs_create_ = false;  // missing, foreign, damaged or legacy
   Stamp stamp_;                    // the durable meta's stamp at open
   bool have_stamp_ = false;
@@ -426,8 +454,8 @@ Status ReadTxnImpl::Get(PageId id, const uint8_t** page) {
   return p_->CheckPage(id, snap_.base, snap_.page_count, page);
 }
 
-WriteTxnImpl::WriteTxnImpl(PagerImpl* p, const Snapshot& base)
-    : p_(p), txid_(base.txid + 1), serial_(p->NextWriteSerial()), page_count_(base.page_count) {
+WriteTxnImpl::WriteTxnImpl(PagerImpl* p, const Snapshot& base, uint64_t txid)
+    : p_(p), txid_(txid), serial_(p->NextWriteSerial()), page_count_(base.page_count) {
   std::copy(base.roots, base.roots + kMetaRoots, roots_);
   MutexLock l(&p_->spare_mu_);
   std::swap(lists_, p_->spare_lists_);  // empty lists, or the last txn's
@@ -668,6 +696,7 @@ std::vector<uint8_t> PagerImpl::NewFileImage() const {
   meta.db_id[0] = random64();
   meta.db_id[1] = random64();
   meta.clean = true;
+  meta.log_offset = kLogRecordsOffset;
   std::vector<uint8_t> img(2ull * opts_.page_size, 0);
   EncodeMeta(meta, 0, img.data());
   return img;
@@ -724,11 +753,20 @@ Status PagerImpl::LoadExisting(uint64_t size, bool* created) {
   ps_ = meta.page_size;
   checkpoint_txid_.store(meta.txid);
   log_epoch_.store(meta.log_epoch);
+  log_txid_ = meta.log_txid;
+  pages_cover_txid_ = meta.log_txid;
+  {
+    MutexLock l(&log_mu_);
+    last_txid_ = std::max(meta.txid, meta.log_txid);
+  }
   db_id_[0] = meta.db_id[0];
   db_id_[1] = meta.db_id[1];
   legacy_ = meta.version < 3;
   durable_clean_ = meta.clean;
   have_stamp_ = !legacy_ && DecodeStamp(writer_base() + slot * ps_, slot, &stamp_);
+  // A version 1 or 2 log has no header: its records start at 0.
+  log_from_ = Log::Cursor{legacy_ ? 0 : meta.log_offset, meta.log_epoch};
+  cover_next_ = log_from_;
   verified_.Reserve(meta.page_count);
   {
     MutexLock l(&state_mu_);
@@ -761,10 +799,15 @@ Status PagerImpl::OpenLog(bool created) {
     return Status::OK();
   }
   Status s = log_.Open(db_id_, legacy_);
+  uint64_t replayable = log_txid_;
   if (s.ok()) {
     // A clean database's log holds nothing to replay; a legacy one is read
     // and then replaced by a log with a header.
-    if (!durable_clean_) ScanLog(nullptr, log_.capacity(), &replay_records_);
+    if (!durable_clean_) {
+      const Log::ScanEnd e = ScanLog(nullptr);
+      replay_records_ = e.records;
+      replayable = e.last_txid;
+    }
     log_needs_create_ = legacy_;
   } else if (s.IsNotFound() || s.IsCorruption()) {
     // Rule 9: without a log of its own, a database that was not closed
@@ -781,9 +824,9 @@ Status PagerImpl::OpenLog(bool created) {
   } else {
     return s;
   }
-  const uint64_t replayable = checkpoint_txid_.load() + replay_records_;
-  if (!durable_clean_ && have_stamp_ && stamp_.epoch == log_epoch_.load() &&
-      stamp_.txid > replayable && !opts_.accept_log_loss) {
+  // The stamp in the newest meta was written after this checkpoint, of
+  // records the log must still hold.
+  if (!durable_clean_ && have_stamp_ && stamp_.txid > replayable && !opts_.accept_log_loss) {
     return Status::Corruption(
         log_.path(), "the log ends at commit " + std::to_string(replayable) + " but commit " +
                          std::to_string(stamp_.txid) +
@@ -807,7 +850,7 @@ PagerImpl::~PagerImpl() {
     AcquireWriter();
     // Rule 9: a database closed cleanly says so, and its log is not needed.
     if (recovered_ && (!durable_clean_ || writer_committed().txid != checkpoint_txid_.load() ||
-                       log_.used() > log_.start())) {
+                       log_.InUse() > 0)) {
       (void)CheckpointLocked(/*clean=*/true);
     }
     ReleaseWriter();
@@ -866,7 +909,12 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {
     }
   }
   ReleasePending();
-  return std::unique_ptr<Txn>(new WriteTxnImpl(this, writer_committed()));
+  uint64_t txid;
+  {
+    MutexLock l(&log_mu_);
+    txid = ++last_txid_;
+  }
+  return std::unique_ptr<Txn>(new WriteTxnImpl(this, writer_committed(), txid));
 }
 
 PageId PagerImpl::TakeRunLocked(uint32_t n) {
@@ -904,7 +952,7 @@ void PagerImpl::AbortTxn(WriteTxnImpl* txn) {
 }
 
 Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durability d,
-                            bool replayed) {
+                            bool replayed, const std::pair<uint64_t, Log::Cursor>* merged) {
   if (HasError()) {
     AbortTxn(txn);
     return BackgroundError();
@@ -934,9 +982,21 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durabil
   Log::Position pos;
   if (!replayed) {
     bool fits;
-    Status s = log_.Append(txn->txid_, payload, d, &pos, &fits);
-    if (!s.ok()) {  // not published; the error is sticky (rule 8)
-      FinishTxn(txn);
+    Status s;
+    {
+      MutexLock l(&log_mu_);
+      // Rule 10: a record of a write txn must follow every record before
+      // it in txid order, and the pages must hold every record before it.
+      if (log_.last_txid() > txn->txid_ || log_.last_txid() > pages_cover_txid_) {
+        s = Status::InvalidArgument(path_,
+                                    "a write transaction committed beside log-only commits that "
+                                    "are not merged into the pages");
+      } else {
+        s = log_.Append(txn->txid_, payload, d, &pos, &fits);
+      }
+    }
+    if (!s.ok()) {  // not published; an I/O error is sticky (rule 8)
+      AbortTxn(txn);
       return s;
     }
     by_checkpoint = !fits;  // rule 3: no record; the checkpoint commits it
@@ -963,6 +1023,15 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durabil
     pending_.Add(txn->txid_, txn->lists_.freed_recent, /*for_checkpoint=*/false);
     pending_.Add(txn->txid_, txn->lists_.freed_ckpt, /*for_checkpoint=*/true);
   }
+  // The pages now hold this txn's changes, and (rule 10) every record's
+  // before it; or, for a merge, the records it merged.
+  if (merged != nullptr) {
+    pages_cover_txid_ = merged->first;
+    cover_next_ = merged->second;
+  } else {
+    pages_cover_txid_ = txn->txid_;
+    cover_next_ = log_.head();
+  }
   Status s;
   if (by_checkpoint) {
     // The commit is published but not logged: it must not be lost behind a
@@ -974,6 +1043,57 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durabil
   FinishTxn(txn);
   if (group) s = log_.Sync(d, pos);
   return s;
+}
+
+Status PagerImpl::PrepareCommits() {
+  if (HasError()) return BackgroundError();
+  AcquireWriter();
+  Status s;
+  if (!recovered_) {
+    s = Status::InvalidArgument(path_, "call Pager::Recover first");
+  } else if (retired_.load()) {
+    s = Status::Busy(path_, "the database was replaced by a compacted copy");
+  } else if (!in_use_) {
+    s = StartWriting();
+  }
+  ReleaseWriter();
+  return s;
+}
+
+Status PagerImpl::AppendCommit(std::string_view payload, Durability d, uint64_t* txid) {
+  if (HasError()) return BackgroundError();
+  Log::Position pos;
+  bool fits;
+  {
+    MutexLock l(&log_mu_);
+    if (!in_use_) {
+      return Status::InvalidArgument(path_, "AppendCommit before PrepareCommits");
+    }
+    const uint64_t next = last_txid_ + 1;
+    MMDOC_RETURN_IF_ERROR(log_.Append(next, payload, d, &pos, &fits));
+    if (!fits) return Status::Busy(log_.path(), "the log is full until a merge and checkpoint");
+    last_txid_ = next;
+    *txid = next;
+    if (d == Durability::kPeriodic) log_.StartFlusher(opts_.sync_interval_ms);
+    // kGroup syncs outside the lock, so that others append meanwhile.
+    if (d != Durability::kGroup) return log_.Sync(d, pos);
+  }
+  return log_.Sync(d, pos);
+}
+
+Status PagerImpl::CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next) {
+  auto* w = dynamic_cast<WriteTxnImpl*>(txn);
+  if (w == nullptr || w->p_ != this) {
+    return Status::InvalidArgument("CommitMerge: not a write txn of this pager");
+  }
+  if (w->done_) return Status::InvalidArgument("transaction already finished");
+  if (through_txid < pages_cover_txid_ || through_txid > log_.last_txid()) {
+    w->Abort();
+    return Status::InvalidArgument(path_, "CommitMerge: through " + std::to_string(through_txid) +
+                                              ", not between the last merge and the last record");
+  }
+  const std::pair<uint64_t, Log::Cursor> merged{through_txid, Log::Cursor{next.offset, next.epoch}};
+  return CommitTxn(w, {}, Durability::kNone, /*replayed=*/true, &merged);
 }
 
 Status PagerImpl::CommitReplayed(Txn* txn) {
@@ -1007,17 +1127,34 @@ Status PagerImpl::Checkpoint() {
 // is in progress.
 Status PagerImpl::CheckpointLocked(bool clean) {
   if (HasError()) return BackgroundError();
-  uint64_t txid = writer_committed().txid;
+  uint64_t txid = std::max(writer_committed().txid, checkpoint_txid_.load());
   if (txid % 2 == checkpoint_txid_.load() % 2) {
     // Never overwrite the newest durable meta: advance by an empty txn.
     txid++;
+    {
+      MutexLock l(&log_mu_);
+      last_txid_ = std::max(last_txid_, txid);
+    }
     MutexLock l(&state_mu_);
     committed_.txid = txid;
   }
   Meta meta;
   meta.txid = txid;
   meta.page_size = ps_;
-  meta.log_epoch = log_epoch_.load() + 1;
+  // Rule 10: when the pages hold every record, the log starts over under a
+  // new epoch; else replay must start at the first record they lack, and
+  // the database is not clean.
+  const bool covered = log_.last_txid() <= pages_cover_txid_;
+  if (!covered) clean = false;
+  if (covered) {
+    meta.log_txid = std::max(pages_cover_txid_, log_.last_txid());
+    meta.log_offset = log_.start();
+    meta.log_epoch = std::max(log_epoch_.load(), log_.head().epoch) + 1;
+  } else {
+    meta.log_txid = pages_cover_txid_;
+    meta.log_offset = cover_next_.offset;
+    meta.log_epoch = cover_next_.epoch;
+  }
   MMDOC_RETURN_IF_ERROR(WriteFreeList(txid, &meta.freelist_root, &meta.free_count));
   SumUnsummedPages();
   // Data pages and free-list pages reach the disk before the meta.
@@ -1048,13 +1185,21 @@ Status PagerImpl::CheckpointLocked(bool clean) {
     SetError(s);
     return s;
   }
-  // The checkpoint is durable: the log restarts under the new epoch.
+  // The checkpoint is durable: the log restarts under the new epoch, or
+  // lets go of the records the pages now hold.
   log_epoch_.store(meta.log_epoch);
   checkpoint_txid_.store(txid);
+  log_txid_ = meta.log_txid;
+  log_from_ = Log::Cursor{meta.log_offset, meta.log_epoch};
   durable_clean_ = clean;
   in_use_ = !clean;
   legacy_ = false;
-  log_.Restart(meta.log_epoch);
+  if (covered) {
+    log_.Restart(meta.log_epoch);
+    cover_next_ = log_.head();
+  } else {
+    log_.Release(cover_next_);
+  }
   {
     MutexLock l(&alloc_mu_);
     pending_.CheckpointDone(txid);
@@ -1064,8 +1209,10 @@ Status PagerImpl::CheckpointLocked(bool clean) {
 }
 
 Status PagerImpl::StartWriting() {
+  // (A log holding records the pages lack is never replaced.)
+  const bool covered = log_.last_txid() <= pages_cover_txid_;
   if (log_needs_create_ || !log_.ready() ||
-      log_.capacity() - log_.start() < (opts_.log_size + 7) / 8 * 8) {
+      (covered && log_.capacity() - log_.start() < (opts_.log_size + 7) / 8 * 8)) {
     // A log is replaced only while the durable meta says it holds nothing.
     if (!durable_clean_) MMDOC_RETURN_IF_ERROR(CheckpointLocked(/*clean=*/true));
     MMDOC_RETURN_IF_ERROR(log_.Create(db_id_, opts_.log_size));
@@ -1098,7 +1245,8 @@ Status PagerImpl::MoveTo(const std::string& path) {
 }
 
 void PagerImpl::StampDurable(uint64_t epoch, uint64_t txid) {
-  if (epoch != log_epoch_.load()) return;  // a checkpoint came between
+  // Written into the durable meta, whatever checkpoint it is: a stamp of a
+  // record the checkpoint covers says nothing the log contradicts.
   const PageId slot = checkpoint_txid_.load() % 2;
   EncodeStamp(Stamp{epoch, txid}, slot, meta_map_ + slot * ps_);
 }
@@ -1166,18 +1314,20 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
     recovering_ = true;
   }
   Status err;
-  uint64_t records;
-  uint64_t end = ScanLog(
-      [&](uint64_t txid, std::string_view payload) {
-        Status s = apply(txid, payload);
-        if (s.ok() && writer_committed().txid != txid) {
-          s = Status::Corruption(path_, "replay of log record " + std::to_string(txid) +
-                                            " did not commit it with CommitReplayed");
-        }
-        if (!s.ok()) err = s;
-        return s.ok();
-      },
-      log_.capacity(), &records);
+  const Log::ScanEnd end = ScanLog([&](uint64_t txid, std::string_view payload) {
+    {
+      // The replaying write txn commits as the record's txid.
+      MutexLock l(&log_mu_);
+      last_txid_ = txid - 1;
+    }
+    Status s = apply(txid, payload);
+    if (s.ok() && writer_committed().txid != txid) {
+      s = Status::Corruption(path_, "replay of log record " + std::to_string(txid) +
+                                        " did not commit it with CommitReplayed");
+    }
+    if (!s.ok()) err = s;
+    return s.ok();
+  });
   {
     MutexLock l(&writer_mu_);
     recovering_ = false;
@@ -1185,8 +1335,38 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
     recovered_ = true;
     replay_records_ = 0;
   }
-  log_.SetUsed(end);
+  {
+    MutexLock l(&log_mu_);
+    last_txid_ = std::max(last_txid_, end.last_txid);
+  }
+  log_.SetPosition(log_from_, Log::Cursor{end.end.offset, end.end.epoch + 1}, end.last_txid);
   return Checkpoint();
+}
+
+Status PagerImpl::RecoverIntoMemory(const ReplayFn& apply) {
+  {
+    MutexLock l(&writer_mu_);
+    if (recovered_) return Status::OK();
+    recovering_ = true;
+  }
+  Status err;
+  const Log::ScanEnd end = ScanLog([&](uint64_t txid, std::string_view payload) {
+    err = apply(txid, payload);
+    return err.ok();
+  });
+  MutexLock l(&writer_mu_);
+  recovering_ = false;
+  if (!err.ok()) return err;
+  recovered_ = true;
+  replay_records_ = 0;
+  {
+    MutexLock ll(&log_mu_);
+    last_txid_ = std::max(last_txid_, end.last_txid);
+  }
+  // The records stay in the log, which goes on after them under a new
+  // epoch (so a torn record at the end cannot be taken for a new one).
+  log_.SetPosition(log_from_, Log::Cursor{end.end.offset, end.end.epoch + 1}, end.last_txid);
+  return Status::OK();
 }
 
 // ---------------------------------------------------------------------------
@@ -1235,12 +1415,12 @@ Status PagerImpl::Verify() {
       if (!s.ok()) return Status::Corruption(path_, "free list: " + s.message());
     }
   }
-  uint64_t records;
-  uint64_t used = log_.used();
-  if (used > log_.capacity()) return Status::Corruption(log_.path(), "log overflow");
-  if (ScanLog(nullptr, used, &records) < used) {
+  // Every record from the replay start to the head must be intact.
+  const Log::Cursor head = log_.head();
+  const Log::ScanEnd e = ScanLog(nullptr, &head);
+  if (e.end.offset != head.offset && log_.last_txid() > log_txid_) {
     return Status::Corruption(
-        log_.path(), "log record before offset " + std::to_string(used) + " does not verify");
+        log_.path(), "log record at offset " + std::to_string(e.end.offset) + " does not verify");
   }
   return Status::OK();
 }
@@ -1263,7 +1443,7 @@ PagerStats PagerImpl::Stats() {
     st.freelist_pages = freelist_pages_.size();
   }
   st.checkpoint_txid = checkpoint_txid_.load();
-  st.log_used = log_.used() - log_.start();
+  st.log_used = log_.InUse();
   st.file_size = file_size_.load();
   return st;
 }

@@ -70,6 +70,16 @@
 //     read transactions keep working on the last good state. A file that
 //     cannot grow (Full) fails the write transaction only: nothing was
 //     published, and later writes succeed once the disk has room.
+// (10) Log-only commits (a write buffer in front of the pages): a commit may
+//     only append its record (AppendCommit); its changes reach pages later,
+//     through a write txn committed with CommitMerge, which says up to
+//     which record the pages now hold. A checkpoint then keeps the log from
+//     the first record the pages lack (meta: log txid and log offset)
+//     instead of starting it over, and the log is a ring (storage/log.h) so
+//     that commits go on while older records wait for their merge. Replay
+//     redoes the records after the meta's log txid; RecoverIntoMemory hands
+//     them to the caller and keeps them in the log. A write txn that logs a
+//     record (Commit) must not follow log-only commits the pages lack.
 // (9) A database knows whether it needs its log. The meta page carries a
 //     database id, which the log's header repeats, and a clean flag: the
 //     checkpoint at Close writes it clean; before the first commit of a
@@ -290,6 +300,34 @@ class Pager {
   virtual Result<std::unique_ptr<Txn>> BeginWrite() = 0;
   // Commit for a record being replayed by Recover (no new log record).
   virtual Status CommitReplayed(Txn* txn) = 0;
+
+  // --- log-only commits (rule 10) ---
+  // Recover for a caller that keeps the replayed records in memory (a
+  // write buffer) instead of redoing them in pages: calls apply(txid,
+  // payload) for each, then leaves them in the log, which goes on after
+  // them. No checkpoint.
+  virtual Status RecoverIntoMemory(const ReplayFn& apply) = 0;
+  // Marks the database in use (rule 9) before the first log-only commit of
+  // a session; the first BeginWrite does it too. Not sticky on failure.
+  virtual Status PrepareCommits() = 0;
+  // A commit whose changes are not in pages: appends its record as the next
+  // txid (*txid) and makes it durable as `durability` says (rule 2). Busy
+  // when the log has no room until a merge (CommitMerge) and checkpoint
+  // let go of older records; the sticky error; IOError/Full. REQUIRES:
+  // PrepareCommits or a write txn ran this session; the caller serializes
+  // these with its own write txns that log records.
+  virtual Status AppendCommit(std::string_view payload, Durability durability, uint64_t* txid) = 0;
+  // Where the next log record will go (for CommitMerge).
+  struct LogPosition {
+    uint64_t offset = 0;
+    uint64_t epoch = 0;
+  };
+  virtual LogPosition LogHead() = 0;
+  // Commits a write txn that put into pages the changes of every record up
+  // to `through_txid`; the first record after it starts at `next` (LogHead
+  // when the caller stopped taking records into this merge). No log
+  // record. The next checkpoint lets go of the records it covers.
+  virtual Status CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next) = 0;
 
   // Writes a checkpoint now (rule 3). Also run at Close and when the log
   // fills up.
