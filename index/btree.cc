@@ -600,7 +600,7 @@ struct BTree::Impl {
       uint8_t* o;
       MMDOC_RETURN_IF_ERROR(
           txn->Allocate(PageType::kOverflow, static_cast<uint32_t>(pages), &oid, &o));
-      std::memcpy(o + storage::kPageHeaderSize, value.data(), value.size());
+      if (!value.empty()) std::memcpy(o + storage::kPageHeaderSize, value.data(), value.size());
       SetOverflowRef(c + kLeafCellHeader + key.size(), oid);
       size = static_cast<uint32_t>(kLeafCellHeader + key.size() + kOverflowRef);
     } else {

@@ -104,7 +104,7 @@ class BufferVersion {
   BufferVersion() = default;
   uint64_t txid_ = 0;
   const BufferVersion* older_ = nullptr;
-  const char* value_ = nullptr;
+  const char* value_ = "";  // never nullptr: callers may memcpy from it
   uint32_t value_size_ = 0;
   bool erased_ = false;
 };

@@ -108,6 +108,13 @@ TEST_CASE("put modes and argument limits", "[btree]") {
   REQUIRE(t.Put(max, "maxkey").ok());
   REQUIRE(t.Get(max, &v).ok());
   CHECK(v == "maxkey");
+  // A maximum key with an empty value (a null data pointer) overflows to an
+  // empty run and reads back empty.
+  std::string max_empty(kMaxKeySize, 'e');
+  REQUIRE(t.Put(max_empty, std::string_view()).ok());
+  REQUIRE(t.Get(max_empty, &v).ok());
+  CHECK(v.empty());
+  REQUIRE(t.Delete(max_empty).ok());
   s = t.Put(std::string(kMaxKeySize + 1, 'x'), "x");
   CHECK(s.IsInvalidArgument());
   CHECK(s.message().find("1024") != std::string::npos);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -772,6 +773,79 @@ TEST_CASE("concurrency: write buffer readers at older snapshots beside one write
   INFO(error);
   REQUIRE(error.empty());
   CHECK(wb.Frozen().empty());
+}
+
+// Not run by default: `index_tests "[.bench]"` in a Release build. The
+// writer's cost per change, probes, and what cursors pay for the sorted key
+// list: its first build over a full generation, and its extension by one
+// small commit (the case of a cursor opened after every commit).
+TEST_CASE("write buffer: publish, probe and sort costs", "[.][bench]") {
+  using Clock = std::chrono::steady_clock;
+  auto ns_since = [](Clock::time_point t0) {
+    return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+  };
+  const std::string& c = kTrees[0];
+  const int n = 300000;
+  std::mt19937_64 rng(1);
+  std::vector<std::string> keys(n);
+  for (auto& k : keys) {
+    char buf[24];
+    std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(rng()));
+    k = buf;
+  }
+  const std::string value(150, 'v');
+  WriteBuffer wb;
+  uint64_t txid = 0;
+  auto t0 = Clock::now();
+  for (int i = 0; i < n; i += 1000) {
+    std::vector<BufferChange> ch;
+    for (int j = i; j < i + 1000; j++) ch.push_back(Put(c, keys[j], value, false));
+    wb.Publish(++txid, ch);
+  }
+  const double publish = ns_since(t0) / n;
+  BufferView v = wb.View(txid);
+  const BufferTable* t = v.generations[0]->Find(c);
+  t0 = Clock::now();
+  size_t hits = 0;
+  for (int i = 0; i < n; i++) hits += t->Find(keys[(i * 7919) % n], txid) != nullptr;
+  const double hit = ns_since(t0) / n;
+  t0 = Clock::now();
+  for (int i = 0; i < n; i++) hits += t->Find(keys[i].substr(1) + "x", txid) != nullptr;
+  const double miss = ns_since(t0) / n;
+  REQUIRE(hits == static_cast<size_t>(n));
+  t0 = Clock::now();
+  {
+    BufferTable::Iterator it(t, txid);
+    it.SeekToFirst();
+    REQUIRE(it.Valid());
+  }
+  const double first_sort = ns_since(t0) / 1e6;
+  t0 = Clock::now();
+  size_t seen = 0;
+  {
+    BufferTable::Iterator it(t, txid);
+    for (it.SeekToFirst(); it.Valid(); it.Next()) seen++;
+  }
+  const double scan = ns_since(t0) / n;
+  REQUIRE(seen == static_cast<size_t>(n));
+  // One new key a commit, an iterator after each.
+  const int m = 2000;
+  t0 = Clock::now();
+  for (int i = 0; i < m; i++) {
+    std::string k = "new" + std::to_string(i);
+    wb.Publish(++txid, {Put(c, k, value, false)});
+    BufferTable::Iterator it(t, txid);
+    it.Seek(k);
+    REQUIRE(it.Valid());
+  }
+  const double extend = ns_since(t0) / m / 1000;
+  std::fprintf(stderr,
+               "write buffer, %d changes of 16-byte keys and 150-byte values in commits of "
+               "1000:\n  publish %.0f ns/change, %.1f MiB (%.0f bytes/change)\n  Find hit %.0f "
+               "ns, miss %.0f ns\n  first iterator (sorts %d keys) %.1f ms; iteration %.1f "
+               "ns/key\n  commit of 1 key + a Seek, %d times: %.1f us each\n",
+               n, publish, wb.active_bytes() / 1048576.0, 1.0 * wb.active_bytes() / n, hit, miss, n,
+               first_sort, scan, m, extend);
 }
 
 }  // namespace
