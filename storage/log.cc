@@ -1,6 +1,7 @@
 #include "storage/log.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cstring>
 
@@ -37,7 +38,8 @@ Status Log::ZeroFill(uint64_t from, uint64_t to) {
 }
 
 Status Log::Map() {
-  map_len_ = std::max<uint64_t>(capacity_, 8);
+  max_capacity_ = std::max(max_capacity_, capacity_.load());
+  map_len_ = std::max<uint64_t>(max_capacity_, 8);
   Result<uint8_t*> m = file_->Map(map_len_, MapMode::kReadWrite);
   if (!m.ok()) return m.status();
   base_ = *m;
@@ -48,7 +50,7 @@ Status Log::Map() {
   return Status::OK();
 }
 
-Status Log::Open(const uint64_t db_id[2], bool legacy) {
+Status Log::Open(const uint64_t db_id[2], bool legacy, uint64_t max_size) {
   Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kExisting);
   if (!f.ok()) return f.status();
   file_ = std::move(f.value());
@@ -56,7 +58,8 @@ Status Log::Open(const uint64_t db_id[2], bool legacy) {
   if (!size.ok()) return size.status();
   if (legacy) {
     start_ = 0;
-    capacity_ = *size / 8 * 8;
+    capacity_.store(*size / 8 * 8);
+    max_capacity_ = 0;
     return Map();
   }
   auto bad = [&](const std::string& why) {
@@ -86,11 +89,25 @@ Status Log::Open(const uint64_t db_id[2], bool legacy) {
                std::to_string(kLogRecordsOffset + records));
   }
   start_ = kLogRecordsOffset;
-  capacity_ = kLogRecordsOffset + records;
+  capacity_.store(kLogRecordsOffset + records);
+  max_capacity_ = kLogRecordsOffset + Align8(max_size);
+  db_id_[0] = db_id[0];
+  db_id_[1] = db_id[1];
   return Map();
 }
 
-Status Log::Create(const uint64_t db_id[2], uint64_t size) {
+Status Log::WriteHeader(const uint64_t db_id[2], uint64_t records) {
+  uint8_t h[kLogHeaderUsed] = {};
+  EncodeFixed64(h + kLogHeaderMagicOffset, kLogMagic);
+  EncodeFixed32(h + kLogHeaderVersionOffset, kFormatVersion);
+  EncodeFixed64(h + kLogHeaderDbIdOffset, db_id[0]);
+  EncodeFixed64(h + kLogHeaderDbIdOffset + 8, db_id[1]);
+  EncodeFixed64(h + kLogHeaderRecordsSizeOffset, records);
+  EncodeFixed64(h + kLogHeaderChecksumOffset, Checksum(h + 8, sizeof h - 8, 0));
+  return file_->WriteAt(0, h, sizeof h);
+}
+
+Status Log::Create(const uint64_t db_id[2], uint64_t size, uint64_t max_size) {
   const uint64_t records = Align8(size);
   Status s;
   {
@@ -102,16 +119,7 @@ Status Log::Create(const uint64_t db_id[2], uint64_t size) {
   // unwritten extent must also write the extent's metadata.
   s = file_->Truncate(0);
   if (s.ok()) s = ZeroFill(0, kLogRecordsOffset + records);
-  if (s.ok()) {
-    uint8_t h[kLogHeaderUsed] = {};
-    EncodeFixed64(h + kLogHeaderMagicOffset, kLogMagic);
-    EncodeFixed32(h + kLogHeaderVersionOffset, kFormatVersion);
-    EncodeFixed64(h + kLogHeaderDbIdOffset, db_id[0]);
-    EncodeFixed64(h + kLogHeaderDbIdOffset + 8, db_id[1]);
-    EncodeFixed64(h + kLogHeaderRecordsSizeOffset, records);
-    EncodeFixed64(h + kLogHeaderChecksumOffset, Checksum(h + 8, sizeof h - 8, 0));
-    s = file_->WriteAt(0, h, sizeof h);
-  }
+  if (s.ok()) s = WriteHeader(db_id, records);
   if (s.ok()) s = file_->Sync();
   if (s.ok()) s = fs_->SyncDir(path_);
   if (!s.ok()) {
@@ -120,8 +128,33 @@ Status Log::Create(const uint64_t db_id[2], uint64_t size) {
     return s;
   }
   start_ = kLogRecordsOffset;
-  capacity_ = kLogRecordsOffset + records;
+  capacity_.store(kLogRecordsOffset + records);
+  max_capacity_ = kLogRecordsOffset + Align8(std::max(size, max_size));
+  db_id_[0] = db_id[0];
+  db_id_[1] = db_id[1];
   return Map();
+}
+
+Status Log::Grow(uint64_t need) {
+  const uint64_t cap = capacity_.load(), head = used_.load();
+  assert(head >= tail_.load());
+  const uint64_t want = std::max(2 * (cap - start_), head + need - start_);
+  const uint64_t grown = std::min(max_capacity_, start_ + Align8(want));
+  if (grown <= cap) return Status::OK();
+  // Zeros first, synced (the size change with them): until the header
+  // claims them, a failure or crash here loses nothing, so it is not sticky.
+  Status s = ZeroFill(cap, grown);
+  if (s.ok()) s = file_->Sync();
+  if (!s.ok()) return s;
+  // A torn or unsynced header would lose the log: that is sticky (rule 8).
+  s = WriteHeader(db_id_, grown - start_);
+  if (s.ok()) s = file_->Sync();
+  if (!s.ok()) {
+    error_->Set(s);
+    return s;
+  }
+  capacity_.store(grown);
+  return Status::OK();
 }
 
 Status Log::Rename(const std::string& path) {
@@ -137,14 +170,15 @@ Status Log::Remove() {
 
 int64_t Log::ValidAt(uint64_t off, uint64_t epoch, uint64_t after, bool* wrap,
                      uint64_t* txid) const {
-  if (off + kLogHeaderSize > capacity_) return -1;
+  const uint64_t capacity = capacity_.load();
+  if (off + kLogHeaderSize > capacity) return -1;
   const uint8_t* r = base_ + off;
   const uint32_t magic = DecodeFixed32(r + kLogMagicOffset);
   const uint32_t len = DecodeFixed32(r + kLogLengthOffset);
   *wrap = magic == kLogWrapMagic;
   *txid = DecodeFixed64(r + kLogTxidOffset);
   if ((magic != kLogRecordMagic && !*wrap) || DecodeFixed64(r + kLogEpochOffset) != epoch ||
-      len > capacity_ - off - kLogHeaderSize || (*wrap && len != 0) ||
+      len > capacity - off - kLogHeaderSize || (*wrap && len != 0) ||
       DecodeFixed64(r + kLogChecksumOffset) !=
           Checksum(r + 8, kLogHeaderSize - 8 + uint64_t{len}, epoch)) {
     return -1;
@@ -172,7 +206,7 @@ Log::ScanEnd Log::Scan(Cursor from, uint64_t after_txid, const RecordFn& fn,
       if (len >= 0) epoch++;
     }
     // Too near the end for a header: the writer wrapped without a marker.
-    const bool implicit_wrap = off + kLogHeaderSize > capacity_;
+    const bool implicit_wrap = off + kLogHeaderSize > capacity_.load();
     if ((len >= 0 && wrap) || (len < 0 && implicit_wrap)) {
       if (++wraps > 2) break;  // a ring is not followed round twice
       const uint64_t next_epoch = epoch + 1;
@@ -200,7 +234,7 @@ Log::ScanEnd Log::Scan(Cursor from, uint64_t after_txid, const RecordFn& fn,
 
 uint64_t Log::InUse() const {
   const uint64_t head = used_.load(), tail = tail_.load();
-  return head >= tail ? head - tail : (capacity_ - tail) + (head - start_);
+  return head >= tail ? head - tail : (capacity_.load() - tail) + (head - start_);
 }
 
 uint64_t Log::last_txid() const {
@@ -221,7 +255,7 @@ void Log::SetPosition(Cursor tail, Cursor head, uint64_t last_txid) {
 
 Status Log::Wrap(uint64_t last_txid) {
   const uint64_t off = used_.load(), epoch = epoch_.load();
-  if (off + kLogHeaderSize <= capacity_) {
+  if (off + kLogHeaderSize <= capacity_.load()) {
     uint8_t r[kLogHeaderSize];
     EncodeFixed32(r + kLogLengthOffset, 0);
     EncodeFixed32(r + kLogMagicOffset, kLogWrapMagic);
@@ -258,9 +292,15 @@ Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Positi
   // so that a full ring never looks empty); else at the start, up to the
   // tail (the whole area when nothing is needed), after a wrap.
   const bool wrapped = off < tail;
-  *fits = wrapped ? len < tail - off : len <= capacity_ - off;
+  *fits = wrapped ? len < tail - off : len <= capacity_.load() - off;
+  if (!*fits && !wrapped && capacity_.load() < max_capacity_) {
+    Status s = Grow(len);
+    if (!s.ok() && error_->Has()) return s;  // else the log stays as it was
+    *fits = len <= capacity_.load() - off;
+  }
   if (!*fits) {
-    const uint64_t room = off == tail ? capacity_ - start_ : tail - start_;
+    const uint64_t capacity = capacity_.load();
+    const uint64_t room = off == tail ? capacity - start_ : tail - start_;
     *fits = !wrapped && len < room;
     if (!*fits) return Status::OK();
     uint64_t last;
@@ -334,7 +374,7 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
     case Durability::kPeriodic:  // the flusher thread syncs later
       return Status::OK();
     case Durability::kMsync: {
-      if (off > capacity_ || len > capacity_ - off) {
+      if (off > capacity_.load() || len > capacity_.load() - off) {
         return Status::InvalidArgument("SyncForCommit: range outside the log");
       }
       // From the first record not yet durable: a durable record after one

@@ -66,20 +66,23 @@ class Log {
   Log(const Log&) = delete;
   Log& operator=(const Log&) = delete;
 
-  // Opens the existing log of database `db_id` and maps it. NotFound when
-  // the file does not exist; Corruption, naming the log, when its header is
-  // damaged, names another database, or the file is shorter than the
-  // header says. `legacy`: a version 1 or 2 log, which has no header and
-  // whose records start at 0.
-  Status Open(const uint64_t db_id[2], bool legacy);
+  // Opens the existing log of database `db_id` and maps it, reserving
+  // address space for `max_size` bytes of records (the log may grow to
+  // that; see Append). NotFound when the file does not exist; Corruption,
+  // naming the log, when its header is damaged, names another database, or
+  // the file is shorter than the header says (a longer file is a growth cut
+  // short: the header's size counts). `legacy`: a version 1 or 2 log, which
+  // has no header, whose records start at 0, and which never grows.
+  Status Open(const uint64_t db_id[2], bool legacy, uint64_t max_size);
   // Creates (or truncates) the log of database `db_id` with `size` bytes of
   // records, zero-filled, header written, file and directory synced, then
-  // maps it. On failure (Full on a full disk) the file is removed, so a
-  // half-made log never takes the disk.
-  Status Create(const uint64_t db_id[2], uint64_t size);
+  // maps it with room to grow to `max_size` (>= size). On failure (Full on
+  // a full disk) the file is removed, so a half-made log never takes the
+  // disk.
+  Status Create(const uint64_t db_id[2], uint64_t size, uint64_t max_size);
   // Makes sure every byte of the log is backed by disk blocks (a sparse
   // copy's holes would make a store through the map SIGBUS on a full disk).
-  Status AllocateAll() { return file_->Allocate(0, capacity_); }
+  Status AllocateAll() { return file_->Allocate(0, capacity_.load()); }
   // Whether Open or Create succeeded.
   bool ready() const { return base_ != nullptr; }
   // Removes the log file. REQUIRES: !ready().
@@ -110,8 +113,13 @@ class Log {
   ScanEnd Scan(Cursor from, uint64_t after_txid, const RecordFn& fn,
                const Cursor* stop = nullptr) const;
 
-  // Appends the record of `txid` at the head, wrapping to the start when it
-  // does not fit before the end and the start is free up to the tail.
+  // Appends the record of `txid` at the head. When it does not fit before
+  // the end and the log is below its maximum size and not wrapped, the log
+  // grows first (doubling, up to the maximum): the new bytes are written as
+  // zeros and synced, and only then does the header claim them, so a
+  // commit's later fdatasync still writes no file metadata and a crash
+  // mid-growth leaves the old size. Otherwise it wraps to the start when
+  // the start is free up to the tail.
   // kFsync and kGroup write it with pwrite, the other modes through the
   // log's map (kMsync's contract is msync of what it wrote there). *fits is
   // false, and nothing is written, when the ring has no room for it.
@@ -155,9 +163,11 @@ class Log {
   // Bytes of records from the tail to the head.
   uint64_t InUse() const;
 
-  // The offset where the records area starts and where it ends.
+  // The offset where the records area starts and where it ends now.
   uint64_t start() const { return start_; }
-  uint64_t capacity() const { return capacity_; }
+  uint64_t capacity() const { return capacity_.load(); }
+  // Where it may end at most (the records area grows up to there).
+  uint64_t max_capacity() const { return max_capacity_; }
   const std::string& path() const { return path_; }
 
  private:
@@ -167,6 +177,11 @@ class Log {
   // and epoch before the sync): records it durable and calls the hook.
   void MarkDurable(uint64_t lsn, uint64_t txid, uint64_t epoch) MMDOC_REQUIRES(sync_mu_);
   Status ZeroFill(uint64_t from, uint64_t to);
+  // Writes the header claiming `records` bytes of records.
+  Status WriteHeader(const uint64_t db_id[2], uint64_t records);
+  // Grows the records area to hold at least `need` more bytes after the
+  // head (see Append). REQUIRES: the head is not behind the tail.
+  Status Grow(uint64_t need);
   // Writes the wrap marker at the head (when there is room for one), syncs
   // the log so that nothing after the wrap is durable before what precedes
   // it, and moves the head to the start under the next epoch.
@@ -187,7 +202,9 @@ class Log {
   uint8_t* base_ = nullptr;
   uint64_t map_len_ = 0;
   uint64_t start_ = 0;
-  uint64_t capacity_ = 0;
+  uint64_t max_capacity_ = 0;          // where the records area may end at most
+  uint64_t db_id_[2] = {0, 0};         // repeated in the header by Grow
+  std::atomic<uint64_t> capacity_{0};  // where it ends; grown by the writer
 
   std::atomic<uint64_t> used_{0};  // the head; written by the writer
   std::atomic<uint64_t> tail_{0};  // the oldest needed record; by the writer

@@ -263,6 +263,12 @@ class PagerImpl final : public Pager {
   // the data file's holes allocated, and a checkpoint that marks the
   // database in use. Not sticky on failure.
   Status StartWriting();
+  // A new log's records area: a sixteenth of log_size, at least 4 KiB and
+  // at most 1 MiB; it grows as commits need, up to log_size (Log::Append).
+  uint64_t InitialLogSize() const {
+    const uint64_t size = std::clamp<uint64_t>(opts_.log_size / 16, 4096, 1ull << 20);
+    return (std::min(size, opts_.log_size) + 7) / 8 * 8;
+  }
   // The durable stamp (format.h), written after a log sync.
   void StampDurable(uint64_t epoch, uint64_t txid);
   // Log::Scan of the records after the durable checkpoint (rule 4).
@@ -793,12 +799,12 @@ Status PagerImpl::OpenLog(bool created) {
   if (created) {
     // A new database gets its log now, so that a create that fails on a
     // full disk fails whole.
-    MMDOC_RETURN_IF_ERROR(log_.Create(db_id_, opts_.log_size));
+    MMDOC_RETURN_IF_ERROR(log_.Create(db_id_, InitialLogSize(), opts_.log_size));
     log_.Restart(log_epoch_.load());
     recovered_ = true;
     return Status::OK();
   }
-  Status s = log_.Open(db_id_, legacy_);
+  Status s = log_.Open(db_id_, legacy_, opts_.log_size);
   uint64_t replayable = log_txid_;
   if (s.ok()) {
     // A clean database's log holds nothing to replay; a legacy one is read
@@ -1211,11 +1217,13 @@ Status PagerImpl::CheckpointLocked(bool clean) {
 Status PagerImpl::StartWriting() {
   // (A log holding records the pages lack is never replaced.)
   const bool covered = log_.last_txid() <= pages_cover_txid_;
+  // A clean database's log is made anew at its starting size, so that a
+  // log grown by a busy session does not keep its size into a quiet one.
   if (log_needs_create_ || !log_.ready() ||
-      (covered && log_.capacity() - log_.start() < (opts_.log_size + 7) / 8 * 8)) {
+      (covered && durable_clean_ && log_.capacity() - log_.start() != InitialLogSize())) {
     // A log is replaced only while the durable meta says it holds nothing.
     if (!durable_clean_) MMDOC_RETURN_IF_ERROR(CheckpointLocked(/*clean=*/true));
-    MMDOC_RETURN_IF_ERROR(log_.Create(db_id_, opts_.log_size));
+    MMDOC_RETURN_IF_ERROR(log_.Create(db_id_, InitialLogSize(), opts_.log_size));
     log_needs_create_ = false;
   } else {
     MMDOC_RETURN_IF_ERROR(log_.AllocateAll());

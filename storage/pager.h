@@ -36,7 +36,8 @@
 //     in-memory meta, and after a crash the log is replayed on top of the
 //     last checkpoint. A durable commit therefore costs one sync, of the
 //     log only, into space that was allocated and zero-filled when the log
-//     was created (no file-size change, so fdatasync writes no metadata).
+//     was created or grown (no file-size change, so fdatasync writes no
+//     metadata). The log starts small and grows to its budget (log_size).
 // (3) A checkpoint makes the current state the durable base: fdatasync the
 //     data file (every page written since the last checkpoint), write the
 //     free list pages, write the meta page into slot (txid % 2) with a new
@@ -188,7 +189,9 @@ struct PagerOptions {
   FileSystem* fs = nullptr;
 
   // --- Parameters that affect performance ---
-  // Size of the preallocated log file. A commit whose record does not fit
+  // The log's budget. A new log holds a sixteenth of it (4 KiB to 1 MiB of
+  // records) and doubles, written with zeros and synced, as commits need
+  // until it reaches log_size; a commit whose record does not fit then
   // triggers a checkpoint. Default: 64 MiB.
   uint64_t log_size = 64ull << 20;
   // Interval of the background log flush in kPeriodic mode. Default: 100.

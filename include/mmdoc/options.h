@@ -45,8 +45,9 @@ struct Options {
   // Page size of a new database (4096..65536, a power of two); an existing
   // file keeps its own. Default: 4096.
   uint32_t page_size = 4096;
-  // Size of the preallocated write-ahead log; a full log triggers a
-  // checkpoint. Default: 64 MiB.
+  // The write-ahead log's budget. The log starts at a sixteenth of it (at
+  // most 1 MiB) and doubles as commits need, up to log_size; a full log triggers a checkpoint. A
+  // larger budget means fewer checkpoints and a longer replay after a crash. Default: 64 MiB.
   uint64_t log_size = 64ull << 20;
   // Background log flush interval for Durability::kPeriodic. Default: 100.
   uint32_t sync_interval_ms = 100;

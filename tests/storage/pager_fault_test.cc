@@ -4,6 +4,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <thread>
@@ -114,6 +115,67 @@ TEST_CASE("fault: ENOSPC when the file grows is Full, and not sticky") {
   std::vector<uint64_t> tags;
   auto p = OpenAndReplay(path, FaultOptions(&fs), &tags);
   CHECK(RootHasTag(p.get(), 0, 2));
+  CHECK(p->Verify().ok());
+}
+
+// Commits a WriteTagged-like txn and returns its status.
+Status TryWriteTagged(Pager* p, uint64_t tag) {
+  auto w = p->BeginWrite();
+  if (!w.ok()) return w.status();
+  PageId id;
+  uint8_t* pg;
+  MMDOC_RETURN_IF_ERROR(w.value()->Allocate(PageType::kLeaf, 1, &id, &pg));
+  FillBody(pg, w.value()->page_size(), tag);
+  if (w.value()->root(0) != 0) MMDOC_RETURN_IF_ERROR(w.value()->Free(w.value()->root(0)));
+  w.value()->set_root(0, id);
+  return w.value()->Commit(Payload(0, tag, PageType::kLeaf, 1), Durability::kNone);
+}
+
+// The log starts at 4 KiB here and grows as commits fill it. In `none` mode
+// the log's only writes are a growth's: its zeros, then its header.
+TEST_CASE("fault: a log growth that fails loses nothing; a failed header write is sticky") {
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  const std::string log = path + "-log";
+  FaultFileSystem fs;
+  uint64_t last = 0;
+  SECTION("ENOSPC while the new space is zeroed: that commit checkpoints instead") {
+    {
+      auto p = OpenOrDie(path, FaultOptions(&fs));
+      REQUIRE(TryWriteTagged(p.get(), 1).ok());
+      const uint64_t ckpt = p->Stats().checkpoint_txid;
+      fs.FailNth(Op::kWrite, 1, ENOSPC, "-log");
+      for (last = 2; last <= 300; last++) REQUIRE(TryWriteTagged(p.get(), last).ok());
+      last--;
+      CHECK(fs.injected() == 1);
+      CHECK(p->Stats().checkpoint_txid > ckpt);
+      // Once the disk had room, a later growth went through.
+      CHECK(std::filesystem::file_size(log) > kLogRecordsOffset + 4096);
+      p->TEST_CrashOnClose();
+    }
+  }
+  SECTION("EIO on the header that claims the new space: the commit fails, and later ones") {
+    {
+      auto p = OpenOrDie(path, FaultOptions(&fs));
+      REQUIRE(TryWriteTagged(p.get(), 1).ok());
+      fs.FailNth(Op::kWrite, 2, EIO, "-log");
+      Status s;
+      for (last = 2; last <= 300; last++) {
+        s = TryWriteTagged(p.get(), last);
+        if (!s.ok()) break;
+      }
+      INFO(s.ToString());
+      REQUIRE(s.IsIOError());
+      last--;
+      CHECK(p->BeginWrite().status().IsIOError());
+      CHECK(std::filesystem::file_size(log) > kLogRecordsOffset + 4096);
+      p->TEST_CrashOnClose();
+    }
+  }
+  fs.ClearFaults();
+  std::vector<uint64_t> tags;
+  auto p = OpenAndReplay(path, FaultOptions(&fs), &tags);
+  CHECK(RootHasTag(p.get(), 0, last));
   CHECK(p->Verify().ok());
 }
 

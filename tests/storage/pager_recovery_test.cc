@@ -1,6 +1,7 @@
 // Log replay after a crash, torn log tails, free-page reuse (rule 5) and
 // growth through remaps while a reader holds an old snapshot.
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <random>
 #include <set>
 
@@ -114,6 +115,76 @@ TEST_CASE("recovery: a full log commits by checkpoint") {
   auto p = OpenAndReplay(path, o, &tags);
   CHECK(RootHasTag(p.get(), 0, 198));
   CHECK(RootHasTag(p.get(), 1, 199));
+}
+
+// A WriteTagged record padded to about `bytes` (ApplyTagged ignores the
+// padding).
+void WriteTaggedPadded(Pager* p, uint64_t tag, size_t bytes, Durability d) {
+  auto w = p->BeginWrite();
+  REQUIRE(w.ok());
+  PageId id;
+  uint8_t* pg;
+  REQUIRE(w.value()->Allocate(PageType::kLeaf, 1, &id, &pg).ok());
+  FillBody(pg, w.value()->page_size(), tag);
+  if (w.value()->root(0) != 0) REQUIRE(w.value()->Free(w.value()->root(0)).ok());
+  w.value()->set_root(0, id);
+  std::string payload = Payload(0, tag, PageType::kLeaf, 1) + " ";
+  payload.resize(bytes, 'p');
+  Status s = w.value()->Commit(payload, d);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+}
+
+TEST_CASE("log: starts small, grows with the work up to log_size, and starts small again") {
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  const std::string log = path + "-log";
+  PagerOptions o = SmallOptions();
+  o.log_size = 4 << 20;  // starts at 256 KiB
+  const uint64_t initial = kLogRecordsOffset + (256 << 10);
+  std::vector<uint64_t> want;
+  {
+    auto p = OpenOrDie(path, o);
+    CHECK(std::filesystem::file_size(log) == initial);
+    // 1.5 MiB of records: the log doubles three times and nothing
+    // checkpoints after the first write's (rule 9).
+    uint64_t ckpt = 0;
+    for (uint64_t i = 0; i < 96; i++) {
+      WriteTaggedPadded(p.get(), i, 16 << 10, i % 2 ? Durability::kFsync : Durability::kNone);
+      want.push_back(i);
+      if (i == 0) ckpt = p->Stats().checkpoint_txid;
+    }
+    CHECK(p->Stats().checkpoint_txid == ckpt);
+    CHECK(std::filesystem::file_size(log) == kLogRecordsOffset + (2 << 20));
+    p->TEST_CrashOnClose();
+  }
+  std::vector<uint64_t> tags;
+  {
+    auto p = OpenAndReplay(path, o, &tags);
+    CHECK(tags == want);
+    CHECK(RootHasTag(p.get(), 0, 95));
+    CHECK(p->Verify().ok());
+    // Past the budget: the log stops at log_size and checkpoints instead.
+    const uint64_t ckpt = p->Stats().checkpoint_txid;
+    for (uint64_t i = 0; i < 400; i++)
+      WriteTaggedPadded(p.get(), 1000 + i, 16 << 10, Durability::kNone);
+    CHECK(p->Stats().checkpoint_txid > ckpt);
+    CHECK(std::filesystem::file_size(log) == kLogRecordsOffset + o.log_size);
+  }
+  // Closed cleanly: the next session's first write makes the log anew, small.
+  {
+    auto p = OpenOrDie(path, o);
+    CHECK(RootHasTag(p.get(), 0, 1399));
+    WriteTagged(p.get(), 1, 7);
+    CHECK(std::filesystem::file_size(log) == initial);
+  }
+  // A growth cut short (zeros past the size the header claims) is ignored.
+  {
+    std::filesystem::resize_file(log, initial + (64 << 10));
+    auto p = OpenOrDie(path, o);
+    CHECK(RootHasTag(p.get(), 1, 7));
+    CHECK(p->Verify().ok());
+  }
 }
 
 TEST_CASE("reuse: freed pages wait for older readers (rule 5a)") {
