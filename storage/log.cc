@@ -13,7 +13,7 @@ namespace mmdoc::storage {
 
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kZeroFillChunk = 4096;
 
 uint64_t Align8(uint64_t x) { return (x + 7) & ~uint64_t{7}; }
 
@@ -27,11 +27,14 @@ Log::~Log() {
   if (base_ != nullptr) (void)file_->Unmap(base_, map_len_);
 }
 
+// One OS page per write: the page cache sizes a folio by the write that
+// makes it, and a commit that dirties one byte of a large folio through the
+// map gets the whole folio written back (1 MiB per msync commit, measured).
 Status Log::ZeroFill(uint64_t from, uint64_t to) {
-  std::vector<uint8_t> zeros(std::min<uint64_t>(kMiB, to - from));
+  static const uint8_t kZeros[kZeroFillChunk] = {};
   while (from < to) {
-    const uint64_t n = std::min<uint64_t>(zeros.size(), to - from);
-    MMDOC_RETURN_IF_ERROR(file_->WriteAt(from, zeros.data(), n));
+    const uint64_t n = std::min<uint64_t>(kZeroFillChunk - from % kZeroFillChunk, to - from);
+    MMDOC_RETURN_IF_ERROR(file_->WriteAt(from, kZeros, n));
     from += n;
   }
   return Status::OK();
@@ -43,6 +46,9 @@ Status Log::Map() {
   Result<uint8_t*> m = file_->Map(map_len_, MapMode::kReadWrite);
   if (!m.ok()) return m.status();
   base_ = *m;
+  // Faults read one page, not a readahead window into a large folio (see
+  // ZeroFill). A failure only costs speed.
+  (void)file_->AdviseRandomAccess(base_, map_len_);
   used_.store(start_);
   tail_.store(start_);
   MutexLock l(&sync_mu_);

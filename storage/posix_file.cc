@@ -150,6 +150,9 @@ class PosixFile final : public File {
     if (::madvise(addr, length, MADV_RANDOM) != 0) {
       return ErrnoStatus(path_, errno, "madvise");
     }
+    // ReadAt's readahead would make large folios too.
+    int err = ::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
+    if (err != 0) return ErrnoStatus(path_, err, "posix_fadvise");
     return Status::OK();
   }
 

@@ -76,9 +76,10 @@ class File {
   // the process (and not counted twice in its RSS). A hint: the default
   // does nothing.
   virtual Status DropMappedPages(uint8_t* /*addr*/, uint64_t /*length*/) { return Status::OK(); }
-  // Tells the OS that a mapping made by Map is read and written at random
-  // (madvise MADV_RANDOM): no readahead on a fault, so the page cache holds
-  // the file in single pages instead of large folios. The kernel tracks
+  // Tells the OS that a mapping made by Map, and the file's reads, are at
+  // random (madvise MADV_RANDOM, posix_fadvise POSIX_FADV_RANDOM): no
+  // readahead, so the page cache holds the file in single pages instead of
+  // large folios. The kernel tracks
   // dirtiness per folio: on Linux 6.18/ext4 here, writing one 4 KiB page
   // through a map of large folios marked 64 or more pages around it dirty
   // (the process's write_bytes; a dirty folio is written back whole). A hint: the default does
