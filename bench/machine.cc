@@ -96,6 +96,25 @@ uint64_t StatusBytes(const char* key) {
 uint64_t ResidentBytes() { return StatusBytes("VmRSS"); }
 uint64_t PeakResidentBytes() { return StatusBytes("VmHWM"); }
 
+bool ReadIoCounters(IoCounters* out) {
+  std::ifstream io("/proc/self/io");
+  bool write = false, cancelled = false;
+  for (std::string line; std::getline(io, line);) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, colon);
+    const uint64_t value = std::strtoull(line.c_str() + colon + 1, nullptr, 10);
+    if (key == "write_bytes") {
+      out->write_bytes = value;
+      write = true;
+    } else if (key == "cancelled_write_bytes") {
+      out->cancelled_write_bytes = value;
+      cancelled = true;
+    }
+  }
+  return write && cancelled;
+}
+
 bool ResetPeakResident() {
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5";

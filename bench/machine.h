@@ -37,6 +37,26 @@ uint64_t ResidentBytes();
 uint64_t PeakResidentBytes();
 bool ResetPeakResident();
 
+// What this process has sent toward storage so far, from /proc/self/io:
+// the sum over all its threads, live and exited (an engine's background
+// threads count). write_bytes grows when a page-cache folio goes from clean
+// to dirty, by write() or by a store through a shared map, by the folio's
+// whole size, so a page is counted once per writeback cycle however often
+// it is stored to (O_DIRECT writes count as issued). Where the file system
+// caches a file in large folios (ext4 on Linux 6.18 does, after readahead),
+// one 4 KiB write() into a clean 1 MiB folio charges 1 MiB while only the
+// dirty blocks reach the disk; a store through a map does write the whole
+// folio back. cancelled_write_bytes grows when dirty pages are dropped
+// before writeback (a truncate or unlink). Writes the kernel does for the
+// file system (its journal, inode updates) are not charged, and a tmpfs
+// charges nothing. false when /proc/self/io cannot be read (a kernel
+// without task I/O accounting): no figure, not 0.
+struct IoCounters {
+  uint64_t write_bytes = 0;
+  uint64_t cancelled_write_bytes = 0;
+};
+bool ReadIoCounters(IoCounters* out);
+
 }  // namespace mmdoc::bench
 
 #endif  // MMDOC_BENCH_MACHINE_H_

@@ -90,6 +90,32 @@ std::string SubCell(const std::string& phase, size_t i, const PhaseResult* r,
   return "-";
 }
 
+// Whether the row has the bytes written per op (a write phase that ran):
+// then either a figure (io_known) or n/a.
+bool HasWriteBytes(const PhaseResult* r) { return r != nullptr && r->available && r->io_measured; }
+
+double PerOp(uint64_t bytes, const PhaseResult& r) {
+  return static_cast<double>(bytes) / static_cast<double>(r.ops);
+}
+
+// The "  written/op" (cancelled = false) or "  cancelled/op" cell of a row:
+// "-" when the phase has no such figure, "n/a" when /proc/self/io could not
+// be read.
+std::string WriteCell(const PhaseResult* r, bool cancelled) {
+  if (!HasWriteBytes(r)) return "-";
+  if (!r->io_known || r->ops == 0) return "n/a";
+  return FormatBytes(PerOp(cancelled ? r->cancelled_write_bytes : r->write_bytes, *r));
+}
+
+// Whether any of these rows cancelled dirty bytes (the "  cancelled/op"
+// line is printed only then).
+bool AnyCancelled(const std::vector<const PhaseResult*>& rows) {
+  for (const PhaseResult* r : rows) {
+    if (HasWriteBytes(r) && r->io_known && r->cancelled_write_bytes > 0) return true;
+  }
+  return false;
+}
+
 std::string DocsLabel(uint64_t n) {
   if (n >= 1000000 && n % 1000000 == 0) return std::to_string(n / 1000000) + "M";
   if (n >= 1000 && n % 1000 == 0) return std::to_string(n / 1000) + "k";
@@ -108,6 +134,20 @@ std::string FormatRate(double v) {
     std::snprintf(buf, sizeof buf, "%.0f", v);
   } else {
     std::snprintf(buf, sizeof buf, "%.2f", v);
+  }
+  return buf;
+}
+
+std::string FormatBytes(double v) {
+  char buf[32];
+  if (v >= 1024.0 * 1024.0 * 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1024.0 * 1024.0 * 1024.0));
+  } else if (v >= 1024.0 * 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1024.0 * 1024.0));
+  } else if (v >= 10000) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f B", v);
   }
   return buf;
 }
@@ -191,6 +231,18 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
     }
     bson_append_int64(&row, "store_bytes", -1, static_cast<int64_t>(r.store_bytes));
     bson_append_int64(&row, "peak_rss_bytes", -1, static_cast<int64_t>(r.peak_rss_bytes));
+    if (HasWriteBytes(&r)) {
+      if (r.io_known && r.ops > 0) {
+        bson_append_int64(&row, "write_bytes", -1, static_cast<int64_t>(r.write_bytes));
+        bson_append_double(&row, "write_bytes_per_op", -1, PerOp(r.write_bytes, r));
+        bson_append_int64(&row, "cancelled_write_bytes", -1,
+                          static_cast<int64_t>(r.cancelled_write_bytes));
+      } else {  // /proc/self/io unreadable: n/a, never 0
+        bson_append_null(&row, "write_bytes", -1);
+        bson_append_null(&row, "write_bytes_per_op", -1);
+        bson_append_null(&row, "cancelled_write_bytes", -1);
+      }
+    }
     AppendString(&row, "notes", r.notes);
     bson_append_document_end(&arr, &row);
   }
@@ -209,7 +261,8 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
       "engine,phase,durability,docs,batch,threads,available,ops,seconds,ops_"
       "per_sec,"
       "p50_us,p99_us,gb_per_sec,store_bytes,notes,raw_ops_per_sec,overhead_"
-      "pct,insert_overhead_pct,read_overhead_pct\n";
+      "pct,insert_overhead_pct,read_overhead_pct,write_bytes,write_bytes_per_op,"
+      "cancelled_write_bytes\n";
   char buf[256];
   for (const auto& r : results) {
     std::snprintf(buf, sizeof buf, "%s,%s,%s,%llu,%d,%d,%s,%llu,%.6f,%.2f,%.3f,%.3f,",
@@ -229,6 +282,16 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
       out += buf;
     } else {
       out += ",,,,";
+    }
+    if (!HasWriteBytes(&r)) {
+      out += ",,,";
+    } else if (!r.io_known || r.ops == 0) {
+      out += ",n/a,n/a,n/a";
+    } else {
+      std::snprintf(buf, sizeof buf, ",%llu,%.1f,%llu",
+                    static_cast<unsigned long long>(r.write_bytes), PerOp(r.write_bytes, r),
+                    static_cast<unsigned long long>(r.cancelled_write_bytes));
+      out += buf;
     }
     out += "\n";
   }
@@ -287,6 +350,18 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
           }
           std::fprintf(out, "\n");
         }
+        // Bytes written per op (write phases), and the dirty bytes dropped
+        // before writeback when there were any.
+        if (!WritePhase(phase)) continue;
+        std::vector<const PhaseResult*> rows;
+        for (uint64_t n : run.docs) rows.push_back(FindRow(results, engine, mode, n, phase));
+        for (bool cancelled : {false, true}) {
+          if (cancelled && !AnyCancelled(rows)) continue;
+          std::fprintf(out, "%-16s", cancelled ? "  cancelled/op" : "  written/op");
+          for (const PhaseResult* w : rows)
+            std::fprintf(out, " %10s", WriteCell(w, cancelled).c_str());
+          std::fprintf(out, "\n");
+        }
       }
     }
   }
@@ -306,6 +381,17 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
             std::fprintf(out, " %14s", Cell(FindRow(results, e, mode, n, phase)).c_str());
           }
           std::fprintf(out, "\n");
+          if (!WritePhase(phase)) continue;
+          std::vector<const PhaseResult*> rows;
+          for (const auto& e : engines) rows.push_back(FindRow(results, e, mode, n, phase));
+          for (bool cancelled : {false, true}) {
+            if (cancelled && !AnyCancelled(rows)) continue;
+            std::fprintf(out, "%-16s", cancelled ? "  cancelled/op" : "  written/op");
+            for (const PhaseResult* w : rows) {
+              std::fprintf(out, " %14s", WriteCell(w, cancelled).c_str());
+            }
+            std::fprintf(out, "\n");
+          }
         }
       }
     }
@@ -344,6 +430,30 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
                          SubCell(phase, i, FindRow(results, e, mode, n, phase),
                                  FindRow(results, e, mode, n, "insert"), run.mem_read_gb_per_sec)
                              .c_str());
+          }
+          std::fprintf(out, "\n");
+        }
+        // Bytes written per op, with the ratio to the base engine's (lower
+        // is less write amplification).
+        if (!WritePhase(phase)) continue;
+        std::vector<const PhaseResult*> rows;
+        for (const auto& e : engines) rows.push_back(FindRow(results, e, mode, n, phase));
+        for (bool cancelled : {false, true}) {
+          if (cancelled && !AnyCancelled(rows)) continue;
+          std::fprintf(out, "%-16s", cancelled ? "  cancelled/op" : "  written/op");
+          for (size_t k = 0; k < engines.size(); ++k) {
+            const PhaseResult* r = rows[k];
+            std::string cell = WriteCell(r, cancelled);
+            if (!cancelled && engines[k] != base && HasWriteBytes(r) && r->io_known &&
+                HasWriteBytes(b) && b->io_known && b->write_bytes > 0 && b->ops > 0 && r->ops > 0) {
+              // Two significant digits below 0.1 (a log append against a
+              // page rewrite is x0.0042, not x0.00).
+              const double x = PerOp(r->write_bytes, *r) / PerOp(b->write_bytes, *b);
+              char ratio[32];
+              std::snprintf(ratio, sizeof ratio, x > 0 && x < 0.1 ? " (x%.2g)" : " (x%.2f)", x);
+              cell += ratio;
+            }
+            std::fprintf(out, " %20s", cell.c_str());
           }
           std::fprintf(out, "\n");
         }

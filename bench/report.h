@@ -14,15 +14,24 @@
 //                 [, "gb_per_sec", "mem_bw_fraction" for search_value]
 //                 [, "raw_ops_per_sec", "raw_p50_us", "raw_p99_us",
 //                    "overhead_pct", "insert_overhead_pct",
-//                    "read_overhead_pct" for mapping]}]}
+//                    "read_overhead_pct" for mapping]
+//                 [, "write_bytes", "write_bytes_per_op",
+//                    "cancelled_write_bytes" for write phases]}]}
 // A row with "available": false is an engine lacking the durability mode,
 // or (mapping) a typed mapping layer (n/a): its numbers are 0 and its notes
 // say why. For mapping, ops_per_sec/p50/p99 are the typed layer's and
-// overhead_pct = (typed time / raw time - 1) * 100.
+// overhead_pct = (typed time / raw time - 1) * 100. write_bytes is what
+// /proc/self/io's write_bytes grew by while the phase was timed (the bytes
+// the process sent toward storage, PhaseResult), write_bytes_per_op that
+// over ops, cancelled_write_bytes the dirty bytes dropped before writeback
+// in that time (not subtracted); all three are null when /proc/self/io
+// could not be read.
 //
 // CSV: one line per row, the columns of the JSON rows up to notes, then
 // raw_ops_per_sec, overhead_pct, insert_overhead_pct, read_overhead_pct
-// (empty but for mapping).
+// (empty but for mapping), then write_bytes, write_bytes_per_op,
+// cancelled_write_bytes (empty but for write phases; n/a when
+// /proc/self/io could not be read).
 #ifndef MMDOC_BENCH_REPORT_H_
 #define MMDOC_BENCH_REPORT_H_
 
@@ -63,11 +72,16 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results);
 // first engine when mmdoc did not run). Under search_value its GB/s and
 // that rate as a share of run.mem_read_gb_per_sec (when set); under
 // insert_noindex its ratio to insert (what the key index costs a write);
-// under mapping the raw API's ops/s and the typed layer's CPU overhead.
+// under mapping the raw API's ops/s and the typed layer's CPU overhead;
+// under each write phase the bytes written per op ("written/op", in the
+// comparison with the ratio to the baseline's) and, when any were, the
+// dirty bytes cancelled per op ("cancelled/op").
 void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResult>& results);
 
 // "278.1k", "1.23M", "6.2"
 std::string FormatRate(double ops_per_sec);
+// "812 B", "41.3 KiB", "12.0 MiB" (bytes below 10000 in full)
+std::string FormatBytes(double bytes);
 
 }  // namespace mmdoc::bench
 

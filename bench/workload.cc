@@ -64,6 +64,13 @@ const std::vector<std::string>& AllPhases() {
 
 const std::vector<std::string>& DefaultPhases() { return AllPhases(); }
 
+bool WritePhase(const std::string& phase) {
+  static const std::vector<std::string> kWrites = {"insert",       "update",     "delete",
+                                                   "delete_value", "delete_all", "insert_noindex",
+                                                   "build_index",  "mapping"};
+  return std::find(kWrites.begin(), kWrites.end(), phase) != kWrites.end();
+}
+
 // --- Histogram ---
 
 Histogram::Histogram() : counts_(64 + 58 * kSub, 0) {}
@@ -186,6 +193,10 @@ struct Timed {
   double seconds = 0;
   Histogram hist;
   Status status;
+  // /proc/self/io read just before the timed work starts and just after it
+  // ends; io_known is false when either read failed.
+  bool io_known = false;
+  IoCounters io_before, io_after;
 };
 
 // Runs fn on `threads` workers over ops operations split evenly, and times
@@ -198,9 +209,11 @@ Timed RunParallel(std::vector<std::unique_ptr<Session>>& sessions, int threads, 
   std::vector<Histogram> hists(threads);
   std::vector<Status> statuses(threads);
   if (threads == 1) {
+    t.io_known = ReadIoCounters(&t.io_before);
     uint64_t start = NowNs();
     statuses[0] = fn(Share{sessions[0].get(), 0, 0, ops, &hists[0], progress});
     t.seconds = static_cast<double>(NowNs() - start) / 1e9;
+    t.io_known = ReadIoCounters(&t.io_after) && t.io_known;
   } else {
     std::vector<std::thread> workers;
     std::atomic<int> ready{0};
@@ -214,10 +227,12 @@ Timed RunParallel(std::vector<std::unique_ptr<Session>>& sessions, int threads, 
       });
     }
     while (ready.load() < threads) std::this_thread::yield();
+    t.io_known = ReadIoCounters(&t.io_before);
     uint64_t start = NowNs();
     go.store(true, std::memory_order_release);
     for (auto& w : workers) w.join();
     t.seconds = static_cast<double>(NowNs() - start) / 1e9;
+    t.io_known = ReadIoCounters(&t.io_after) && t.io_known;
   }
   for (int i = 0; i < threads; ++i) {
     t.hist.Merge(hists[i]);
@@ -289,6 +304,19 @@ class Runner {
     r.ops_per_sec = t.seconds > 0 ? static_cast<double>(ops) / t.seconds : 0;
     r.p50_us = t.hist.QuantileUs(0.50);
     r.p99_us = t.hist.QuantileUs(0.99);
+    if (WritePhase(r.phase)) {
+      r.io_measured = true;
+      r.io_known = t.io_known;
+      if (t.io_known) {
+        // Counters only grow; a wrap is not a figure either.
+        r.io_known = t.io_after.write_bytes >= t.io_before.write_bytes &&
+                     t.io_after.cancelled_write_bytes >= t.io_before.cancelled_write_bytes;
+        r.write_bytes = t.io_after.write_bytes - t.io_before.write_bytes;
+        r.cancelled_write_bytes =
+            t.io_after.cancelled_write_bytes - t.io_before.cancelled_write_bytes;
+        if (!r.io_known) r.write_bytes = r.cancelled_write_bytes = 0;
+      }
+    }
     r.notes = settings_;
     if (!notes.empty()) r.notes += "; " + notes;
     results_.push_back(std::move(r));
@@ -769,6 +797,10 @@ Status Runner::Mapping() {
   double insert_s[2] = {0, 0}, read_s[2] = {0, 0};
   double insert_cpu[2] = {0, 0}, read_cpu[2] = {0, 0};
   Progress progress(config_.progress, Label("mapping"), 4 * m);
+  // The bytes written cover both APIs' m inserts (2m in all; the reads
+  // write nothing), so per op of the row (2m ops) they are bytes per insert.
+  IoCounters io_before, io_after;
+  const bool io_known = ReadIoCounters(&io_before);
   const uint64_t batch = static_cast<uint64_t>(config_.batch);
   for (uint64_t begin = 0, turn = 0; begin < m; begin += batch, ++turn) {
     const uint64_t end = std::min(m, begin + batch);
@@ -818,6 +850,8 @@ Status Runner::Mapping() {
     }
   }
 
+  const bool io_after_known = ReadIoCounters(&io_after);
+
   // ops/s and latencies are wall-clock, as in every phase. The overhead is
   // a ratio of the thread's CPU time: the difference between the APIs is
   // CPU work, and on a shared machine a turn that waits for the core (tens
@@ -838,6 +872,9 @@ Status Runner::Mapping() {
   Timed t;
   t.seconds = typed_s;
   t.hist = hist[1];
+  t.io_known = io_known && io_after_known;
+  t.io_before = io_before;
+  t.io_after = io_after;
   auto us = [&](double cpu) { return cpu * 1e6 / static_cast<double>(m); };
   char notes[640];
   std::snprintf(notes, sizeof notes,

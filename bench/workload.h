@@ -35,7 +35,9 @@
 //
 // Each phase gives ops/s and p50/p99 latency per operation; search_value also
 // GB/s scanned (stored BSON bytes / scan time). A one-op phase (build_index,
-// delete_all) reports documents/s, and its p50 = p99 = that op's time.
+// delete_all) reports documents/s, and its p50 = p99 = that op's time. Each
+// write phase (WritePhase) also gives the bytes the process sent toward
+// storage while it was timed, per operation (/proc/self/io write_bytes).
 #ifndef MMDOC_BENCH_WORKLOAD_H_
 #define MMDOC_BENCH_WORKLOAD_H_
 
@@ -91,6 +93,10 @@ class Dataset {
 const std::vector<std::string>& AllPhases();
 // The phases a run times when --phases is not given.
 const std::vector<std::string>& DefaultPhases();
+// Whether a phase writes to the store (insert, update, delete, delete_value,
+// delete_all, insert_noindex, build_index, mapping): the phases whose rows
+// carry the bytes written per operation.
+bool WritePhase(const std::string& phase);
 
 struct WorkloadConfig {
   Durability durability = Durability::kNone;
@@ -146,6 +152,22 @@ struct PhaseResult {
   // dataset, which every engine shares). Mapped file pages a store touched
   // count, as they do for the OS; 0 when /proc cannot tell.
   uint64_t peak_rss_bytes = 0;
+  // Write phases only (io_measured): the bytes this process sent toward
+  // storage while the phase was timed (IoCounters::write_bytes after minus
+  // before, every thread of the process, an engine's background threads
+  // too), and the dirty bytes it dropped before writeback in that time
+  // (cancelled_write_bytes: a truncated or deleted file), which are
+  // reported beside write_bytes, not subtracted from it: they are charged
+  // when a file is truncated or deleted, often in a later phase than the
+  // one that dirtied it. A page stored to again while still dirty (from
+  // this phase or an earlier one) counts once, and what an engine writes
+  // after the phase (a background compaction, a memtable flushed at close)
+  // counts in no write phase. See IoCounters for large folios. io_known is
+  // false when /proc/self/io could not be read: the figures are n/a.
+  bool io_measured = false;
+  bool io_known = false;
+  uint64_t write_bytes = 0;
+  uint64_t cancelled_write_bytes = 0;
   std::string notes;
   // mapping only (raw_ops_per_sec >= 0): the same work through the raw BSON
   // API (wall-clock, as ops_per_sec), and how much more CPU time the typed

@@ -2,10 +2,16 @@
 // JSON has DESIGN.md's shape: every phase of every engine and durability
 // mode present (seed 002's and 003's phases too), with positive ops where
 // the engine has the mode (and, for mapping, a typed mapping layer) and an
-// n/a row where it does not. Also what a first run meets: tools/run-bench
-// --help before anything is installed, output paths refused before the
-// run, and tools/plot drawing the JSON.
+// n/a row where it does not; the bytes written per op of each write phase
+// (/proc/self/io) in the JSON, the CSV and the tables, positive where the
+// engine wrote its documents, n/a (never 0) when /proc/self/io is
+// unreadable. Also what a first run meets: tools/run-bench --help before
+// anything is installed, output paths refused before the run, and
+// tools/plot drawing the JSON.
 #include <bson/bson.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -23,6 +29,8 @@
 #include <vector>
 
 #include "bench/backend.h"
+#include "bench/machine.h"
+#include "bench/report.h"
 #include "bench/workload.h"
 #include "tests/support/test_env.h"
 
@@ -122,6 +130,9 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode", "[be
     double peak_rss_bytes = -1;
     double raw_ops_per_sec = -1, raw_p50 = -1, raw_p99 = -1;
     bool overhead = false;  // overhead_pct and its insert/read split
+    // write_bytes, write_bytes_per_op, cancelled_write_bytes: how many of
+    // the three are present, as numbers or as null (n/a)
+    int write_fields = 0;
   };
   std::map<std::string, Row> rows;
   REQUIRE(j.ForEachResult([&](bson_iter_t* fields) {
@@ -148,6 +159,9 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode", "[be
       if (k == "overhead_pct" || k == "insert_overhead_pct" || k == "read_overhead_pct") {
         row.overhead = BSON_ITER_HOLDS_NUMBER(&f);
       }
+      if (k == "write_bytes" || k == "write_bytes_per_op" || k == "cancelled_write_bytes") {
+        if (BSON_ITER_HOLDS_NUMBER(&f) || BSON_ITER_HOLDS_NULL(&f)) ++row.write_fields;
+      }
       if (k == "seconds" || k == "notes") ++seen;
     }
     CHECK(seen == 2);
@@ -169,6 +183,9 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode", "[be
         bool has =
             backend.value()->Supports(d) && (phase != "mapping" || backend.value()->HasMapping());
         CHECK(r.available == has);
+        // Every write phase that ran, in every mode, carries the bytes
+        // written; read phases and n/a rows do not.
+        CHECK(r.write_fields == (r.available && WritePhase(phase) ? 3 : 0));
         if (!r.available) continue;
         CHECK(r.ops > 0);
         CHECK(r.ops_per_sec > 0);
@@ -331,6 +348,219 @@ TEST_CASE("mmdoc-bench --lookups sets the point reads per search phase", "[bench
     CHECK(more[p + "/search_id"] == 777);
     CHECK(more[p + "/search_key"] == 777);
   }
+}
+
+// The fields of one CSV line (quoted fields may hold commas and quotes).
+std::vector<std::string> CsvFields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+bool OnTmpfs(const std::string& path) {
+  struct statfs fs;
+  return ::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+TEST_CASE("mmdoc-bench reports the bytes each write phase wrote per op", "[bench]") {
+  // A tmpfs has no storage and charges no write_bytes: the stores go where
+  // a disk is (the build directory when the temporary one is a tmpfs).
+  test::TempDir tmp;
+  std::string data = tmp.File("data");
+  if (OnTmpfs(tmp.path())) {
+    std::string t = test::BuildDir() + "/bench-io-test-XXXXXX";
+    if (::mkdtemp(t.data()) != nullptr) data = t;
+  }
+  std::filesystem::create_directories(data);
+  const bool on_disk = !OnTmpfs(data);
+  IoCounters io;
+  const bool proc_io = ReadIoCounters(&io);
+  if (!on_disk) WARN("no disk-backed directory: write_bytes are 0 on a tmpfs; not checked > 0");
+  if (!proc_io) WARN("/proc/self/io is unreadable here: the figures must be n/a");
+
+  std::string engines = "lmdb,rocksdb,sqlite";
+  if (NewBackend("mmdoc").ok()) engines = "mmdoc," + engines;
+  const std::string json = tmp.File("io.json"), csv = tmp.File("io.csv"), out = tmp.File("io.txt");
+  const int rc =
+      Run(test::BuildDir() + "/mmdoc-bench --engines " + engines +
+          " --docs 3000 --batch 100 --phases insert,search_id,update,delete --dir " + data +
+          "/run --json " + json + " --csv " + csv + " > " + out + " 2> " + tmp.File("err.txt"));
+  if (data != tmp.File("data")) std::filesystem::remove_all(data);
+  REQUIRE(rc == 0);
+
+  // JSON: engine/phase -> write_bytes, write_bytes_per_op (-1: absent,
+  // -2: null), and the row's ops.
+  struct Io {
+    double bytes = -1, per_op = -1, cancelled = -1, ops = 0;
+  };
+  std::map<std::string, Io> rows;
+  Json j(json);
+  REQUIRE(j.doc != nullptr);
+  REQUIRE(j.ForEachResult([&](bson_iter_t* f) {
+    std::string engine, phase;
+    Io io;
+    while (bson_iter_next(f)) {
+      const std::string k = bson_iter_key(f);
+      const double v = BSON_ITER_HOLDS_NULL(f) ? -2 : Number(f);
+      if (k == "engine") engine = bson_iter_utf8(f, nullptr);
+      if (k == "phase") phase = bson_iter_utf8(f, nullptr);
+      if (k == "ops") io.ops = v;
+      if (k == "write_bytes") io.bytes = v;
+      if (k == "write_bytes_per_op") io.per_op = v;
+      if (k == "cancelled_write_bytes") io.cancelled = v;
+    }
+    rows[engine + "/" + phase] = io;
+  }));
+  // CSV: the same figures by column name.
+  std::stringstream lines(ReadFile(csv));
+  std::string line;
+  REQUIRE(std::getline(lines, line));
+  const std::vector<std::string> header = CsvFields(line);
+  auto column = [&](const char* name) {
+    return std::find(header.begin(), header.end(), name) - header.begin();
+  };
+  const size_t c_engine = column("engine"), c_phase = column("phase"),
+               c_bytes = column("write_bytes"), c_per_op = column("write_bytes_per_op"),
+               c_cancelled = column("cancelled_write_bytes");
+  REQUIRE(c_per_op < header.size());
+  REQUIRE(c_bytes < header.size());
+  REQUIRE(c_cancelled < header.size());
+  // The columns of older files keep their places; the new ones come last.
+  CHECK(column("read_overhead_pct") == 18);
+  CHECK(c_bytes == 19);
+  std::map<std::string, std::vector<std::string>> csv_rows;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f = CsvFields(line);
+    REQUIRE(f.size() == header.size());
+    csv_rows[f[c_engine] + "/" + f[c_phase]] = f;
+  }
+  const std::string text = ReadFile(out);
+
+  std::stringstream list(engines);
+  for (std::string engine; std::getline(list, engine, ',');) {
+    INFO(engine);
+    const Io& read = rows[engine + "/search_id"];
+    CHECK(read.per_op == -1);  // a read phase has no such field
+    CHECK(csv_rows[engine + "/search_id"][c_per_op].empty());
+    for (const char* phase : {"insert", "update", "delete"}) {
+      INFO(phase);
+      const Io& r = rows[engine + "/" + phase];
+      const std::vector<std::string>& c = csv_rows[engine + "/" + phase];
+      REQUIRE(c.size() == header.size());
+      if (!proc_io) {
+        CHECK(r.per_op == -2);
+        CHECK(c[c_per_op] == "n/a");
+        continue;
+      }
+      REQUIRE(r.ops > 0);
+      CHECK(r.bytes >= 0);
+      CHECK(r.cancelled >= 0);
+      CHECK(r.per_op == Approx(r.bytes / r.ops));
+      CHECK(std::strtod(c[c_bytes].c_str(), nullptr) == r.bytes);
+      CHECK(std::strtod(c[c_per_op].c_str(), nullptr) == Approx(r.per_op).epsilon(0.01));
+    }
+    if (!proc_io || !on_disk) continue;
+    // Every engine puts each inserted document (145 bytes of BSON) into a
+    // page it dirties, or into its log: at least 100 bytes per insert.
+    CHECK(rows[engine + "/insert"].per_op >= 100);
+  }
+  // The tables: in the comparison, a "written/op" line under each write
+  // phase (the search_id line is followed by update's), a cell per engine.
+  INFO(text);
+  const size_t at = text.find("\ncomparison");
+  REQUIRE(at != std::string::npos);
+  std::stringstream table(text.substr(at + 1));
+  std::vector<std::string> after;  // phase -> the line below it
+  std::string prev;
+  size_t written = 0;
+  for (std::string l; std::getline(table, l); prev = l) {
+    if (l.rfind("search_id ", 0) == 0) after.push_back("search_id");
+    if (prev.rfind("search_id ", 0) == 0) after.push_back(l.substr(0, l.find(' ')));
+    if (l.rfind("  written/op", 0) != 0) continue;
+    ++written;
+    std::stringstream cells(l.substr(std::strlen("  written/op")));
+    int n = 0;
+    for (std::string cell; cells >> cell;)
+      n += cell == "B" || cell == "KiB" || cell == "MiB" || cell == "n/a";
+    CHECK(n == static_cast<int>(std::count(engines.begin(), engines.end(), ',') + 1));
+  }
+  CHECK(written == 3);  // insert, update, delete
+  CHECK(after == std::vector<std::string>{"search_id", "update"});
+}
+
+TEST_CASE("an unreadable /proc/self/io gives n/a and never 0", "[bench]") {
+  PhaseResult insert;
+  insert.engine = "lmdb";
+  insert.phase = "insert";
+  insert.durability = "none";
+  insert.docs = 100;
+  insert.ops = 100;
+  insert.ops_per_sec = 1000;
+  insert.io_measured = true;
+  insert.io_known = false;
+  PhaseResult search = insert;
+  search.phase = "search_id";
+  search.io_measured = false;
+  RunInfo run;
+  run.docs = {100};
+  run.durabilities = {"none"};
+  run.phases = {"insert", "search_id"};
+  const std::vector<PhaseResult> results = {insert, search};
+
+  bson_error_t error;
+  const std::string json = ResultsToJson(MachineInfo{}, run, results);
+  bson_t* doc = bson_new_from_json(reinterpret_cast<const uint8_t*>(json.data()),
+                                   static_cast<ssize_t>(json.size()), &error);
+  REQUIRE(doc != nullptr);
+  bson_iter_t it, v;
+  for (const char* key : {"results.0.write_bytes", "results.0.write_bytes_per_op",
+                          "results.0.cancelled_write_bytes"}) {
+    INFO(key);
+    REQUIRE(bson_iter_init(&it, doc));
+    REQUIRE(bson_iter_find_descendant(&it, key, &v));
+    CHECK(BSON_ITER_HOLDS_NULL(&v));
+  }
+  REQUIRE(bson_iter_init(&it, doc));
+  CHECK(!bson_iter_find_descendant(&it, "results.1.write_bytes_per_op", &v));
+  bson_destroy(doc);
+
+  const std::string csv = ResultsToCsv(results);
+  CHECK(csv.find("\nlmdb,insert,") != std::string::npos);
+  CHECK(csv.find(",n/a,n/a,n/a\n") != std::string::npos);
+  CHECK(csv.find(",,,\n", csv.find("\nlmdb,search_id,")) != std::string::npos);
+
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* mem = open_memstream(&buf, &len);
+  REQUIRE(mem != nullptr);
+  PrintTables(mem, run, results);
+  std::fclose(mem);
+  const std::string text(buf, len);
+  std::free(buf);
+  INFO(text);
+  const size_t at = text.find("\n  written/op");
+  REQUIRE(at != std::string::npos);
+  const std::string line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  CHECK(line.find("n/a") != std::string::npos);
+  CHECK(line.find(" B") == std::string::npos);
+
+  // Known and zero is a figure: 0 B.
+  insert.io_known = true;
+  const std::string known = ResultsToCsv({insert});
+  CHECK(known.find(",0,0.0,0\n") != std::string::npos);
 }
 
 TEST_CASE("tools/run-bench builds a target the build system has", "[bench]") {
