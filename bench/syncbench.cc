@@ -24,10 +24,12 @@ uint64_t NowNs() {
 }
 
 // Zero-fills [0, size) with pwrite and syncs, so later writes find blocks
-// allocated and initialized.
+// allocated and initialized. A page per write, as mmdoc's log does: the
+// page cache sizes a folio by the write that makes it, and a store through
+// the map into a large folio gets the whole folio written back at msync.
 Status Prefill(File* f, uint64_t size) {
   MMDOC_RETURN_IF_ERROR(f->Allocate(0, size));
-  std::string zeros(1 << 20, '\0');
+  std::string zeros(4096, '\0');
   for (uint64_t off = 0; off < size; off += zeros.size()) {
     MMDOC_RETURN_IF_ERROR(
         f->WriteAt(off, zeros.data(), std::min<uint64_t>(zeros.size(), size - off)));
