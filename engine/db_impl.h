@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "engine/query.h"
+#include "engine/update.h"
 #include "index/btree.h"
 #include "index/catalog.h"
 #include "mmdoc/db.h"

@@ -1,6 +1,7 @@
 // The query layer: BSON values compared and encoded in MongoDB's order,
-// dotted-path lookup, filters, updates, projections and sort. Pure functions
-// over BSON bytes; knows nothing of pages, trees or transactions.
+// dotted-path lookup, filters, projections and sort (updates: update.h).
+// Pure functions over BSON bytes; knows nothing of pages, trees or
+// transactions.
 //
 // Type order (MongoDB): MinKey < Undefined,Null < Numbers (int32, int64,
 // double, decimal128 compared numerically) < Symbol,String < Object < Array
@@ -138,40 +139,7 @@ class Filter {
   const Node& Root() const;
 };
 
-// A parsed update: operators {$set: {...}, $unset: {...}, $inc: {...}} on
-// dotted paths, or a replacement document (no '$' keys at the top level).
-class Update {
- public:
-  // InvalidArgument for unknown operators and MongoDB's others ("unsupported
-  // update operator $push"), mixing operators and plain fields, $inc with a
-  // non-number, an update of _id, conflicting paths. Values, regex values
-  // included, are stored as given (filters refuse regex values instead).
-  static Result<Update> Parse(const bson_t* update);
-  static Result<Update> Parse(const Document& update);
-  Update();
-  ~Update();
-  Update(Update&&) noexcept;
-  Update& operator=(Update&&) noexcept;
-
-  // Writes the updated document into *out (keeps _id first and unchanged).
-  // InvalidArgument when it cannot apply ($inc on a non-number field,
-  // $set through a non-document) or the result exceeds kMaxDocumentSize.
-  // fast_paths = false forces the general rewrite (tests compare the two).
-  Status Apply(const uint8_t* doc, size_t len, std::string* out, bool fast_paths = true) const;
-  bool is_replacement() const;
-  // Whether applying this update can change the value at dotted path
-  // `field` (so the keys of an index on it). Conservative: true for a
-  // replacement and whenever an update path starts with the same top-level
-  // field ("a.0.b" may change what "a.b" reaches through an array).
-  bool MayChange(std::string_view field) const;
-
-  struct Impl;
-
- private:
-  enum Kind { kOperators };
-  explicit Update(Kind);  // an empty operator update, for Parse to fill
-  std::unique_ptr<Impl> impl_;
-};
+// Updates (operators, replacements, upserts): engine/update.h.
 
 // Keeps only the listed dotted fields (and _id).
 class Projection {

@@ -1,9 +1,11 @@
-// Update ($set/$unset/$inc or replacement), Projection, PrepareForInsert and
-// CheckFieldNames.
+// Update (update.h): operator updates and replacements, and the document
+// an upsert inserts; and beside it Projection, PrepareForInsert and
+// CheckFieldNames (query.h), which share its path tree.
 //
 // A stored document has no '$' keys and no field name twice in one
 // (sub)document, at any depth: CheckFieldNames, run on what Insert and
-// Replace store, on replacements and on $set values. An operator update of
+// Replace store, on replacements and on every value an operator stores
+// ($set, $setOnInsert, $min, $max, $push, $addToSet). An operator update of
 // such a document keeps it so (each path is applied once, in place or
 // appended when absent), so its results are not walked again.
 //
@@ -12,22 +14,35 @@
 // element by element, replacing, dropping or descending where the tree says,
 // then appends the fields the tree still holds (in the update's order) at
 // the end of their subdocument. So untouched fields keep their order and
-// bytes.
+// bytes. What one pass cannot see is worked out first (ApplyState): the
+// values $rename moves and the element the positional $ names.
 //
 // Arrays: a numeric path part addresses an array element ("a.1"); $set past
-// the end pads with nulls, as MongoDB does. $set/$inc through a scalar is
-// InvalidArgument; $unset through anything absent is a no-op.
-// $inc: int32+int32 stays int32 unless it overflows (then int64); with an
-// int64 the result is int64 (overflow is InvalidArgument); with a double it
-// is a double. Decimal128 is not supported by $inc.
+// the end pads with nulls, as MongoDB does. Operators that create a field
+// ($set, $inc, $mul, $min, $max, $currentDate, $push, $addToSet, and
+// $setOnInsert when inserting) through a scalar are InvalidArgument; those
+// that only remove ($unset, $pop, $pull, $pullAll) are no-ops on a missing
+// field or through anything absent (MongoDB's "non-viable path" rule).
+// $inc and $mul: int32 with int32 stays int32 unless the result overflows
+// (then int64); with an int64 the result is int64 (overflow is
+// InvalidArgument); with a double it is a double. $mul of a missing field
+// creates it as 0 of the multiplier's type; $inc creates it as the delta.
+// Decimal128 is not supported by $inc or $mul.
 // Values are stored as given, regex values included (MongoDB stores them;
 // only a filter would read one as a pattern, and filters refuse them).
+#include "update.h"
+
 #include <bson/bson.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "query.h"
 #include "query_path.h"
@@ -148,17 +163,68 @@ Status SplitPath(std::string_view path, std::vector<std::string>* parts) {
   }
 }
 
+// A value in a document, by view (bson_value_t itself carries an alignment
+// attribute that standard containers warn about).
+struct View {
+  bson_value_t v;
+};
+
+// The operand of an operator as the one-element document {"": value}.
+std::string OperandDoc(const bson_value_t* v) {
+  bson_t b;
+  bson_init(&b);
+  bson_append_value(&b, "", 0, v);
+  std::string s = Bytes(&b);
+  bson_destroy(&b);
+  return s;
+}
+
 // The paths of an update or projection as a tree, children in the order
-// they were first named.
+// they were first named. A positional $ is a child named "$".
 struct PathTree {
-  enum Op { kNone, kSet, kUnset, kInc };
+  enum Op {
+    kNone,
+    kSet,
+    kUnset,
+    kInc,
+    kMul,
+    kMin,
+    kMax,
+    kCurrentDate,
+    kSetOnInsert,
+    kPush,
+    kAddToSet,
+    kPop,
+    kPull,
+    kPullAll,
+    kRenameFrom,  // the source of a $rename: removed when the value moves
+    kRenameTo,    // its target: set to the value found at the source
+  };
   Op op = kNone;
-  // kSet, kInc: the operand as the one-element document {"": value}, built
-  // from the update's bytes without libbson; raw_type() and raw() are its
-  // element's type byte and value bytes, for Apply's top-level splice.
+  // The operand as the one-element document {"": value}, built from the
+  // update's bytes; raw_type() and raw() are its element's type byte and
+  // value bytes, for Apply's top-level splice. $push/$addToSet with $each:
+  // the $each array.
   std::string value_doc;
   std::string path;
   std::vector<std::pair<std::string, std::unique_ptr<PathTree>>> children;
+
+  // $push/$addToSet: value_doc holds an array of values to add ($each).
+  bool each = false;
+  // $push modifiers.
+  bool has_slice = false;
+  int64_t slice = 0;
+  bool has_position = false;
+  int64_t position = 0;
+  int sort = 0;  // $sort: 1 / -1 on whole elements; 0: none or sort_fields
+  std::vector<std::pair<std::string, int>> sort_fields;  // $sort: {f: 1, ...}
+  int pop = 0;                                           // $pop: 1 (last) or -1 (first)
+  bool timestamp = false;                                // $currentDate: a timestamp, not a date
+  // $pull: equal to value_doc's value; a condition on the element
+  // ({$gte: 6}: pull_filter on {"x": element}); or a query on elements
+  // that are documents ({score: 8}: pull_filter on the element).
+  enum PullKind { kPullEqual, kPullWrapped, kPullObject } pull_kind = kPullEqual;
+  std::unique_ptr<Filter> pull_filter;
 
   uint8_t raw_type() const { return static_cast<uint8_t>(value_doc[4]); }
   std::string_view raw() const {
@@ -184,14 +250,6 @@ struct PathTree {
     if (PathTree* c = Find(name)) return c;
     children.emplace_back(std::string(name), std::make_unique<PathTree>());
     return children.back().second.get();
-  }
-  // Whether anything below creates fields ($set/$inc), as opposed to $unset.
-  bool Creates() const {
-    if (op == kSet || op == kInc) return true;
-    for (const auto& c : children) {
-      if (c.second->Creates()) return true;
-    }
-    return false;
   }
 };
 
@@ -220,51 +278,43 @@ Status AddPath(PathTree* root, std::string_view path, PathTree** leaf) {
   return Status::OK();
 }
 
-// MongoDB update operators not implemented here: named "unsupported" so
-// that nobody hunts for a typo.
-bool IsMongoUpdateOperator(std::string_view name) {
-  static const char* const kNames[] = {"$addToSet", "$bit",  "$currentDate", "$max",
-                                       "$min",      "$mul",  "$pop",         "$pull",
-                                       "$pullAll",  "$push", "$rename",      "$setOnInsert"};
-  for (const char* n : kNames) {
-    if (name == n) return true;
-  }
-  return false;
-}
-
 bool IsNumber(bson_type_t t) {
   return t == BSON_TYPE_INT32 || t == BSON_TYPE_INT64 || t == BSON_TYPE_DOUBLE;
 }
 
-// current + delta with MongoDB's type promotion, into *out.
-Status Add(const bson_value_t* current, const bson_value_t* delta, const std::string& path,
-           bson_value_t* out) {
-  bson_type_t a = current->value_type, b = delta->value_type;
+double AsDouble(const bson_value_t* v) {
+  return v->value_type == BSON_TYPE_DOUBLE  ? v->value.v_double
+         : v->value_type == BSON_TYPE_INT64 ? static_cast<double>(v->value.v_int64)
+                                            : static_cast<double>(v->value.v_int32);
+}
+
+// current + operand ($inc) or current * operand ($mul) with MongoDB's type
+// promotion, into *out.
+Status Arith(bool mul, const bson_value_t* current, const bson_value_t* operand,
+             const std::string& path, bson_value_t* out) {
+  const char* name = mul ? "$mul" : "$inc";
+  bson_type_t a = current->value_type, b = operand->value_type;
   if (!IsNumber(a)) {
-    return Status::InvalidArgument("$inc on a non-number field", path);
+    return Status::InvalidArgument(std::string(name) + " on a non-number field", path);
   }
   if (a == BSON_TYPE_DOUBLE || b == BSON_TYPE_DOUBLE) {
-    auto as_double = [](const bson_value_t* v) {
-      return v->value_type == BSON_TYPE_DOUBLE  ? v->value.v_double
-             : v->value_type == BSON_TYPE_INT64 ? static_cast<double>(v->value.v_int64)
-                                                : static_cast<double>(v->value.v_int32);
-    };
     out->value_type = BSON_TYPE_DOUBLE;
-    out->value.v_double = as_double(current) + as_double(delta);
+    out->value.v_double =
+        mul ? AsDouble(current) * AsDouble(operand) : AsDouble(current) + AsDouble(operand);
     return Status::OK();
   }
   int64_t x = a == BSON_TYPE_INT64 ? current->value.v_int64 : current->value.v_int32;
-  int64_t y = b == BSON_TYPE_INT64 ? delta->value.v_int64 : delta->value.v_int32;
-  int64_t sum;
-  if (__builtin_add_overflow(x, y, &sum)) {
-    return Status::InvalidArgument("integer overflow in $inc", path);
+  int64_t y = b == BSON_TYPE_INT64 ? operand->value.v_int64 : operand->value.v_int32;
+  int64_t r;
+  if (mul ? __builtin_mul_overflow(x, y, &r) : __builtin_add_overflow(x, y, &r)) {
+    return Status::InvalidArgument("integer overflow in " + std::string(name), path);
   }
-  if (a == BSON_TYPE_INT32 && b == BSON_TYPE_INT32 && sum >= INT32_MIN && sum <= INT32_MAX) {
+  if (a == BSON_TYPE_INT32 && b == BSON_TYPE_INT32 && r >= INT32_MIN && r <= INT32_MAX) {
     out->value_type = BSON_TYPE_INT32;
-    out->value.v_int32 = static_cast<int32_t>(sum);
+    out->value.v_int32 = static_cast<int32_t>(r);
   } else {
     out->value_type = BSON_TYPE_INT64;
-    out->value.v_int64 = sum;
+    out->value.v_int64 = r;
   }
   return Status::OK();
 }
@@ -273,23 +323,349 @@ void Append(bson_t* out, std::string_view key, const bson_value_t* v) {
   bson_append_value(out, key.data(), static_cast<int>(key.size()), v);
 }
 
-Status Create(const PathTree& n, std::string_view key, bson_t* out);
+// What applying an update to one document needs beyond the tree, worked
+// out before the one pass (Update::Impl::Prepare).
+struct ApplyState {
+  bool inserting = false;
+  int64_t now_ms = 0;
+  uint32_t timestamp_increment = 1;
+  // The tree node whose child "$" stands for element positional_key of the
+  // array at that node's path.
+  const PathTree* positional_parent = nullptr;
+  std::string positional_key;
+  // $rename targets and the values their sources hold (views into the
+  // document); a target not listed has no source in this document.
+  std::vector<std::pair<const PathTree*, View>> renamed;
+
+  const bson_value_t* Renamed(const PathTree* target) const {
+    for (const auto& [node, value] : renamed) {
+      if (node == target) return &value.v;
+    }
+    return nullptr;
+  }
+};
+
+// Whether anything at or below `n` creates a field, as opposed to only
+// removing or changing what is there.
+bool Creates(const PathTree& n, const ApplyState& st) {
+  switch (n.op) {
+    case PathTree::kSet:
+    case PathTree::kInc:
+    case PathTree::kMul:
+    case PathTree::kMin:
+    case PathTree::kMax:
+    case PathTree::kCurrentDate:
+    case PathTree::kPush:
+    case PathTree::kAddToSet:
+      return true;
+    case PathTree::kSetOnInsert:
+      return st.inserting;
+    case PathTree::kRenameTo:
+      return st.Renamed(&n) != nullptr;
+    case PathTree::kUnset:
+    case PathTree::kPop:
+    case PathTree::kPull:
+    case PathTree::kPullAll:
+    case PathTree::kRenameFrom:
+      return false;
+    case PathTree::kNone:
+      break;
+  }
+  for (const auto& c : n.children) {
+    if (Creates(*c.second, st)) return true;
+  }
+  return false;
+}
+
+const char* OpName(PathTree::Op op) {
+  switch (op) {
+    case PathTree::kPush:
+      return "$push";
+    case PathTree::kAddToSet:
+      return "$addToSet";
+    case PathTree::kPop:
+      return "$pop";
+    case PathTree::kPull:
+      return "$pull";
+    case PathTree::kPullAll:
+      return "$pullAll";
+    default:
+      return "update";
+  }
+}
+
+// The elements of array `arr` (views into its bytes).
+void Elements(const bson_value_t* arr, std::vector<View>* out) {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, arr->value.v_doc.data, arr->value.v_doc.data_len)) return;
+  while (bson_iter_next(&it)) out->push_back(View{*bson_iter_value(&it)});
+}
+
+void AppendArray(bson_t* out, std::string_view key, const std::vector<View>& elems) {
+  bson_t arr;
+  bson_append_array_begin(out, key.data(), static_cast<int>(key.size()), &arr);
+  char buf[16];
+  for (size_t i = 0; i < elems.size(); i++) {
+    const char* k;
+    size_t klen = bson_uint32_to_string(static_cast<uint32_t>(i), &k, buf, sizeof buf);
+    bson_append_value(&arr, k, static_cast<int>(klen), &elems[i].v);
+  }
+  bson_append_array_end(out, &arr);
+}
+
+bool Equal(const bson_value_t* a, const bson_value_t* b) { return CompareValues(a, b) == 0; }
+
+bool PullMatches(const PathTree& n, const bson_value_t* e) {
+  switch (n.pull_kind) {
+    case PathTree::kPullEqual: {
+      bson_value_t v = n.value();
+      return Equal(&v, e);
+    }
+    case PathTree::kPullObject:
+      return e->value_type == BSON_TYPE_DOCUMENT &&
+             n.pull_filter->Matches(e->value.v_doc.data, e->value.v_doc.data_len);
+    case PathTree::kPullWrapped: {
+      bson_t w;
+      bson_init(&w);
+      bson_append_value(&w, "x", 1, e);
+      bool m = n.pull_filter->Matches(bson_get_data(&w), w.len);
+      bson_destroy(&w);
+      return m;
+    }
+  }
+  return false;
+}
+
+// $push's $sort of the elements: whole values (sort = 1 / -1) or documents
+// by fields, each compared as a find's sort would (non-documents sort as if
+// every field were null). Stable, so equal elements keep their order.
+void SortElements(const PathTree& n, std::vector<View>* elems) {
+  if (n.sort != 0) {
+    std::stable_sort(elems->begin(), elems->end(), [&](const View& a, const View& b) {
+      return CompareValues(&a.v, &b.v) * n.sort < 0;
+    });
+    return;
+  }
+  const size_t nf = n.sort_fields.size();
+  std::vector<View> keys(elems->size() * nf);
+  for (size_t i = 0; i < elems->size(); i++) {
+    const bson_value_t& e = (*elems)[i].v;
+    for (size_t f = 0; f < nf; f++) {
+      bson_value_t& k = keys[i * nf + f].v;
+      if (e.value_type == BSON_TYPE_DOCUMENT) {
+        SortKey(e.value.v_doc.data, e.value.v_doc.data_len, n.sort_fields[f].first,
+                n.sort_fields[f].second, &k);
+      } else {
+        k.value_type = BSON_TYPE_NULL;
+      }
+    }
+  }
+  std::vector<size_t> order(elems->size());
+  for (size_t i = 0; i < order.size(); i++) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    for (size_t f = 0; f < nf; f++) {
+      int c = CompareValues(&keys[a * nf + f].v, &keys[b * nf + f].v) * n.sort_fields[f].second;
+      if (c != 0) return c < 0;
+    }
+    return false;
+  });
+  std::vector<View> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order) sorted.push_back((*elems)[i]);
+  elems->swap(sorted);
+}
+
+// |v| for a negative int64, without overflow.
+uint64_t Magnitude(int64_t v) { return v < 0 ? 0 - static_cast<uint64_t>(v) : v; }
+
+// The array operators on the elements of the array (none when missing).
+void EditArray(const PathTree& n, std::vector<View>* elems) {
+  const bson_value_t operand = n.value();
+  std::vector<View> values;  // to add or to pull
+  if (n.each || n.op == PathTree::kPullAll) {
+    Elements(&operand, &values);
+  } else {
+    values.push_back(View{operand});
+  }
+  switch (n.op) {
+    case PathTree::kPush: {
+      const size_t size = elems->size();
+      size_t pos = size;
+      if (n.has_position) {
+        if (n.position >= 0) {
+          pos = std::min<uint64_t>(static_cast<uint64_t>(n.position), size);
+        } else {
+          uint64_t back = Magnitude(n.position);
+          pos = back >= size ? 0 : size - back;
+        }
+      }
+      elems->insert(elems->begin() + static_cast<ptrdiff_t>(pos), values.begin(), values.end());
+      if (n.sort != 0 || !n.sort_fields.empty()) SortElements(n, elems);
+      if (n.has_slice) {
+        uint64_t keep = Magnitude(n.slice);
+        if (elems->size() > keep) {
+          if (n.slice >= 0) {
+            elems->resize(keep);
+          } else {
+            elems->erase(elems->begin(), elems->end() - static_cast<ptrdiff_t>(keep));
+          }
+        }
+      }
+      return;
+    }
+    case PathTree::kAddToSet:
+      for (const View& v : values) {
+        bool present = false;
+        for (const View& e : *elems) {
+          if (Equal(&e.v, &v.v)) {
+            present = true;
+            break;
+          }
+        }
+        if (!present) elems->push_back(v);
+      }
+      return;
+    case PathTree::kPop:
+      if (elems->empty()) return;
+      if (n.pop > 0) {
+        elems->pop_back();
+      } else {
+        elems->erase(elems->begin());
+      }
+      return;
+    case PathTree::kPull:
+      elems->erase(std::remove_if(elems->begin(), elems->end(),
+                                  [&](const View& e) { return PullMatches(n, &e.v); }),
+                   elems->end());
+      return;
+    case PathTree::kPullAll:
+      elems->erase(std::remove_if(elems->begin(), elems->end(),
+                                  [&](const View& e) {
+                                    for (const View& v : values) {
+                                      if (Equal(&e.v, &v.v)) return true;
+                                    }
+                                    return false;
+                                  }),
+                   elems->end());
+      return;
+    default:
+      return;
+  }
+}
+
+// Applies the leaf `n` to field `key`, whose value is *cur (null when the
+// field is missing): appends the field's new value to `out`, or nothing
+// when the field is (or stays) absent.
+Status ApplyLeaf(const PathTree& n, std::string_view key, const bson_value_t* cur,
+                 const ApplyState& st, bson_t* out) {
+  auto keep = [&] {
+    if (cur != nullptr) Append(out, key, cur);
+    return Status::OK();
+  };
+  switch (n.op) {
+    case PathTree::kSetOnInsert:
+      if (!st.inserting) return keep();
+      [[fallthrough]];
+    case PathTree::kSet: {
+      bson_value_t v = n.value();
+      Append(out, key, &v);
+      return Status::OK();
+    }
+    case PathTree::kUnset:
+    case PathTree::kRenameFrom:
+      return Status::OK();
+    case PathTree::kRenameTo: {
+      const bson_value_t* v = st.Renamed(&n);
+      if (v == nullptr) return keep();
+      Append(out, key, v);
+      return Status::OK();
+    }
+    case PathTree::kInc:
+    case PathTree::kMul: {
+      bson_value_t operand = n.value();
+      bson_value_t r = operand;
+      if (cur != nullptr) {
+        MMDOC_RETURN_IF_ERROR(Arith(n.op == PathTree::kMul, cur, &operand, n.path, &r));
+      } else if (n.op == PathTree::kMul) {  // 0 of the multiplier's type
+        if (r.value_type == BSON_TYPE_DOUBLE) r.value.v_double = 0;
+        if (r.value_type == BSON_TYPE_INT64) r.value.v_int64 = 0;
+        if (r.value_type == BSON_TYPE_INT32) r.value.v_int32 = 0;
+      }
+      Append(out, key, &r);
+      return Status::OK();
+    }
+    case PathTree::kMin:
+    case PathTree::kMax: {
+      bson_value_t operand = n.value();
+      const bson_value_t* v = &operand;
+      if (cur != nullptr) {
+        int c = CompareValues(&operand, cur);
+        if (n.op == PathTree::kMin ? c >= 0 : c <= 0) v = cur;
+      }
+      Append(out, key, v);
+      return Status::OK();
+    }
+    case PathTree::kCurrentDate: {
+      bson_value_t v;
+      if (n.timestamp) {
+        v.value_type = BSON_TYPE_TIMESTAMP;
+        v.value.v_timestamp.timestamp = static_cast<uint32_t>(st.now_ms / 1000);
+        v.value.v_timestamp.increment = st.timestamp_increment;
+      } else {
+        v.value_type = BSON_TYPE_DATE_TIME;
+        v.value.v_datetime = st.now_ms;
+      }
+      Append(out, key, &v);
+      return Status::OK();
+    }
+    case PathTree::kPush:
+    case PathTree::kAddToSet:
+    case PathTree::kPop:
+    case PathTree::kPull:
+    case PathTree::kPullAll: {
+      std::vector<View> elems;
+      if (cur == nullptr) {
+        if (n.op != PathTree::kPush && n.op != PathTree::kAddToSet) return Status::OK();
+      } else if (cur->value_type != BSON_TYPE_ARRAY) {
+        return Status::InvalidArgument(std::string(OpName(n.op)) + " of a non-array field", n.path);
+      } else {
+        Elements(cur, &elems);
+      }
+      EditArray(n, &elems);
+      AppendArray(out, key, elems);
+      return Status::OK();
+    }
+    case PathTree::kNone:
+      break;
+  }
+  return keep();
+}
+
+Status Create(const PathTree& n, std::string_view key, const ApplyState& st, bson_t* out);
+
+Status PositionalUnmatched(std::string_view path) {
+  return Status::InvalidArgument(
+      "the positional operator did not find the match needed from the query", path);
+}
 
 // Appends the fields of `n` not yet in the container (is_array: elements
 // "0".."len-1" exist; numeric names beyond pad with null).
 Status AppendMissing(const PathTree& n, const std::vector<const PathTree*>& seen, bool is_array,
-                     uint32_t array_len, const std::string& where, bson_t* out) {
+                     uint32_t array_len, const std::string& where, const ApplyState& st,
+                     bson_t* out) {
   if (!is_array) {
     for (const auto& [name, child] : n.children) {
       if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
-      MMDOC_RETURN_IF_ERROR(Create(*child, name, out));
+      if (name == "$") return PositionalUnmatched(where + ".$");
+      MMDOC_RETURN_IF_ERROR(Create(*child, name, st, out));
     }
     return Status::OK();
   }
   std::vector<std::pair<uint64_t, const PathTree*>> extra;
   for (const auto& [name, child] : n.children) {
     if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
-    if (!child->Creates()) continue;
+    if (name == "$") return PositionalUnmatched(where + ".$");
+    if (!Creates(*child, st)) continue;
     if (!IsNumeric(name) || name.size() > 7) {
       return Status::InvalidArgument("cannot create field " + name + " in array", where);
     }
@@ -303,73 +679,55 @@ Status AppendMissing(const PathTree& n, const std::vector<const PathTree*>& seen
       std::string k = std::to_string(next);
       bson_append_null(out, k.data(), static_cast<int>(k.size()));
     }
-    MMDOC_RETURN_IF_ERROR(Create(*child, std::to_string(index), out));
+    MMDOC_RETURN_IF_ERROR(Create(*child, std::to_string(index), st, out));
     next = index + 1;
   }
   return Status::OK();
 }
 
-// Creates field `key` from scratch: a value ($set, $inc on a missing field)
-// or a new subdocument holding the fields below.
-Status Create(const PathTree& n, std::string_view key, bson_t* out) {
-  switch (n.op) {
-    case PathTree::kSet:
-    case PathTree::kInc: {
-      bson_value_t v = n.value();
-      Append(out, key, &v);
-      return Status::OK();
-    }
-    case PathTree::kUnset:
-      return Status::OK();
-    case PathTree::kNone:
-      break;
-  }
-  if (!n.Creates()) return Status::OK();
+// Creates field `key` from scratch: a value ($set, $inc on a missing field,
+// ...) or a new subdocument holding the fields below.
+Status Create(const PathTree& n, std::string_view key, const ApplyState& st, bson_t* out) {
+  if (n.op != PathTree::kNone) return ApplyLeaf(n, key, nullptr, st, out);
+  if (!Creates(n, st)) return Status::OK();
   bson_t sub;
   bson_append_document_begin(out, key.data(), static_cast<int>(key.size()), &sub);
-  Status s = AppendMissing(n, {}, false, 0, std::string(key), &sub);
+  Status s = AppendMissing(n, {}, false, 0, std::string(key), st, &sub);
   bson_append_document_end(out, &sub);
   return s;
 }
 
 // Copies the container `it` iterates into `out`, applying the tree `n`.
 Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array, const std::string& where,
-               bson_t* out) {
+               const ApplyState& st, bson_t* out) {
   std::vector<const PathTree*> seen;
   uint32_t count = 0;
+  const bool positional = is_array && &n == st.positional_parent;
   while (bson_iter_next(it)) {
     ++count;
     std::string_view key = Key(it);
     const PathTree* c = n.Find(key);
+    if (positional && key == st.positional_key) {
+      if (c != nullptr) {
+        return Status::InvalidArgument("conflicting update paths " + c->path + " and " +
+                                       n.Find("$")->path);
+      }
+      c = n.Find("$");
+    }
     if (c == nullptr) {
       bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
       continue;
     }
     seen.push_back(c);
-    const bson_value_t* cur = bson_iter_value(it);
-    switch (c->op) {
-      case PathTree::kSet: {
-        bson_value_t v = c->value();
-        Append(out, key, &v);
-        continue;
-      }
-      case PathTree::kUnset:
-        continue;
-      case PathTree::kInc: {
-        bson_value_t sum;
-        bson_value_t delta = c->value();
-        MMDOC_RETURN_IF_ERROR(Add(cur, &delta, c->path, &sum));
-        Append(out, key, &sum);
-        continue;
-      }
-      case PathTree::kNone:
-        break;
+    if (c->op != PathTree::kNone) {
+      MMDOC_RETURN_IF_ERROR(ApplyLeaf(*c, key, bson_iter_value(it), st, out));
+      continue;
     }
     std::string sub_where = where.empty() ? std::string(key) : where + "." + std::string(key);
     bool sub_array = BSON_ITER_HOLDS_ARRAY(it);
     bson_iter_t sub_it;
     if ((!sub_array && !BSON_ITER_HOLDS_DOCUMENT(it)) || !bson_iter_recurse(it, &sub_it)) {
-      if (!c->Creates()) {  // $unset below a scalar: nothing to remove
+      if (!Creates(*c, st)) {  // $unset below a scalar: nothing to remove
         bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
         continue;
       }
@@ -382,7 +740,7 @@ Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array, const std::str
     } else {
       bson_append_document_begin(out, key.data(), static_cast<int>(key.size()), &sub);
     }
-    Status s = Rewrite(&sub_it, *c, sub_array, sub_where, &sub);
+    Status s = Rewrite(&sub_it, *c, sub_array, sub_where, st, &sub);
     if (sub_array) {
       bson_append_array_end(out, &sub);
     } else {
@@ -390,7 +748,7 @@ Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array, const std::str
     }
     MMDOC_RETURN_IF_ERROR(s);
   }
-  return AppendMissing(n, seen, is_array, count, where, out);
+  return AppendMissing(n, seen, is_array, count, where, st, out);
 }
 
 }  // namespace
@@ -410,6 +768,18 @@ struct Update::Impl {
   std::string replacement_doc;  // BSON
   PathTree tree;
   bool top_level = false;  // only $set/$unset of top-level fields
+  // The positional $: the path before it, its node in the tree, and the
+  // predicates of the bound query on that array, as a filter on {"x":
+  // element} (null: the query has none).
+  std::string positional_prefix;
+  const PathTree* positional_node = nullptr;
+  std::unique_ptr<Filter> positional_filter;
+  // $rename: each source path and its target's node.
+  std::vector<std::pair<std::string, const PathTree*>> renames;
+
+  Status Prepare(const uint8_t* doc, size_t len, const UpdateContext& ctx, ApplyState* st) const;
+  Status ApplyOperators(const uint8_t* doc, size_t len, const ApplyState& st,
+                        std::string* out) const;
 };
 
 namespace {
@@ -463,6 +833,293 @@ void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len, std::s
   storage::EncodeFixed32(out->data(), n);  // BSON's int32 length: little-endian
 }
 
+struct OperatorName {
+  const char* name;
+  PathTree::Op op;
+};
+constexpr OperatorName kOperatorNames[] = {
+    {"$set", PathTree::kSet},
+    {"$unset", PathTree::kUnset},
+    {"$inc", PathTree::kInc},
+    {"$mul", PathTree::kMul},
+    {"$min", PathTree::kMin},
+    {"$max", PathTree::kMax},
+    {"$currentDate", PathTree::kCurrentDate},
+    {"$setOnInsert", PathTree::kSetOnInsert},
+    {"$push", PathTree::kPush},
+    {"$addToSet", PathTree::kAddToSet},
+    {"$pop", PathTree::kPop},
+    {"$pull", PathTree::kPull},
+    {"$pullAll", PathTree::kPullAll},
+    {"$rename", PathTree::kRenameFrom},
+};
+
+// Checks an update path's parts: none empty, none starting with '$' but a
+// positional "$" after the first part (at most one; *prefix receives the
+// path before it, or stays empty).
+Status CheckUpdatePath(std::string_view path, std::string* prefix) {
+  if (path.empty() || path[0] == '$') {
+    return Status::InvalidArgument("field names must not start with '$'", path);
+  }
+  prefix->clear();
+  if (path.find('$') == std::string_view::npos) return Status::OK();
+  std::vector<std::string> parts;
+  MMDOC_RETURN_IF_ERROR(SplitPath(path, &parts));
+  size_t offset = 0;
+  for (const std::string& part : parts) {
+    if (part[0] == '$') {
+      if (part.rfind("$[", 0) == 0) {
+        return Status::InvalidArgument(
+            "the all-positional $[] and filtered $[<identifier>] are not supported", path);
+      }
+      if (part != "$") return Status::InvalidArgument("field names must not start with '$'", path);
+      if (!prefix->empty()) {
+        return Status::InvalidArgument("more than one positional $ in path", path);
+      }
+      prefix->assign(path.substr(0, offset - 1));
+    }
+    offset += part.size() + 1;
+  }
+  return Status::OK();
+}
+
+// An integer operand ($slice, $position): an int32, int64 or a double with
+// no fraction (what the mongo shell sends), as MongoDB accepts.
+bool IntegerOperand(const bson_value_t* v, int64_t* out) {
+  switch (v->value_type) {
+    case BSON_TYPE_INT32:
+      *out = v->value.v_int32;
+      return true;
+    case BSON_TYPE_INT64:
+      *out = v->value.v_int64;
+      return true;
+    case BSON_TYPE_DOUBLE: {
+      double d = v->value.v_double;
+      if (!(d >= -9.2e18 && d <= 9.2e18) || d != std::trunc(d)) return false;
+      *out = static_cast<int64_t>(d);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+// 1 or -1 as a number; 0 otherwise.
+int Direction(const bson_value_t* v) {
+  if (!IsNumber(v->value_type)) return 0;
+  double d = AsDouble(v);
+  return d == 1 ? 1 : d == -1 ? -1 : 0;
+}
+
+Status ParseSort(const bson_value_t* v, const std::string& path, PathTree* leaf) {
+  const std::string what = "$push's $sort for field " + path;
+  if (v->value_type != BSON_TYPE_DOCUMENT) {
+    leaf->sort = Direction(v);
+    if (leaf->sort == 0) return Status::InvalidArgument(what + " must be 1, -1 or {field: 1|-1}");
+    return Status::OK();
+  }
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
+    return Status::InvalidArgument(what + " is not a document");
+  }
+  std::vector<std::string> parts;
+  while (bson_iter_next(&it)) {
+    std::string field(Key(&it));
+    int dir = Direction(bson_iter_value(&it));
+    if (dir == 0) return Status::InvalidArgument(what + " must be 1 or -1 per field", field);
+    if (field.empty() || field[0] == '$' || !SplitPath(field, &parts).ok()) {
+      return Status::InvalidArgument(what + " names a bad field", field);
+    }
+    leaf->sort_fields.emplace_back(std::move(field), dir);
+  }
+  if (leaf->sort_fields.empty()) return Status::InvalidArgument(what + " is empty");
+  return Status::OK();
+}
+
+// The first field name of a document value ("" for {}).
+std::string_view FirstKey(const bson_value_t* v) {
+  bson_iter_t it;
+  if (v->value_type != BSON_TYPE_DOCUMENT ||
+      !bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len) ||
+      !bson_iter_next(&it)) {
+    return {};
+  }
+  return Key(&it);
+}
+
+// $push's operand: a value, or {$each: [...], $slice, $position, $sort}.
+Status ParsePush(const bson_value_t* v, const std::string& path, PathTree* leaf) {
+  bson_iter_t it;
+  if (v->value_type != BSON_TYPE_DOCUMENT ||
+      !bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len) ||
+      !bson_iter_find(&it, "$each")) {
+    MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
+    return Status::OK();
+  }
+  bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len);
+  while (bson_iter_next(&it)) {
+    std::string_view m = Key(&it);
+    const bson_value_t* mv = bson_iter_value(&it);
+    if (m == "$each") {
+      if (mv->value_type != BSON_TYPE_ARRAY) {
+        return Status::InvalidArgument("$push's $each must be an array for field", path);
+      }
+      MMDOC_RETURN_IF_ERROR(CheckValueNames(mv));
+      leaf->each = true;
+      leaf->value_doc = OperandDoc(mv);
+    } else if (m == "$slice") {
+      if (!IntegerOperand(mv, &leaf->slice)) {
+        return Status::InvalidArgument("$push's $slice must be an integer for field", path);
+      }
+      leaf->has_slice = true;
+    } else if (m == "$position") {
+      if (!IntegerOperand(mv, &leaf->position)) {
+        return Status::InvalidArgument("$push's $position must be an integer for field", path);
+      }
+      leaf->has_position = true;
+    } else if (m == "$sort") {
+      MMDOC_RETURN_IF_ERROR(ParseSort(mv, path, leaf));
+    } else {
+      return Status::InvalidArgument("unrecognized clause in $push: " + std::string(m) +
+                                     " for field " + path);
+    }
+  }
+  return Status::OK();
+}
+
+Status ParseAddToSet(const bson_value_t* v, const std::string& path, PathTree* leaf) {
+  if (FirstKey(v) != "$each") {
+    MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
+    return Status::OK();
+  }
+  bson_iter_t it;
+  bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len);
+  bson_iter_next(&it);
+  const bson_value_t* each = bson_iter_value(&it);
+  if (each->value_type != BSON_TYPE_ARRAY) {
+    return Status::InvalidArgument("$addToSet's $each must be an array for field", path);
+  }
+  if (bson_iter_next(&it)) {
+    return Status::InvalidArgument("$addToSet takes nothing but $each for field", path);
+  }
+  MMDOC_RETURN_IF_ERROR(CheckValueNames(each));
+  leaf->each = true;
+  leaf->value_doc = OperandDoc(each);
+  return Status::OK();
+}
+
+// $pull's operand, as MongoDB reads it: a document whose first field is a
+// query operator is a condition on each element ({$gte: 6}); any other
+// document is a query on the elements that are documents ({score: 8},
+// {$or: [...]}); anything else is a value elements must equal.
+Status ParsePull(const bson_value_t* v, const std::string& path, PathTree* leaf) {
+  if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_REGEX) {
+    leaf->pull_kind = PathTree::kPullEqual;
+    return Status::OK();
+  }
+  std::string_view first = FirstKey(v);
+  bool wrapped =
+      v->value_type == BSON_TYPE_REGEX ||
+      (!first.empty() && first[0] == '$' && first != "$and" && first != "$or" && first != "$nor" &&
+       first != "$where" && first != "$expr" && first != "$text" && first != "$comment");
+  bson_t cond;
+  bson_init(&cond);
+  if (wrapped) {
+    bson_append_value(&cond, "x", 1, v);
+  } else {
+    bson_t sub;
+    bson_init_static(&sub, v->value.v_doc.data, v->value.v_doc.data_len);
+    bson_concat(&cond, &sub);
+  }
+  auto f = Filter::Parse(&cond);
+  bson_destroy(&cond);
+  if (!f.ok()) {
+    return Status::InvalidArgument("$pull condition for field " + path + ": " +
+                                   f.status().message());
+  }
+  leaf->pull_kind = wrapped ? PathTree::kPullWrapped : PathTree::kPullObject;
+  leaf->pull_filter = std::make_unique<Filter>(std::move(f.value()));
+  return Status::OK();
+}
+
+// The operand of `op` for field `path`, checked and stored in *leaf.
+Status ParseOperand(PathTree::Op op, std::string_view op_name, const std::string& path,
+                    const bson_value_t* v, PathTree* leaf) {
+  leaf->value_doc = OperandDoc(v);  // $each replaces it with its array
+  switch (op) {
+    case PathTree::kInc:
+    case PathTree::kMul:
+      if (!IsNumber(v->value_type)) {
+        return Status::InvalidArgument(std::string(op_name) + " needs a number for field", path);
+      }
+      break;
+    case PathTree::kSet:
+    case PathTree::kSetOnInsert:
+    case PathTree::kMin:
+    case PathTree::kMax:
+      MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
+      break;
+    case PathTree::kCurrentDate:
+      if (v->value_type == BSON_TYPE_BOOL) return Status::OK();
+      if (v->value_type == BSON_TYPE_DOCUMENT) {
+        bson_iter_t it;
+        bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len);
+        if (bson_iter_next(&it) && Key(&it) == "$type" && BSON_ITER_HOLDS_UTF8(&it)) {
+          std::string_view type = bson_iter_utf8(&it, nullptr);
+          if ((type == "date" || type == "timestamp") && !bson_iter_next(&it)) {
+            leaf->timestamp = type == "timestamp";
+            return Status::OK();
+          }
+        }
+      }
+      return Status::InvalidArgument(
+          "$currentDate takes true or {$type: \"date\"|\"timestamp\"} for field", path);
+    case PathTree::kPush:
+      return ParsePush(v, path, leaf);
+    case PathTree::kAddToSet:
+      return ParseAddToSet(v, path, leaf);
+    case PathTree::kPop:
+      leaf->pop = Direction(v);
+      if (leaf->pop == 0) return Status::InvalidArgument("$pop takes 1 or -1 for field", path);
+      return Status::OK();
+    case PathTree::kPull:
+      return ParsePull(v, path, leaf);
+    case PathTree::kPullAll:
+      if (v->value_type != BSON_TYPE_ARRAY) {
+        return Status::InvalidArgument("$pullAll needs an array for field", path);
+      }
+      return Status::OK();
+    default:
+      return Status::OK();
+  }
+  return Status::OK();
+}
+
+// How many levels the value an operator stores nests below its field (-1:
+// it stores nothing of its operand).
+int StoredDepth(const PathTree& leaf, const bson_value_t* v) {
+  switch (leaf.op) {
+    case PathTree::kSet:
+    case PathTree::kSetOnInsert:
+    case PathTree::kMin:
+    case PathTree::kMax:
+    case PathTree::kInc:
+    case PathTree::kMul:
+    case PathTree::kCurrentDate:
+      return ValueDepth(v);
+    case PathTree::kPush:
+    case PathTree::kAddToSet: {
+      if (!leaf.each) return 1 + ValueDepth(v);
+      bson_value_t each = leaf.value();
+      return ValueDepth(&each);
+    }
+    default:
+      return -1;
+  }
+}
+
+size_t PathParts(std::string_view path) { return std::count(path.begin(), path.end(), '.') + 1; }
+
 }  // namespace
 
 Update::Update(Kind) : impl_(std::make_unique<Impl>()) {}
@@ -476,6 +1133,7 @@ Update::Update(Update&&) noexcept = default;
 Update& Update::operator=(Update&&) noexcept = default;
 
 bool Update::is_replacement() const { return impl_->replacement; }
+bool Update::has_positional() const { return impl_->positional_node != nullptr; }
 
 Result<Update> Update::Parse(const bson_t* update) {
   bson_iter_t it;
@@ -492,21 +1150,21 @@ Result<Update> Update::Parse(const bson_t* update) {
     u.impl_->replacement_doc = Bytes(update);
     return u;
   }
-  u.impl_->replacement = false;
+  Impl& impl = *u.impl_;
+  impl.replacement = false;
+  std::string prefix;
   while (bson_iter_next(&it)) {
     std::string_view op_name = Key(&it);
-    PathTree::Op op;
-    if (op_name == "$set") {
-      op = PathTree::kSet;
-    } else if (op_name == "$unset") {
-      op = PathTree::kUnset;
-    } else if (op_name == "$inc") {
-      op = PathTree::kInc;
-    } else if (op_name.empty() || op_name[0] != '$') {
-      return Status::InvalidArgument("cannot mix update operators and fields", op_name);
-    } else {
+    PathTree::Op op = PathTree::kNone;
+    for (const OperatorName& o : kOperatorNames) {
+      if (op_name == o.name) op = o.op;
+    }
+    if (op == PathTree::kNone) {
+      if (op_name.empty() || op_name[0] != '$') {
+        return Status::InvalidArgument("cannot mix update operators and fields", op_name);
+      }
       return Status::InvalidArgument(
-          (IsMongoUpdateOperator(op_name) ? "unsupported update operator " : "unknown operator ") +
+          (op_name == "$bit" ? "unsupported update operator " : "unknown operator ") +
           std::string(op_name));
     }
     bson_iter_t fields;
@@ -518,26 +1176,49 @@ Result<Update> Update::Parse(const bson_t* update) {
       if (path == "_id" || path.substr(0, 4) == "_id.") {
         return Status::InvalidArgument("cannot modify _id");
       }
-      if (path.empty() || path[0] == '$' || path.find(".$") != std::string_view::npos) {
-        return Status::InvalidArgument("field names must not start with '$'", path);
-      }
+      MMDOC_RETURN_IF_ERROR(CheckUpdatePath(path, &prefix));
       const bson_value_t* v = bson_iter_value(&fields);
-      if (op == PathTree::kInc && !IsNumber(v->value_type)) {
-        return Status::InvalidArgument("$inc needs a number for field", path);
-      }
-      if (op == PathTree::kSet) MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
-      if (op != PathTree::kUnset) {
-        // $set and $inc create missing parents, so a long path alone can
-        // nest the document too deep (found by fuzz_update).
-        size_t parts = std::count(path.begin(), path.end(), '.') + 1;
-        if (static_cast<int>(parts) + ValueDepth(v) >= kMaxNestingDepth) {
-          return Status::InvalidArgument("update nests deeper than 100 levels", path);
+      std::string rename_to;
+      if (op == PathTree::kRenameFrom) {
+        if (!prefix.empty()) {
+          return Status::InvalidArgument("$rename does not take the positional $", path);
+        }
+        if (v->value_type != BSON_TYPE_UTF8) {
+          return Status::InvalidArgument("$rename needs a string (the new name) for field", path);
+        }
+        rename_to.assign(v->value.v_utf8.str, v->value.v_utf8.len);
+        std::string to_prefix;
+        MMDOC_RETURN_IF_ERROR(CheckUpdatePath(rename_to, &to_prefix));
+        if (!to_prefix.empty() || rename_to.find('\0') != std::string::npos) {
+          return Status::InvalidArgument("$rename does not take the positional $", rename_to);
+        }
+        if (rename_to == "_id" || rename_to.substr(0, 4) == "_id.") {
+          return Status::InvalidArgument("cannot modify _id");
+        }
+        if (rename_to == path) {
+          return Status::InvalidArgument("$rename to the same field", path);
+        }
+        if (rename_to.rfind(std::string(path) + ".", 0) == 0 ||
+            std::string(path).rfind(rename_to + ".", 0) == 0) {
+          return Status::InvalidArgument("$rename source and target are on the same path",
+                                         std::string(path) + " -> " + rename_to);
         }
       }
+      if (!prefix.empty()) {
+        if (!impl.positional_prefix.empty() && impl.positional_prefix != prefix) {
+          return Status::InvalidArgument("positional $ on two different arrays",
+                                         impl.positional_prefix + ".$ and " + std::string(path));
+        }
+        impl.positional_prefix = prefix;
+      }
       PathTree* leaf = nullptr;
-      MMDOC_RETURN_IF_ERROR(AddPath(&u.impl_->tree, path, &leaf));
+      MMDOC_RETURN_IF_ERROR(AddPath(&impl.tree, path, &leaf));
       leaf->op = op;
-      if (op != PathTree::kUnset) {
+      const std::string leaf_path(path);
+      if (op == PathTree::kSet || op == PathTree::kInc) {
+        if (op == PathTree::kInc)
+          MMDOC_RETURN_IF_ERROR(ParseOperand(op, op_name, leaf_path, v, leaf));
+        if (op == PathTree::kSet) MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
         // The element's value bytes, straight from the update document: an
         // element runs from its type byte (just before its key) to where
         // the iterator found the next element (next_off; the subdocument's
@@ -547,6 +1228,7 @@ Result<Update> Update::Parse(const bson_t* update) {
         const char* value = key + path.size() + 1;
         std::string& d = leaf->value_doc;
         const uint32_t len = static_cast<uint32_t>(4 + 2 + (end - value) + 1);
+        d.clear();
         d.reserve(len);
         d.resize(4);
         storage::EncodeFixed32(d.data(), len);
@@ -554,15 +1236,37 @@ Result<Update> Update::Parse(const bson_t* update) {
         d.push_back('\0');     // its key, ""
         d.append(value, end - value);
         d.push_back('\0');
+      } else if (op != PathTree::kUnset && op != PathTree::kRenameFrom) {
+        MMDOC_RETURN_IF_ERROR(ParseOperand(op, op_name, leaf_path, v, leaf));
+      }
+      // Operators that create missing parents: a long path alone can nest
+      // the document too deep (found by fuzz_update).
+      int depth = StoredDepth(*leaf, v);
+      if (depth >= 0 && static_cast<int>(PathParts(path)) + depth >= kMaxNestingDepth) {
+        return Status::InvalidArgument("update nests deeper than 100 levels", path);
+      }
+      if (op == PathTree::kRenameFrom) {
+        PathTree* target = nullptr;
+        MMDOC_RETURN_IF_ERROR(AddPath(&impl.tree, rename_to, &target));
+        target->op = PathTree::kRenameTo;
+        impl.renames.emplace_back(leaf_path, target);
       }
     }
   }
+  if (!impl.positional_prefix.empty()) {
+    std::vector<std::string> parts;
+    MMDOC_RETURN_IF_ERROR(SplitPath(impl.positional_prefix, &parts));
+    const PathTree* n = &impl.tree;
+    for (const std::string& p : parts) n = n->Find(p);
+    impl.positional_node = n;
+  }
   // The common shape {$set/$unset: {top-level fields}} is applied by
   // splicing bytes (see SpliceTopLevel).
-  u.impl_->top_level = true;
-  for (const auto& [name, child] : u.impl_->tree.children) {
-    if (!child->children.empty() || child->op == PathTree::kInc) {
-      u.impl_->top_level = false;
+  impl.top_level = true;
+  for (const auto& [name, child] : impl.tree.children) {
+    if (!child->children.empty() ||
+        (child->op != PathTree::kSet && child->op != PathTree::kUnset)) {
+      impl.top_level = false;
     }
   }
   return u;
@@ -574,48 +1278,318 @@ Result<Update> Update::Parse(const Document& update) {
   return Parse(&b);
 }
 
+Status Update::BindQuery(const Document& filter) {
+  Impl& impl = *impl_;
+  if (impl.positional_node == nullptr) return Status::OK();
+  impl.positional_filter.reset();
+  // The top-level predicates on the array, renamed onto {"x": element}.
+  const std::string& prefix = impl.positional_prefix;
+  bson_t f;
+  bson_init(&f);
+  bool any = false;
+  bson_iter_t it;
+  if (bson_iter_init_from_data(&it, filter.data(), filter.size())) {
+    while (bson_iter_next(&it)) {
+      std::string_view key = Key(&it);
+      if (key.substr(0, prefix.size()) != prefix ||
+          (key.size() > prefix.size() && key[prefix.size()] != '.')) {
+        continue;
+      }
+      std::string renamed = "x" + std::string(key.substr(prefix.size()));
+      bson_append_iter(&f, renamed.data(), static_cast<int>(renamed.size()), &it);
+      any = true;
+    }
+  }
+  Status s;
+  if (any) {
+    auto parsed = Filter::Parse(&f);
+    if (parsed.ok()) {
+      impl.positional_filter = std::make_unique<Filter>(std::move(parsed.value()));
+    } else {
+      s = parsed.status();
+    }
+  }
+  bson_destroy(&f);
+  return s;
+}
+
 bool Update::MayChange(std::string_view field) const {
   if (impl_->replacement) return true;
   std::string_view top = field.substr(0, field.find('.'));
   return impl_->tree.Find(top) != nullptr;
 }
 
+namespace {
+
+// The value at `path` for $rename, through documents only: false when a
+// part is missing or a scalar; InvalidArgument (naming `what` and the path)
+// when an array lies on the way, as MongoDB refuses.
+Status RenameLookup(const uint8_t* doc, size_t len, std::string_view path, const char* what,
+                    bson_value_t* out, bool* found) {
+  *found = false;
+  const uint8_t* data = doc;
+  size_t data_len = len;
+  while (true) {
+    size_t dot = path.find('.');
+    bson_iter_t it;
+    if (!bson_iter_init_from_data(&it, data, data_len) || !FindKey(&it, path.substr(0, dot))) {
+      return Status::OK();
+    }
+    const bson_value_t* v = bson_iter_value(&it);
+    if (dot == std::string_view::npos) {
+      *out = *v;
+      *found = true;
+      return Status::OK();
+    }
+    if (v->value_type == BSON_TYPE_ARRAY) {
+      return Status::InvalidArgument(std::string("$rename ") + what + " lies inside an array",
+                                     path);
+    }
+    if (v->value_type != BSON_TYPE_DOCUMENT) return Status::OK();
+    data = v->value.v_doc.data;
+    data_len = v->value.v_doc.data_len;
+    path.remove_prefix(dot + 1);
+  }
+}
+
+std::atomic<uint32_t> timestamp_counter{0};
+
+}  // namespace
+
+Status Update::Impl::Prepare(const uint8_t* doc, size_t len, const UpdateContext& ctx,
+                             ApplyState* st) const {
+  st->inserting = ctx.inserting;
+  if (ctx.now_ms >= 0) {
+    st->now_ms = ctx.now_ms;
+    st->timestamp_increment = 1;
+  } else {
+    st->now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+    st->timestamp_increment = timestamp_counter.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  for (const auto& [from, target] : renames) {
+    bson_value_t v, ignored;
+    bool found = false, target_found = false;
+    MMDOC_RETURN_IF_ERROR(RenameLookup(doc, len, from, "source", &v, &found));
+    if (!found) continue;
+    MMDOC_RETURN_IF_ERROR(RenameLookup(doc, len, target->path, "target", &ignored, &target_found));
+    if (static_cast<int>(PathParts(target->path)) + ValueDepth(&v) >= kMaxNestingDepth) {
+      return Status::InvalidArgument("update nests deeper than 100 levels", target->path);
+    }
+    st->renamed.emplace_back(target, View{v});
+  }
+  if (positional_node != nullptr) {
+    const std::string path = positional_prefix + ".$";
+    bson_value_t arr;
+    if (positional_filter == nullptr || !LookupPath(doc, len, positional_prefix, &arr) ||
+        arr.value_type != BSON_TYPE_ARRAY) {
+      return PositionalUnmatched(path);
+    }
+    bson_iter_t it;
+    bson_iter_init_from_data(&it, arr.value.v_doc.data, arr.value.v_doc.data_len);
+    bool matched = false;
+    while (!matched && bson_iter_next(&it)) {
+      // {"x": element}; an element that is an array is wrapped once more,
+      // so that it is compared whole rather than by its own elements.
+      bson_t candidate, wrap;
+      bson_init(&candidate);
+      if (BSON_ITER_HOLDS_ARRAY(&it)) {
+        bson_append_array_begin(&candidate, "x", 1, &wrap);
+        bson_append_iter(&wrap, "0", 1, &it);
+        bson_append_array_end(&candidate, &wrap);
+      } else {
+        bson_append_iter(&candidate, "x", 1, &it);
+      }
+      matched = positional_filter->Matches(bson_get_data(&candidate), candidate.len);
+      bson_destroy(&candidate);
+      if (matched) st->positional_key.assign(Key(&it));
+    }
+    if (!matched) return PositionalUnmatched(path);
+    st->positional_parent = positional_node;
+  }
+  return Status::OK();
+}
+
+Status Update::Impl::ApplyOperators(const uint8_t* doc, size_t len, const ApplyState& st,
+                                    std::string* out) const {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, doc, len)) {
+    return Status::InvalidArgument("invalid BSON document");
+  }
+  bson_t result;
+  bson_init(&result);
+  Status s = Rewrite(&it, tree, false, "", st, &result);
+  if (s.ok()) s = SizeOk(result.len);
+  if (s.ok()) *out = Bytes(&result);
+  bson_destroy(&result);
+  return s;
+}
+
 Status Update::Apply(const uint8_t* doc, size_t len, std::string* out, bool fast_paths) const {
+  UpdateContext context;
+  context.fast_paths = fast_paths;
+  return Apply(doc, len, context, out);
+}
+
+Status Update::Apply(const uint8_t* doc, size_t len, const UpdateContext& context,
+                     std::string* out) const {
   bson_t src;
   bson_iter_t it;
   if (!bson_init_static(&src, doc, len) || !bson_iter_init(&it, &src)) {
     return Status::InvalidArgument("invalid BSON document");
   }
-  if (fast_paths && !impl_->replacement && impl_->top_level) {
+  if (context.fast_paths && !impl_->replacement && impl_->top_level) {
     SpliceTopLevel(impl_->tree, doc, len, out);
     return SizeOk(out->size());
   }
+  if (!impl_->replacement) {
+    ApplyState st;
+    MMDOC_RETURN_IF_ERROR(impl_->Prepare(doc, len, context, &st));
+    return impl_->ApplyOperators(doc, len, st, out);
+  }
+  // _id stays first and unchanged; a replacement may repeat it, not change
+  // it.
   bson_t result;
   bson_init(&result);
   Status s;
-  if (impl_->replacement) {
-    // _id stays first and unchanged; a replacement may repeat it, not
-    // change it.
-    bson_value_t old_id, new_id;
-    bool has_old = LookupPath(doc, len, "_id", &old_id);
-    const auto* rep = reinterpret_cast<const uint8_t*>(impl_->replacement_doc.data());
-    size_t rep_len = impl_->replacement_doc.size();
-    if (LookupPath(rep, rep_len, "_id", &new_id) &&
-        (!has_old || CompareValues(&old_id, &new_id) != 0)) {
-      s = Status::InvalidArgument("replacement changes _id");
-    } else {
-      if (has_old) Append(&result, "_id", &old_id);
-      bson_iter_t rit;
-      bson_iter_init_from_data(&rit, rep, rep_len);
-      while (bson_iter_next(&rit)) {
-        if (Key(&rit) == "_id") continue;
-        bson_append_iter(&result, bson_iter_key(&rit), -1, &rit);
-      }
-    }
+  bson_value_t old_id, new_id;
+  bool has_old = LookupPath(doc, len, "_id", &old_id);
+  const auto* rep = reinterpret_cast<const uint8_t*>(impl_->replacement_doc.data());
+  size_t rep_len = impl_->replacement_doc.size();
+  if (LookupPath(rep, rep_len, "_id", &new_id) &&
+      (!has_old || CompareValues(&old_id, &new_id) != 0)) {
+    s = Status::InvalidArgument("replacement changes _id");
   } else {
-    s = Rewrite(&it, impl_->tree, false, "", &result);
+    if (has_old) Append(&result, "_id", &old_id);
+    bson_iter_t rit;
+    bson_iter_init_from_data(&rit, rep, rep_len);
+    while (bson_iter_next(&rit)) {
+      if (Key(&rit) == "_id") continue;
+      bson_append_iter(&result, bson_iter_key(&rit), -1, &rit);
+    }
   }
   if (s.ok()) s = SizeOk(result.len);
+  if (s.ok()) *out = Bytes(&result);
+  bson_destroy(&result);
+  return s;
+}
+
+namespace {
+
+Status NotInferable(std::string_view path) {
+  return Status::InvalidArgument(
+      "cannot build the upserted document: the filter has two equalities on or along path", path);
+}
+
+// Adds the filter's equalities at this level to *base as $set leaves.
+Status CollectEqualities(bson_iter_t* it, PathTree* base) {
+  auto add = [&](std::string_view path, const bson_value_t* v) -> Status {
+    std::string prefix;
+    if (!CheckUpdatePath(path, &prefix).ok() || !prefix.empty()) return Status::OK();
+    if (static_cast<int>(PathParts(path)) + ValueDepth(v) >= kMaxNestingDepth) {
+      return Status::InvalidArgument("upserted document nests deeper than 100 levels", path);
+    }
+    PathTree* leaf = nullptr;
+    if (!AddPath(base, path, &leaf).ok()) return NotInferable(path);
+    leaf->op = PathTree::kSet;
+    leaf->value_doc = OperandDoc(v);
+    return Status::OK();
+  };
+  while (bson_iter_next(it)) {
+    std::string_view key = Key(it);
+    const bson_value_t* v = bson_iter_value(it);
+    if (key == "$and" || key == "$or") {
+      bson_iter_t clauses, clause;
+      if (!BSON_ITER_HOLDS_ARRAY(it) || !bson_iter_recurse(it, &clauses)) continue;
+      if (key == "$or") {  // one clause only: it is then an $and
+        bson_iter_t probe = clauses;
+        if (!bson_iter_next(&probe) || bson_iter_next(&probe)) continue;
+      }
+      while (bson_iter_next(&clauses)) {
+        if (BSON_ITER_HOLDS_DOCUMENT(&clauses) && bson_iter_recurse(&clauses, &clause)) {
+          MMDOC_RETURN_IF_ERROR(CollectEqualities(&clause, base));
+        }
+      }
+      continue;
+    }
+    if (!key.empty() && key[0] == '$') continue;  // $nor, $comment, ...
+    std::string_view first = FirstKey(v);
+    if (first.empty() || first[0] != '$') {
+      MMDOC_RETURN_IF_ERROR(add(key, v));
+      continue;
+    }
+    bson_iter_t ops;
+    bson_iter_recurse(it, &ops);
+    while (bson_iter_next(&ops)) {
+      std::string_view op = Key(&ops);
+      if (op == "$eq") {
+        MMDOC_RETURN_IF_ERROR(add(key, bson_iter_value(&ops)));
+      } else if (op == "$in" && BSON_ITER_HOLDS_ARRAY(&ops)) {
+        bson_value_t in = *bson_iter_value(&ops);
+        std::vector<View> elems;
+        Elements(&in, &elems);
+        if (elems.size() == 1 && elems[0].v.value_type != BSON_TYPE_REGEX) {
+          MMDOC_RETURN_IF_ERROR(add(key, &elems[0].v));
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Update::UpsertDocument(const Document& filter, const UpdateContext& context,
+                              std::string* out) const {
+  if (impl_->positional_node != nullptr) {
+    return PositionalUnmatched(impl_->positional_prefix + ".$");
+  }
+  PathTree equalities;
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, filter.data(), filter.size())) {
+    return Status::InvalidArgument("filter is not a BSON document");
+  }
+  MMDOC_RETURN_IF_ERROR(CollectEqualities(&it, &equalities));
+  ApplyState inserting;
+  inserting.inserting = true;
+  std::string base;
+  const Document empty;
+  {
+    bson_iter_t eit;
+    bson_iter_init_from_data(&eit, empty.data(), empty.size());
+    bson_t result;
+    bson_init(&result);
+    Status s = Rewrite(&eit, equalities, false, "", inserting, &result);
+    if (s.ok()) base = Bytes(&result);
+    bson_destroy(&result);
+    MMDOC_RETURN_IF_ERROR(s);
+  }
+  const auto* base_data = reinterpret_cast<const uint8_t*>(base.data());
+  if (!impl_->replacement) {
+    UpdateContext c = context;
+    c.inserting = true;
+    return Apply(base_data, base.size(), c, out);
+  }
+  // A replacement: itself, with the filter's _id when it has none.
+  bson_value_t filter_id, own_id;
+  bool has_filter_id = LookupPath(base_data, base.size(), "_id", &filter_id);
+  const auto* rep = reinterpret_cast<const uint8_t*>(impl_->replacement_doc.data());
+  size_t rep_len = impl_->replacement_doc.size();
+  if (LookupPath(rep, rep_len, "_id", &own_id)) {
+    if (has_filter_id && CompareValues(&filter_id, &own_id) != 0) {
+      return Status::InvalidArgument("replacement _id differs from the filter's _id");
+    }
+    out->assign(impl_->replacement_doc);
+    return Status::OK();
+  }
+  bson_t result;
+  bson_init(&result);
+  if (has_filter_id) Append(&result, "_id", &filter_id);
+  bson_t r;
+  bson_init_static(&r, rep, rep_len);
+  bson_concat(&result, &r);
+  Status s = SizeOk(result.len);
   if (s.ok()) *out = Bytes(&result);
   bson_destroy(&result);
   return s;
