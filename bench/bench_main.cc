@@ -106,7 +106,7 @@ int Main(int argc, char** argv) {
   uint32_t sync_interval_ms = 100;
   uint64_t mmdoc_log_mib = 0;
   uint32_t mmdoc_page_kib = 0;
-  bool keep = false, quiet = false;
+  bool keep = false, quiet = false, flush_before_writes = false;
   std::string engine_help = "engines, comma-separated (default: the four of the seed test bed";
   engine_help += "); known:";
   for (const auto& n : BackendNames()) engine_help += " " + n;
@@ -159,6 +159,10 @@ int Main(int argc, char** argv) {
                  "data directory (default: a temporary one in the current directory)");
   app.add_option("--json", json_path, "write results as JSON");
   app.add_option("--csv", csv_path, "write results as CSV");
+  app.add_flag("--flush-before-writes", flush_before_writes,
+               "before each write phase, untimed, write every dirty page back (sync), so "
+               "written/op counts all the pages a phase dirties (in none mode an earlier "
+               "phase's dirty pages are otherwise not counted again)");
   app.add_flag("--keep", keep, "keep the data files");
   app.add_flag("--quiet", quiet, "no tables on stdout");
   CLI11_PARSE(app, argc, argv);
@@ -217,6 +221,7 @@ int Main(int argc, char** argv) {
   run.scans = scans > 0 ? scans : 20;
   run.mapping_docs = mapping_docs;
   run.lookups = lookups;
+  run.flush_before_writes = flush_before_writes;
   run.rocksdb_build = RocksDbBuild();
 
   // The data directory.
@@ -284,6 +289,7 @@ int Main(int argc, char** argv) {
         config.mmdoc_page_size = mmdoc_page_kib << 10;
         config.dir = parent;
         config.keep_data = keep;
+        config.flush_before_writes = flush_before_writes;
         config.progress = progress;
         auto r = RunWorkload(engine, data, config);
         if (!r.ok()) {

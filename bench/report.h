@@ -53,7 +53,8 @@ struct RunInfo {
   uint64_t seed = 0;
   int scans = 0;
   uint64_t mapping_docs = 0;
-  uint64_t lookups = 0;  // --lookups; 0: N/10 per search phase
+  uint64_t lookups = 0;              // --lookups; 0: N/10 per search phase
+  bool flush_before_writes = false;  // --flush-before-writes
   std::vector<std::string> engines;
   std::vector<std::string> phases;
   std::string rocksdb_build;

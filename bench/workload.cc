@@ -325,6 +325,10 @@ class Runner {
     if (config_.durability == Durability::kNone || config_.max_durable_ops == 0) return ops;
     return std::min(ops, config_.max_durable_ops);
   }
+  // WorkloadConfig::flush_before_writes: untimed, before a write phase.
+  void FlushBeforeWrites() const {
+    if (config_.flush_before_writes) ::sync();
+  }
   std::string Label(const std::string& phase) const {
     return engine_ + " " + phase + " (" + std::to_string(data_.size()) + ")";
   }
@@ -533,6 +537,7 @@ Status Runner::Load(const std::string& phase) {
     notes = "timed the last " + std::to_string(timed) + " of " + std::to_string(n) +
             " inserts (the first " + std::to_string(preload) + " preloaded in batches of 1000)";
   }
+  FlushBeforeWrites();
   Progress progress(config_.progress, Label(phase), timed);
   Timed t = RunParallel(sessions_, writers_, timed, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
@@ -626,6 +631,7 @@ Status Runner::SearchValue() {
 Status Runner::Update() {
   uint64_t ops =
       DurableCap(std::min<uint64_t>(std::max<uint64_t>(1, data_.size() / 10), data_.new_values()));
+  FlushBeforeWrites();
   Progress progress(config_.progress, Label("update"), ops);
   Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
@@ -649,6 +655,7 @@ Status Runner::Delete() {
   uint64_t n = std::max<uint64_t>(1, data_.size() / 10);
   uint64_t offset = n;  // perm_[0, n) were updated; delete the next n (2n <= N)
   uint64_t ops = DurableCap(n);
+  FlushBeforeWrites();
   Progress progress(config_.progress, Label("delete"), ops);
   Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
@@ -680,6 +687,7 @@ Status Runner::DeleteValue() {
   // and the one delete it adds is the same work on every engine.
   uint64_t ops = DurableCap(std::min<uint64_t>(
       static_cast<uint64_t>(std::max(1, (config_.scans + 1) / 2)), data_.size() - offset));
+  FlushBeforeWrites();
   Progress progress(config_.progress, Label("delete_value"), ops);
   Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
@@ -724,6 +732,7 @@ Status Runner::DeleteValue() {
 
 Status Runner::DeleteAll() {
   uint64_t docs = live_;
+  FlushBeforeWrites();
   Progress progress(config_.progress, Label("delete_all"), 1);
   Timed t = RunParallel(sessions_, 1, 1, &progress, [&](const Share& sh) {
     return WriteLoop(sh, 1, [&](Session* session, uint64_t) { return session->DeleteAll(); });
@@ -748,6 +757,7 @@ Status Runner::DeleteAll() {
 
 Status Runner::BuildIndex() {
   uint64_t docs = live_;
+  FlushBeforeWrites();
   Progress progress(config_.progress, Label("build_index"), 1);
   Timed t = RunParallel(sessions_, 1, 1, &progress, [&](const Share& sh) {
     return WriteLoop(sh, 1, [&](Session* session, uint64_t) { return session->BuildKeyIndex(); });
@@ -796,6 +806,7 @@ Status Runner::Mapping() {
   // Wall-clock and thread CPU seconds per API, of inserts and of reads.
   double insert_s[2] = {0, 0}, read_s[2] = {0, 0};
   double insert_cpu[2] = {0, 0}, read_cpu[2] = {0, 0};
+  FlushBeforeWrites();
   Progress progress(config_.progress, Label("mapping"), 4 * m);
   // The bytes written cover both APIs' m inserts (2m in all; the reads
   // write nothing), so per op of the row (2m ops) they are bytes per insert.

@@ -130,6 +130,10 @@ struct WorkloadConfig {
   bool keep_data = false;
   // Progress bar on stderr.
   bool progress = false;
+  // Before each write phase, untimed: sync(), so that write_bytes counts
+  // every page the phase dirties, not only those an earlier phase left
+  // clean (in `none` mode nothing else writes pages back between phases).
+  bool flush_before_writes = false;
 };
 
 struct PhaseResult {
