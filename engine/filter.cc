@@ -6,21 +6,36 @@
 //     the last part fan out; a predicate holds when it holds for any value
 //     reached;
 //   - at the end of the path, an array value matches when the whole array
-//     matches or any of its elements does (one level only);
+//     matches or any of its elements does (one level only); $size and
+//     $elemMatch look at the array itself only;
 //   - range operators compare only within one canonical type bracket
 //     ({$gt: 5} never matches a string); NaN only matches $eq/$gte/$lte NaN;
 //     {$gt/$gte: MinKey} and {$lt/$lte: MaxKey} match every value (arrays
 //     through their elements, so not [], and not a missing path);
 //   - {a: null} (and $in with null, $gte/$lte null) also match a missing
 //     path; $ne/$nin are the negations of $eq/$in ({a: {$ne: null}} does not
-//     match a missing a);
-//   - $exists is true when the path reaches at least one value.
+//     match a missing a); $not is the negation of the operators it holds,
+//     so it matches a missing path;
+//   - $exists is true when the path reaches at least one value;
+//   - a regex ({a: /re/}, $regex, in $in/$nin/$all, $not: /re/) matches a
+//     string or symbol it finds (engine/regex.h: PCRE2, compiled once at
+//     Parse), and a stored regex value with the same pattern and options;
+//     {$eq: /re/} and a regex inside a document or array constant compare
+//     as values; $ne and the range operators refuse a regex (as MongoDB);
+//   - $elemMatch: an array with one element that meets every operator
+//     ({$elemMatch: {$gt: 1, $lt: 5}}, each operator on the element itself,
+//     never on its elements) or, as a document or array, the whole
+//     sub-filter ({$elemMatch: {x: 1}});
+//   - $all: every element as an equality (or regex, or $elemMatch: then all
+//     must be); [] matches nothing. $size: an array of that many elements.
+//     $type: the value or an element has the type ("array": the value is an
+//     array). $mod [d, r]: a number (doubles and decimals truncated toward
+//     zero) whose remainder by d is r, with C++'s sign rule (MongoDB's).
 // What is not implemented is refused at Parse, never compared as bytes:
 // other operators at any depth (inside $and/$or/$nor, and '$' keys inside
-// document operands), regex values anywhere in a constant (libbson's JSON
-// reader makes {"$regex": ...} one; a later issue adds $regex), and an
-// undefined operand (as MongoDB: "cannot compare to undefined"). Code,
-// symbol and DBPointer constants compare as values, as in MongoDB.
+// document operands), and an undefined operand (as MongoDB: "cannot compare
+// to undefined"). Code, symbol and DBPointer constants compare as values,
+// as in MongoDB.
 #include <bson/bson.h>
 
 #include <algorithm>
@@ -38,21 +53,44 @@
 
 #include "query.h"
 #include "query_path.h"
+#include "regex.h"
 #include "storage/coding.h"
 
 namespace mmdoc::engine {
 
 struct Filter::Node {
   enum Kind { kAnd, kOr, kNor, kPred };
-  enum Op { kEq, kNe, kGt, kGte, kLt, kLte, kIn, kNin, kExists };
+  enum Op {
+    kEq,
+    kNe,
+    kGt,
+    kGte,
+    kLt,
+    kLte,
+    kIn,
+    kNin,
+    kExists,
+    kRegex,
+    kType,
+    kSize,
+    kMod,
+    kElemMatch,
+  };
   Kind kind = kAnd;
-  std::vector<std::unique_ptr<Node>> children;  // kAnd, kOr, kNor
-  // kPred:
+  // kAnd, kOr, kNor; kElemMatch: its one sub-filter (a kAnd).
+  std::vector<std::unique_ptr<Node>> children;
+  // kPred (inside an operator-form $elemMatch, path is only for messages:
+  // the predicate applies to each element as a whole value):
   std::string path;
   Op op = kEq;
-  Value operand;                // kEq..kLte
-  std::vector<Value> operands;  // kIn, kNin
-  bool exists = true;           // kExists
+  Value operand;                                      // kEq..kLte
+  std::vector<Value> operands;                        // kIn, kNin
+  std::vector<std::shared_ptr<const Regex>> regexes;  // kRegex (one); kIn, kNin
+  bool exists = true;                                 // kExists
+  uint32_t types = 0;                                 // kType: bits, TypeBit
+  int64_t size = 0;                                   // kSize
+  int64_t divisor = 1, remainder = 0;                 // kMod
+  bool elem_values = false;  // kElemMatch: operator form (children[0] per element value)
 };
 
 namespace {
@@ -66,9 +104,13 @@ bool ParseOp(std::string_view name, Node::Op* op) {
   static const struct {
     const char* name;
     Node::Op op;
-  } kOps[] = {{"$eq", Node::kEq},   {"$ne", Node::kNe},   {"$gt", Node::kGt},
-              {"$gte", Node::kGte}, {"$lt", Node::kLt},   {"$lte", Node::kLte},
-              {"$in", Node::kIn},   {"$nin", Node::kNin}, {"$exists", Node::kExists}};
+  } kOps[] = {{"$eq", Node::kEq},         {"$ne", Node::kNe},
+              {"$gt", Node::kGt},         {"$gte", Node::kGte},
+              {"$lt", Node::kLt},         {"$lte", Node::kLte},
+              {"$in", Node::kIn},         {"$nin", Node::kNin},
+              {"$exists", Node::kExists}, {"$regex", Node::kRegex},
+              {"$type", Node::kType},     {"$size", Node::kSize},
+              {"$mod", Node::kMod},       {"$elemMatch", Node::kElemMatch}};
   for (const auto& o : kOps) {
     if (name == o.name) {
       *op = o.op;
@@ -76,6 +118,12 @@ bool ParseOp(std::string_view name, Node::Op* op) {
     }
   }
   return false;
+}
+
+// Operators that take the place of a field's value but are parsed apart
+// from the table above (they expand into several nodes or a negation).
+bool IsSpecialOp(std::string_view name) {
+  return name == "$all" || name == "$not" || name == "$options";
 }
 
 std::string_view Key(const bson_iter_t* it) {
@@ -86,11 +134,10 @@ std::string_view Key(const bson_iter_t* it) {
 // "unsupported" (not "unknown") so that nobody hunts for a typo.
 bool IsMongoOperator(std::string_view name) {
   static const char* const kNames[] = {
-      "$all",           "$alwaysFalse", "$alwaysTrue", "$bitsAllClear", "$bitsAllSet",
-      "$bitsAnyClear",  "$bitsAnySet",  "$comment",    "$elemMatch",    "$expr",
-      "$geoIntersects", "$geoWithin",   "$jsonSchema", "$mod",          "$near",
-      "$nearSphere",    "$not",         "$options",    "$regex",        "$sampleRate",
-      "$size",          "$text",        "$type",       "$where"};
+      "$alwaysFalse",   "$alwaysTrue", "$bitsAllClear", "$bitsAllSet",
+      "$bitsAnyClear",  "$bitsAnySet", "$comment",      "$expr",
+      "$geoIntersects", "$geoWithin",  "$jsonSchema",   "$near",
+      "$nearSphere",    "$sampleRate", "$text",         "$where"};
   for (const char* n : kNames) {
     if (name == n) return true;
   }
@@ -98,23 +145,25 @@ bool IsMongoOperator(std::string_view name) {
 }
 
 Status NotImplemented(std::string_view name, std::string_view where = {}) {
-  std::string m = IsMongoOperator(name) ? "unsupported operator " : "unknown operator ";
+  Node::Op op;
+  std::string m = ParseOp(name, &op) || IsSpecialOp(name) ? "operator "
+                  : IsMongoOperator(name)                 ? "unsupported operator "
+                                                          : "unknown operator ";
   m.append(name);
   if (!where.empty()) {
     m += " inside the value for ";
     m.append(where);
+  } else if (m[0] == 'o') {
+    m += " where a field name belongs";
   }
   return Status::InvalidArgument(m);
 }
 
 // A constant compared with stored values, at any depth. Refused where
-// comparing bytes would give a wrong answer: a regex (MongoDB matches it as
-// a pattern, which is not implemented yet), and a '$' key (an operator
-// where only a value can be; no stored document has one).
+// comparing bytes would give a wrong answer: a '$' key (an operator where
+// only a value can be; no stored document has one). A regex inside a
+// document or array is compared as a value, as MongoDB does.
 Status CheckConstant(const bson_value_t* v, std::string_view path) {
-  if (v->value_type == BSON_TYPE_REGEX) {
-    return Status::InvalidArgument("regular expression values are not supported in filters", path);
-  }
   if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY) return Status::OK();
   const bool array = v->value_type == BSON_TYPE_ARRAY;
   bson_iter_t it;
@@ -146,7 +195,470 @@ Status CheckPath(std::string_view path) {
   return Status::OK();
 }
 
+std::unique_ptr<Node> NewPred(std::string_view path, Node::Op op) {
+  auto pred = std::make_unique<Node>();
+  pred->kind = Node::kPred;
+  pred->path.assign(path);
+  pred->op = op;
+  return pred;
+}
+
+// A regex value as a pattern: {a: /re/}, an element of $in/$nin/$all, or
+// $not: /re/.
+Result<std::shared_ptr<const Regex>> CompileRegexValue(const bson_value_t* v) {
+  const char* opts = v->value.v_regex.options ? v->value.v_regex.options : "";
+  return Regex::Compile(v->value.v_regex.regex, opts);
+}
+
+Result<std::unique_ptr<Node>> RegexPred(std::string_view path, const bson_value_t* v) {
+  auto re = CompileRegexValue(v);
+  if (!re.ok()) return Status::InvalidArgument(re.status().message(), path);
+  auto pred = NewPred(path, Node::kRegex);
+  pred->regexes.push_back(std::move(re).value());
+  return pred;
+}
+
+// {$regex: "re" or /re/, $options: "..."} (the two keys anywhere among the
+// field's operators, as a BSON client sends them; libbson's JSON reader
+// makes the pair one regex value instead).
+Result<std::unique_ptr<Node>> ParseRegexOp(std::string_view path, const bson_value_t* regex,
+                                           const bson_value_t* options) {
+  std::string_view opts;
+  if (options != nullptr) {
+    if (options->value_type != BSON_TYPE_UTF8)
+      return Status::InvalidArgument("$options needs a string", path);
+    opts = std::string_view(options->value.v_utf8.str, options->value.v_utf8.len);
+  }
+  std::string_view pattern;
+  if (regex->value_type == BSON_TYPE_UTF8) {
+    pattern = std::string_view(regex->value.v_utf8.str, regex->value.v_utf8.len);
+  } else if (regex->value_type == BSON_TYPE_REGEX) {
+    pattern = regex->value.v_regex.regex;
+    std::string_view own = regex->value.v_regex.options ? regex->value.v_regex.options : "";
+    if (options != nullptr && !own.empty())
+      return Status::InvalidArgument("options set in both $regex and $options", path);
+    if (options == nullptr) opts = own;
+  } else {
+    return Status::InvalidArgument("$regex needs a string or a regular expression", path);
+  }
+  auto re = Regex::Compile(pattern, opts);
+  if (!re.ok()) return Status::InvalidArgument(re.status().message(), path);
+  auto pred = NewPred(path, Node::kRegex);
+  pred->regexes.push_back(std::move(re).value());
+  return pred;
+}
+
+// ---- integers from BSON numbers ($size, $mod, $type codes)
+
+// *out = v truncated toward zero, when v is a finite number whose
+// truncation fits int64. Decimal128 exactly, through its digits.
+bool TruncatedInt64(const bson_value_t* v, int64_t* out) {
+  switch (v->value_type) {
+    case BSON_TYPE_INT32:
+      *out = v->value.v_int32;
+      return true;
+    case BSON_TYPE_INT64:
+      *out = v->value.v_int64;
+      return true;
+    case BSON_TYPE_DOUBLE: {
+      double d = std::trunc(v->value.v_double);
+      if (!std::isfinite(d) || d < -9223372036854775808.0 || d >= 9223372036854775808.0)
+        return false;
+      *out = static_cast<int64_t>(d);
+      return true;
+    }
+    case BSON_TYPE_DECIMAL128: {
+      // "[-]digits[.digits][E[+-]exp]", or NaN/Infinity.
+      char buf[BSON_DECIMAL128_STRING];
+      bson_decimal128_to_string(&v->value.v_decimal128, buf);
+      const char* p = buf;
+      bool neg = *p == '-';
+      if (neg) p++;
+      std::string digits;
+      int exp = 0;
+      for (; (*p >= '0' && *p <= '9') || *p == '.'; p++) {
+        if (*p == '.') {
+          exp = 0;
+          for (const char* q = p + 1; *q >= '0' && *q <= '9'; q++) exp--;
+        } else {
+          digits.push_back(*p);
+        }
+      }
+      if (digits.empty()) return false;  // NaN, Infinity
+      if (*p == 'E')
+        exp += std::atoi(p + 1);
+      else if (*p != '\0')
+        return false;
+      // Drop the fraction's digits, then scale up by what exponent is left.
+      if (exp < 0)
+        digits.resize(digits.size() > static_cast<size_t>(-exp) ? digits.size() + exp : 0);
+      __int128 x = 0;
+      const __int128 kLimit = static_cast<__int128>(1) << 63;
+      for (char c : digits) {
+        x = x * 10 + (c - '0');
+        if (x > kLimit) return false;
+      }
+      for (; exp > 0 && x != 0; exp--) {
+        x *= 10;
+        if (x > kLimit) return false;
+      }
+      if (neg) x = -x;
+      if (x >= kLimit) return false;
+      *out = static_cast<int64_t>(x);
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+bool IsNumber(const bson_value_t* v) { return CanonicalRank(v->value_type) == kRankNumber; }
+
+// Whether v is a number with no fraction (2.0 yes, 2.5 and NaN no), and
+// then *out its value.
+bool WholeInt64(const bson_value_t* v, int64_t* out) {
+  if (!TruncatedInt64(v, out)) return false;
+  if (v->value_type == BSON_TYPE_DOUBLE) return static_cast<double>(*out) == v->value.v_double;
+  if (v->value_type == BSON_TYPE_DECIMAL128) {
+    bson_value_t back;
+    back.value_type = BSON_TYPE_INT64;
+    back.value.v_int64 = *out;
+    return CompareValues(&back, v) == 0;
+  }
+  return true;
+}
+
+// ---- $type
+
+// Bit of a BSON type in Node::types: its type code (1..19), MinKey and
+// MaxKey above them.
+constexpr uint32_t kMinKeyBit = 1u << 20;
+constexpr uint32_t kMaxKeyBit = 1u << 21;
+constexpr uint32_t kNumberBits = (1u << BSON_TYPE_DOUBLE) | (1u << BSON_TYPE_INT32) |
+                                 (1u << BSON_TYPE_INT64) | (1u << BSON_TYPE_DECIMAL128);
+
+uint32_t TypeBit(bson_type_t t) {
+  if (t == BSON_TYPE_MINKEY) return kMinKeyBit;
+  if (t == BSON_TYPE_MAXKEY) return kMaxKeyBit;
+  int code = static_cast<int>(t);
+  return code >= 1 && code <= 19 ? 1u << code : 0;
+}
+
+// MongoDB's $type aliases.
+uint32_t TypeAliasBits(std::string_view name) {
+  static const struct {
+    const char* name;
+    int code;
+  } kAliases[] = {{"double", 1},      {"string", 2},     {"object", 3},
+                  {"array", 4},       {"binData", 5},    {"undefined", 6},
+                  {"objectId", 7},    {"bool", 8},       {"date", 9},
+                  {"null", 10},       {"regex", 11},     {"dbPointer", 12},
+                  {"javascript", 13}, {"symbol", 14},    {"javascriptWithScope", 15},
+                  {"int", 16},        {"timestamp", 17}, {"long", 18},
+                  {"decimal", 19},    {"minKey", -1},    {"maxKey", 127}};
+  if (name == "number") return kNumberBits;
+  for (const auto& a : kAliases) {
+    if (name == a.name) {
+      return a.code == -1 ? kMinKeyBit : a.code == 127 ? kMaxKeyBit : 1u << a.code;
+    }
+  }
+  return 0;
+}
+
+Status TypeBits(const bson_value_t* v, std::string_view path, uint32_t* bits) {
+  if (v->value_type == BSON_TYPE_UTF8) {
+    std::string name(v->value.v_utf8.str, v->value.v_utf8.len);
+    uint32_t b = TypeAliasBits(name);
+    if (b == 0) return Status::InvalidArgument("unknown type name for $type: " + name, path);
+    *bits |= b;
+    return Status::OK();
+  }
+  if (IsNumber(v)) {
+    int64_t code;
+    if (!WholeInt64(v, &code) || !((code >= 1 && code <= 19) || code == -1 || code == 127)) {
+      return Status::InvalidArgument("invalid numerical type code for $type", path);
+    }
+    *bits |= code == -1 ? kMinKeyBit : code == 127 ? kMaxKeyBit : 1u << code;
+    return Status::OK();
+  }
+  return Status::InvalidArgument("$type needs a type name, a type number or an array of them",
+                                 path);
+}
+
+Status ParseType(const bson_iter_t* op, std::string_view path, Node* pred) {
+  const bson_value_t* v = bson_iter_value(const_cast<bson_iter_t*>(op));
+  if (v->value_type != BSON_TYPE_ARRAY) return TypeBits(v, path, &pred->types);
+  bson_iter_t arr;
+  if (!bson_iter_recurse(op, &arr)) return Status::InvalidArgument("bad $type array", path);
+  while (bson_iter_next(&arr))
+    MMDOC_RETURN_IF_ERROR(TypeBits(bson_iter_value(&arr), path, &pred->types));
+  if (pred->types == 0) return Status::InvalidArgument("$type needs at least one type", path);
+  return Status::OK();
+}
+
+// ---- $size, $mod
+
+Status ParseSize(const bson_value_t* v, std::string_view path, Node* pred) {
+  if (!IsNumber(v)) return Status::InvalidArgument("$size needs a number", path);
+  int64_t n;
+  if (!WholeInt64(v, &n)) return Status::InvalidArgument("$size needs a whole number", path);
+  if (n < 0) return Status::InvalidArgument("$size may not be negative", path);
+  pred->size = n;
+  return Status::OK();
+}
+
+Status ParseMod(const bson_iter_t* op, std::string_view path, Node* pred) {
+  bson_iter_t arr;
+  if (!BSON_ITER_HOLDS_ARRAY(op) || !bson_iter_recurse(op, &arr)) {
+    return Status::InvalidArgument("$mod needs an array [divisor, remainder]", path);
+  }
+  int64_t parts[2];
+  int n = 0;
+  while (bson_iter_next(&arr)) {
+    if (n == 2) return Status::InvalidArgument("$mod has too many elements", path);
+    const bson_value_t* v = bson_iter_value(&arr);
+    const char* what = n == 0 ? "divisor" : "remainder";
+    if (!IsNumber(v))
+      return Status::InvalidArgument(std::string("$mod ") + what + " is not a number", path);
+    if (!TruncatedInt64(v, &parts[n])) {
+      return Status::InvalidArgument(
+          std::string("$mod ") + what + " is NaN, infinite or out of range", path);
+    }
+    n++;
+  }
+  if (n < 2) return Status::InvalidArgument("$mod needs two elements [divisor, remainder]", path);
+  if (parts[0] == 0) return Status::InvalidArgument("$mod divisor cannot be 0", path);
+  pred->divisor = parts[0];
+  pred->remainder = parts[1];
+  return Status::OK();
+}
+
+// ---- operators of one field
+
 Result<std::unique_ptr<Node>> ParseDoc(bson_iter_t* it);
+Status ParseOperators(std::string_view path, bson_iter_t* ops, Node* and_node);
+
+// Whether a document (what `it` holds) has a first key that starts with '$'.
+bool FirstKeyIsOperator(const bson_iter_t* it) {
+  bson_iter_t sub;
+  if (!BSON_ITER_HOLDS_DOCUMENT(it) || !bson_iter_recurse(it, &sub)) return false;
+  return bson_iter_next(&sub) && bson_iter_key(&sub)[0] == '$';
+}
+
+bool FirstKeyIs(const bson_iter_t* it, std::string_view key) {
+  bson_iter_t sub;
+  if (!BSON_ITER_HOLDS_DOCUMENT(it) || !bson_iter_recurse(it, &sub)) return false;
+  return bson_iter_next(&sub) && Key(&sub) == key;
+}
+
+// Top-level operators: a $elemMatch whose document starts with one of these
+// is a sub-filter (MongoDB's rule), not the operator form.
+bool IsTopLevelOperator(std::string_view name) {
+  return name == "$and" || name == "$or" || name == "$nor" || IsMongoOperator(name);
+}
+
+Status ParseElemMatch(std::string_view path, const bson_iter_t* op, Node* pred) {
+  const bson_value_t* v = bson_iter_value(const_cast<bson_iter_t*>(op));
+  if (v->value_type == BSON_TYPE_REGEX) {
+    // {$elemMatch: {$regex: ...}} as libbson's JSON reader delivers it.
+    auto re = RegexPred(path, v);
+    if (!re.ok()) return re.status();
+    auto node = std::make_unique<Node>();
+    node->children.push_back(std::move(re).value());
+    pred->elem_values = true;
+    pred->children.push_back(std::move(node));
+    return Status::OK();
+  }
+  bson_iter_t sub;
+  if (!BSON_ITER_HOLDS_DOCUMENT(op) || !bson_iter_recurse(op, &sub)) {
+    return Status::InvalidArgument("$elemMatch needs an object", path);
+  }
+  bson_iter_t peek = sub;
+  if (bson_iter_next(&peek) && bson_iter_key(&peek)[0] == '$' && !IsTopLevelOperator(Key(&peek))) {
+    // {$elemMatch: {$gt: 1, $lt: 5}}: each operator on the element itself.
+    auto node = std::make_unique<Node>();
+    MMDOC_RETURN_IF_ERROR(ParseOperators(path, &sub, node.get()));
+    pred->elem_values = true;
+    pred->children.push_back(std::move(node));
+    return Status::OK();
+  }
+  // {$elemMatch: {x: 1, y: {$gt: 2}}}: a filter over each element.
+  auto node = ParseDoc(&sub);
+  if (!node.ok()) return node.status();
+  pred->children.push_back(std::move(node).value());
+  return Status::OK();
+}
+
+// $all: an equality (or regex) per element, ANDed into and_node; or, when
+// the first element is {$elemMatch: ...}, all must be and each is one.
+// [] matches nothing (an $or of no branches).
+Status ParseAll(std::string_view path, const bson_iter_t* op, Node* and_node) {
+  bson_iter_t arr;
+  if (!BSON_ITER_HOLDS_ARRAY(op) || !bson_iter_recurse(op, &arr)) {
+    return Status::InvalidArgument("$all needs an array", path);
+  }
+  bson_iter_t peek = arr;
+  if (!bson_iter_next(&peek)) {
+    auto none = std::make_unique<Node>();
+    none->kind = Node::kOr;
+    and_node->children.push_back(std::move(none));
+    return Status::OK();
+  }
+  const bool elem_match = FirstKeyIs(&peek, "$elemMatch");
+  while (bson_iter_next(&arr)) {
+    if (elem_match) {
+      bson_iter_t sub;
+      if (!FirstKeyIs(&arr, "$elemMatch") || !bson_iter_recurse(&arr, &sub)) {
+        return Status::InvalidArgument(
+            "$all with $elemMatch needs every element to be {$elemMatch: ...}", path);
+      }
+      bson_iter_t count = sub;
+      bson_iter_next(&count);
+      if (bson_iter_next(&count)) {
+        return Status::InvalidArgument("$all: an element {$elemMatch: ...} has other keys", path);
+      }
+      MMDOC_RETURN_IF_ERROR(ParseOperators(path, &sub, and_node));
+      continue;
+    }
+    const bson_value_t* v = bson_iter_value(&arr);
+    if (v->value_type == BSON_TYPE_REGEX) {
+      auto pred = RegexPred(path, v);
+      if (!pred.ok()) return pred.status();
+      and_node->children.push_back(std::move(pred).value());
+      continue;
+    }
+    MMDOC_RETURN_IF_ERROR(CheckOperand(v, path));
+    auto pred = NewPred(path, Node::kEq);
+    pred->operand = Value::FromBsonValue(v);
+    and_node->children.push_back(std::move(pred));
+  }
+  return Status::OK();
+}
+
+// $not: /re/ or {$op: ..., ...}: the negation of the operators together.
+Status ParseNot(std::string_view path, const bson_iter_t* op, Node* and_node) {
+  auto inner = std::make_unique<Node>();  // kAnd
+  const bson_value_t* v = bson_iter_value(const_cast<bson_iter_t*>(op));
+  if (v->value_type == BSON_TYPE_REGEX) {
+    auto pred = RegexPred(path, v);
+    if (!pred.ok()) return pred.status();
+    inner->children.push_back(std::move(pred).value());
+  } else {
+    bson_iter_t sub;
+    if (!BSON_ITER_HOLDS_DOCUMENT(op) || !bson_iter_recurse(op, &sub)) {
+      return Status::InvalidArgument("$not needs a regex or a document of operators", path);
+    }
+    bson_iter_t peek = sub;
+    if (!bson_iter_next(&peek)) return Status::InvalidArgument("$not cannot be empty", path);
+    if (!FirstKeyIsOperator(op)) {
+      return Status::InvalidArgument("$not needs a regex or a document of operators", path);
+    }
+    MMDOC_RETURN_IF_ERROR(ParseOperators(path, &sub, inner.get()));
+  }
+  auto nor = std::make_unique<Node>();
+  nor->kind = Node::kNor;
+  nor->children.push_back(std::move(inner));
+  and_node->children.push_back(std::move(nor));
+  return Status::OK();
+}
+
+// {path: {$op: v, ...}}: one predicate per operator, ANDed.
+Status ParseOperators(std::string_view path, bson_iter_t* ops, Node* and_node) {
+  // $regex and $options make one predicate, wherever each sits.
+  bson_value_t regex, options;
+  bool has_regex = false, has_options = false;
+  bson_iter_t scan = *ops;
+  while (bson_iter_next(&scan)) {
+    if (Key(&scan) == "$regex") {
+      regex = *bson_iter_value(&scan);
+      has_regex = true;
+    } else if (Key(&scan) == "$options") {
+      options = *bson_iter_value(&scan);
+      has_options = true;
+    }
+  }
+  if (has_options && !has_regex) return Status::InvalidArgument("$options needs a $regex", path);
+  if (has_regex) {
+    auto pred = ParseRegexOp(path, &regex, has_options ? &options : nullptr);
+    if (!pred.ok()) return pred.status();
+    and_node->children.push_back(std::move(pred).value());
+  }
+  while (bson_iter_next(ops)) {
+    std::string_view name = Key(ops);
+    if (name.empty() || name[0] != '$') {
+      return Status::InvalidArgument("cannot mix operators and fields in the filter on", path);
+    }
+    if (name == "$regex" || name == "$options") continue;  // above
+    if (name == "$all") {
+      MMDOC_RETURN_IF_ERROR(ParseAll(path, ops, and_node));
+      continue;
+    }
+    if (name == "$not") {
+      MMDOC_RETURN_IF_ERROR(ParseNot(path, ops, and_node));
+      continue;
+    }
+    auto pred = NewPred(path, Node::kEq);
+    if (!ParseOp(name, &pred->op)) return NotImplemented(name);
+    const bson_value_t* v = bson_iter_value(ops);
+    switch (pred->op) {
+      case Node::kIn:
+      case Node::kNin: {
+        bson_iter_t arr;
+        if (!BSON_ITER_HOLDS_ARRAY(ops) || !bson_iter_recurse(ops, &arr)) {
+          return Status::InvalidArgument(std::string(name) + " needs an array");
+        }
+        while (bson_iter_next(&arr)) {
+          const bson_value_t* e = bson_iter_value(&arr);
+          if (e->value_type == BSON_TYPE_REGEX) {
+            auto re = CompileRegexValue(e);
+            if (!re.ok()) return Status::InvalidArgument(re.status().message(), path);
+            pred->regexes.push_back(std::move(re).value());
+            continue;
+          }
+          MMDOC_RETURN_IF_ERROR(CheckOperand(e, path));
+          pred->operands.push_back(Value::FromBsonValue(e));
+        }
+        break;
+      }
+      case Node::kExists:
+        if (v->value_type == BSON_TYPE_BOOL) {
+          pred->exists = v->value.v_bool;
+        } else if (BSON_ITER_HOLDS_NUMBER(ops)) {
+          pred->exists = bson_iter_as_double(ops) != 0;
+        } else {
+          return Status::InvalidArgument("$exists needs a boolean");
+        }
+        break;
+      case Node::kType:
+        MMDOC_RETURN_IF_ERROR(ParseType(ops, path, pred.get()));
+        break;
+      case Node::kSize:
+        MMDOC_RETURN_IF_ERROR(ParseSize(v, path, pred.get()));
+        break;
+      case Node::kMod:
+        MMDOC_RETURN_IF_ERROR(ParseMod(ops, path, pred.get()));
+        break;
+      case Node::kElemMatch:
+        MMDOC_RETURN_IF_ERROR(ParseElemMatch(path, ops, pred.get()));
+        break;
+      case Node::kRegex:
+        break;  // handled above
+      default:
+        // {$eq: /re/} compares regex values (MongoDB); $ne and the ranges
+        // refuse one, as MongoDB does.
+        if (v->value_type == BSON_TYPE_REGEX && pred->op != Node::kEq) {
+          return Status::InvalidArgument("cannot compare a regular expression with " +
+                                             std::string(name) + " (use $not or $regex)",
+                                         path);
+        }
+        MMDOC_RETURN_IF_ERROR(CheckOperand(v, path));
+        pred->operand = Value::FromBsonValue(v);
+        break;
+    }
+    and_node->children.push_back(std::move(pred));
+  }
+  return Status::OK();
+}
 
 Result<std::unique_ptr<Node>> ParseLogical(std::string_view name, Node::Kind kind,
                                            bson_iter_t* it) {
@@ -169,50 +681,6 @@ Result<std::unique_ptr<Node>> ParseLogical(std::string_view name, Node::Kind kin
     return Status::InvalidArgument(std::string(name) + " needs a non-empty array");
   }
   return node;
-}
-
-// {path: {$op: v, ...}}: one predicate per operator, ANDed.
-Status ParseOperators(std::string_view path, bson_iter_t* ops, Node* and_node) {
-  while (bson_iter_next(ops)) {
-    std::string_view name = Key(ops);
-    auto pred = std::make_unique<Node>();
-    pred->kind = Node::kPred;
-    pred->path.assign(path);
-    if (name.empty() || name[0] != '$') {
-      return Status::InvalidArgument("cannot mix operators and fields in the filter on", path);
-    }
-    if (!ParseOp(name, &pred->op)) return NotImplemented(name);
-    const bson_value_t* v = bson_iter_value(ops);
-    switch (pred->op) {
-      case Node::kIn:
-      case Node::kNin: {
-        bson_iter_t arr;
-        if (!BSON_ITER_HOLDS_ARRAY(ops) || !bson_iter_recurse(ops, &arr)) {
-          return Status::InvalidArgument(std::string(name) + " needs an array");
-        }
-        while (bson_iter_next(&arr)) {
-          MMDOC_RETURN_IF_ERROR(CheckOperand(bson_iter_value(&arr), path));
-          pred->operands.push_back(Value::FromBsonValue(bson_iter_value(&arr)));
-        }
-        break;
-      }
-      case Node::kExists:
-        if (v->value_type == BSON_TYPE_BOOL) {
-          pred->exists = v->value.v_bool;
-        } else if (BSON_ITER_HOLDS_NUMBER(ops)) {
-          pred->exists = bson_iter_as_double(ops) != 0;
-        } else {
-          return Status::InvalidArgument("$exists needs a boolean");
-        }
-        break;
-      default:
-        MMDOC_RETURN_IF_ERROR(CheckOperand(v, path));
-        pred->operand = Value::FromBsonValue(v);
-        break;
-    }
-    and_node->children.push_back(std::move(pred));
-  }
-  return Status::OK();
 }
 
 // A filter document: implicit AND of its fields.
@@ -239,21 +707,24 @@ Result<std::unique_ptr<Node>> ParseDoc(bson_iter_t* it) {
     }
     MMDOC_RETURN_IF_ERROR(CheckPath(key));
     // A document whose first key starts with '$' is a set of operators;
-    // any other value (documents included) is an equality.
-    bson_iter_t sub;
-    if (BSON_ITER_HOLDS_DOCUMENT(it) && bson_iter_recurse(it, &sub)) {
-      bson_iter_t peek = sub;
-      if (bson_iter_next(&peek) && bson_iter_key(&peek)[0] == '$') {
-        MMDOC_RETURN_IF_ERROR(ParseOperators(key, &sub, node.get()));
-        continue;
-      }
+    // any other value (documents included) is an equality, and a regex
+    // value is a pattern to match.
+    if (FirstKeyIsOperator(it)) {
+      bson_iter_t sub;
+      bson_iter_recurse(it, &sub);
+      MMDOC_RETURN_IF_ERROR(ParseOperators(key, &sub, node.get()));
+      continue;
     }
-    MMDOC_RETURN_IF_ERROR(CheckOperand(bson_iter_value(it), key));
-    auto pred = std::make_unique<Node>();
-    pred->kind = Node::kPred;
-    pred->path.assign(key);
-    pred->op = Node::kEq;
-    pred->operand = Value::FromBsonValue(bson_iter_value(it));
+    const bson_value_t* v = bson_iter_value(it);
+    if (v->value_type == BSON_TYPE_REGEX) {
+      auto pred = RegexPred(key, v);
+      if (!pred.ok()) return pred.status();
+      node->children.push_back(std::move(pred).value());
+      continue;
+    }
+    MMDOC_RETURN_IF_ERROR(CheckOperand(v, key));
+    auto pred = NewPred(key, Node::kEq);
+    pred->operand = Value::FromBsonValue(v);
     node->children.push_back(std::move(pred));
   }
   return node;
@@ -298,6 +769,18 @@ bool RangeHolds(const bson_value_t* v, Node::Op op, const bson_value_t* operand)
   }
 }
 
+// Calls fn(element) for each element of array value v; true when one
+// returned true.
+template <typename Fn>
+bool AnyElement(const bson_value_t* v, Fn&& fn) {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) return false;
+  while (bson_iter_next(&it)) {
+    if (fn(bson_iter_value(&it))) return true;
+  }
+  return false;
+}
+
 // Whether a value reached at the end of the path (nullptr: missing)
 // satisfies a positive predicate ($eq, ranges, one $in value).
 bool Holds(const bson_value_t* v, Node::Op op, const bson_value_t* operand) {
@@ -315,30 +798,168 @@ bool Holds(const bson_value_t* v, Node::Op op, const bson_value_t* operand) {
                    : RangeHolds(v, op, operand);
   if (whole) return true;
   if (v->value_type != BSON_TYPE_ARRAY) return false;
-  bson_iter_t it;
-  if (!bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
-    return false;
+  return AnyElement(v, [op, operand](const bson_value_t* e) {
+    return op == Node::kEq ? Equal(e, operand) : RangeHolds(e, op, operand);
+  });
+}
+
+// A regex against one value: a string or symbol it matches, or a regex
+// value with the same pattern and options (MongoDB).
+bool RegexHolds(const Regex& re, const bson_value_t* v) {
+  switch (v->value_type) {
+    case BSON_TYPE_UTF8:
+      return re.Matches(std::string_view(v->value.v_utf8.str, v->value.v_utf8.len));
+    case BSON_TYPE_SYMBOL:
+      return re.Matches(std::string_view(v->value.v_symbol.symbol, v->value.v_symbol.len));
+    case BSON_TYPE_REGEX:
+      return re.pattern() == v->value.v_regex.regex &&
+             re.options() == (v->value.v_regex.options ? v->value.v_regex.options : "");
+    default:
+      return false;
   }
-  while (bson_iter_next(&it)) {
-    const bson_value_t* e = bson_iter_value(&it);
-    if (op == Node::kEq ? Equal(e, operand) : RangeHolds(e, op, operand)) return true;
+}
+
+// C++'s remainder, without the overflow of INT64_MIN % -1.
+int64_t SafeMod(int64_t a, int64_t d) { return d == -1 ? 0 : a % d; }
+
+bool MatchValue(const Node& n, const bson_value_t* v);
+bool MatchNode(const Node& n, const uint8_t* doc, size_t len);
+
+// Whether the element-wise `$in` (its values or regexes) holds for one
+// value as a whole.
+bool InHoldsSingle(const Node& n, const bson_value_t* v) {
+  for (const Value& o : n.operands) {
+    if (Equal(v, o.get())) return true;
+  }
+  for (const auto& re : n.regexes) {
+    if (RegexHolds(*re, v)) return true;
   }
   return false;
 }
 
-bool AnyHolds(const uint8_t* doc, size_t len, const Node& n, Node::Op op,
-              const bson_value_t* operand) {
-  auto fn = [op, operand](const bson_value_t* v) { return Holds(v, op, operand); };
-  return VisitPath(doc, len, n.path, fn);
+// A predicate on one whole value, never through its elements (MongoDB's
+// matchesSingleElement): what the operator form of $elemMatch applies to
+// each element, and what $type/$regex/$mod apply to a value and to each of
+// an array's elements.
+bool SingleHolds(const Node& n, const bson_value_t* v) {
+  switch (n.op) {
+    case Node::kEq:
+      return Equal(v, n.operand.get());
+    case Node::kNe:
+      return !Equal(v, n.operand.get());
+    case Node::kGt:
+    case Node::kGte:
+    case Node::kLt:
+    case Node::kLte:
+      return RangeHolds(v, n.op, n.operand.get());
+    case Node::kIn:
+      return InHoldsSingle(n, v);
+    case Node::kNin:
+      return !InHoldsSingle(n, v);
+    case Node::kExists:
+      return n.exists;
+    case Node::kRegex:
+      return RegexHolds(*n.regexes[0], v);
+    case Node::kType:
+      return (n.types & TypeBit(v->value_type)) != 0;
+    case Node::kSize: {
+      if (v->value_type != BSON_TYPE_ARRAY) return false;
+      int64_t count = 0;
+      AnyElement(v, [&count](const bson_value_t*) {
+        count++;
+        return false;
+      });
+      return count == n.size;
+    }
+    case Node::kMod: {
+      int64_t x;
+      return IsNumber(v) && TruncatedInt64(v, &x) && SafeMod(x, n.divisor) == n.remainder;
+    }
+    case Node::kElemMatch: {
+      if (v->value_type != BSON_TYPE_ARRAY) return false;
+      const Node& sub = *n.children[0];
+      if (n.elem_values)
+        return AnyElement(v, [&sub](const bson_value_t* e) { return MatchValue(sub, e); });
+      return AnyElement(v, [&sub](const bson_value_t* e) {
+        // A document, or an array read as one ({"0": ..., "1": ...}).
+        if (e->value_type != BSON_TYPE_DOCUMENT && e->value_type != BSON_TYPE_ARRAY) return false;
+        return MatchNode(sub, e->value.v_doc.data, e->value.v_doc.data_len);
+      });
+    }
+  }
+  return false;
 }
 
-bool InHolds(const uint8_t* doc, size_t len, const Node& n) {
-  auto fn = [&n](const bson_value_t* v) {
-    for (const Value& o : n.operands) {
-      if (Holds(v, Node::kEq, o.get())) return true;
+// A filter node against one whole value (the operator form of $elemMatch).
+bool MatchValue(const Node& n, const bson_value_t* v) {
+  switch (n.kind) {
+    case Node::kAnd:
+      for (const auto& c : n.children) {
+        if (!MatchValue(*c, v)) return false;
+      }
+      return true;
+    case Node::kOr:
+      for (const auto& c : n.children) {
+        if (MatchValue(*c, v)) return true;
+      }
+      return false;
+    case Node::kNor:
+      for (const auto& c : n.children) {
+        if (MatchValue(*c, v)) return false;
+      }
+      return true;
+    case Node::kPred:
+      return SingleHolds(n, v);
+  }
+  return false;
+}
+
+// $in against a value the path reaches (nullptr: missing): a value equal
+// as $eq is, or a regex that matches the value or one of its elements.
+bool InPathHolds(const Node& n, const bson_value_t* v) {
+  for (const Value& o : n.operands) {
+    if (Holds(v, Node::kEq, o.get())) return true;
+  }
+  if (v == nullptr || n.regexes.empty()) return false;
+  auto any_regex = [&n](const bson_value_t* e) {
+    for (const auto& re : n.regexes) {
+      if (RegexHolds(*re, e)) return true;
     }
     return false;
   };
+  return any_regex(v) || (v->value_type == BSON_TYPE_ARRAY && AnyElement(v, any_regex));
+}
+
+// A positive predicate against what the path reaches, for any of the
+// values reached (nullptr: missing).
+bool PathHolds(const Node& n, const bson_value_t* v) {
+  switch (n.op) {
+    case Node::kEq:
+    case Node::kGt:
+    case Node::kGte:
+    case Node::kLt:
+    case Node::kLte:
+      return Holds(v, n.op, n.operand.get());
+    case Node::kIn:
+      return InPathHolds(n, v);
+    case Node::kRegex:
+    case Node::kType:
+    case Node::kMod:
+      // The value, or (MongoDB's array rule) one of its elements.
+      if (v == nullptr) return false;
+      if (SingleHolds(n, v)) return true;
+      return v->value_type == BSON_TYPE_ARRAY &&
+             AnyElement(v, [&n](const bson_value_t* e) { return SingleHolds(n, e); });
+    case Node::kSize:
+    case Node::kElemMatch:
+      return v != nullptr && SingleHolds(n, v);  // the array itself only
+    default:
+      return false;  // negations: MatchNode
+  }
+}
+
+bool AnyHolds(const uint8_t* doc, size_t len, const Node& n) {
+  auto fn = [&n](const bson_value_t* v) { return PathHolds(n, v); };
   return VisitPath(doc, len, n.path, fn);
 }
 
@@ -363,24 +984,21 @@ bool MatchNode(const Node& n, const uint8_t* doc, size_t len) {
       break;
   }
   switch (n.op) {
-    case Node::kEq:
-    case Node::kGt:
-    case Node::kGte:
-    case Node::kLt:
-    case Node::kLte:
-      return AnyHolds(doc, len, n, n.op, n.operand.get());
-    case Node::kNe:
-      return !AnyHolds(doc, len, n, Node::kEq, n.operand.get());
-    case Node::kIn:
-      return InHolds(doc, len, n);
-    case Node::kNin:
-      return !InHolds(doc, len, n);
+    case Node::kNe: {
+      auto eq = [&n](const bson_value_t* v) { return Holds(v, Node::kEq, n.operand.get()); };
+      return !VisitPath(doc, len, n.path, eq);
+    }
+    case Node::kNin: {
+      auto in = [&n](const bson_value_t* v) { return InPathHolds(n, v); };
+      return !VisitPath(doc, len, n.path, in);
+    }
     case Node::kExists: {
       auto present = [](const bson_value_t* v) { return v != nullptr; };
       return VisitPath(doc, len, n.path, present) == n.exists;
     }
+    default:
+      return AnyHolds(doc, len, n);
   }
-  return false;
 }
 
 // ---------------------------------------------------------------- bounds
@@ -480,6 +1098,53 @@ void EqualityBounds(const bson_value_t* v, Intervals* out) {
   }
 }
 
+// All keys of one canonical type rank.
+KeyInterval Bracket(int rank) {
+  KeyInterval i;
+  i.lo.assign(1, KeyRankByte(rank));
+  i.hi.assign(1, KeyRankByte(rank + 1));
+  i.hi_inclusive = false;
+  return i;
+}
+
+// Keys of the values a regex matches: strings (and symbols) starting with
+// its literal prefix (all strings when it has none: "i", unanchored, ...),
+// and the regex value itself.
+void RegexBounds(const Regex& re, Intervals* out) {
+  std::string prefix = re.LiteralPrefix();
+  if (prefix.empty()) {
+    out->push_back(Bracket(kRankString));
+  } else {
+    // The keys of strings starting with prefix start with its key less the
+    // terminator (escaping works byte by byte); they end before the least
+    // byte string above all such: drop trailing 0xFF bytes, add one to the
+    // last (the rank byte, first, is never 0xFF).
+    bson_value_t v;
+    v.value_type = BSON_TYPE_UTF8;
+    v.value.v_utf8.str = prefix.data();
+    v.value.v_utf8.len = static_cast<uint32_t>(prefix.size());
+    KeyInterval i;
+    AppendKey(&v, &i.lo);
+    i.lo.resize(i.lo.size() - 2);  // the 0x00 0x00 terminator
+    i.hi = i.lo;
+    while (static_cast<unsigned char>(i.hi.back()) == 0xFF) i.hi.pop_back();
+    i.hi.back() = static_cast<char>(static_cast<unsigned char>(i.hi.back()) + 1);
+    i.hi_inclusive = false;
+    out->push_back(std::move(i));
+  }
+  bson_value_t rv;
+  rv.value_type = BSON_TYPE_REGEX;
+  rv.value.v_regex.regex = const_cast<char*>(re.pattern().c_str());
+  rv.value.v_regex.options = const_cast<char*>(re.options().c_str());
+  out->push_back(PointOf(&rv));
+}
+
+std::optional<Intervals> ValueBounds(const Node& n);
+
+// Keys a document matching predicate n has in an index on n's path (n on
+// the values the path reaches, as PathHolds; or on one whole value, as
+// SingleHolds: the same bounds serve both, since an array's element keys
+// are the index keys of the array). nullopt: no bounds.
 std::optional<Intervals> PredBounds(const Node& n) {
   Intervals out;
   switch (n.op) {
@@ -488,14 +1153,34 @@ std::optional<Intervals> PredBounds(const Node& n) {
       return Normalize(std::move(out));
     case Node::kIn:
       for (const Value& v : n.operands) EqualityBounds(v.get(), &out);
+      for (const auto& re : n.regexes) RegexBounds(*re, &out);
       return Normalize(std::move(out));
+    case Node::kRegex:
+      RegexBounds(*n.regexes[0], &out);
+      return Normalize(std::move(out));
+    case Node::kType:
+      // An array's keys are its elements': no bounds for "array".
+      if (n.types & (1u << BSON_TYPE_ARRAY)) return std::nullopt;
+      for (int t = 1; t <= 19; t++) {
+        if (n.types & (1u << t)) out.push_back(Bracket(CanonicalRank(static_cast<bson_type_t>(t))));
+      }
+      if (n.types & kMinKeyBit) out.push_back(Bracket(kRankMinKey));
+      if (n.types & kMaxKeyBit) out.push_back(Bracket(kRankMaxKey));
+      return Normalize(std::move(out));
+    case Node::kMod:
+      return Intervals{Bracket(kRankNumber)};
+    case Node::kElemMatch:
+      // The operator form: the element that matches is one key, so the
+      // bounds of its operators intersect even in a multikey index.
+      if (n.elem_values) return ValueBounds(*n.children[0]);
+      return std::nullopt;
     case Node::kGt:
     case Node::kGte:
     case Node::kLt:
     case Node::kLte:
       break;
     default:
-      return std::nullopt;  // $ne, $nin, $exists
+      return std::nullopt;  // $ne, $nin, $exists, $size
   }
   const bson_value_t* v = n.operand.get();
   int rank = CanonicalRank(v->value_type);
@@ -541,9 +1226,78 @@ bool Better(const Intervals& a, const Intervals& b) {
   return a.size() < b.size();
 }
 
+// Keys of one whole value matching n (the operator form of $elemMatch):
+// ANDed bounds intersect, since they all hold for that one value.
+std::optional<Intervals> ValueBounds(const Node& n) {
+  switch (n.kind) {
+    case Node::kPred:
+      return PredBounds(n);
+    case Node::kNor:
+      return std::nullopt;
+    case Node::kOr: {
+      Intervals all;
+      for (const auto& c : n.children) {
+        auto b = ValueBounds(*c);
+        if (!b) return std::nullopt;
+        all.insert(all.end(), b->begin(), b->end());
+      }
+      return Normalize(std::move(all));
+    }
+    case Node::kAnd: {
+      std::optional<Intervals> acc;
+      for (const auto& c : n.children) {
+        auto b = ValueBounds(*c);
+        if (!b) continue;
+        acc = acc ? Intersect(*acc, *b) : std::move(b);
+      }
+      return acc;
+    }
+  }
+  return std::nullopt;
+}
+
+bool ContainsKey(const Intervals& v, const std::string& k) {
+  for (const KeyInterval& i : v) {
+    if (!i.lo.empty() && (k < i.lo || (k == i.lo && !i.lo_inclusive))) continue;
+    if (!i.hi.empty() && (k > i.hi || (k == i.hi && !i.hi_inclusive))) continue;
+    return true;
+  }
+  return false;
+}
+
+std::optional<Intervals> NodeBounds(const Node& n, std::string_view path, bool multikey);
+
+// {a: {$elemMatch: {x: ...}}} on an index on "a.x": the matching element
+// is a document whose keys at "x" are among the document's keys at "a.x",
+// so the sub-filter's bounds on "x" hold. Not when the rest of the path has
+// a numeric part (positions mean something else inside an element), nor
+// when the bounds hold null: an element that is an array (matched as a
+// document {"0": ...}) has no "x", so it matches only as null, a key the
+// document need not have at "a.x".
+std::optional<Intervals> ElemMatchDocBounds(const Node& n, std::string_view path, bool multikey) {
+  if (path.size() <= n.path.size() + 1 || path.compare(0, n.path.size(), n.path) != 0 ||
+      path[n.path.size()] != '.') {
+    return std::nullopt;
+  }
+  std::string_view rest = path.substr(n.path.size() + 1);
+  for (size_t start = 0; start <= rest.size();) {
+    size_t dot = rest.find('.', start);
+    if (dot == std::string_view::npos) dot = rest.size();
+    if (IsNumeric(rest.substr(start, dot - start))) return std::nullopt;
+    start = dot + 1;
+  }
+  auto b = NodeBounds(*n.children[0], rest, multikey);
+  if (!b) return std::nullopt;
+  std::string null_key;
+  AppendNullKey(&null_key);
+  if (ContainsKey(*b, null_key)) return std::nullopt;
+  return b;
+}
+
 std::optional<Intervals> NodeBounds(const Node& n, std::string_view path, bool multikey) {
   switch (n.kind) {
     case Node::kPred:
+      if (n.op == Node::kElemMatch && !n.elem_values) return ElemMatchDocBounds(n, path, multikey);
       if (n.path != path) return std::nullopt;
       return PredBounds(n);
     case Node::kNor:

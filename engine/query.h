@@ -79,18 +79,22 @@ struct KeyInterval {
 void DisableAvx2SearchForTesting(bool disable);
 
 // A parsed filter in MongoDB's syntax: {field: value} (equality),
-// {field: {$eq,$gt,$gte,$lt,$lte,$ne,$in,$nin,$exists: ...}}, implicit AND
-// of fields, {$and: [...]}, {$or: [...]}, dotted paths. Array semantics as
-// MongoDB: {a: 5} matches a == 5 and a == [.., 5, ..].
+// {field: /re/} (a pattern), {field: {$eq,$gt,$gte,$lt,$lte,$ne,$in,$nin,
+// $exists,$regex/$options,$elemMatch,$size,$all,$type,$not,$mod: ...}},
+// implicit AND of fields, {$and/$or/$nor: [...]}, dotted paths. Array
+// semantics as MongoDB: {a: 5} matches a == 5 and a == [.., 5, ..]; filter.cc
+// says operator by operator. A regex is compiled once, here (regex.h).
 class Filter {
  public:
   // InvalidArgument naming the operator or field for MongoDB operators not
-  // implemented here ("unsupported operator $regex"; $where, $expr,
-  // $elemMatch, $size, $all, $type, $not, $mod, ...), unknown operators
-  // ("unknown operator $foo"), at any depth and inside document operands;
-  // a regex value anywhere in a constant ("regular expression values are
-  // not supported in filters"); an undefined operand; $in/$and/$or without
-  // an array, etc. None of these is ever matched by comparing bytes.
+  // implemented here ("unsupported operator $where"; $expr, $text,
+  // $jsonSchema, $bits*, $geo*, $near, $comment, ...), unknown operators
+  // ("unknown operator $foo"), at any depth, and any operator inside a
+  // document operand; a bad regex or option letter (naming the pattern); a
+  // regex under $ne or a range operator (MongoDB refuses them too); a bad
+  // operand ($size: -1, $mod: [0, 1], $type: "nope", $elemMatch: 1, ...);
+  // an undefined operand; $in/$and/$or without an array, etc. None of these
+  // is ever matched by comparing bytes.
   static Result<Filter> Parse(const bson_t* filter);
   static Result<Filter> Parse(const Document& filter);
   Filter();  // matches everything
