@@ -521,12 +521,12 @@ Status Transaction::Replace(std::string_view c, const Value& id, const Document&
   return impl_->Replace(c, id, doc);
 }
 Result<UpdateResult> Transaction::UpdateOne(std::string_view c, const Document& filter,
-                                            const Document& update) {
-  return impl_->Update(c, filter, update, /*many=*/false);
+                                            const Document& update, const UpdateOptions& o) {
+  return impl_->Update(c, filter, update, /*many=*/false, o);
 }
 Result<UpdateResult> Transaction::UpdateMany(std::string_view c, const Document& filter,
-                                             const Document& update) {
-  return impl_->Update(c, filter, update, /*many=*/true);
+                                             const Document& update, const UpdateOptions& o) {
+  return impl_->Update(c, filter, update, /*many=*/true, o);
 }
 Status Transaction::Delete(std::string_view c, const Value& id) { return impl_->Delete(c, id); }
 Result<uint64_t> Transaction::DeleteOne(std::string_view c, const Document& filter) {
@@ -624,10 +624,11 @@ Status DB::Replace(std::string_view c, const Value& id, const Document& doc,
 namespace {
 
 Result<UpdateResult> UpdateIn(DBImpl* db, std::string_view c, const Document& filter,
-                              const Document& update, bool many, const WriteOptions& o) {
+                              const Document& update, bool many, const UpdateOptions& uo,
+                              const WriteOptions& o) {
   UpdateResult r;
   Status s = InWrite(db, o, [&](TransactionImpl* t) {
-    auto u = t->Update(c, filter, update, many);
+    auto u = t->Update(c, filter, update, many, uo);
     if (!u.ok()) return u.status();
     r = u.value();
     return Status::OK();
@@ -653,12 +654,24 @@ Result<uint64_t> DeleteIn(DBImpl* db, std::string_view c, const Document& filter
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const WriteOptions& o) {
-  return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, o);
+  return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const WriteOptions& o) {
-  return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, o);
+  return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, UpdateOptions(), o);
+}
+
+Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
+                                   const Document& update, const UpdateOptions& uo,
+                                   const WriteOptions& o) {
+  return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, uo, o);
+}
+
+Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
+                                    const Document& update, const UpdateOptions& uo,
+                                    const WriteOptions& o) {
+  return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, uo, o);
 }
 
 Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {

@@ -257,7 +257,7 @@ class TransactionImpl {
   Status Insert(std::string_view coll, const Document& doc, Value* id);
   Status Replace(std::string_view coll, const Value& id, const Document& doc);
   Result<UpdateResult> Update(std::string_view coll, const Document& filter, const Document& update,
-                              bool many);
+                              bool many, const UpdateOptions& options);
   Status Delete(std::string_view coll, const Value& id);
   Result<uint64_t> DeleteMany(std::string_view coll, const Document& filter, bool many);
   Status CreateCollection(std::string_view coll);

@@ -788,10 +788,13 @@ Status TransactionImpl::ForEachMatch(std::string_view coll, const Document& filt
 }
 
 Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Document& filter,
-                                             const Document& update, bool many) {
+                                             const Document& update, bool many,
+                                             const UpdateOptions& options) {
   MMDOC_RETURN_IF_ERROR(Writable());
   auto u = engine::Update::Parse(update);
   if (!u.ok()) return u.status();
+  MMDOC_RETURN_IF_ERROR(u.value().BindQuery(filter));  // for the positional $
+  const engine::UpdateContext context;
   CollState* c;
   UpdateResult r;
   std::string& out = buf_.doc;
@@ -799,14 +802,23 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
       coll, filter, many, &c, [&](std::string_view pk, std::string_view doc) -> Status {
         r.matched++;
         out.clear();
-        MMDOC_RETURN_IF_ERROR(
-            u.value().Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), &out));
+        MMDOC_RETURN_IF_ERROR(u.value().Apply(reinterpret_cast<const uint8_t*>(doc.data()),
+                                              doc.size(), context, &out));
         if (out == doc) return Status::OK();
         MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u.value()));
         Log(LogOp::kReplace, coll, out);
         r.modified++;
         return Status::OK();
       }));
+  if (options.upsert && r.matched == 0) {
+    // Nothing matched: insert what the filter and the update describe
+    // (Insert logs it, so replay inserts the same document, _id included).
+    std::string doc;
+    MMDOC_RETURN_IF_ERROR(u.value().UpsertDocument(filter, context, &doc));
+    Value id;
+    MMDOC_RETURN_IF_ERROR(Insert(coll, Document::FromTrustedBytes(std::move(doc)), &id));
+    r.upserted_id = std::move(id);
+  }
   return r;
 }
 

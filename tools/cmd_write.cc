@@ -37,20 +37,24 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
 }
 
 int RunUpdate(const CommonArgs& c, const std::string& filter_json, const std::string& update_json,
-              bool many) {
+              bool many, bool upsert) {
   int code = kExitOk;
   auto filter = ParseDocArg("filter", filter_json, &code);
   if (!filter) return code;
   auto update = ParseDocArg("update", update_json, &code);
   if (!update) return code;
-  auto db = OpenDb(c, false, &code);
+  // An upsert may insert, so it creates the database as insert does.
+  auto db = OpenDb(c, /*create=*/upsert, &code);
   if (!db) return code;
-  auto r = many ? db->UpdateMany(c.collection, *filter, *update)
-                : db->UpdateOne(c.collection, *filter, *update);
+  UpdateOptions options;
+  options.upsert = upsert;
+  auto r = many ? db->UpdateMany(c.collection, *filter, *update, options)
+                : db->UpdateOne(c.collection, *filter, *update, options);
   if (!r.ok()) return FailStatus("update", r.status());
-  std::printf("{\"matched\": %llu, \"modified\": %llu}\n",
-              static_cast<unsigned long long>(r->matched),
+  std::printf("{\"matched\": %llu, \"modified\": %llu", static_cast<unsigned long long>(r->matched),
               static_cast<unsigned long long>(r->modified));
+  if (r->upserted_id) std::printf(", \"upserted\": %s", r->upserted_id->ToJson().c_str());
+  std::printf("}\n");
   return kExitOk;
 }
 

@@ -57,7 +57,10 @@ struct ExportArgs {
 int RunInsert(const CommonArgs& c, const InsertArgs& a);
 int RunGet(const CommonArgs& c, const std::string& id);
 int RunFind(const CommonArgs& c, const FindArgs& a);
-int RunUpdate(const CommonArgs& c, const std::string& filter, const std::string& update, bool many);
+// With upsert, inserts when nothing matches and prints the new _id as
+// "upserted".
+int RunUpdate(const CommonArgs& c, const std::string& filter, const std::string& update, bool many,
+              bool upsert);
 int RunDelete(const CommonArgs& c, const std::string& filter, bool many);
 int RunCount(const CommonArgs& c, const std::string& filter);
 int RunIndexCreate(const CommonArgs& c, const std::string& field, bool unique);

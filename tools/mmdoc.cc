@@ -141,15 +141,20 @@ int Main(int argc, char** argv) {
   std::string filter = "{}";
   std::string update_doc;
   bool many = false;
-  CLI::App* update =
-      app.add_subcommand("update",
-                         "Apply UPDATE ($set, $unset, $inc, or a replacement document) to the "
-                         "first (or, with "
-                         "--many, every) document matching FILTER; print the counts.");
+  bool upsert = false;
+  CLI::App* update = app.add_subcommand(
+      "update",
+      "Apply UPDATE (MongoDB's operators: $set $unset $inc $mul $min $max $rename "
+      "$currentDate $setOnInsert $push $addToSet $pop $pull $pullAll and the positional $; "
+      "or a replacement document) to the first (or, with --many, every) document matching "
+      "FILTER; print the counts. Not supported: $bit, $[] and $[<identifier>].");
   AddCommon(update, &c);
   update->add_option("FILTER", filter, kFilterHelp)->required();
   update->add_option("UPDATE", update_doc, "Update document")->required();
   update->add_flag("--many", many, "Update every matching document");
+  update->add_flag("--upsert", upsert,
+                   "When nothing matches, insert the filter's equality fields with UPDATE "
+                   "applied ($setOnInsert included); print its _id as \"upserted\"");
 
   CLI::App* del = app.add_subcommand("delete",
                                      "Delete the first (or, with --many, every) document "
@@ -265,7 +270,7 @@ int Main(int argc, char** argv) {
     }
     return RunFind(c, find_args);
   }
-  if (update->parsed()) return RunUpdate(c, filter, update_doc, many);
+  if (update->parsed()) return RunUpdate(c, filter, update_doc, many, upsert);
   if (del->parsed()) return RunDelete(c, filter, many);
   if (count->parsed()) return RunCount(c, filter);
   if (index_create->parsed()) return RunIndexCreate(c, field, unique);

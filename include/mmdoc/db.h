@@ -16,26 +16,13 @@
 //
 // (tests/install compiles and runs this example against an installed copy.)
 //
-// Filters: {field: value}, dotted paths and MongoDB's array rules; $eq $ne
-// $gt $gte $lt $lte $in $nin $exists; $regex (with $options i m s x u, or a
-// regex value {field: /re/}: PCRE2, as MongoDB; a case-sensitive ^prefix
-// uses an index as a range); $elemMatch (operators or a sub-filter), $size,
-// $all, $type (alias or number), $not, $mod; $and $or $nor. libbson's JSON
-// reader, not the filter, limits two spellings: {"$regex": ..., "$options":
-// ...} becomes a regex value (an option letter it does not know is dropped
-// silently), and a document whose first key is "$type" is read as legacy
-// binary unless its value is a name starting with g-z ({"$exists": true,
-// "$type": "array"} works); BSON built directly has neither limit.
-//
 // What is refused rather than guessed (InvalidArgument naming the problem):
-// a filter operator the filter does not implement ($where, $text, $expr,
-// $jsonSchema, $bits*, $geo*, $near, $comment, unknown $ operators, at any
-// depth: never matched by equality); a bad regex or option letter; a regex
-// under $ne or $gt/$gte/$lt/$lte (as MongoDB); bad operands ($size: -1,
-// $mod: [0, 1], $type: "nope", ...); an integer outside int64 in JSON
-// (never wrapped); a field name repeated within one (sub)document (two _ids
-// above all); a negative limit or skip; a projection that is not a list of
-// field paths.
+// a filter operator or value type the filter does not implement ($regex and
+// regular expression values, $where, $text, $expr, $elemMatch, $size, $all,
+// $type, $not, $mod, unknown $ operators, at any depth: never matched by
+// equality); an integer outside int64 in JSON (never wrapped); a field name
+// repeated within one (sub)document (two _ids above all); a negative limit
+// or skip; a projection that is not a list of field paths.
 //
 // Transactions: one writer at a time, any number of readers. A read
 // transaction (BeginRead) sees a snapshot as of its start and never blocks
@@ -60,6 +47,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,9 +63,24 @@ class DBImpl;
 class TransactionImpl;
 class CursorImpl;
 
+// How UpdateOne / UpdateMany run.
+struct UpdateOptions {
+  // When the filter matches no document, insert one (MongoDB's upsert): the
+  // filter's equality fields ({a: 1}, {a: {$eq: 1}}, {"a.b": 1} as
+  // {a: {b: 1}}, also inside $and; other operators such as $gt give
+  // nothing) with the update applied to them, $setOnInsert included, or for
+  // a replacement the replacement with the filter's _id; an ObjectId _id
+  // when neither gives one.
+  // Default: false.
+  bool upsert = false;
+};
+
 struct UpdateResult {
   uint64_t matched = 0;   // documents the filter matched
   uint64_t modified = 0;  // documents whose bytes changed
+  // The _id of the document an upsert inserted (matched and modified are
+  // then 0); empty when none was inserted.
+  std::optional<Value> upserted_id;
 };
 
 // How a query ran (Explain, or a Cursor after it finished).
@@ -195,16 +198,35 @@ class Transaction {
   // Replaces the whole document with this _id; `doc`'s own _id, if it has
   // one, must be the same. NotFound when there is none; otherwise as Insert.
   Status Replace(std::string_view collection, const Value& id, const Document& doc);
-  // Applies `update` ($set, $unset, $inc, or a replacement document) to the
-  // first document matching `filter` / to every one. InvalidArgument for a
-  // bad filter (as Find) or update (an unknown operator, $inc of a
-  // non-number, a path through a non-document, a replacement that changes
-  // _id); AlreadyExists for a unique index violation. Nothing is changed
-  // when an error is returned.
+  // Applies `update` to the first document matching `filter` / to every
+  // one; with options.upsert, inserts one when none matches (UpdateOptions).
+  // `update` is a replacement document (no '$' keys) or MongoDB's update
+  // operators, with MongoDB's semantics:
+  //   $set $unset $inc $mul $min $max (BSON order across types) $rename
+  //   $currentDate (true, or {$type: "date"|"timestamp"}) $setOnInsert
+  //   $push (with $each, $slice, $position, $sort) $addToSet (with $each)
+  //   $pop (1 / -1) $pull (a value; a condition such as {$gte: 6}; a query
+  //   on document elements) $pullAll, and the positional $ ("a.$",
+  //   "a.$.x"): the first element of array a that the filter's top-level
+  //   predicates on a ("a": ..., "a.x": ...) match.
+  // Not supported (InvalidArgument naming it): $bit, $[] and
+  // $[<identifier>], the positional $ in an upsert's insert.
+  // Errors: InvalidArgument for a bad filter (as Find) or update, naming the
+  // field: an unknown operator, a bad operand, conflicting paths (equal,
+  // or one inside the other), $inc/$mul of a non-number or an int64
+  // overflow, $push/$addToSet/$pop/$pull/$pullAll of a non-array, a $rename
+  // to itself or along its own path or through an array, a path through a
+  // non-document, a positional $ the filter gives no element for, a change
+  // of _id; AlreadyExists for a unique index violation or an upsert's
+  // duplicate _id. Nothing is changed when UpdateOne returns an error;
+  // UpdateMany may have updated earlier documents in this transaction
+  // (DB::UpdateMany, in a transaction of its own, changes nothing).
   Result<UpdateResult> UpdateOne(std::string_view collection, const Document& filter,
-                                 const Document& update);
+                                 const Document& update,
+                                 const UpdateOptions& options = UpdateOptions());
   Result<UpdateResult> UpdateMany(std::string_view collection, const Document& filter,
-                                  const Document& update);
+                                  const Document& update,
+                                  const UpdateOptions& options = UpdateOptions());
   // Deletes the document with this _id. NotFound when there is none.
   Status Delete(std::string_view collection, const Value& id);
   // Deletes the first document matching `filter` / every one, and returns
@@ -290,6 +312,13 @@ class DB {
                                  const WriteOptions& options = WriteOptions());
   Result<UpdateResult> UpdateMany(std::string_view collection, const Document& filter,
                                   const Document& update,
+                                  const WriteOptions& options = WriteOptions());
+  // With UpdateOptions (upsert).
+  Result<UpdateResult> UpdateOne(std::string_view collection, const Document& filter,
+                                 const Document& update, const UpdateOptions& update_options,
+                                 const WriteOptions& options = WriteOptions());
+  Result<UpdateResult> UpdateMany(std::string_view collection, const Document& filter,
+                                  const Document& update, const UpdateOptions& update_options,
                                   const WriteOptions& options = WriteOptions());
   Status Delete(std::string_view collection, const Value& id,
                 const WriteOptions& options = WriteOptions());

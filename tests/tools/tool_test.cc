@@ -342,6 +342,43 @@ TEST_CASE("tool: update, delete, index drop and list", "[tools]") {
   ExpectCheckOk(db);
 }
 
+TEST_CASE("tool: update --upsert inserts when nothing matches", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");  // created by the upsert
+  Run ins = MustRun({"update", db, R"({"_id": 7, "k": "a", "n": {"$gt": 1}})",
+                     R"({"$set": {"v": 1}, "$setOnInsert": {"born": true}})", "--upsert"});
+  CHECK(Lines(ins.out) ==
+        std::vector<std::string>{R"({"matched": 0, "modified": 0, "upserted": 7})"});
+  Run got = MustRun({"get", db, "7"});
+  CHECK(Contains(got.out, "\"k\""));
+  CHECK(Contains(got.out, "\"born\""));
+  CHECK_FALSE(Contains(got.out, "\"n\""));
+  // Matching now: an update; $setOnInsert does nothing.
+  Run upd = MustRun({"update", db, R"({"_id": 7})",
+                     R"({"$inc": {"v": 1}, "$setOnInsert": {"born": false}})", "--upsert"});
+  CHECK(Lines(upd.out) == std::vector<std::string>{R"({"matched": 1, "modified": 1})"});
+  CHECK(CountOf(db, R"({"v": 2, "born": true})") == 1);
+  // A generated ObjectId, and the array operators.
+  Run oid =
+      MustRun({"update", db, R"({"k": "b"})", R"({"$push": {"t": {"$each": [3, 1], "$sort": 1}}})",
+               "--upsert", "--many", "-c", "other"});
+  CHECK(Contains(oid.out, R"("upserted": {)"));
+  CHECK(Contains(oid.out, "$oid"));
+  CHECK(CountOf(db, R"({"k": "b", "t.0": 1, "t.1": 3})", "other") == 1);
+  // Errors: exit 2, one line naming the field, nothing inserted.
+  ExpectError(RunTool({"update", db, R"({"a": 1})", R"({"$push": {"a": 2}})", "--upsert"}), 2,
+              {"update", "non-array field: a"});
+  ExpectError(RunTool({"update", db, "{}", R"({"$bit": {"a": {"and": 1}}})", "--upsert"}), 2,
+              {"$bit"});
+  CHECK(CountOf(db) == 1);
+  // Without --upsert a missing database is not created.
+  const std::string missing = dir.File("missing.mmdb");
+  CHECK(RunTool({"update", missing, "{}", R"({"$set": {"a": 1}})"}).status != 0);
+  CHECK(RunTool({"get", missing, "1"}).status != 0);
+  CHECK(Contains(MustRun({"update", "--help"}).out, "--upsert"));
+  ExpectCheckOk(db);
+}
+
 TEST_CASE("tool: locked database", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");

@@ -1,0 +1,186 @@
+// Upserts and the update operators through the public API: what an upsert
+// inserts (MongoDB's rules for the filter's equality fields, $setOnInsert,
+// replacements), UpdateResult::upserted_id, indexes kept in step, the
+// positional $ bound to the filter, errors changing nothing, and the log
+// replaying it all. Every TestDB is checked with DB::Check when it ends.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "mmdoc/db.h"
+#include "tests/support/test_db.h"
+
+using namespace mmdoc;
+using mmdoc::test::J;
+using mmdoc::test::TestDB;
+using mmdoc::test::V;
+
+namespace {
+
+Options Fast() {
+  Options o;
+  o.durability = Durability::kNone;
+  return o;
+}
+
+UpdateOptions Upsert() {
+  UpdateOptions o;
+  o.upsert = true;
+  return o;
+}
+
+std::string Json(const Document& d) { return d.ToJson(); }
+
+// The one document in collection c (fails the test otherwise).
+Document Only(TestDB& db, const std::string& filter = "{}") {
+  auto all = db->Find("c", J(filter));
+  REQUIRE(all.ok());
+  REQUIRE(all.value().size() == 1);
+  return all.value()[0];
+}
+
+TEST_CASE("upsert: inserts the filter's equalities with the update applied", "[update][upsert]") {
+  TestDB db(Fast());
+  auto r = db->UpdateOne("c", J(R"({"_id": 5, "a": 1, "b": {"$gt": 3}, "c.d": {"$eq": "x"}})"),
+                         J(R"({"$set": {"e": 2}, "$inc": {"n": 1}, "$setOnInsert": {"f": 3}})"),
+                         Upsert());
+  REQUIRE(r.ok());
+  CHECK(r->matched == 0);
+  CHECK(r->modified == 0);
+  REQUIRE(r->upserted_id.has_value());
+  CHECK(r->upserted_id->ToJson() == "5");
+  CHECK(Json(Only(db)) ==
+        Json(J(R"({"_id": 5, "a": 1, "c": {"d": "x"}, "e": 2, "n": 1, "f": 3})")));
+
+  // Now it matches: an update, no insert, $setOnInsert ignored.
+  r = db->UpdateOne("c", J(R"({"_id": 5, "a": 1})"),
+                    J(R"({"$inc": {"n": 1}, "$setOnInsert": {"f": 99}})"), Upsert());
+  REQUIRE(r.ok());
+  CHECK(r->matched == 1);
+  CHECK(r->modified == 1);
+  CHECK_FALSE(r->upserted_id.has_value());
+  CHECK(Json(Only(db)) ==
+        Json(J(R"({"_id": 5, "a": 1, "c": {"d": "x"}, "e": 2, "n": 2, "f": 3})")));
+}
+
+TEST_CASE("upsert: an ObjectId _id when the filter has no _id equality", "[update][upsert]") {
+  TestDB db(Fast());
+  auto r = db->UpdateMany("c", J(R"({"_id": {"$gt": 1}, "k": "x", "$and": [{"m": 2}]})"),
+                          J(R"({"$push": {"tags": "t"}})"), Upsert());
+  REQUIRE(r.ok());
+  REQUIRE(r->upserted_id.has_value());
+  CHECK(r->upserted_id->type() == BSON_TYPE_OID);
+  Document d = Only(db);
+  CHECK(d.Get("_id").value() == *r->upserted_id);
+  CHECK(d.Get("k").value().ToJson() == "\"x\"");
+  CHECK(d.Get("m").value().ToJson() == "2");
+  CHECK(d.Get("tags").value().ToJson() == Value::FromJson(R"(["t"])").value().ToJson());
+  // Without upsert nothing is inserted.
+  r = db->UpdateOne("c", J(R"({"k": "nothing"})"), J(R"({"$set": {"z": 1}})"));
+  REQUIRE(r.ok());
+  CHECK(r->matched == 0);
+  CHECK_FALSE(r->upserted_id.has_value());
+  CHECK(db->Count("c").value() == 1);
+}
+
+TEST_CASE("upsert: a replacement gets the filter's _id", "[update][upsert]") {
+  TestDB db(Fast());
+  auto r = db->UpdateOne("c", J(R"({"_id": "k", "x": 1})"), J(R"({"y": 2})"), Upsert());
+  REQUIRE(r.ok());
+  CHECK(r->upserted_id->ToJson() == "\"k\"");
+  CHECK(Json(Only(db)) == Json(J(R"({"_id": "k", "y": 2})")));
+  // A replacement _id that differs from the filter's is refused.
+  r = db->UpdateOne("c", J(R"({"_id": "other"})"), J(R"({"_id": "third", "y": 2})"), Upsert());
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(db->Count("c").value() == 1);
+  // Its own _id when the filter has none.
+  r = db->UpdateOne("c", J(R"({"y": 3})"), J(R"({"_id": 9, "z": 1})"), Upsert());
+  REQUIRE(r.ok());
+  CHECK(r->upserted_id->ToJson() == "9");
+}
+
+TEST_CASE("upsert: errors insert nothing", "[update][upsert]") {
+  TestDB db(Fast());
+  REQUIRE(db->CreateIndex("c", "u", IndexOptions{true}).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1, "u": 7})")).ok());
+  // Two equalities on one path.
+  auto r = db->UpdateOne("c", J(R"({"a": 1, "a.b": 2})"), J(R"({"$set": {"z": 1}})"), Upsert());
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(r.status().message().find("a.b") != std::string::npos);
+  // A unique index violation by the inserted document.
+  r = db->UpdateOne("c", J(R"({"k": 1})"), J(R"({"$set": {"u": 7}})"), Upsert());
+  CHECK(r.status().IsAlreadyExists());
+  // An update that cannot apply to the built document.
+  r = db->UpdateOne("c", J(R"({"a": 5})"), J(R"({"$push": {"a": 1}})"), Upsert());
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(r.status().message().find("non-array field: a") != std::string::npos);
+  // The positional $ has no element in an insert.
+  r = db->UpdateOne("c", J(R"({"a": 5})"), J(R"({"$set": {"a.$": 1}})"), Upsert());
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(r.status().message().find("positional") != std::string::npos);
+  // '$' field names in an equality value cannot be stored.
+  r = db->UpdateOne("c", J(R"({"a": {"b": {"$gt": 1}}})"), J(R"({"$set": {"z": 1}})"), Upsert());
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(db->Count("c").value() == 1);
+}
+
+TEST_CASE("upsert: inside a transaction, and replayed from the log", "[update][upsert]") {
+  TestDB db(Fast());
+  {
+    auto t = db->Begin();
+    REQUIRE(t.ok());
+    auto r = t.value()->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$inc": {"n": 1}})"), Upsert());
+    REQUIRE(r.ok());
+    CHECK(r->upserted_id.has_value());
+    // The same transaction sees it: a second upsert matches.
+    r = t.value()->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$inc": {"n": 1}})"), Upsert());
+    REQUIRE(r.ok());
+    CHECK(r->matched == 1);
+    CHECK_FALSE(r->upserted_id.has_value());
+    auto gen = t.value()->UpdateOne("c", J(R"({"g": 1})"), J(R"({"$currentDate": {"when": true}})"),
+                                    Upsert());
+    REQUIRE(gen.ok());
+    REQUIRE(t.value()->Commit().ok());
+  }
+  db.Reopen();
+  CHECK(Json(db->Get("c", V("1")).value()) == Json(J(R"({"_id": 1, "n": 2})")));
+  Document g = Only(db, R"({"g": 1})");
+  CHECK(g.Get("when").value().type() == BSON_TYPE_DATE_TIME);
+}
+
+TEST_CASE("update operators through the DB keep indexes in step", "[update]") {
+  TestDB db(Fast());
+  REQUIRE(db->CreateIndex("c", "tags").ok());
+  REQUIRE(db->CreateIndex("c", "n").ok());
+  REQUIRE(db->CreateIndex("c", "m").ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1, "tags": ["a", "b"], "n": 3})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": 2, "tags": ["b"], "n": 10})")).ok());
+  REQUIRE(
+      db->UpdateMany("c", J("{}"), J(R"({"$addToSet": {"tags": "c"}, "$mul": {"n": 2}})")).ok());
+  CHECK(db->Count("c", J(R"({"tags": "c"})")).value() == 2);
+  CHECK(db->Count("c", J(R"({"n": 20})")).value() == 1);
+  REQUIRE(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$pull": {"tags": {"$in": ["a", "c"]}}})"))
+              .ok());
+  CHECK(db->Count("c", J(R"({"tags": "a"})")).value() == 0);
+  REQUIRE(db->UpdateOne("c", J(R"({"_id": 2})"), J(R"({"$rename": {"n": "m"}})")).ok());
+  CHECK(db->Count("c", J(R"({"m": 20})")).value() == 1);
+  CHECK(db->Count("c", J(R"({"n": 20})")).value() == 0);
+  // The positional $: the element the filter matched.
+  REQUIRE(
+      db->UpdateOne("c", J(R"({"_id": 2, "tags": "c"})"), J(R"({"$set": {"tags.$": "z"}})")).ok());
+  CHECK(Json(db->Get("c", V("2")).value()) ==
+        Json(J(R"({"_id": 2, "tags": ["b", "z"], "m": 20})")));
+  CHECK(db->Count("c", J(R"({"tags": "z"})")).value() == 1);
+  // By _id only: no element for the positional $.
+  auto r = db->UpdateOne("c", J(R"({"_id": 2})"), J(R"({"$set": {"tags.$": "y"}})"));
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(r.status().message().find("tags.$") != std::string::npos);
+  // Errors change nothing: $push on a non-array of one of two documents.
+  REQUIRE(db->Insert("c", J(R"({"_id": 3, "tags": "scalar"})")).ok());
+  r = db->UpdateMany("c", J("{}"), J(R"({"$push": {"tags": "new"}})"));
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(r.status().message().find("tags") != std::string::npos);
+  CHECK(db->Count("c", J(R"({"tags": "new"})")).value() == 0);
+}
+
+}  // namespace
