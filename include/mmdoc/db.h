@@ -16,13 +16,26 @@
 //
 // (tests/install compiles and runs this example against an installed copy.)
 //
+// Filters: {field: value}, dotted paths and MongoDB's array rules; $eq $ne
+// $gt $gte $lt $lte $in $nin $exists; $regex (with $options i m s x u, or a
+// regex value {field: /re/}: PCRE2, as MongoDB; a case-sensitive ^prefix
+// uses an index as a range); $elemMatch (operators or a sub-filter), $size,
+// $all, $type (alias or number), $not, $mod; $and $or $nor. libbson's JSON
+// reader, not the filter, limits two spellings: {"$regex": ..., "$options":
+// ...} becomes a regex value (an option letter it does not know is dropped
+// silently), and a document whose first key is "$type" is read as legacy
+// binary unless its value is a name starting with g-z ({"$exists": true,
+// "$type": "array"} works); BSON built directly has neither limit.
+//
 // What is refused rather than guessed (InvalidArgument naming the problem):
-// a filter operator or value type the filter does not implement ($regex and
-// regular expression values, $where, $text, $expr, $elemMatch, $size, $all,
-// $type, $not, $mod, unknown $ operators, at any depth: never matched by
-// equality); an integer outside int64 in JSON (never wrapped); a field name
-// repeated within one (sub)document (two _ids above all); a negative limit
-// or skip; a projection that is not a list of field paths.
+// a filter operator the filter does not implement ($where, $text, $expr,
+// $jsonSchema, $bits*, $geo*, $near, $comment, unknown $ operators, at any
+// depth: never matched by equality); a bad regex or option letter; a regex
+// under $ne or $gt/$gte/$lt/$lte (as MongoDB); bad operands ($size: -1,
+// $mod: [0, 1], $type: "nope", ...); an integer outside int64 in JSON
+// (never wrapped); a field name repeated within one (sub)document (two _ids
+// above all); a negative limit or skip; a projection that is not a list of
+// field paths.
 //
 // Transactions: one writer at a time, any number of readers. A read
 // transaction (BeginRead) sees a snapshot as of its start and never blocks
