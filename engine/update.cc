@@ -1157,7 +1157,10 @@ Result<Update> Update::Parse(const bson_t* update) {
     std::string_view op_name = Key(&it);
     PathTree::Op op = PathTree::kNone;
     for (const OperatorName& o : kOperatorNames) {
-      if (op_name == o.name) op = o.op;
+      if (op_name == o.name) {
+        op = o.op;
+        break;
+      }
     }
     if (op == PathTree::kNone) {
       if (op_name.empty() || op_name[0] != '$') {
