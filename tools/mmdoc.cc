@@ -117,10 +117,10 @@ int Main(int argc, char** argv) {
   // The operators engine/filter.cc parses, no more and no fewer.
   find->add_option("FILTER", find_args.filter,
                    "MongoDB filter: {field: value} (equality), $eq, $ne, $gt, "
-                   "$gte, $lt, $lte, $in, $nin, $exists, and $and, $or, $nor "
-                   "over filters; not supported (refused, exit 2): $regex, "
-                   "$not, $elemMatch, $size, $all, $type, $mod, $expr, $text, "
-                   "$where")
+                   "$gte, $lt, $lte, $in, $nin, $exists, $regex ($options "
+                   "imsxu; PCRE2), $elemMatch, $size, $all, $type, $not, $mod, "
+                   "and $and, $or, $nor over filters; not supported (refused, "
+                   "exit 2): $expr, $text, $where, $jsonSchema, $bits*, geo")
       ->capture_default_str();
   find->add_option("--sort", find_args.sort,
                    "Sort by FIELD; descending with --sort -FIELD, "

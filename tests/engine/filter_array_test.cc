@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <deque>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <random>
@@ -1059,6 +1060,30 @@ TEST_CASE("Filter: a prefix regex on an indexed field scans only its range", "[f
   REQUIRE(none.ok());
   CHECK(none.value().keys_examined == 0);
   CHECK(none.value().returned == 0);
+}
+
+// The fuzz corpus's seeds for this syntax (tests/fuzz/corpus/filter): each
+// is a filter and a document it matches, or (regress-bad-operands) a filter
+// that must be refused.
+TEST_CASE("Filter: the fuzz corpus seeds for the new operators", "[filter]") {
+  const std::string dir = std::string(MMDOC_SOURCE_DIR) + "/tests/fuzz/corpus/filter/";
+  for (const char* name :
+       {"regex", "regex-in", "elemmatch", "size-all", "type-mod-not", "regress-bad-operands"}) {
+    std::ifstream in(dir + name, std::ios::binary);
+    REQUIRE(in);
+    std::string filter, doc;
+    std::getline(in, filter);
+    std::getline(in, doc, '\0');
+    INFO(name << ": " << filter << " / " << doc);
+    auto f = Filter::Parse(J(filter));
+    if (std::string(name).rfind("regress-", 0) == 0) {
+      CHECK(f.status().IsInvalidArgument());
+      continue;
+    }
+    REQUIRE(f.ok());
+    Document d = J(doc);
+    CHECK(f.value().Matches(d.data(), d.size()));
+  }
 }
 
 }  // namespace

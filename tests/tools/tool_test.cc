@@ -733,12 +733,45 @@ TEST_CASE("tool: a locked database is reported once, naming the file", "[tools]"
 // find --help listed fewer operators than the engine has.
 TEST_CASE("tool: find --help lists the operators the engine supports", "[tools]") {
   Run help = MustRun({"find", "--help"});
-  for (const char* op : {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists",
-                         "$and", "$or", "$nor"}) {
+  for (const char* op :
+       {"$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$regex",
+        "$elemMatch", "$size", "$all", "$type", "$not", "$mod", "$and", "$or", "$nor"}) {
     CHECK(Contains(help.out, op));
   }
   CHECK(Contains(help.out, "not supported"));
-  CHECK(Contains(help.out, "$regex"));
+  CHECK(Contains(help.out, "$where"));
+}
+
+TEST_CASE("tool: find with $regex and the array operators; a bad regex is one line, exit 2",
+          "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db},
+          "{\"_id\": 1, \"name\": \"user1\", \"tags\": [1, 5]}\n"
+          "{\"_id\": 2, \"name\": \"admin\", \"tags\": [2]}\n"
+          "{\"_id\": 3, \"name\": \"user3\", \"tags\": []}\n");
+  Run r = MustRun({"find", db, R"({"name": {"$regex": "^user"}})"});
+  std::vector<std::string> lines = Lines(r.out);
+  REQUIRE(lines.size() == 2);
+  CHECK(Contains(lines[0], "user1"));
+  CHECK(Contains(lines[1], "user3"));
+  CHECK(Lines(MustRun({"find", db, R"({"name": {"$regex": "^USER", "$options": "i"}})"}).out)
+            .size() == 2);
+  MustRun({"index", "create", db, "name"});
+  Run ex = MustRun({"find", db, R"({"name": {"$regex": "^user"}})", "--explain"});
+  CHECK(Contains(ex.out, "IXSCAN"));
+  CHECK(CountOf(db, R"({"tags": {"$elemMatch": {"$gt": 1, "$lt": 5}}})") == 1);
+  CHECK(CountOf(db, R"({"tags": {"$size": 0}})") == 1);
+  CHECK(CountOf(db, R"({"tags": {"$all": [1, 5]}})") == 1);
+  CHECK(CountOf(db, R"({"_id": {"$mod": [2, 1]}})") == 2);
+  CHECK(CountOf(db, R"({"name": {"$not": {"$regex": "^user"}}})") == 1);
+  CHECK(CountOf(db, R"({"name": {"$type": "string"}})") == 3);
+  ExpectError(RunTool({"find", db, R"({"name": {"$regex": "a(b"}})"}), 2,
+              {"invalid regular expression", "/a(b/"});
+  // A newline in the pattern stays on the one line.
+  ExpectError(RunTool({"find", db, R"({"name": {"$regex": "a\n("}})"}), 2, {"/a\\x0a(/"});
+  ExpectError(RunTool({"count", db, R"({"tags": {"$size": -1}})"}), 2, {"$size"});
+  ExpectError(RunTool({"find", db, R"({"tags": {"$mod": [0, 1]}})"}), 2, {"$mod"});
 }
 
 // there was no --version.
