@@ -8,6 +8,10 @@ namespace mmdoc::bench {
 // Built without the engine: the mmdoc adapter is absent.
 std::unique_ptr<Backend> NewMmdocBackend(bool) { return nullptr; }
 #endif
+#ifndef MMDOC_BENCH_WITH_POSTGRES
+// Built without libpq: the PostgreSQL adapter is absent.
+std::unique_ptr<Backend> NewPostgresBackend() { return nullptr; }
+#endif
 
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
   std::unique_ptr<Backend> b;
@@ -28,6 +32,13 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
     b = NewSqliteBackend(true);
   } else if (name == "sqlite-norowid") {
     b = NewSqliteBackend(false);
+  } else if (name == "postgres") {
+    b = NewPostgresBackend();
+    if (b == nullptr) {
+      return Status::NotSupported(
+          "postgres: mmdoc-bench was built without libpq, or no PostgreSQL server is installed "
+          "(tools/setup installs postgresql-15 and libpq-dev)");
+    }
   } else {
     return Status::InvalidArgument("unknown engine", name);
   }
@@ -35,8 +46,8 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
 }
 
 std::vector<std::string> BackendNames() {
-  return {"mmdoc",           "lmdb",           "rocksdb",       "sqlite",
-          "lmdb-nowritemap", "lmdb-nordahead", "sqlite-norowid"};
+  return {"mmdoc",           "lmdb",           "rocksdb",        "sqlite",
+          "lmdb-nowritemap", "lmdb-nordahead", "sqlite-norowid", "postgres"};
 }
 
 std::vector<std::string> DefaultBackendNames() {

@@ -17,6 +17,10 @@ std::unique_ptr<Backend> NewSqliteBackend(bool rowid);
 // replace: update by Get + Replace instead of Update($set). nullptr when
 // mmdoc-bench was built without the engine (MMDOC_BENCH_WITH_MMDOC).
 std::unique_ptr<Backend> NewMmdocBackend(bool replace);
+// A private PostgreSQL server per store (bench/pg_server.h). nullptr when
+// mmdoc-bench was built without libpq (MMDOC_BENCH_WITH_POSTGRES) or the
+// server's binaries are not installed.
+std::unique_ptr<Backend> NewPostgresBackend();
 
 // Which RocksDB library the process loaded, e.g. "rocksdb 7.8.3 release
 // build (/var/cache/mmdoc/rocksdb-release/lib/librocksdb.so.7.8)" or

@@ -332,7 +332,7 @@ bool Built(const std::string& engine) {
 
 TEST_CASE("bench adapters return the right documents", "[bench]") {
   for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "lmdb-nordahead", "rocksdb",
-                             "sqlite", "sqlite-norowid"}) {
+                             "sqlite", "sqlite-norowid", "postgres"}) {
     DYNAMIC_SECTION(engine) {
       if (Built(engine)) CheckEngine(engine, Durability::kNone);
     }
@@ -340,7 +340,7 @@ TEST_CASE("bench adapters return the right documents", "[bench]") {
 }
 
 TEST_CASE("bench adapters work in their durable modes", "[bench]") {
-  for (const char* engine : {"mmdoc", "lmdb", "rocksdb", "sqlite"}) {
+  for (const char* engine : {"mmdoc", "lmdb", "rocksdb", "sqlite", "postgres"}) {
     if (!Built(engine)) continue;
     for (Durability d :
          {Durability::kPeriodic, Durability::kMsync, Durability::kFsync, Durability::kGroup}) {
@@ -354,7 +354,7 @@ TEST_CASE("bench adapters work in their durable modes", "[bench]") {
 
 TEST_CASE("bench adapters build the key index and delete by value and all", "[bench]") {
   for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "lmdb-nordahead", "rocksdb",
-                             "sqlite", "sqlite-norowid"}) {
+                             "sqlite", "sqlite-norowid", "postgres"}) {
     if (!Built(engine)) continue;
     for (Durability d : {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
                          Durability::kFsync, Durability::kGroup}) {
@@ -410,7 +410,8 @@ TEST_CASE("bench mmdoc adapter maps items through both APIs", "[bench]") {
 }
 
 TEST_CASE("bench peers have no typed mapping layer", "[bench]") {
-  for (const char* engine : {"lmdb", "rocksdb", "sqlite"}) {
+  for (const char* engine : {"lmdb", "rocksdb", "sqlite", "postgres"}) {
+    if (!Built(engine)) continue;
     INFO(engine);
     test::TempDir dir;
     auto backend = OpenBackend(engine, dir.path(), Durability::kNone, 10);
@@ -436,6 +437,14 @@ TEST_CASE("bench backends report the modes DESIGN.md maps", "[bench]") {
   CHECK_FALSE(supports("rocksdb", Durability::kPeriodic));
   CHECK(supports("sqlite", Durability::kFsync));
   CHECK_FALSE(supports("sqlite", Durability::kGroup));
+  if (Built("postgres")) {
+    // synchronous_commit off / on; group = on with concurrent writers.
+    CHECK(supports("postgres", Durability::kNone));
+    CHECK(supports("postgres", Durability::kFsync));
+    CHECK(supports("postgres", Durability::kGroup));
+    CHECK_FALSE(supports("postgres", Durability::kPeriodic));
+    CHECK_FALSE(supports("postgres", Durability::kMsync));
+  }
   CHECK(NewBackend("no-such-engine").status().IsInvalidArgument());
 }
 

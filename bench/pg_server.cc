@@ -1,0 +1,397 @@
+#include "bench/pg_server.h"
+
+#include <fcntl.h>
+#include <glob.h>
+#include <grp.h>
+#include <libpq-fe.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace mmdoc::bench {
+namespace {
+
+// ---- the signal path: every running server, readable from a handler ----
+
+// A running server as the handler sees it: its pid (0 = free slot) and the
+// directories to remove after it exits. Written with the pid stored last
+// (release), read with the pid loaded first (acquire).
+struct Running {
+  std::atomic<pid_t> pid{0};
+  // initdb (and the single-user postgres it runs, in its process group):
+  // killed, not shut down.
+  bool initdb = false;
+  char data_dir[PATH_MAX];
+  char socket_dir[PATH_MAX];
+};
+constexpr int kMaxServers = 32;
+Running g_running[kMaxServers];
+std::mutex g_running_mu;  // slot allocation, outside handlers
+
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_previous[3];
+bool g_installed[3] = {false, false, false};
+
+// rm -rf path, from a signal handler: fork, execve and waitpid are
+// async-signal-safe.
+void RemoveTreeFromHandler(const char* path) {
+  if (path[0] != '/') return;
+  pid_t child = fork();
+  if (child == 0) {
+    const char* argv[] = {"rm", "-rf", "--", path, nullptr};
+    execv("/bin/rm", const_cast<char* const*>(argv));
+    _exit(127);
+  }
+  if (child > 0) {
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+void OnSignal(int sig) {
+  const int saved_errno = errno;
+  for (auto& r : g_running) {
+    pid_t p = r.pid.load(std::memory_order_acquire);
+    if (p > 0 && r.initdb) kill(-p, SIGKILL);
+    if (p > 0 && !r.initdb) kill(p, SIGINT);  // pg_ctl stop -m fast
+  }
+  for (auto& r : g_running) {
+    pid_t p = r.pid.exchange(0, std::memory_order_acq_rel);
+    if (p <= 0) continue;
+    while (waitpid(p, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    RemoveTreeFromHandler(r.data_dir);
+    RemoveTreeFromHandler(r.socket_dir);
+  }
+  // Then the signal's previous course: re-raised, it is delivered once this
+  // handler returns.
+  for (int i = 0; i < 3; ++i) {
+    if (kSignals[i] == sig && g_installed[i]) sigaction(sig, &g_previous[i], nullptr);
+  }
+  raise(sig);
+  errno = saved_errno;
+}
+
+void InstallHandlersOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int i = 0; i < 3; ++i) {
+      struct sigaction old;
+      if (sigaction(kSignals[i], nullptr, &old) != 0) continue;
+      // An ignored signal stays ignored (nohup, a background job's SIGINT).
+      if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;
+      struct sigaction sa;
+      std::memset(&sa, 0, sizeof sa);
+      sa.sa_handler = OnSignal;
+      sigfillset(&sa.sa_mask);  // one cleanup at a time
+      sa.sa_flags = SA_RESTART;
+      g_previous[i] = old;
+      g_installed[i] = sigaction(kSignals[i], &sa, nullptr) == 0;
+    }
+  });
+}
+
+int Register(pid_t pid, bool initdb, const std::string& data_dir, const std::string& socket_dir) {
+  std::lock_guard<std::mutex> lock(g_running_mu);
+  for (int i = 0; i < kMaxServers; ++i) {
+    Running& r = g_running[i];
+    if (r.pid.load(std::memory_order_acquire) != 0) continue;
+    std::snprintf(r.data_dir, sizeof r.data_dir, "%s", data_dir.c_str());
+    std::snprintf(r.socket_dir, sizeof r.socket_dir, "%s", socket_dir.c_str());
+    r.initdb = initdb;
+    r.pid.store(pid, std::memory_order_release);
+    return i;
+  }
+  return -1;  // more servers than slots: only PDEATHSIG covers this one
+}
+
+// ---- child processes ----
+
+struct RunAs {
+  bool enabled = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// Forks and execs argv (argv[0] a full path): stdout and stderr to log_fd,
+// stdin from /dev/null, no other descriptor inherited, in a process group
+// of its own (a terminal's Ctrl-C reaches the bench, which decides), as
+// run_as, and sent death_signal when the calling thread ends. -1 and *error
+// on failure.
+pid_t Spawn(const std::vector<std::string>& args, const RunAs& run_as, int log_fd, int death_signal,
+            std::string* error) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) {
+    *error = std::string("open /dev/null: ") + std::strerror(errno);
+    return -1;
+  }
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    // Only async-signal-safe calls from here on (the bench has threads).
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    setpgid(0, 0);
+    if (run_as.enabled) {
+      if (setgroups(1, &run_as.gid) != 0 || setgid(run_as.gid) != 0 || setuid(run_as.uid) != 0) {
+        _exit(126);
+      }
+    }
+    // After setuid, which clears it; exec keeps it.
+    prctl(PR_SET_PDEATHSIG, death_signal);
+    if (getppid() != parent) _exit(125);  // the bench is already gone
+    if (chdir("/") != 0) _exit(124);
+    if (dup2(null_fd, 0) < 0 || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0) _exit(123);
+    syscall(SYS_close_range, 3u, ~0u, 0u);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  ::close(null_fd);
+  if (child < 0) *error = std::string("fork: ") + std::strerror(errno);
+  return child;
+}
+
+// The last lines of the log, for an error message.
+std::string LogTail(const std::string& path) {
+  std::ifstream f(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) {
+    lines.push_back(line);
+    if (lines.size() > 8) lines.erase(lines.begin());
+  }
+  std::string out;
+  for (const auto& l : lines) out += (out.empty() ? "" : " | ") + l;
+  return out.empty() ? "(empty log " + path + ")" : out;
+}
+
+std::string ExitText(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+// Whether the postgres user can search directory path.
+bool Searchable(const struct stat& st, const RunAs& as) {
+  if (st.st_uid == as.uid) return (st.st_mode & S_IXUSR) != 0;
+  if (st.st_gid == as.gid) return (st.st_mode & S_IXGRP) != 0;
+  return (st.st_mode & S_IXOTH) != 0;
+}
+
+}  // namespace
+
+PgServer::~PgServer() { (void)Stop(); }
+
+std::string PgServer::FindBinDir() {
+  if (const char* env = std::getenv("MMDOC_PG_BINDIR"); env != nullptr && env[0] != '\0') {
+    return std::string(env);
+  }
+  glob_t g;
+  std::string best;
+  int best_version = -1;
+  if (glob("/usr/lib/postgresql/*/bin/postgres", 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) {
+      std::string bin = std::filesystem::path(g.gl_pathv[i]).parent_path().string();
+      std::string version = std::filesystem::path(bin).parent_path().filename().string();
+      int v = std::atoi(version.c_str());
+      if (v > best_version && ::access((bin + "/initdb").c_str(), X_OK) == 0) {
+        best_version = v;
+        best = bin;
+      }
+    }
+  }
+  globfree(&g);
+  return best;
+}
+
+Status PgServer::Start(const std::string& dir,
+                       const std::vector<std::pair<std::string, std::string>>& settings) {
+  if (pid_ != 0) return Status::InvalidArgument("PgServer already started");
+  bindir_ = FindBinDir();
+  if (bindir_.empty()) {
+    return Status::NotSupported(
+        "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin (tools/setup installs "
+        "postgresql-15)");
+  }
+  std::error_code ec;
+  const std::string abs_dir = std::filesystem::absolute(dir, ec).lexically_normal().string();
+  data_dir_ = abs_dir + "/pgdata";
+  log_path_ = abs_dir + "/postgres.log";
+  // A Unix socket path has at most 107 bytes: the store's directory when it
+  // is short enough, else a private one in /tmp.
+  socket_dir_ = abs_dir + "/sock";
+  if (socket_dir_.size() + std::strlen("/.s.PGSQL.5432") >= 100) {
+    char tmpl[] = "/tmp/mmdoc-pg-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) return Status::IOError("mkdtemp /tmp/mmdoc-pg-XXXXXX");
+    socket_dir_ = tmpl;
+  } else if (::mkdir(socket_dir_.c_str(), 0700) != 0) {
+    return Status::IOError("mkdir " + socket_dir_, std::strerror(errno));
+  }
+  if (::mkdir(data_dir_.c_str(), 0700) != 0) {
+    return Status::IOError("mkdir " + data_dir_, std::strerror(errno));
+  }
+
+  RunAs as;
+  as_postgres_ = ::geteuid() == 0;
+  if (as_postgres_) {
+    struct passwd* pw = ::getpwnam("postgres");
+    if (pw == nullptr) {
+      return Status::NotSupported(
+          "PostgreSQL refuses to run as root and there is no `postgres` user (Debian's "
+          "postgresql package creates it; tools/setup installs it)");
+    }
+    as.enabled = true;
+    as.uid = pw->pw_uid;
+    as.gid = pw->pw_gid;
+    for (const std::string& d : {data_dir_, socket_dir_}) {
+      if (::chown(d.c_str(), as.uid, as.gid) != 0) {
+        return Status::IOError("chown " + d + " to postgres", std::strerror(errno));
+      }
+    }
+    // The postgres user must be able to reach the data directory.
+    for (std::filesystem::path p = abs_dir; !p.empty(); p = p.parent_path()) {
+      struct stat st;
+      if (::stat(p.c_str(), &st) == 0 && !Searchable(st, as)) {
+        if (::chmod(p.c_str(), (st.st_mode & 07777) | S_IXOTH) != 0) {
+          return Status::IOError("chmod o+x " + p.string(), std::strerror(errno));
+        }
+        granted_.emplace_back(p.string(), st.st_mode & 07777);
+      }
+      if (p == p.root_path()) break;
+    }
+  }
+
+  const int log_fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Status::IOError("open " + log_path_, std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{log_fd};
+
+  // initdb: the cluster, fresh for this store.
+  InstallHandlersOnce();
+  std::string error;
+  pid_t initdb = Spawn({bindir_ + "/initdb", "-D", data_dir_, "--auth=trust", "-E", "UTF8",
+                        "--locale=C", "--no-sync", "-U", "postgres"},
+                       as, log_fd, SIGKILL, &error);
+  if (initdb < 0) return Status::IOError("initdb", error);
+  const int initdb_slot = Register(initdb, true, data_dir_, socket_dir_);
+  int status = 0;
+  while (::waitpid(initdb, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (initdb_slot >= 0) g_running[initdb_slot].pid.store(0, std::memory_order_release);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Status::IOError("initdb failed (" + ExitText(status) + ")", LogTail(log_path_));
+  }
+
+  // The server, a child of the bench.
+  std::vector<std::string> args = {bindir_ + "/postgres",
+                                   "-D",
+                                   data_dir_,
+                                   "-c",
+                                   "listen_addresses=",
+                                   "-c",
+                                   "unix_socket_directories=" + socket_dir_};
+  for (const auto& [name, value] : settings) {
+    args.push_back("-c");
+    args.push_back(name + "=" + value);
+  }
+  pid_ = Spawn(args, as, log_fd, SIGINT, &error);
+  if (pid_ < 0) {
+    pid_ = 0;
+    return Status::IOError("postgres", error);
+  }
+  slot_ = Register(pid_, false, data_dir_, socket_dir_);
+  conninfo_ = "host=" + socket_dir_ + " port=5432 user=postgres dbname=postgres";
+
+  // Ready when it accepts connections.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (PQping(conninfo_.c_str()) != PQPING_OK) {
+    pid_t done = ::waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      pid_ = 0;
+      (void)Stop();
+      return Status::IOError("postgres exited at start (" + ExitText(status) + ")",
+                             LogTail(log_path_));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      (void)Stop();
+      return Status::IOError("postgres did not accept connections within 60 s", LogTail(log_path_));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return Status::OK();
+}
+
+Status PgServer::Stop() {
+  Status s;
+  if (pid_ > 0) {
+    // Fast shutdown; then immediate; then kill.
+    int status = 0;
+    pid_t done = 0;
+    for (int sig : {SIGINT, SIGQUIT, SIGKILL}) {
+      ::kill(pid_, sig);
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::seconds(sig == SIGINT ? 120 : 10);
+      while ((done = ::waitpid(pid_, &status, WNOHANG)) == 0 &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      if (done != 0) break;
+    }
+    if (done == pid_ && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      s = Status::IOError("postgres shutdown: " + ExitText(status), LogTail(log_path_));
+    }
+    pid_ = 0;
+  }
+  if (slot_ >= 0) {
+    g_running[slot_].pid.store(0, std::memory_order_release);
+    slot_ = -1;
+  }
+  if (!socket_dir_.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(socket_dir_, ec);
+    socket_dir_.clear();
+  }
+  for (auto it = granted_.rbegin(); it != granted_.rend(); ++it) {
+    (void)::chmod(it->first.c_str(), it->second);
+  }
+  granted_.clear();
+  return s;
+}
+
+std::string PgServer::Describe() const {
+  std::string s = "server started by the bench (initdb --no-sync, then " + bindir_ +
+                  "/postgres as its child, Unix socket only, stopped with a fast shutdown";
+  s += ", also on SIGINT/SIGTERM/SIGHUP and, by PR_SET_PDEATHSIG, when the bench dies)";
+  if (as_postgres_) {
+    s += ", run as user postgres because the bench runs as root";
+    if (!granted_.empty()) {
+      s += " (o+x granted for the run on";
+      for (const auto& g : granted_) s += " " + g.first;
+      s += ")";
+    }
+  }
+  return s;
+}
+
+}  // namespace mmdoc::bench

@@ -1,0 +1,103 @@
+// bench::PgServer: a private PostgreSQL server that mmdoc-bench starts for one
+// store and stops again, so the PostgreSQL peer needs no cluster set up
+// beforehand and leaves none behind.
+//
+//   PgServer server;
+//   Status s = server.Start(dir, {{"shared_buffers", "256MB"}, ...});
+//   PGconn* conn = PQconnectdb(server.conninfo().c_str());
+//   ...
+//   s = server.Stop();   // also run by the destructor
+//
+// Start runs initdb into dir/pgdata (trust auth, UTF8, locale C, --no-sync:
+// the cluster is created fresh for each store), then the server itself as a
+// child process of the bench, reachable only through a Unix socket in a
+// private directory (listen_addresses=''), and waits until it accepts
+// connections. PostgreSQL refuses to run as root: when the bench runs as
+// root, initdb and the server run as the `postgres` user Debian's package
+// creates, the directories they write are chowned to it, and the store's
+// ancestors that user cannot search get search permission (o+x, nothing
+// else) until Stop puts their modes back.
+//
+// The server never outlives the bench:
+//   - Stop (and the destructor) sends SIGINT, which is what `pg_ctl stop -m
+//     fast` sends: open transactions roll back, a checkpoint runs, the
+//     server exits; Stop waits for it (SIGQUIT, then SIGKILL, if it hangs).
+//   - SIGINT, SIGTERM or SIGHUP to the bench (Ctrl-C): a handler, installed
+//     at the first Start unless the signal is ignored, sends every running
+//     server the same fast-shutdown signal, waits for it to exit, removes
+//     its data and socket directories, then lets the signal take its course
+//     (the previous disposition, by default the end of the process).
+//   - The bench killed outright (SIGKILL, a crash): the server is the bench's
+//     child with PR_SET_PDEATHSIG = SIGINT, so the kernel tells it to shut
+//     down when the thread that started it ends. REQUIRES: Start is called
+//     from a thread that lives as long as the server (mmdoc-bench's main
+//     thread). The data directory stays behind in that case.
+// `pg_ctl start` is not used: it detaches the server from the bench, which
+// is what the last point must not allow.
+//
+// Not thread-safe: one thread starts and stops a server. Several servers may
+// run at once (each in its own directory).
+#ifndef MMDOC_BENCH_PG_SERVER_H_
+#define MMDOC_BENCH_PG_SERVER_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mmdoc/status.h"
+
+namespace mmdoc::bench {
+
+class PgServer {
+ public:
+  PgServer() = default;
+  ~PgServer();
+  PgServer(const PgServer&) = delete;
+  PgServer& operator=(const PgServer&) = delete;
+
+  // The directory holding initdb, postgres and pg_ctl: $MMDOC_PG_BINDIR when
+  // set, else the newest /usr/lib/postgresql/<version>/bin (Debian does not
+  // put them on PATH); "" when there is none.
+  static std::string FindBinDir();
+
+  // Creates a cluster in dir/pgdata (dir exists) and starts a server on it
+  // with these settings (passed as -c name=value), waiting until it accepts
+  // connections (60 s at most). IOError with the end of the server's log
+  // (dir/postgres.log) when initdb or the server fails; NotSupported when
+  // there are no server binaries or the bench runs as root and there is no
+  // `postgres` user.
+  Status Start(const std::string& dir,
+               const std::vector<std::pair<std::string, std::string>>& settings);
+
+  // Fast shutdown (SIGINT) and wait; the socket directory is removed, the
+  // data directory kept (the store's disk use is measured after Close).
+  // OK when no server runs.
+  Status Stop();
+
+  // libpq connection string of the running server (its socket directory,
+  // user postgres, database postgres).
+  const std::string& conninfo() const { return conninfo_; }
+  // The server's process id (0 when none runs).
+  pid_t pid() const { return pid_; }
+  // How the server runs, for settings(): the binaries' directory and, as
+  // root, the user it runs as and the permissions granted.
+  std::string Describe() const;
+
+ private:
+  pid_t pid_ = 0;
+  int slot_ = -1;  // in the signal handler's table
+  std::string bindir_;
+  std::string data_dir_;
+  std::string socket_dir_;
+  std::string log_path_;
+  std::string conninfo_;
+  bool as_postgres_ = false;
+  // Ancestors given o+x for the postgres user, with their former modes.
+  std::vector<std::pair<std::string, mode_t>> granted_;
+};
+
+}  // namespace mmdoc::bench
+
+#endif  // MMDOC_BENCH_PG_SERVER_H_

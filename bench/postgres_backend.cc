@@ -1,0 +1,429 @@
+// PostgreSQL adapter ("postgres"): the relational-server peer. The bench
+// starts a private server for each store (bench/pg_server.h: initdb in the
+// store's directory, the server as the bench's child on a Unix socket,
+// stopped at Close, on Ctrl-C and when the bench dies) and talks to it
+// through libpq, one connection per session.
+//
+// Schema, in the `postgres` database of the fresh cluster:
+//   docs(id text COLLATE "C" PRIMARY KEY, key text COLLATE "C" UNIQUE,
+//        doc bytea NOT NULL)
+// doc holds the workload's BSON bytes unchanged, as SQLite's BLOB does, so
+// every engine hands back the same bytes and the `value` is read from them
+// with the same parser (FieldOf) in C++. A jsonb column would make the
+// server convert every document and the adapter convert back; bytea keeps
+// the parity and the wire is binary. COLLATE "C" compares bytes, as every
+// other engine's keys do.
+//
+// Statements: prepared once per connection (PQprepare), run with binary
+// parameters and binary results (PQexecPrepared), so no text escaping or hex
+// decoding of bytea. Inserts are `INSERT ... ON CONFLICT DO NOTHING`: a
+// duplicate _id or key inserts nothing (0 rows, reported as AlreadyExists)
+// without aborting the batch's transaction, as the other engines' refused
+// inserts do; a plain INSERT's unique violation would abort it.
+//
+// Durability: none = synchronous_commit=off (commits do not wait for the WAL
+// flush; the WAL writer flushes in the background, a crash of the machine
+// loses the last commits and nothing else: fsync stays on, so the cluster is
+// never corrupted); fsync = synchronous_commit=on (each commit waits for
+// the WAL's fsync); group = synchronous_commit=on with the workload's
+// concurrent writers, whose commits PostgreSQL's WAL flush groups (a flush
+// covers every commit record written before it). periodic and msync have no
+// PostgreSQL counterpart.
+//
+// Phases:
+//   search_value  a binary cursor over `SELECT doc FROM docs`, fetched 10000
+//                 rows at a time, each document checked in C++ by
+//                 FieldEquals (the byte pre-check, then the parser), as
+//                 SQLite's adapter does: the server hands over every
+//                 document, the matching code is the same for every engine
+//   delete_value  the same scan (SELECT id, doc) in the caller's
+//                 transaction, then DELETE by id for the matches
+//   delete_all    TRUNCATE docs (transactional in PostgreSQL; the table and
+//                 its indexes get new empty files)
+//   build_index   CREATE UNIQUE INDEX docs_key ON docs(key) inside a
+//                 savepoint, so a duplicate key fails the build, not the
+//                 transaction
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench/backend.h"
+#include "bench/backends.h"
+#include "bench/bson_doc.h"
+#include "bench/pg_server.h"
+
+namespace mmdoc::bench {
+namespace {
+
+// Type OIDs (pg_type.dat): parameters are declared, not inferred.
+constexpr Oid kTextOid = 25;
+constexpr Oid kByteaOid = 17;
+// Rows per FETCH of the scans' cursor: large enough that round trips do
+// not count, small enough that a batch stays in the CPU's caches' reach.
+constexpr int kFetchRows = 10000;
+
+struct ResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using Result_ = std::unique_ptr<PGresult, ResultDeleter>;
+
+// A failed statement as a Status: a unique violation is AlreadyExists, a
+// full disk Full, anything else IOError with the server's message.
+Status PgError(const char* what, PGconn* conn, const PGresult* res) {
+  const char* state = res != nullptr ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  std::string message = res != nullptr ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+  if (message.empty()) message = PQerrorMessage(conn);
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  if (state != nullptr && std::strcmp(state, "23505") == 0) {
+    return Status::AlreadyExists(what, message);
+  }
+  if (state != nullptr && std::strcmp(state, "53100") == 0) return Status::Full(what, message);
+  return Status::IOError(what, message);
+}
+
+// The command's row count ("INSERT 0 1" -> 1).
+uint64_t RowsOf(PGresult* res) { return std::strtoull(PQcmdTuples(res), nullptr, 10); }
+
+class PgSession : public Session {
+ public:
+  PgSession() = default;
+  ~PgSession() override {
+    if (conn_ != nullptr) PQfinish(conn_);
+  }
+
+  Status Init(const std::string& conninfo);
+
+  Status Begin() override { return Exec("BEGIN"); }
+  Status Commit() override { return Exec("COMMIT"); }
+  Status Insert(const DocRef& doc) override;
+  Status UpdateValue(std::string_view id, std::string_view value) override;
+  Status Delete(std::string_view id) override;
+  Status GetById(std::string_view id, std::string* value) override;
+  Status FindByKey(std::string_view key, std::string* value) override;
+  Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) override;
+  Status BuildKeyIndex() override;
+  Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
+  Status DeleteAll() override;
+  Status Count(uint64_t* docs, uint64_t* key_entries) override;
+
+ private:
+  // A statement without parameters or rows (simple protocol).
+  Status Exec(const char* sql) {
+    Result_ res(PQexec(conn_, sql));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return PgError(sql, conn_, res.get());
+    return Status::OK();
+  }
+  // A prepared statement with binary parameters and binary results; *res
+  // gets the result of a statement that succeeded.
+  Status Run(const char* name, std::initializer_list<std::string_view> params, Result_* res) {
+    const char* values[3];
+    int lengths[3];
+    const int formats[3] = {1, 1, 1};
+    int n = 0;
+    for (std::string_view p : params) {
+      values[n] = p.data();
+      lengths[n] = static_cast<int>(p.size());
+      ++n;
+    }
+    res->reset(PQexecPrepared(conn_, name, n, values, lengths, formats, 1));
+    ExecStatusType st = PQresultStatus(res->get());
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) return PgError(name, conn_, res->get());
+    return Status::OK();
+  }
+  // The `value` of the one document a select returned; NotFound for none.
+  Status ValueOf(const PGresult* res, const char* what, std::string* value) {
+    if (PQntuples(res) == 0) return Status::NotFound(what);
+    std::string_view field;
+    if (!FieldOf(PQgetvalue(res, 0, 0), static_cast<size_t>(PQgetlength(res, 0, 0)), "value",
+                 &field)) {
+      return Status::Corruption("bad BSON");
+    }
+    value->assign(field);
+    return Status::OK();
+  }
+  // Runs `declare` (a DECLARE ... BINARY CURSOR scan ...) and calls
+  // row(result, i) for every row it fetches; the caller's transaction.
+  template <typename Fn>
+  Status ForEachRow(const char* declare, Fn row) {
+    MMDOC_RETURN_IF_ERROR(Exec(declare));
+    static const std::string fetch = "FETCH FORWARD " + std::to_string(kFetchRows) + " FROM scan";
+    Status s;
+    for (;;) {
+      Result_ res(PQexec(conn_, fetch.c_str()));
+      if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+        s = PgError("fetch", conn_, res.get());
+        break;
+      }
+      const int n = PQntuples(res.get());
+      for (int i = 0; i < n && s.ok(); ++i) s = row(res.get(), i);
+      if (!s.ok() || n < kFetchRows) break;
+    }
+    Status close = Exec("CLOSE scan");
+    return s.ok() ? close : s;
+  }
+
+  PGconn* conn_ = nullptr;
+  std::string scratch_;
+};
+
+Status PgSession::Init(const std::string& conninfo) {
+  conn_ = PQconnectdb(conninfo.c_str());
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    return Status::IOError("connect to postgres", PQerrorMessage(conn_));
+  }
+  struct {
+    const char* name;
+    const char* sql;
+    int params;
+    Oid types[3];
+  } stmts[] = {
+      {"insert",
+       "INSERT INTO docs(id, key, doc) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+       3,
+       {kTextOid, kTextOid, kByteaOid}},
+      {"by_id", "SELECT doc FROM docs WHERE id = $1", 1, {kTextOid}},
+      {"by_key", "SELECT doc FROM docs WHERE key = $1", 1, {kTextOid}},
+      {"update", "UPDATE docs SET doc = $2 WHERE id = $1", 2, {kTextOid, kByteaOid}},
+      {"delete", "DELETE FROM docs WHERE id = $1", 1, {kTextOid}},
+  };
+  for (const auto& s : stmts) {
+    Result_ res(PQprepare(conn_, s.name, s.sql, s.params, s.types));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return PgError(s.sql, conn_, res.get());
+  }
+  return Status::OK();
+}
+
+Status PgSession::Insert(const DocRef& doc) {
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("insert", {doc.id, doc.key, doc.bson}, &res));
+  if (RowsOf(res.get()) == 0) return Status::AlreadyExists("insert", "duplicate _id or key");
+  return Status::OK();
+}
+
+Status PgSession::UpdateValue(std::string_view id, std::string_view value) {
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("by_id", {id}, &res));
+  if (PQntuples(res.get()) == 0) return Status::NotFound("update");
+  std::string_view doc(PQgetvalue(res.get(), 0, 0),
+                       static_cast<size_t>(PQgetlength(res.get(), 0, 0)));
+  if (!WithValue(doc, value, &scratch_)) return Status::Corruption("bad BSON");
+  // The key column is unchanged: a HOT update when the page has room.
+  MMDOC_RETURN_IF_ERROR(Run("update", {id, scratch_}, &res));
+  return RowsOf(res.get()) == 0 ? Status::NotFound("update") : Status::OK();
+}
+
+Status PgSession::Delete(std::string_view id) {
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("delete", {id}, &res));
+  return RowsOf(res.get()) == 0 ? Status::NotFound("delete") : Status::OK();
+}
+
+Status PgSession::GetById(std::string_view id, std::string* value) {
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("by_id", {id}, &res));
+  return ValueOf(res.get(), "get _id", value);
+}
+
+Status PgSession::FindByKey(std::string_view key, std::string* value) {
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("by_key", {key}, &res));
+  return ValueOf(res.get(), "find key", value);
+}
+
+Status PgSession::ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) {
+  *found = false;
+  uint64_t bytes = 0;
+  const FieldEquals matches("value", value);
+  // One snapshot for the whole scan.
+  MMDOC_RETURN_IF_ERROR(Exec("BEGIN READ ONLY"));
+  Status s = ForEachRow("DECLARE scan BINARY NO SCROLL CURSOR FOR SELECT doc FROM docs",
+                        [&](const PGresult* res, int i) {
+                          const size_t n = static_cast<size_t>(PQgetlength(res, i, 0));
+                          bytes += n;
+                          bool bad = false;
+                          if (matches(PQgetvalue(res, i, 0), n, &bad)) *found = true;
+                          return bad ? Status::Corruption("bad BSON") : Status::OK();
+                        });
+  Status end = Exec(s.ok() ? "COMMIT" : "ROLLBACK");
+  if (scanned_bytes != nullptr) *scanned_bytes = bytes;
+  return s.ok() ? end : s;
+}
+
+Status PgSession::BuildKeyIndex() {
+  MMDOC_RETURN_IF_ERROR(Exec("SAVEPOINT build_index"));
+  Result_ res(PQexec(conn_, "CREATE UNIQUE INDEX docs_key ON docs(key)"));
+  if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+    Status s = PgError("create index", conn_, res.get());
+    Status undo = Exec("ROLLBACK TO SAVEPOINT build_index");
+    return undo.ok() ? s : undo;
+  }
+  return Exec("RELEASE SAVEPOINT build_index");
+}
+
+Status PgSession::DeleteByValue(std::string_view value, uint64_t* deleted) {
+  *deleted = 0;
+  const FieldEquals matches("value", value);
+  std::vector<std::string> ids;
+  MMDOC_RETURN_IF_ERROR(ForEachRow(
+      "DECLARE scan BINARY NO SCROLL CURSOR FOR SELECT id, doc FROM docs",
+      [&](const PGresult* res, int i) {
+        bool bad = false;
+        if (matches(PQgetvalue(res, i, 1), static_cast<size_t>(PQgetlength(res, i, 1)), &bad)) {
+          ids.emplace_back(PQgetvalue(res, i, 0), static_cast<size_t>(PQgetlength(res, i, 0)));
+        }
+        return bad ? Status::Corruption("bad BSON") : Status::OK();
+      }));
+  for (const auto& id : ids) {
+    Result_ res;
+    MMDOC_RETURN_IF_ERROR(Run("delete", {id}, &res));
+    *deleted += RowsOf(res.get());
+  }
+  return Status::OK();
+}
+
+Status PgSession::DeleteAll() { return Exec("TRUNCATE docs"); }
+
+Status PgSession::Count(uint64_t* docs, uint64_t* key_entries) {
+  // One snapshot. The key index is whichever valid index leads with `key`
+  // (the UNIQUE constraint's, or docs_key after build_index); its entries
+  // are counted by an index-only scan of it (the planner is kept off the
+  // table's own scan).
+  auto one = [&](const char* sql, std::string* out) -> Status {
+    Result_ res(PQexec(conn_, sql));
+    if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) return PgError(sql, conn_, res.get());
+    out->clear();
+    if (PQntuples(res.get()) > 0) out->assign(PQgetvalue(res.get(), 0, 0));
+    return Status::OK();
+  };
+  MMDOC_RETURN_IF_ERROR(Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+  std::string text, index;
+  Status s = one("SELECT count(*) FROM docs", &text);
+  *docs = std::strtoull(text.c_str(), nullptr, 10);
+  if (s.ok()) {
+    s =
+        one("SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_attribute a"
+            " ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]"
+            " WHERE i.indrelid = 'docs'::regclass AND a.attname = 'key' AND i.indisvalid",
+            &index);
+  }
+  *key_entries = 0;
+  if (s.ok() && !index.empty()) {
+    s = Exec("SET LOCAL enable_seqscan = off");
+    if (s.ok()) s = Exec("SET LOCAL enable_bitmapscan = off");
+    if (s.ok()) s = one("SELECT count(*) FROM docs WHERE key >= ''", &text);
+    *key_entries = std::strtoull(text.c_str(), nullptr, 10);
+  }
+  Status end = Exec("COMMIT");
+  return s.ok() ? end : s;
+}
+
+class PgBackend : public Backend {
+ public:
+  PgBackend() = default;
+  ~PgBackend() override { (void)Close(); }
+
+  std::string name() const override { return "postgres"; }
+
+  bool Supports(Durability d) const override {
+    return d == Durability::kNone || d == Durability::kFsync || d == Durability::kGroup;
+  }
+
+  Status Open(const std::string& dir, const BackendConfig& config) override;
+  std::string settings() const override;
+
+  Result<std::unique_ptr<Session>> NewSession() override {
+    auto session = std::make_unique<PgSession>();
+    Status s = session->Init(server_.conninfo());
+    if (!s.ok()) return s;
+    return std::unique_ptr<Session>(std::move(session));
+  }
+
+  Status Close() override { return server_.Stop(); }
+
+ private:
+  PgServer server_;
+  std::vector<std::pair<std::string, std::string>> settings_;
+  bool key_index_ = true;
+  int version_ = 0;  // PQserverVersion: 150018 for 15.18
+};
+
+Status PgBackend::Open(const std::string& dir, const BackendConfig& config) {
+  key_index_ = config.key_index;
+  // shared_buffers: room for the whole store (BSON bytes, row overhead and
+  // two indexes: about 3x the documents' bytes), at least 256 MB (the
+  // usual small-server setting), at most a quarter of memory (PostgreSQL's
+  // documented starting point).
+  const uint64_t memory =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t buffers_mb = std::max<uint64_t>(256, config.expected_bytes * 3 >> 20);
+  if (memory > 0)
+    buffers_mb = std::min<uint64_t>(buffers_mb, std::max<uint64_t>(128, memory / 4 >> 20));
+  const bool durable = config.durability != Durability::kNone;
+  settings_ = {
+      {"synchronous_commit", durable ? "on" : "off"},
+      {"fsync", "on"},
+      {"shared_buffers", std::to_string(buffers_mb) + "MB"},
+      // A standalone server: no replication, so the least WAL (and COPY or
+      // CREATE INDEX in a new table's transaction skip it).
+      {"wal_level", "minimal"},
+      {"max_wal_senders", "0"},
+      {"max_wal_size", "1GB"},
+      {"maintenance_work_mem", "256MB"},
+      // A JIT compile of a scan costs more than this workload's queries.
+      {"jit", "off"},
+      {"max_connections", std::to_string(std::max(20, config.max_sessions + 10))},
+      {"autovacuum", "on"},
+  };
+  MMDOC_RETURN_IF_ERROR(server_.Start(dir, settings_));
+
+  PGconn* conn = PQconnectdb(server_.conninfo().c_str());
+  Status s;
+  if (PQstatus(conn) != CONNECTION_OK) {
+    s = Status::IOError("connect to postgres", PQerrorMessage(conn));
+  } else {
+    version_ = PQserverVersion(conn);
+    const char* schema = key_index_
+                             ? "CREATE TABLE docs (id text COLLATE \"C\" PRIMARY KEY, key text "
+                               "COLLATE \"C\" NOT NULL UNIQUE, doc bytea NOT NULL)"
+                             : "CREATE TABLE docs (id text COLLATE \"C\" PRIMARY KEY, key text "
+                               "COLLATE \"C\" NOT NULL, doc bytea NOT NULL)";
+    Result_ res(PQexec(conn, schema));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) s = PgError("create table", conn, res.get());
+  }
+  PQfinish(conn);
+  if (!s.ok()) (void)server_.Stop();
+  return s;
+}
+
+std::string PgBackend::settings() const {
+  std::string s = "PostgreSQL " + std::to_string(version_ / 10000) + "." +
+                  std::to_string(version_ % 10000) + ", " + server_.Describe() + ": ";
+  s += "docs(id text PRIMARY KEY, key text UNIQUE, doc bytea) COLLATE \"C\"";
+  if (!key_index_) s += ", key not UNIQUE (until build_index)";
+  for (const auto& [name, value] : settings_) s += ", " + name + "=" + value;
+  s += ", libpq prepared statements with binary parameters and results, one connection per "
+       "thread, BEGIN/COMMIT per batch, insert = INSERT ... ON CONFLICT DO NOTHING (0 rows = "
+       "duplicate), scan = binary cursor (FETCH " +
+       std::to_string(kFetchRows) +
+       ") + byte pre-check + BSON parse in C++, build_index = CREATE UNIQUE INDEX, "
+       "delete_value = the scan then DELETE by id, delete_all = TRUNCATE, disk use includes the "
+       "cluster's catalogs and its WAL, written/op counts the bench process only, not the "
+       "server's";
+  return s;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> NewPostgresBackend() {
+  if (PgServer::FindBinDir().empty()) return nullptr;
+  return std::make_unique<PgBackend>();
+}
+
+}  // namespace mmdoc::bench

@@ -1,0 +1,197 @@
+// The PostgreSQL peer's server never outlives what started it: not a bench
+// run that ends, not one stopped by Ctrl-C (SIGINT), not one killed outright
+// (SIGKILL). Its data directory goes with the run. (The adapter's functional
+// contract is backend_test.cc's, run for "postgres" like every engine.)
+#include <dirent.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/backend.h"
+#include "bench/pg_server.h"
+#include "tests/support/test_env.h"
+
+namespace mmdoc::bench {
+namespace {
+
+bool PostgresBuilt() {
+  auto b = NewBackend("postgres");
+  if (!b.ok()) WARN("postgres engine absent: " << b.status().ToString());
+  return b.ok();
+}
+
+// The processes whose working directory is under dir: a server's
+// postmaster chdirs into its data directory and its children inherit it.
+std::vector<pid_t> ProcessesUnder(const std::string& dir) {
+  std::vector<pid_t> out;
+  const std::string prefix = std::filesystem::canonical(dir).string() + "/";
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return out;
+  while (struct dirent* e = ::readdir(proc)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char cwd[4096];
+    const std::string link = std::string("/proc/") + e->d_name + "/cwd";
+    const ssize_t n = ::readlink(link.c_str(), cwd, sizeof cwd - 1);
+    if (n <= 0) continue;
+    cwd[n] = '\0';
+    if (std::string(cwd).rfind(prefix, 0) == 0) out.push_back(std::atoi(e->d_name));
+  }
+  ::closedir(proc);
+  return out;
+}
+
+// Waits up to `seconds` for pred() to hold.
+template <typename Pred>
+bool WaitFor(double seconds, Pred pred) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int>(seconds * 1e3));
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+// Paths named `name` anywhere under dir.
+std::vector<std::string> Named(const std::string& dir, const std::string& name) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->path().filename() == name) out.push_back(it->path().string());
+  }
+  return out;
+}
+
+// Starts mmdoc-bench with args (its output to log), returns its pid.
+pid_t StartBench(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> all = {test::BuildDir() + "/mmdoc-bench"};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    FILE* f = std::freopen(log.c_str(), "w", stdout);
+    if (f == nullptr || ::dup2(STDOUT_FILENO, STDERR_FILENO) < 0) _exit(126);
+    // The test binary's handlers are not the bench's: defaults, unblocked.
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::signal(sig, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+TEST_CASE("a postgres bench run leaves no server and no data behind", "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  test::TempDir dir;
+  const std::string data = dir.File("data");
+  const std::string cmd = test::BuildDir() +
+                          "/mmdoc-bench --engines postgres --docs 2000 --durability all"
+                          " --batch 50 --scans 3 --max-durable-ops 300 --threads 2 --quiet --dir " +
+                          data + " --json " + dir.File("out.json") + " > " + dir.File("log") +
+                          " 2>&1";
+  INFO(cmd);
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  CHECK(ProcessesUnder(dir.path()).empty());
+  // The run's directory is emptied: no cluster, no socket, no log.
+  std::error_code ec;
+  CHECK(std::filesystem::is_empty(data, ec));
+}
+
+TEST_CASE("a server the adapter started stops with Close", "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  test::TempDir dir;
+  auto b = NewBackend("postgres");
+  REQUIRE(b.ok());
+  std::unique_ptr<Backend> backend = std::move(b.value());
+  BackendConfig config;
+  Status s = backend->Open(dir.path(), config);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  const std::string settings = backend->settings();
+  INFO(settings);
+  CHECK(settings.find("PostgreSQL 1") == 0);
+  CHECK(settings.find("synchronous_commit=off") != std::string::npos);
+  CHECK(settings.find("shared_buffers=") != std::string::npos);
+  if (::geteuid() == 0) CHECK(settings.find("as user postgres") != std::string::npos);
+  CHECK(!ProcessesUnder(dir.path()).empty());
+  CHECK(backend->Close().ok());
+  CHECK(ProcessesUnder(dir.path()).empty());
+  CHECK(Named(dir.path(), "sock").empty());
+  // Closed twice, or destroyed after Close: nothing more to do.
+  CHECK(backend->Close().ok());
+}
+
+// Starts a bench run big enough to be busy for a while, waits for its
+// server, sends sig, and checks the server goes.
+void StopRunWith(int sig) {
+  test::TempDir dir;
+  const std::string data = dir.File("data");
+  const pid_t bench = StartBench({"--engines", "postgres", "--docs", "400k", "--phases",
+                                  "insert,search_value", "--scans", "50", "--dir", data},
+                                 dir.File("log"));
+  REQUIRE(bench > 0);
+  // Its server runs (initdb is done: the socket is there), and has
+  // documents coming in.
+  const bool started = WaitFor(60, [&] { return !Named(data, ".s.PGSQL.5432").empty(); });
+  if (!started) ::kill(bench, SIGKILL);
+  REQUIRE(started);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  REQUIRE(::kill(bench, sig) == 0);
+  int status = 0;
+  REQUIRE(::waitpid(bench, &status, 0) == bench);
+  CHECK(WIFSIGNALED(status));
+  if (WIFSIGNALED(status)) CHECK(WTERMSIG(status) == sig);
+  if (sig == SIGINT) {
+    // The bench's handler stopped the server, waited for it and removed its
+    // cluster before the bench ended.
+    const std::vector<pid_t> left = ProcessesUnder(dir.path());
+    for (pid_t p : left) {
+      std::ifstream cmdline("/proc/" + std::to_string(p) + "/cmdline");
+      std::string text((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+      UNSCOPED_INFO("left: " << p << " " << text);
+    }
+    CHECK(left.empty());
+    CHECK(Named(data, "pgdata").empty());
+  }
+  // Killed: the kernel's PR_SET_PDEATHSIG starts the server's fast
+  // shutdown.
+  const bool gone = WaitFor(60, [&] { return ProcessesUnder(dir.path()).empty(); });
+  CHECK(gone);
+}
+
+TEST_CASE("SIGINT during a postgres bench run stops the server", "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  StopRunWith(SIGINT);
+}
+
+TEST_CASE("a postgres server dies with a bench killed outright", "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  StopRunWith(SIGKILL);
+}
+
+TEST_CASE("PgServer finds Debian's server binaries", "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  const std::string bin = PgServer::FindBinDir();
+  INFO(bin);
+  CHECK(::access((bin + "/postgres").c_str(), X_OK) == 0);
+  CHECK(::access((bin + "/initdb").c_str(), X_OK) == 0);
+}
+
+}  // namespace
+}  // namespace mmdoc::bench
