@@ -21,6 +21,22 @@ namespace mmdoc {
 
 namespace {
 
+// A sort field is a dotted path of field names, as MongoDB takes: no empty
+// part ("a..b"), none starting with '$', no NUL.
+Status CheckSortField(std::string_view field) {
+  if (field.empty()) return Status::OK();
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = field.find('.', start);
+    const std::string_view part =
+        field.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    if (part.empty() || part[0] == '$' || part.find('\0') != std::string_view::npos)
+      return Status::InvalidArgument("bad sort field", field);
+    if (dot == std::string_view::npos) return Status::OK();
+    start = dot + 1;
+  }
+}
+
 bool IsPoint(const engine::KeyInterval& i) {
   return i.lo_inclusive && i.hi_inclusive && !i.lo.empty() && i.lo == i.hi;
 }
@@ -56,6 +72,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   }
   if (options.sort_direction != 1 && options.sort_direction != -1)
     return Status::InvalidArgument("sort direction must be 1 or -1");
+  MMDOC_RETURN_IF_ERROR(CheckSortField(options.sort_field));
   cur->filter_ = std::move(filter);
   if (!c->exists) {
     cur->mode_ = Mode::kEmpty;

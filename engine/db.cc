@@ -529,6 +529,17 @@ Result<UpdateResult> Transaction::UpdateMany(std::string_view c, const Document&
   return impl_->Update(c, filter, update, /*many=*/true, o);
 }
 Status Transaction::Delete(std::string_view c, const Value& id) { return impl_->Delete(c, id); }
+Result<std::optional<Document>> Transaction::FindOneAndUpdate(std::string_view c,
+                                                              const Document& filter,
+                                                              const Document& update,
+                                                              const FindAndModifyOptions& o) {
+  return impl_->FindOneAndModify(c, filter, &update, o);
+}
+Result<std::optional<Document>> Transaction::FindOneAndDelete(std::string_view c,
+                                                              const Document& filter,
+                                                              const FindAndModifyOptions& o) {
+  return impl_->FindOneAndModify(c, filter, nullptr, o);
+}
 Result<uint64_t> Transaction::DeleteOne(std::string_view c, const Document& filter) {
   return impl_->DeleteMany(c, filter, /*many=*/false);
 }
@@ -684,6 +695,35 @@ Result<uint64_t> DB::DeleteOne(std::string_view c, const Document& filter, const
 
 Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, const WriteOptions& o) {
   return DeleteIn(impl_.get(), c, filter, /*many=*/true, o);
+}
+
+Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const Document& filter,
+                                                     const Document& update,
+                                                     const FindAndModifyOptions& fo,
+                                                     const WriteOptions& o) {
+  std::optional<Document> doc;
+  Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
+    auto r = t->FindOneAndModify(c, filter, &update, fo);
+    if (!r.ok()) return r.status();
+    doc = std::move(r.value());
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return doc;
+}
+
+Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const Document& filter,
+                                                     const FindAndModifyOptions& fo,
+                                                     const WriteOptions& o) {
+  std::optional<Document> doc;
+  Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
+    auto r = t->FindOneAndModify(c, filter, nullptr, fo);
+    if (!r.ok()) return r.status();
+    doc = std::move(r.value());
+    return Status::OK();
+  });
+  if (!s.ok()) return s;
+  return doc;
 }
 
 Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,

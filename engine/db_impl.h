@@ -259,6 +259,10 @@ class TransactionImpl {
   Result<UpdateResult> Update(std::string_view coll, const Document& filter, const Document& update,
                               bool many, const UpdateOptions& options);
   Status Delete(std::string_view coll, const Value& id);
+  // Transaction::FindOneAndUpdate (update != nullptr) / FindOneAndDelete.
+  Result<std::optional<Document>> FindOneAndModify(std::string_view coll, const Document& filter,
+                                                   const Document* update,
+                                                   const FindAndModifyOptions& options);
   Result<uint64_t> DeleteMany(std::string_view coll, const Document& filter, bool many);
   Status CreateCollection(std::string_view coll);
   Status DropCollection(std::string_view coll);

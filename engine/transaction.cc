@@ -853,6 +853,68 @@ Status TransactionImpl::Delete(std::string_view coll, const Value& id) {
   return Status::OK();
 }
 
+Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
+    std::string_view coll, const Document& filter, const Document* update,
+    const FindAndModifyOptions& options) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  // Parsed first, so that a bad update changes nothing.
+  std::optional<engine::Update> u;
+  if (update != nullptr) {
+    auto parsed = engine::Update::Parse(*update);
+    if (!parsed.ok()) return parsed.status();
+    u.emplace(std::move(parsed.value()));
+    MMDOC_RETURN_IF_ERROR(u->BindQuery(filter));  // for the positional $
+  }
+  // The target: the first match in the requested order, by its _id.
+  FindOptions fo;
+  fo.sort_field = options.sort_field;
+  fo.sort_direction = options.sort_direction;
+  fo.limit = 1;
+  std::optional<Document> before;
+  {
+    auto cur = Find(coll, filter, fo);
+    if (!cur.ok()) return cur.status();
+    if (cur.value()->Next()) before = Document::FromTrustedBytes(std::string(cur.value()->raw()));
+    MMDOC_RETURN_IF_ERROR(cur.value()->status());
+  }
+  const engine::UpdateContext context;
+  if (!before) {
+    if (u && options.upsert) {
+      std::string doc;
+      MMDOC_RETURN_IF_ERROR(u->UpsertDocument(filter, context, &doc));
+      Value id;
+      MMDOC_RETURN_IF_ERROR(Insert(coll, Document::FromTrustedBytes(std::move(doc)), &id));
+      if (options.return_after) {
+        auto stored = Get(coll, id);  // as Insert stored it (_id first)
+        if (!stored.ok()) return stored.status();
+        return std::optional<Document>(std::move(stored.value()));
+      }
+    }
+    return std::optional<Document>();
+  }
+  bson_value_t id;
+  if (!DocId(before->bytes(), &id)) return Status::Corruption("stored document without _id");
+  const Value id_value = Value::FromBsonValue(&id);
+  if (!u) {
+    MMDOC_RETURN_IF_ERROR(Delete(coll, id_value));
+    return before;
+  }
+  CollState* c;
+  std::string pk;
+  std::string_view doc;
+  MMDOC_RETURN_IF_ERROR(FindById(coll, id_value, &c, &pk, &doc));
+  std::string& out = buf_.doc;
+  out.clear();
+  MMDOC_RETURN_IF_ERROR(
+      u->Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), context, &out));
+  if (out != doc) {
+    MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &*u));
+    Log(LogOp::kReplace, coll, out);
+  }
+  if (options.return_after) return std::optional<Document>(Document::FromTrustedBytes(out));
+  return before;
+}
+
 Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Document& filter,
                                              bool many) {
   MMDOC_RETURN_IF_ERROR(Writable());

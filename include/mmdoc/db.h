@@ -88,6 +88,23 @@ struct UpdateOptions {
   bool upsert = false;
 };
 
+// How FindOneAndUpdate / FindOneAndDelete pick their document and what
+// FindOneAndUpdate returns (MongoDB's findOneAndUpdate options).
+struct FindAndModifyOptions {
+  // Of the matching documents, take the first in this order (as
+  // FindOptions::sort_field and sort_direction); "" takes the first the
+  // query finds. Default: "", 1.
+  std::string sort_field;
+  int sort_direction = 1;
+  // FindOneAndUpdate returns the document as the update left it (MongoDB's
+  // returnDocument: "after") instead of as it was. Default: false.
+  bool return_after = false;
+  // FindOneAndUpdate inserts when nothing matches, as UpdateOptions::upsert
+  // says; it then returns the inserted document with return_after, else
+  // nothing. Default: false.
+  bool upsert = false;
+};
+
 struct UpdateResult {
   uint64_t matched = 0;   // documents the filter matched
   uint64_t modified = 0;  // documents whose bytes changed
@@ -240,6 +257,20 @@ class Transaction {
   Result<UpdateResult> UpdateMany(std::string_view collection, const Document& filter,
                                   const Document& update,
                                   const UpdateOptions& options = UpdateOptions());
+  // Updates the first document `filter` matches (in options.sort_field's
+  // order when set) and returns it as it was, or as the update left it
+  // with options.return_after; an empty optional when nothing matched (and
+  // no upsert). The same update, errors and positional $ as UpdateOne;
+  // InvalidArgument also for a bad sort field. Nothing changes on error.
+  Result<std::optional<Document>> FindOneAndUpdate(
+      std::string_view collection, const Document& filter, const Document& update,
+      const FindAndModifyOptions& options = FindAndModifyOptions());
+  // Deletes the first document `filter` matches (in options.sort_field's
+  // order when set) and returns it; an empty optional when nothing matched.
+  // InvalidArgument for a bad filter or sort field; nothing is deleted then.
+  Result<std::optional<Document>> FindOneAndDelete(
+      std::string_view collection, const Document& filter,
+      const FindAndModifyOptions& options = FindAndModifyOptions());
   // Deletes the document with this _id. NotFound when there is none.
   Status Delete(std::string_view collection, const Value& id);
   // Deletes the first document matching `filter` / every one, and returns
@@ -339,6 +370,16 @@ class DB {
                              const WriteOptions& options = WriteOptions());
   Result<uint64_t> DeleteMany(std::string_view collection, const Document& filter,
                               const WriteOptions& options = WriteOptions());
+  // Transaction::FindOneAndUpdate / FindOneAndDelete, each in a transaction
+  // of its own: the find and the change see one snapshot.
+  Result<std::optional<Document>> FindOneAndUpdate(
+      std::string_view collection, const Document& filter, const Document& update,
+      const FindAndModifyOptions& find_options = FindAndModifyOptions(),
+      const WriteOptions& options = WriteOptions());
+  Result<std::optional<Document>> FindOneAndDelete(
+      std::string_view collection, const Document& filter,
+      const FindAndModifyOptions& find_options = FindAndModifyOptions(),
+      const WriteOptions& options = WriteOptions());
   // All matching documents, read from one snapshot.
   Result<std::vector<Document>> Find(std::string_view collection, const Document& filter,
                                      const FindOptions& options = FindOptions());

@@ -320,6 +320,15 @@ TEST_CASE("sort, skip, limit, projection", "[engine]") {
   FindOptions lim;
   lim.limit = 5;
   CHECK(db->Find("c", J(R"({"v": {"$gte": 0}})"), lim).value().size() == 5);
+  // A sort field is a field path, as in MongoDB.
+  for (const char* bad : {"$v", "a..b", ".v", "v.", "a.$b"}) {
+    INFO(bad);
+    FindOptions s;
+    s.sort_field = bad;
+    auto f = db->Find("c", J("{}"), s);
+    CHECK(f.status().IsInvalidArgument());
+    CHECK(f.status().ToString().find(bad) != std::string::npos);
+  }
 }
 
 // The _ids (as JSON) Find returns from `coll` sorted on `field`.
