@@ -7,6 +7,9 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -96,8 +99,11 @@ uint64_t StatusBytes(const char* key) {
 uint64_t ResidentBytes() { return StatusBytes("VmRSS"); }
 uint64_t PeakResidentBytes() { return StatusBytes("VmHWM"); }
 
-bool ReadIoCounters(IoCounters* out) {
-  std::ifstream io("/proc/self/io");
+namespace {
+
+// /proc/<pid>/io's two counters; false when unreadable.
+bool ReadProcIo(const std::string& path, IoCounters* out) {
+  std::ifstream io(path);
   bool write = false, cancelled = false;
   for (std::string line; std::getline(io, line);) {
     const size_t colon = line.find(':');
@@ -113,6 +119,79 @@ bool ReadIoCounters(IoCounters* out) {
     }
   }
   return write && cancelled;
+}
+
+// The trees WatchIo watches, and every process of them seen so far.
+struct Watched {
+  std::mutex mu;
+  std::set<int> roots;
+  std::map<int, IoCounters> last;  // pid -> counters as last read
+  IoCounters retired;              // of pids since reused by another process
+};
+Watched& watched() {
+  static Watched* w = new Watched;
+  return *w;
+}
+
+// root and its descendants, from /proc/<pid>/task/<pid>/children.
+void AddTree(int root, std::vector<int>* out) {
+  out->push_back(root);
+  std::ifstream children("/proc/" + std::to_string(root) + "/task/" + std::to_string(root) +
+                         "/children");
+  for (int child; children >> child;) AddTree(child, out);
+}
+
+// Reads every watched process now; the sum of all processes ever seen.
+// REQUIRES: w.mu held.
+IoCounters ReadWatchedLocked(Watched& w) {
+  std::vector<int> pids;
+  for (int root : w.roots) AddTree(root, &pids);
+  for (int pid : pids) {
+    IoCounters now;
+    if (!ReadProcIo("/proc/" + std::to_string(pid) + "/io", &now)) continue;
+    auto [it, fresh] = w.last.emplace(pid, now);
+    if (fresh) continue;
+    if (now.write_bytes < it->second.write_bytes ||
+        now.cancelled_write_bytes < it->second.cancelled_write_bytes) {
+      // The pid belongs to another process now.
+      w.retired.write_bytes += it->second.write_bytes;
+      w.retired.cancelled_write_bytes += it->second.cancelled_write_bytes;
+    }
+    it->second = now;
+  }
+  IoCounters sum = w.retired;
+  for (const auto& [pid, c] : w.last) {
+    sum.write_bytes += c.write_bytes;
+    sum.cancelled_write_bytes += c.cancelled_write_bytes;
+  }
+  return sum;
+}
+
+}  // namespace
+
+bool ReadIoCounters(IoCounters* out) {
+  if (!ReadProcIo("/proc/self/io", out)) return false;
+  Watched& w = watched();
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (w.roots.empty() && w.last.empty()) return true;
+  const IoCounters others = ReadWatchedLocked(w);
+  out->write_bytes += others.write_bytes;
+  out->cancelled_write_bytes += others.cancelled_write_bytes;
+  return true;
+}
+
+void WatchIo(int root) {
+  Watched& w = watched();
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.roots.insert(root);
+  (void)ReadWatchedLocked(w);
+}
+
+void UnwatchIo(int root) {
+  Watched& w = watched();
+  std::lock_guard<std::mutex> lock(w.mu);
+  (void)ReadWatchedLocked(w);
+  w.roots.erase(root);
 }
 
 bool ResetPeakResident() {

@@ -55,7 +55,21 @@ struct IoCounters {
   uint64_t write_bytes = 0;
   uint64_t cancelled_write_bytes = 0;
 };
+// Also adds the writes of the process trees WatchIo watches.
 bool ReadIoCounters(IoCounters* out);
+
+// A process tree outside the bench that writes for it (a database server
+// the bench started, root = its main process, and the processes it forks):
+// while watched, ReadIoCounters adds the tree's writes to the bench's own,
+// so an engine in another process is charged for its writes as an embedded
+// one is. Each process's counters are kept as last read, so the sum never
+// goes back when one exits; what a process wrote after the last read
+// before it exited is not counted, nor a process that starts and ends
+// between two reads (an autovacuum worker within one phase).
+// Thread-safe.
+void WatchIo(int root);
+// Stops reading the tree; what it wrote so far stays in the sum.
+void UnwatchIo(int root);
 
 }  // namespace mmdoc::bench
 

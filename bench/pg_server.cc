@@ -24,6 +24,8 @@
 #include <sstream>
 #include <thread>
 
+#include "bench/machine.h"
+
 namespace mmdoc::bench {
 namespace {
 
@@ -339,11 +341,18 @@ Status PgServer::Start(const std::string& dir,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // Its writes are the engine's: the phases' written/op include them.
+  WatchIo(pid_);
+  watching_ = true;
   return Status::OK();
 }
 
 Status PgServer::Stop() {
   Status s;
+  if (watching_) {
+    UnwatchIo(pid_);
+    watching_ = false;
+  }
   if (pid_ > 0) {
     // Fast shutdown; then immediate; then kill.
     int status = 0;

@@ -32,6 +32,8 @@
 //     down when the thread that started it ends. REQUIRES: Start is called
 //     from a thread that lives as long as the server (mmdoc-bench's main
 //     thread). The data directory stays behind in that case.
+// While it runs, the server's processes' writes are added to the bench's
+// own (WatchIo, bench/machine.h), so written/op is PostgreSQL's too.
 // `pg_ctl start` is not used: it detaches the server from the bench, which
 // is what the last point must not allow.
 //
@@ -94,6 +96,7 @@ class PgServer {
   std::string log_path_;
   std::string conninfo_;
   bool as_postgres_ = false;
+  bool watching_ = false;  // WatchIo(pid_): its writes count as the bench's
   // Ancestors given o+x for the postgres user, with their former modes.
   std::vector<std::pair<std::string, mode_t>> granted_;
 };
