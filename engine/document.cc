@@ -25,8 +25,13 @@
 //     values) and engine::CheckFieldNames (query.h) for other callers.
 #include "mmdoc/document.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
+#include <string_view>
 
 #include "query.h"
 #include "storage/coding.h"
@@ -426,7 +431,336 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
   return s;
 }
 
+// ------------------------------------------------------- Extended JSON out
+//
+// One writer for both modes of Extended JSON v2 (JsonMode). It prints what
+// libbson's bson_as_{relaxed,canonical}_extended_json print, byte for byte
+// (tests/engine/document_test.cc compares them), except:
+//   - doubles: libbson prints 17 significant digits and more ("9.99" is
+//     9.9900000000000002132); we print the shortest decimal that reads back
+//     as the same double (std::to_chars);
+//   - relaxed dates after 9999: libbson prints a five-digit year that no
+//     reader, libbson's included, reads back; the specification says
+//     {"$date": {"$numberLong": ...}} outside 1970..9999.
+// It walks the bytes with bson_iter's bounds-checked accessors and checks
+// UTF-8 and depth as it goes, so it is safe on bytes not known to be valid.
+
+// The last millisecond of 9999-12-31, the end of relaxed ISO-8601 dates.
+constexpr int64_t kMaxIsoDateMs = 253402300799999;
+
+class JsonWriter {
+ public:
+  JsonWriter(JsonMode mode, std::string* out)
+      : canonical_(mode == JsonMode::kCanonical), out_(out) {}
+
+  // A (sub)document or array at nesting level `depth` (the top is 1).
+  bool WriteDocument(const uint8_t* data, size_t size, bool array, int depth) {
+    if (depth > kMaxNestingDepth) return false;
+    bson_iter_t it;
+    if (!bson_iter_init_from_data(&it, data, size)) return false;
+    const uint32_t len = it.len;  // bson_iter_next zeroes it at the end
+    out_->append(array ? "[ " : "{ ");
+    bool first = true;
+    while (bson_iter_next(&it)) {
+      if (!first) out_->append(", ");
+      first = false;
+      if (!array) {
+        if (!WriteString(bson_iter_key(&it), bson_iter_key_len(&it))) return false;
+        out_->append(" : ");
+      }
+      if (!WriteValue(&it, depth)) return false;
+    }
+    if (it.err_off != 0 || it.off + 1 != len) return false;
+    out_->append(array ? " ]" : " }");
+    return true;
+  }
+
+  // The value `it` is on, inside a (sub)document at level `depth`.
+  bool WriteValue(const bson_iter_t* it, int depth) {
+    switch (bson_iter_type(it)) {
+      case BSON_TYPE_DOUBLE:
+        WriteDouble(bson_iter_double(it));
+        return true;
+      case BSON_TYPE_UTF8: {
+        uint32_t len = 0;
+        const char* s = bson_iter_utf8(it, &len);
+        return WriteString(s, len);
+      }
+      case BSON_TYPE_DOCUMENT:
+      case BSON_TYPE_ARRAY: {
+        uint32_t len = 0;
+        const uint8_t* data = nullptr;
+        const bool array = bson_iter_type(it) == BSON_TYPE_ARRAY;
+        if (array) {
+          bson_iter_array(it, &len, &data);
+        } else {
+          bson_iter_document(it, &len, &data);
+        }
+        return data != nullptr && WriteDocument(data, len, array, depth + 1);
+      }
+      case BSON_TYPE_BINARY: {
+        bson_subtype_t subtype = BSON_SUBTYPE_BINARY;
+        uint32_t len = 0;
+        const uint8_t* data = nullptr;
+        bson_iter_binary(it, &subtype, &len, &data);
+        if (data == nullptr && len != 0) return false;
+        out_->append("{ \"$binary\" : { \"base64\" : \"");
+        AppendBase64(data, len);
+        char hex[3];
+        std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned>(subtype) & 0xff);
+        out_->append("\", \"subType\" : \"").append(hex).append("\" } }");
+        return true;
+      }
+      case BSON_TYPE_UNDEFINED:
+        out_->append("{ \"$undefined\" : true }");
+        return true;
+      case BSON_TYPE_OID: {
+        char hex[25];
+        bson_oid_to_string(bson_iter_oid(it), hex);
+        out_->append("{ \"$oid\" : \"").append(hex).append("\" }");
+        return true;
+      }
+      case BSON_TYPE_BOOL:
+        out_->append(bson_iter_bool(it) ? "true" : "false");
+        return true;
+      case BSON_TYPE_DATE_TIME:
+        WriteDate(bson_iter_date_time(it));
+        return true;
+      case BSON_TYPE_NULL:
+        out_->append("null");
+        return true;
+      case BSON_TYPE_REGEX: {
+        const char* options = nullptr;
+        const char* pattern = bson_iter_regex(it, &options);
+        if (pattern == nullptr || options == nullptr) return false;
+        out_->append("{ \"$regularExpression\" : { \"pattern\" : ");
+        if (!WriteString(pattern, std::strlen(pattern))) return false;
+        out_->append(", \"options\" : ");
+        if (!WriteString(options, std::strlen(options))) return false;
+        out_->append(" } }");
+        return true;
+      }
+      case BSON_TYPE_DBPOINTER: {
+        uint32_t len = 0;
+        const char* collection = nullptr;
+        const bson_oid_t* oid = nullptr;
+        bson_iter_dbpointer(it, &len, &collection, &oid);
+        if (collection == nullptr || oid == nullptr) return false;
+        char hex[25];
+        bson_oid_to_string(oid, hex);
+        out_->append("{ \"$dbPointer\" : { \"$ref\" : ");
+        if (!WriteString(collection, len)) return false;
+        out_->append(", \"$id\" : { \"$oid\" : \"").append(hex).append("\" } } }");
+        return true;
+      }
+      case BSON_TYPE_CODE: {
+        uint32_t len = 0;
+        const char* code = bson_iter_code(it, &len);
+        out_->append("{ \"$code\" : ");
+        if (code == nullptr || !WriteString(code, len)) return false;
+        out_->append(" }");
+        return true;
+      }
+      case BSON_TYPE_SYMBOL: {
+        uint32_t len = 0;
+        const char* symbol = bson_iter_symbol(it, &len);
+        out_->append("{ \"$symbol\" : ");
+        if (symbol == nullptr || !WriteString(symbol, len)) return false;
+        out_->append(" }");
+        return true;
+      }
+      case BSON_TYPE_CODEWSCOPE: {
+        uint32_t len = 0;
+        uint32_t scope_len = 0;
+        const uint8_t* scope = nullptr;
+        const char* code = bson_iter_codewscope(it, &len, &scope_len, &scope);
+        out_->append("{ \"$code\" : ");
+        if (code == nullptr || scope == nullptr || !WriteString(code, len)) return false;
+        out_->append(", \"$scope\" : ");
+        if (!WriteDocument(scope, scope_len, false, depth + 1)) return false;
+        out_->append(" }");
+        return true;
+      }
+      case BSON_TYPE_INT32:
+        WriteInteger(bson_iter_int32(it), "{ \"$numberInt\" : \"");
+        return true;
+      case BSON_TYPE_TIMESTAMP: {
+        uint32_t t = 0;
+        uint32_t i = 0;
+        bson_iter_timestamp(it, &t, &i);
+        out_->append("{ \"$timestamp\" : { \"t\" : ");
+        AppendInteger(t);
+        out_->append(", \"i\" : ");
+        AppendInteger(i);
+        out_->append(" } }");
+        return true;
+      }
+      case BSON_TYPE_INT64:
+        WriteInteger(bson_iter_int64(it), "{ \"$numberLong\" : \"");
+        return true;
+      case BSON_TYPE_DECIMAL128: {
+        bson_decimal128_t d;
+        if (!bson_iter_decimal128(it, &d)) return false;
+        char text[BSON_DECIMAL128_STRING];
+        bson_decimal128_to_string(&d, text);
+        out_->append("{ \"$numberDecimal\" : \"").append(text).append("\" }");
+        return true;
+      }
+      case BSON_TYPE_MAXKEY:
+        out_->append("{ \"$maxKey\" : 1 }");
+        return true;
+      case BSON_TYPE_MINKEY:
+        out_->append("{ \"$minKey\" : 1 }");
+        return true;
+      default:
+        return false;  // not a BSON type (bson_iter_next lets none through)
+    }
+  }
+
+ private:
+  template <typename Int>
+  void AppendInteger(Int v) {
+    char buf[24];
+    auto r = std::to_chars(buf, buf + sizeof(buf), v);
+    out_->append(buf, static_cast<size_t>(r.ptr - buf));
+  }
+
+  // Relaxed: the bare number; canonical: the number as a string in
+  // `wrapper` ("{ \"$numberInt\" : \"").
+  template <typename Int>
+  void WriteInteger(Int v, const char* wrapper) {
+    if (!canonical_) {
+      AppendInteger(v);
+      return;
+    }
+    out_->append(wrapper);
+    AppendInteger(v);
+    out_->append("\" }");
+  }
+
+  void WriteDouble(double d) {
+    if (std::isnan(d) || std::isinf(d)) {
+      out_->append("{ \"$numberDouble\" : \"");
+      out_->append(std::isnan(d) ? "NaN" : d < 0 ? "-Infinity" : "Infinity");
+      out_->append("\" }");
+      return;
+    }
+    // to_chars with no format is the shortest text that from_chars (and
+    // strtod) reads back as exactly d, fixed or scientific, whichever is
+    // shorter.
+    char buf[32];
+    auto r = std::to_chars(buf, buf + sizeof(buf), d);
+    std::string_view text(buf, static_cast<size_t>(r.ptr - buf));
+    if (canonical_) out_->append("{ \"$numberDouble\" : \"");
+    out_->append(text);
+    // Without a point or an exponent it would read back as an integer.
+    if (text.find_first_of(".e") == std::string_view::npos) out_->append(".0");
+    if (canonical_) out_->append("\" }");
+  }
+
+  void WriteDate(int64_t ms) {
+    if (canonical_ || ms < 0 || ms > kMaxIsoDateMs) {
+      out_->append("{ \"$date\" : { \"$numberLong\" : \"");
+      AppendInteger(ms);
+      out_->append("\" } }");
+      return;
+    }
+    const time_t secs = static_cast<time_t>(ms / 1000);
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    char buf[40];
+    size_t n = std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+    out_->append("{ \"$date\" : \"").append(buf, n);
+    if (ms % 1000 != 0) {
+      std::snprintf(buf, sizeof(buf), ".%03d", static_cast<int>(ms % 1000));
+      out_->append(buf);
+    }
+    out_->append("Z\" }");
+  }
+
+  // A JSON string: '"', '\' and control characters escaped (as libbson
+  // does: \b \f \n \r \t, the others \u00XX), the rest as it is. False
+  // when s is not valid UTF-8 (NUL is allowed: BSON strings may hold it).
+  bool WriteString(const char* s, size_t len) {
+    if (!bson_utf8_validate(s, len, true)) return false;
+    out_->push_back('"');
+    size_t run = 0;  // start of the bytes not yet copied
+    for (size_t i = 0; i < len; i++) {
+      const unsigned char c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x20 && c != '"' && c != '\\') continue;
+      out_->append(s + run, i - run);
+      run = i + 1;
+      switch (c) {
+        case '"':
+          out_->append("\\\"");
+          break;
+        case '\\':
+          out_->append("\\\\");
+          break;
+        case '\b':
+          out_->append("\\b");
+          break;
+        case '\f':
+          out_->append("\\f");
+          break;
+        case '\n':
+          out_->append("\\n");
+          break;
+        case '\r':
+          out_->append("\\r");
+          break;
+        case '\t':
+          out_->append("\\t");
+          break;
+        default: {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out_->append(buf);
+        }
+      }
+    }
+    out_->append(s + run, len - run);
+    out_->push_back('"');
+    return true;
+  }
+
+  // RFC 4648 base64 with '=' padding, as the specification asks.
+  void AppendBase64(const uint8_t* data, size_t len) {
+    static constexpr char kAlphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t i = 0;
+    for (; i + 3 <= len; i += 3) {
+      const uint32_t v = (uint32_t{data[i]} << 16) | (uint32_t{data[i + 1]} << 8) | data[i + 2];
+      const char quad[4] = {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63], kAlphabet[(v >> 6) & 63],
+                            kAlphabet[v & 63]};
+      out_->append(quad, 4);
+    }
+    if (i < len) {
+      const bool two = i + 2 == len;
+      const uint32_t v = (uint32_t{data[i]} << 16) | (two ? uint32_t{data[i + 1]} << 8 : 0);
+      const char quad[4] = {kAlphabet[v >> 18], kAlphabet[(v >> 12) & 63],
+                            two ? kAlphabet[(v >> 6) & 63] : '=', '='};
+      out_->append(quad, 4);
+    }
+  }
+
+  const bool canonical_;
+  std::string* out_;
+};
+
 }  // namespace
+
+bool BsonToJson(const uint8_t* data, size_t size, JsonMode mode, std::string* out) {
+  out->clear();
+  if (data == nullptr || size < 5) return false;
+  // libbson writes the empty document as "{ }" at the top and "{  }" inside.
+  if (size == 5 && data[0] == 5 && data[1] == 0 && data[2] == 0 && data[3] == 0 && data[4] == 0) {
+    out->assign("{ }");
+    return true;
+  }
+  JsonWriter writer(mode, out);
+  return writer.WriteDocument(data, size, false, 1);
+}
 
 // ---------------------------------------------------------------- Document
 
@@ -459,16 +793,11 @@ void Document::View(bson_t* out) const {
   (void)ok;
 }
 
-std::string Document::ToJson() const {
-  bson_t b;
-  View(&b);
-  size_t len = 0;
-  char* json = bson_as_relaxed_extended_json(&b, &len);
-  // NULL only for bytes that are not valid BSON/UTF-8, which no
+std::string Document::ToJson(JsonMode mode) const {
+  std::string out;
+  // False only for bytes that are not valid BSON/UTF-8, which no
   // constructor lets in (FromTrustedBytes's caller promises validity).
-  if (json == nullptr) return "{}";
-  std::string out(json, len);
-  bson_free(json);
+  if (!BsonToJson(data(), size(), mode, &out)) return "{}";
   return out;
 }
 
@@ -614,24 +943,16 @@ const bson_value_t* Value::get() const { return &view_; }
 
 bson_type_t Value::type() const { return view_.value_type; }
 
-std::string Value::ToJson() const {
-  bson_t b;
-  bson_init_static(&b, reinterpret_cast<const uint8_t*>(doc_.data()), doc_.size());
-  size_t len = 0;
-  char* json = bson_as_relaxed_extended_json(&b, &len);
-  if (json == nullptr) return "null";
-  // libbson prints `{ "v" : <value> }`; keep just <value>.
-  std::string_view all(json, len);
-  constexpr std::string_view kPrefix = "{ \"v\" : ";
-  constexpr std::string_view kSuffix = " }";
-  std::string out;
-  if (all.size() >= kPrefix.size() + kSuffix.size() && all.substr(0, kPrefix.size()) == kPrefix &&
-      all.substr(all.size() - kSuffix.size()) == kSuffix) {
-    out.assign(all.substr(kPrefix.size(), all.size() - kPrefix.size() - kSuffix.size()));
-  } else {
-    out.assign(all);
+std::string Value::ToJson(JsonMode mode) const {
+  // doc_ is {"v": <value>}, made by our constructors.
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, reinterpret_cast<const uint8_t*>(doc_.data()), doc_.size()) ||
+      !bson_iter_next(&it)) {
+    return "null";
   }
-  bson_free(json);
+  std::string out;
+  JsonWriter writer(mode, &out);
+  if (!writer.WriteValue(&it, 1)) return "null";
   return out;
 }
 

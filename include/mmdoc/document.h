@@ -2,7 +2,8 @@
 //
 // Documents are BSON (libbson), so what mmdoc stores and exports is what
 // MongoDB's tools and drivers read. JSON in and out is MongoDB Extended JSON
-// (relaxed on output; canonical or relaxed on input).
+// v2: canonical or relaxed on input; relaxed on output unless canonical is
+// asked for (JsonMode).
 //
 // Limits, checked by every constructor that takes outside bytes:
 //   - a document is at most kMaxDocumentSize bytes (16 MiB, as MongoDB);
@@ -48,6 +49,30 @@ inline constexpr int kMaxNestingDepth = 100;
 
 class Value;
 
+// How ToJson writes Extended JSON v2 (MongoDB's specification, as
+// mongoexport --jsonFormat writes it). Both modes write doubles as the
+// shortest decimal that reads back as the same double (9.99, 0.1, 1e+300,
+// an integral one with ".0": 5.0, -0.0), and NaN and the infinities as
+// {"$numberDouble": "NaN"}. Layout is libbson's: { "k" : v, ... }.
+enum class JsonMode {
+  // For reading: int32 and int64 as plain numbers, doubles as numbers,
+  // dates from 1970 to 9999 as ISO-8601 strings. Reading it back can change
+  // a type: an int64 that fits in int32 comes back as int32.
+  kRelaxed,
+  // For moving data: every number and date in its type wrapper
+  // ({"$numberInt": "5"}, {"$numberLong": "5"}, {"$numberDouble": "5.0"},
+  // {"$date": {"$numberLong": "0"}}). Reading it back gives the same BSON
+  // bytes, except that every NaN comes back as the one quiet NaN (the
+  // specification writes them all as "NaN").
+  kCanonical,
+};
+
+// Writes the BSON document data[0, size) as Extended JSON on one line into
+// *out (replacing its contents). For bytes not known to be valid (a salvaged
+// page): false, with *out unspecified, when they are not a well-formed
+// document, nest deeper than kMaxNestingDepth or hold invalid UTF-8.
+bool BsonToJson(const uint8_t* data, size_t size, JsonMode mode, std::string* out);
+
 class Document {
  public:
   // The empty document {}.
@@ -72,8 +97,8 @@ class Document {
 
   // A read-only bson_t over this document's bytes, valid while *this lives.
   void View(bson_t* out) const;
-  // Relaxed Extended JSON on one line.
-  std::string ToJson() const;
+  // Extended JSON on one line (see JsonMode).
+  std::string ToJson(JsonMode mode = JsonMode::kRelaxed) const;
   // The value at a dotted path ("a.b.0.c"); NotFound when absent.
   Result<Value> Get(std::string_view dotted_path) const;
 
@@ -113,8 +138,8 @@ class Value {
   // A view of the value, valid while *this lives.
   const bson_value_t* get() const;
   bson_type_t type() const;
-  // Relaxed Extended JSON, e.g. "abc" -> "\"abc\"", ObjectId -> {"$oid":"..."}.
-  std::string ToJson() const;
+  // Extended JSON, e.g. "abc" -> "\"abc\"", ObjectId -> {"$oid":"..."}.
+  std::string ToJson(JsonMode mode = JsonMode::kRelaxed) const;
 
   // Same type and same bytes (1 and 1.0 differ here; queries compare
   // numbers numerically).

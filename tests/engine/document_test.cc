@@ -2,8 +2,13 @@
 // robustness against garbled BSON, and Value's copy/move.
 #include "mmdoc/document.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -311,6 +316,10 @@ TEST_CASE("Document: random mutations of valid BSON never crash", "[document]") 
       std::memcpy(&bytes[0], &len, 4);
     }
     auto r = Document::FromBson(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    // The JSON writer walks bytes not known to be valid too (salvage).
+    std::string json;
+    (void)BsonToJson(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
+                     JsonMode::kCanonical, &json);
     if (r.ok()) {
       ++accepted;
       // Whatever is accepted must be usable.
@@ -399,6 +408,330 @@ TEST_CASE("Value: copies and moves keep a valid view", "[document]") {
   Value doc2 = doc;
   doc = Value();
   CHECK(doc2.ToJson() == R"({ "k" : "v" })");
+}
+
+// ------------------------------------------------------- Extended JSON out
+
+std::string LibbsonJson(const Document& d, JsonMode mode) {
+  bson_t b;
+  d.View(&b);
+  char* json = mode == JsonMode::kCanonical ? bson_as_canonical_extended_json(&b, nullptr)
+                                            : bson_as_relaxed_extended_json(&b, nullptr);
+  REQUIRE(json != nullptr);
+  std::string out(json);
+  bson_free(json);
+  return out;
+}
+
+Document FromBuilt(bson_t* b) {
+  auto d = Document::FromBson(b);
+  bson_destroy(b);
+  REQUIRE(d.ok());
+  return std::move(d).value();
+}
+
+// A random string: ASCII, control characters, NUL and multi-byte UTF-8.
+std::string RandomText(std::mt19937_64& rng) {
+  static const char* const kPieces[] = {"a",  "Z",  " ",  "\"",     "\\",     "/",         "\n",
+                                        "\t", "\b", "\f", "\r",     "\x01",   "\x1f",      "\x7f",
+                                        "{",  "$",  "é",  "\u4e16", "\u00a0", "\U0001F600"};
+  std::string s;
+  const int n = static_cast<int>(rng() % 8);
+  for (int i = 0; i < n; ++i) s += kPieces[rng() % (sizeof(kPieces) / sizeof(kPieces[0]))];
+  if (rng() % 8 == 0) s.push_back('\0');
+  return s;
+}
+
+// Appends a random value of any type but double (libbson prints doubles
+// differently on purpose) and NaN-free, under `key`, nesting up to `depth`.
+void AppendRandomValue(bson_t* b, const std::string& key, std::mt19937_64& rng, int depth) {
+  const char* k = key.c_str();
+  const int klen = static_cast<int>(key.size());
+  bson_oid_t oid;
+  bson_oid_init_from_string(&oid, "5f1a2b3c4d5e6f7081920a1b");
+  switch (rng() % (depth > 0 ? 20 : 18)) {
+    case 0:
+      bson_append_int32(b, k, klen, static_cast<int32_t>(rng()));
+      break;
+    case 1:
+      bson_append_int64(b, k, klen, static_cast<int64_t>(rng()) >> (rng() % 64));
+      break;
+    case 2: {
+      std::string s = RandomText(rng);
+      bson_append_utf8(b, k, klen, s.data(), static_cast<int>(s.size()));
+      break;
+    }
+    case 3: {
+      // Dates before 1970, in 1970..9999 (with and without milliseconds)
+      // and after 9999: the relaxed/canonical split is at the ends.
+      static const int64_t kDates[] = {-62135596800000, -1000,          -1, 0, 1000, 1500000000123,
+                                       253402300799999, 253402300800000};
+      int64_t ms = rng() % 2 ? kDates[rng() % 8]
+                             : static_cast<int64_t>(rng() % 253402300800000ull) / 1000 * 1000;
+      if (ms > 253402300799999) ms = 253402300799999;  // libbson's relaxed differs beyond
+      bson_append_date_time(b, k, klen, ms);
+      break;
+    }
+    case 4:
+      bson_append_oid(b, k, klen, &oid);
+      break;
+    case 5: {
+      uint8_t data[7];
+      for (uint8_t& x : data) x = static_cast<uint8_t>(rng());
+      static const bson_subtype_t kSubtypes[] = {BSON_SUBTYPE_BINARY, BSON_SUBTYPE_UUID,
+                                                 BSON_SUBTYPE_MD5, BSON_SUBTYPE_USER,
+                                                 BSON_SUBTYPE_BINARY_DEPRECATED};
+      bson_append_binary(b, k, klen, kSubtypes[rng() % 5], data, static_cast<uint32_t>(rng() % 8));
+      break;
+    }
+    case 6: {
+      std::string pattern = RandomText(rng);
+      pattern.erase(std::remove(pattern.begin(), pattern.end(), '\0'), pattern.end());
+      bson_append_regex(b, k, klen, pattern.c_str(), rng() % 2 ? "imsx" : "");
+      break;
+    }
+    case 7:
+      bson_append_timestamp(b, k, klen, static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()));
+      break;
+    case 8:
+      bson_append_minkey(b, k, klen);
+      break;
+    case 9:
+      bson_append_maxkey(b, k, klen);
+      break;
+    case 10: {
+      static const char* const kDecimals[] = {"1.50",
+                                              "-0",
+                                              "1E+6144",
+                                              "-Infinity",
+                                              "NaN",
+                                              "0.000001",
+                                              "12345678901234567890123456789012"};
+      bson_decimal128_t d;
+      bson_decimal128_from_string(kDecimals[rng() % 7], &d);
+      bson_append_decimal128(b, k, klen, &d);
+      break;
+    }
+    case 11:
+      bson_append_bool(b, k, klen, rng() % 2);
+      break;
+    case 12:
+      bson_append_null(b, k, klen);
+      break;
+    case 13:
+      bson_append_undefined(b, k, klen);
+      break;
+    case 14: {
+      std::string code = RandomText(rng);
+      bson_append_code(b, k, klen, code.c_str());
+      break;
+    }
+    case 15: {
+      std::string sym = RandomText(rng);
+      bson_append_symbol(b, k, klen, sym.data(), static_cast<int>(sym.size()));
+      break;
+    }
+    case 16:
+      bson_append_dbpointer(b, k, klen, "db.coll", &oid);
+      break;
+    case 17: {
+      bson_t scope;
+      bson_init(&scope);
+      BSON_APPEND_INT32(&scope, "x", 1);
+      bson_append_code_with_scope(b, k, klen, "f()", &scope);
+      bson_destroy(&scope);
+      break;
+    }
+    default: {  // a subdocument or an array, possibly empty
+      const bool array = rng() % 2;
+      bson_t child;
+      if (array) {
+        bson_append_array_begin(b, k, klen, &child);
+      } else {
+        bson_append_document_begin(b, k, klen, &child);
+      }
+      const int n = static_cast<int>(rng() % 4);
+      for (int i = 0; i < n; ++i) {
+        std::string child_key = array ? std::to_string(i) : RandomText(rng) + std::to_string(i);
+        child_key.erase(std::remove(child_key.begin(), child_key.end(), '\0'), child_key.end());
+        AppendRandomValue(&child, child_key, rng, depth - 1);
+      }
+      if (array) {
+        bson_append_array_end(b, &child);
+      } else {
+        bson_append_document_end(b, &child);
+      }
+      break;
+    }
+  }
+}
+
+TEST_CASE("Document: ToJson prints what libbson prints, but for doubles", "[document][json]") {
+  uint64_t seed = test::Seed("json writer");
+  std::mt19937_64 rng(seed);
+  const int iterations = static_cast<int>(3000 * test::Scale());
+  for (int n = 0; n < iterations; ++n) {
+    bson_t* b = bson_new();
+    const int fields = static_cast<int>(rng() % 6);
+    for (int i = 0; i < fields; ++i) AppendRandomValue(b, "k" + std::to_string(i), rng, 3);
+    Document d = FromBuilt(b);
+    for (JsonMode mode : {JsonMode::kRelaxed, JsonMode::kCanonical}) {
+      const std::string json = d.ToJson(mode);
+      INFO("seed " << seed << " iteration " << n << " mode " << static_cast<int>(mode));
+      REQUIRE(json == LibbsonJson(d, mode));
+      std::string raw;
+      CHECK(BsonToJson(d.data(), d.size(), mode, &raw));
+      CHECK(raw == json);
+    }
+  }
+}
+
+TEST_CASE("Document: canonical JSON reads back as the same bytes", "[document][json]") {
+  // Every type, and the values where types change in relaxed mode.
+  Document d = Parse(R"json({"_id": {"$oid": "5f1a2b3c4d5e6f7081920a1b"},
+      "i32": 5, "i32min": -2147483648, "i64small": {"$numberLong": "5"},
+      "i64big": {"$numberLong": "-9223372036854775808"}, "i64max": {"$numberLong": "9223372036854775807"},
+      "d5": 5.0, "d999": 9.99, "d01": 0.1, "d1e300": 1e300, "dneg0": -0.0, "dmin": 5e-324,
+      "dmax": 1.7976931348623157e308, "dnan": {"$numberDouble": "NaN"},
+      "dinf": {"$numberDouble": "Infinity"}, "dninf": {"$numberDouble": "-Infinity"},
+      "dec": {"$numberDecimal": "1.50"}, "decnan": {"$numberDecimal": "NaN"},
+      "before1970": {"$date": {"$numberLong": "-62135596800000"}},
+      "after9999": {"$date": {"$numberLong": "253402300800001"}},
+      "ms": {"$date": "2017-07-14T02:40:00.123Z"},
+      "bin": {"$binary": {"base64": "AQID", "subType": "80"}},
+      "uuid": {"$binary": {"base64": "yO2rw/c4TKO2jauSqRR4ow==", "subType": "04"}},
+      "old": {"$binary": {"base64": "AQ==", "subType": "02"}},
+      "re": {"$regularExpression": {"pattern": "a\"b/c\\d", "options": "imx"}},
+      "ts": {"$timestamp": {"t": 4294967295, "i": 1}}, "min": {"$minKey": 1}, "max": {"$maxKey": 1},
+      "u": {"$undefined": true}, "code": {"$code": "f()"}, "cws": {"$code": "g()", "$scope": {"x": 1.0}},
+      "sym": {"$symbol": "s"}, "dbp": {"$dbPointer": {"$ref": "db.c", "$id": {"$oid": "5f1a2b3c4d5e6f7081920a1b"}}},
+      "s": "tab\t nul\u0000 é \u4e16", "t": true, "n": null,
+      "nested": {"a": [1, {"$numberLong": "2"}, 3.0, [], {}, [[{"b": {"$numberLong": "1"}}]]]}})json");
+  const std::string canonical = d.ToJson(JsonMode::kCanonical);
+  Document back = Parse(canonical);
+  CHECK(back.bytes() == d.bytes());
+  CHECK(back.ToJson(JsonMode::kCanonical) == canonical);
+  // Relaxed loses exactly what MongoDB's rule says: small int64 becomes int32.
+  Document relaxed = Parse(d.ToJson());
+  CHECK(relaxed.Get("i64small").value().type() == BSON_TYPE_INT32);
+  CHECK(relaxed.Get("i64big").value().type() == BSON_TYPE_INT64);
+  for (const char* same : {"d5", "d999", "d01", "d1e300", "dneg0", "dmin", "dmax", "dinf",
+                           "before1970", "after9999", "ms", "nested.a.2"}) {
+    INFO(same);
+    CHECK(relaxed.Get(same).value() == d.Get(same).value());
+  }
+}
+
+TEST_CASE("Value: doubles print as the shortest text that reads back", "[document][json]") {
+  const std::pair<double, const char*> kCases[] = {
+      {5.0, "5.0"},
+      {9.99, "9.99"},
+      {0.1, "0.1"},
+      {1e300, "1e+300"},
+      {-0.0, "-0.0"},
+      {0.0, "0.0"},
+      {1e16, "1e+16"},
+      {123456789.0, "123456789.0"},
+      {1.5, "1.5"},
+      {-2.25, "-2.25"},
+      {1e-7, "1e-07"},
+      {5e-324, "5e-324"},
+      {0.30000000000000004, "0.30000000000000004"},
+      {1.7976931348623157e308, "1.7976931348623157e+308"}};
+  for (const auto& [d, text] : kCases) {
+    INFO(text);
+    CHECK(Value::Double(d).ToJson() == text);
+    CHECK(Value::Double(d).ToJson(JsonMode::kCanonical) ==
+          std::string("{ \"$numberDouble\" : \"") + text + "\" }");
+  }
+  CHECK(Value::Double(std::numeric_limits<double>::quiet_NaN()).ToJson() ==
+        R"({ "$numberDouble" : "NaN" })");
+  CHECK(Value::Double(-std::numeric_limits<double>::infinity()).ToJson() ==
+        R"({ "$numberDouble" : "-Infinity" })");
+  CHECK(Value::Int64(5).ToJson() == "5");
+  CHECK(Value::Int64(5).ToJson(JsonMode::kCanonical) == R"({ "$numberLong" : "5" })");
+  CHECK(Value::Int32(-5).ToJson(JsonMode::kCanonical) == R"({ "$numberInt" : "-5" })");
+
+  // Random doubles (every bit pattern but NaN): each mode reads back as the
+  // same bits, and one significant digit fewer would not.
+  uint64_t seed = test::Seed("shortest doubles");
+  std::mt19937_64 rng(seed);
+  const int iterations = static_cast<int>(20000 * test::Scale());
+  for (int n = 0; n < iterations; ++n) {
+    uint64_t bits = rng();
+    double d;
+    if (n % 4 == 1) {  // near 1
+      bits = (bits & 0x800fffffffffffffull) | (uint64_t{rng() % 64 + 990} << 52);
+    } else if (n % 4 == 2) {  // integral
+      d = static_cast<double>(static_cast<int64_t>(rng()) >> (rng() % 64));
+      std::memcpy(&bits, &d, sizeof(d));
+    }
+    std::memcpy(&d, &bits, sizeof(d));
+    if (std::isnan(d) || std::isinf(d)) continue;
+    INFO("seed " << seed << " bits " << bits);
+    Value v = Value::Double(d);
+    const std::string text = v.ToJson();
+    auto relaxed = Value::FromJson(text);
+    REQUIRE(relaxed.ok());
+    CHECK(relaxed.value() == v);
+    auto canonical = Value::FromJson(v.ToJson(JsonMode::kCanonical));
+    REQUIRE(canonical.ok());
+    CHECK(canonical.value() == v);
+    // The significant digits, and whether fewer would do. (An integral
+    // double that to_chars writes in fixed notation, all its digits, is
+    // the shortest text; 19598812644682952.0 is shorter than
+    // 1.9598812644682952e+16.)
+    const bool integral_fixed = text.find('e') == std::string::npos && text.size() >= 2 &&
+                                text.compare(text.size() - 2, 2, ".0") == 0;
+    if (integral_fixed) {
+      CHECK(std::to_string(static_cast<long double>(d)).find(text.substr(0, text.size() - 2)) == 0);
+      continue;
+    }
+    std::string digits;
+    for (char c : text.substr(0, text.find('e'))) {
+      if (c >= '0' && c <= '9' && !(digits.empty() && c == '0')) digits.push_back(c);
+    }
+    while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+    if (digits.size() > 1) {
+      char shorter[40];
+      std::snprintf(shorter, sizeof(shorter), "%.*e", static_cast<int>(digits.size()) - 2, d);
+      CHECK(std::strtod(shorter, nullptr) != d);
+    }
+  }
+}
+
+TEST_CASE("Document: relaxed dates are ISO-8601 only from 1970 to 9999", "[document][json]") {
+  CHECK(Value::FromJson(R"({"$date": 0})").value().ToJson() ==
+        R"({ "$date" : "1970-01-01T00:00:00Z" })");
+  CHECK(Value::FromJson(R"({"$date": {"$numberLong": "253402300799999"}})").value().ToJson() ==
+        R"({ "$date" : "9999-12-31T23:59:59.999Z" })");
+  // libbson prints a five-digit year here that no reader reads back.
+  CHECK(Value::FromJson(R"({"$date": {"$numberLong": "253402300800000"}})").value().ToJson() ==
+        R"({ "$date" : { "$numberLong" : "253402300800000" } })");
+  CHECK(Value::FromJson(R"({"$date": {"$numberLong": "-1"}})").value().ToJson() ==
+        R"({ "$date" : { "$numberLong" : "-1" } })");
+  CHECK(Value::FromJson(R"({"$date": 0})").value().ToJson(JsonMode::kCanonical) ==
+        R"({ "$date" : { "$numberLong" : "0" } })");
+}
+
+TEST_CASE("Document: BsonToJson refuses bytes that are not a valid document", "[document][json]") {
+  std::string out;
+  const std::string bad_utf8("\x10\x00\x00\x00\x02s\x00\x03\x00\x00\x00\xff\xfe\x00\x00", 16);
+  CHECK_FALSE(BsonToJson(reinterpret_cast<const uint8_t*>(bad_utf8.data()), bad_utf8.size(),
+                         JsonMode::kRelaxed, &out));
+  const std::string deep = NestedBson(kMaxNestingDepth + 1);
+  CHECK_FALSE(BsonToJson(reinterpret_cast<const uint8_t*>(deep.data()), deep.size(),
+                         JsonMode::kRelaxed, &out));
+  const std::string ok = NestedBson(kMaxNestingDepth);
+  CHECK(
+      BsonToJson(reinterpret_cast<const uint8_t*>(ok.data()), ok.size(), JsonMode::kRelaxed, &out));
+  Document d = Parse(R"({"a": [1, 2], "b": "x"})");
+  std::string cut = d.bytes().substr(0, d.size() - 1);
+  CHECK_FALSE(BsonToJson(reinterpret_cast<const uint8_t*>(cut.data()), cut.size(),
+                         JsonMode::kRelaxed, &out));
+  CHECK_FALSE(BsonToJson(nullptr, 0, JsonMode::kRelaxed, &out));
+  CHECK(BsonToJson(Document().data(), Document().size(), JsonMode::kCanonical, &out));
+  CHECK(out == "{ }");
 }
 
 }  // namespace
