@@ -43,7 +43,7 @@ bool ParseSort(const std::string& spec, FindOptions* o) {
 
 }  // namespace
 
-int RunGet(const CommonArgs& c, const std::string& id_arg) {
+int RunGet(const CommonArgs& c, const std::string& id_arg, const std::string& json_mode) {
   auto id = Value::FromJson(id_arg);
   if (!id.ok()) {
     // A bare word is a string; something that meant to be JSON is an error.
@@ -65,7 +65,7 @@ int RunGet(const CommonArgs& c, const std::string& id_arg) {
     return FailStatus("get", doc.status());
   }
   std::string json;
-  if (!BsonToJson(doc->data(), doc->size(), &json)) {
+  if (!BsonToJson(doc->data(), doc->size(), &json, ParseJsonMode(json_mode))) {
     return Fail(kExitBadInput, "get", "document cannot be written as JSON");
   }
   std::printf("%s\n", json.c_str());
@@ -113,10 +113,11 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
   }
   auto cursor = (*txn)->Find(c.collection, *filter, options);
   if (!cursor.ok()) return FailStatus("find", cursor.status());
+  const DocFormat format{false, ParseJsonMode(a.json_mode)};
   std::string json;
   std::string error;
   while ((*cursor)->Next()) {
-    if (!WriteDoc(stdout, false, (*cursor)->raw(), &json, &error)) {
+    if (!WriteDoc(stdout, format, (*cursor)->raw(), &json, &error)) {
       return Fail(kExitBadInput, "find", error);
     }
   }

@@ -1,5 +1,6 @@
 // The commands that move collections in and out of a database: import
-// (JSON lines or BSON) and export (the same, and --salvage).
+// (JSON documents, one after another or in an array, or BSON) and export
+// (JSON lines in either Extended JSON mode, or BSON; and --salvage).
 #include <unistd.h>
 
 #include <cerrno>
@@ -93,37 +94,24 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
 }
 
-int ImportJson(FILE* in, const std::string& what, Loader* loader, Progress* progress) {
-  char* buf = nullptr;
-  size_t cap = 0;
-  uint64_t line_no = 0;
-  uint64_t bytes = 0;
-  int code = kExitOk;
+// JSON documents one after another or in one array (JsonDocumentStream).
+// An error names the document by its number and the line it starts on.
+int ImportJson(FILE* in, const std::string& what, bool json_array, Loader* loader,
+               Progress* progress) {
+  JsonDocumentStream stream(in, json_array);
+  std::string text;
   for (;;) {
-    ssize_t n = getline(&buf, &cap, in);
-    if (n < 0) break;
-    ++line_no;
-    bytes += static_cast<uint64_t>(n);
-    std::string_view line(buf, static_cast<size_t>(n));
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
-    if (IsBlank(line)) continue;
-    auto doc = Document::FromJson(line);
-    if (!doc.ok()) {
-      code =
-          FailInsert(loader, what + ": line " + std::to_string(line_no), JsonError(doc.status()));
-      break;
-    }
+    JsonDocumentStream::Next next = stream.Read(&text);
+    if (next == JsonDocumentStream::Next::kEnd) return kExitOk;
+    const std::string where = what + ": document " + std::to_string(stream.document()) +
+                              " at line " + std::to_string(stream.line());
+    if (next == JsonDocumentStream::Next::kError) return FailInsert(loader, where, stream.error());
+    auto doc = Document::FromJson(text);
+    if (!doc.ok()) return FailInsert(loader, where, JsonError(doc.status()));
     Status s = loader->Add(*doc);
-    if (!s.ok()) {
-      code = FailInsert(loader, what + ": line " + std::to_string(line_no), Describe(s));
-      break;
-    }
-    progress->Update(bytes, loader->inserted());
+    if (!s.ok()) return FailInsert(loader, where, Describe(s));
+    progress->Update(stream.bytes(), loader->inserted());
   }
-  bool read_error = code == kExitOk && std::ferror(in);
-  std::free(buf);
-  if (read_error) return Fail(kExitBadInput, what, std::strerror(errno));
-  return code;
 }
 
 int ImportBson(FILE* in, const std::string& what, Loader* loader, Progress* progress) {
@@ -165,7 +153,7 @@ int ImportBson(FILE* in, const std::string& what, Loader* loader, Progress* prog
 // root, skips every page that fails its checksum or structure (with the
 // subtree below it), and hands over each intact document, in _id order.
 // The number lost is the collection's document count less those read.
-int Salvage(DB* db, const CommonArgs& c, Output* out, bool bson) {
+int Salvage(DB* db, const CommonArgs& c, Output* out, const DocFormat& format) {
   const std::string what = "export --salvage";
   uint64_t written = 0;
   uint64_t unwritable = 0;  // read, but not valid UTF-8 for JSON
@@ -177,7 +165,7 @@ int Salvage(DB* db, const CommonArgs& c, Output* out, bool bson) {
       c.collection,
       [&](std::string_view raw) {
         if (!write_error.empty()) return;  // the walk cannot be stopped
-        if (WriteDoc(out->get(), bson, raw, &json, &error)) {
+        if (WriteDoc(out->get(), format, raw, &json, &error)) {
           ++written;
         } else if (std::ferror(out->get())) {
           write_error = error;
@@ -227,16 +215,13 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   std::rewind(in);
   InputFormat format = SniffFormat(head, size);
   if (format == InputFormat::kEmpty) return Fail(kExitBadInput, what, "file is empty");
-  if (a.format == "bson" || (a.format == "auto" && EndsWith(a.file, ".bson"))) {
-    format = InputFormat::kBson;
-  } else if (a.format == "json") {
-    format = InputFormat::kJson;
+  if (a.json_array && a.format == "bson") {
+    return Fail(kExitBadInput, "import: usage", "--json-array reads JSON, not --format bson");
   }
-  if (format == InputFormat::kJsonArray) {
-    return Fail(kExitBadInput, what,
-                "a JSON array; give one document per line (as mongoexport "
-                "writes without "
-                "--jsonArray)");
+  if (a.format == "bson" || (a.format == "auto" && !a.json_array && EndsWith(a.file, ".bson"))) {
+    format = InputFormat::kBson;
+  } else if (a.format == "json" || a.json_array) {
+    format = InputFormat::kJson;
   }
   if (format == InputFormat::kUnknown) {
     return Fail(kExitBadInput, what,
@@ -250,7 +235,7 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   Loader loader(db.get(), c.collection, a.batch, false);
   Progress progress("import", size, a.progress && isatty(STDERR_FILENO));
   code = format == InputFormat::kBson ? ImportBson(in, what, &loader, &progress)
-                                      : ImportJson(in, what, &loader, &progress);
+                                      : ImportJson(in, what, a.json_array, &loader, &progress);
   if (code != kExitOk) return code;
   Status s = loader.Flush();
   progress.Finish();
@@ -263,7 +248,7 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
 }
 
 int RunExport(const CommonArgs& c, const ExportArgs& a) {
-  const bool bson = a.format == "bson";
+  const DocFormat format{a.format == "bson", ParseJsonMode(a.json_mode)};
   int code = kExitOk;
   auto db = OpenDb(c, false, &code);
   if (!db) return code;
@@ -281,11 +266,11 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
   Output out;
   std::string error;
   if (!out.Open(a.output, &error)) return Fail(kExitBadInput, a.output, error);
-  if (bson && out.is_terminal()) {
+  if (format.bson && out.is_terminal()) {
     return Fail(kExitBadInput, "export",
                 "will not write BSON to a terminal; use -o FILE or redirect stdout");
   }
-  if (a.salvage) return Salvage(db.get(), c, &out, bson);
+  if (a.salvage) return Salvage(db.get(), c, &out, format);
 
   auto txn = db->BeginRead();
   if (!txn.ok()) return FailStatus("export", txn.status());
@@ -296,7 +281,7 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
   std::string json;
   uint64_t n = 0;
   while ((*cursor)->Next()) {
-    if (!WriteDoc(out.get(), bson, (*cursor)->raw(), &json, &error)) {
+    if (!WriteDoc(out.get(), format, (*cursor)->raw(), &json, &error)) {
       return Fail(kExitBadInput, "export", error);
     }
     ++n;

@@ -38,11 +38,13 @@ struct FindArgs {
   int64_t skip = 0;
   std::vector<std::string> project;
   bool explain = false;
+  std::string json_mode = "relaxed";  // relaxed or canonical Extended JSON
 };
 
 struct ImportArgs {
   std::string file;
   std::string format = "auto";  // auto, json or bson
+  bool json_array = false;      // the file must be one JSON array
   uint64_t batch = 1000;        // documents per transaction
   bool progress = true;         // when stderr is a terminal
 };
@@ -50,12 +52,13 @@ struct ImportArgs {
 struct ExportArgs {
   std::string format = "json";  // json or bson
   std::string output;           // -o; empty means stdout
+  std::string json_mode = "relaxed";
   bool salvage = false;
   bool progress = true;
 };
 
 int RunInsert(const CommonArgs& c, const InsertArgs& a);
-int RunGet(const CommonArgs& c, const std::string& id);
+int RunGet(const CommonArgs& c, const std::string& id, const std::string& json_mode);
 int RunFind(const CommonArgs& c, const FindArgs& a);
 // With upsert, inserts when nothing matches and prints the new _id as
 // "upserted".

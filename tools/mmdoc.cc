@@ -16,8 +16,10 @@ namespace {
 
 constexpr const char* kFooter =
     R"(Documents are JSON (MongoDB relaxed or canonical Extended JSON) on input and
-relaxed Extended JSON on output, one document per line. Every command takes
--c COLL (default: the collection named "default").
+Extended JSON on output, one document per line: relaxed (readable; an int64
+may read back as int32) or, with --json-mode canonical, canonical (reads back
+as exactly the same BSON). Every command takes -c COLL (default: the
+collection named "default").
 
 Exit status: 0 success; 1 not found (get, index drop, export or stats -c of
 a missing collection), a failed check, or a salvage that could not read
@@ -48,6 +50,16 @@ bool Contains(const std::vector<std::string>& v, const std::string& s) {
 
 // Every command's -c, to tell after parsing whether one was given.
 std::vector<CLI::Option*> collection_options;
+
+// Adds --json-mode to a command that prints documents.
+void AddJsonMode(CLI::App* cmd, std::string* mode) {
+  cmd->add_option("--json-mode", *mode,
+                  "Extended JSON mode: relaxed (plain numbers and ISO dates; an int64 may read "
+                  "back as int32) or canonical (types kept: {\"$numberLong\": \"5\"}; reads "
+                  "back as exactly the same BSON), as mongoexport --jsonFormat")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"relaxed", "canonical"}));
+}
 
 // Adds DB, -c and --durability to a command.
 void AddCommon(CLI::App* cmd, CommonArgs* c) {
@@ -101,6 +113,7 @@ int Main(int argc, char** argv) {
                    "holding it has returned (durable as --durability says)");
 
   std::string id;
+  std::string get_json_mode = "relaxed";
   CLI::App* get = app.add_subcommand("get",
                                      "Print the document with this _id as one line of "
                                      "JSON; exit 1 when there is none.");
@@ -110,6 +123,7 @@ int Main(int argc, char** argv) {
                   "bare word that is "
                   "not JSON is taken as a string")
       ->required();
+  AddJsonMode(get, &get_json_mode);
 
   FindArgs find_args;
   CLI::App* find = app.add_subcommand("find", "Print the documents matching FILTER, one per line.");
@@ -137,6 +151,7 @@ int Main(int argc, char** argv) {
                  "Print the plan (index or full scan, keys and documents "
                  "examined) as JSON "
                  "instead of the documents");
+  AddJsonMode(find, &find_args.json_mode);
 
   std::string filter = "{}";
   std::string update_doc;
@@ -192,14 +207,21 @@ int Main(int argc, char** argv) {
   bool no_progress = false;
   CLI::App* import =
       app.add_subcommand("import",
-                         "Insert the documents of FILE: JSON lines (as mongoexport writes) or "
-                         "concatenated BSON "
-                         "(as mongodump writes; by a .bson extension or by content).");
+                         "Insert the documents of FILE: JSON documents one after another (one "
+                         "per line as mongoexport writes, or pretty-printed over many lines), a "
+                         "JSON array of documents (as mongoexport --jsonArray writes; found by "
+                         "its '['), or concatenated BSON (as mongodump writes; by a .bson "
+                         "extension or by content). A UTF-8 byte order mark is skipped. On a bad "
+                         "document K (exit 2) the documents before K are committed and nothing "
+                         "after.");
   AddCommon(import, &c);
   import->add_option("FILE", import_args.file, "File to read")->required();
   import->add_option("--format", import_args.format, "auto, json or bson")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "json", "bson"}));
+  import->add_flag("--json-array,--jsonArray", import_args.json_array,
+                   "FILE must be one JSON array of documents (an array is also read without "
+                   "this flag)");
   import->add_option("--batch", import_args.batch, "Documents per transaction")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -215,6 +237,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"json", "bson"}));
   exp->add_option("-o,--output", export_args.output, "Output file (default: stdout)");
+  AddJsonMode(exp, &export_args.json_mode);
   exp->add_flag("--salvage", export_args.salvage,
                 "Read every intact document of the collection from a damaged file "
                 "(DB::Salvage: a walk of its _id tree that skips damaged pages); say on "
@@ -256,7 +279,7 @@ int Main(int argc, char** argv) {
   import_args.progress = !no_progress;
   export_args.progress = !no_progress;
   if (insert->parsed()) return RunInsert(c, insert_args);
-  if (get->parsed()) return RunGet(c, id);
+  if (get->parsed()) return RunGet(c, id, get_json_mode);
   if (find->parsed()) {
     for (const auto& [name, text, value] : {std::tuple{"--limit", &limit, &find_args.limit},
                                             std::tuple{"--skip", &skip, &find_args.skip}}) {

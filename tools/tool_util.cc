@@ -1,7 +1,5 @@
 #include "tools/tool_util.h"
 
-#include <bson/bson.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -75,15 +73,21 @@ std::optional<Document> ParseDocArg(std::string_view what, const std::string& js
 
 std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
 
-bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json, std::string* error) {
-  if (bson) {
+JsonMode ParseJsonMode(const std::string& name) {
+  return name == "canonical" ? JsonMode::kCanonical : JsonMode::kRelaxed;
+}
+
+bool WriteDoc(FILE* out, const DocFormat& format, std::string_view raw, std::string* json,
+              std::string* error) {
+  if (format.bson) {
     if (std::fwrite(raw.data(), 1, raw.size(), out) != raw.size()) {
       *error = std::strerror(errno);
       return false;
     }
     return true;
   }
-  if (!BsonToJson(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), json)) {
+  if (!BsonToJson(reinterpret_cast<const uint8_t*>(raw.data()), raw.size(), json,
+                  format.json_mode)) {
     *error = "document cannot be written as JSON (invalid UTF-8?)";
     return false;
   }
@@ -114,15 +118,8 @@ bool ParseInt64(std::string_view text, int64_t* out) {
   return !text.empty() && ec == std::errc() && ptr == end;
 }
 
-bool BsonToJson(const uint8_t* data, size_t size, std::string* out) {
-  bson_t b;
-  if (!bson_init_static(&b, data, size)) return false;
-  size_t len = 0;
-  char* json = bson_as_relaxed_extended_json(&b, &len);
-  if (json == nullptr) return false;
-  out->assign(json, len);
-  bson_free(json);
-  return true;
+bool BsonToJson(const uint8_t* data, size_t size, std::string* out, JsonMode mode) {
+  return mmdoc::BsonToJson(data, size, mode, out);
 }
 
 Progress::Progress(std::string label, uint64_t total, bool enabled)

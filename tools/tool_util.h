@@ -50,9 +50,21 @@ std::optional<Document> ParseDocArg(std::string_view what, const std::string& js
 // s in double quotes.
 std::string Quote(std::string_view s);
 
-// Writes one document in `format` ("json" or "bson"). False on a write
-// error or a document that cannot be written as JSON (*error says which).
-bool WriteDoc(FILE* out, bool bson, std::string_view raw, std::string* json, std::string* error);
+// How a command writes documents: BSON, or Extended JSON in one of its
+// modes (--format, --json-mode).
+struct DocFormat {
+  bool bson = false;
+  JsonMode json_mode = JsonMode::kRelaxed;
+};
+
+// Parses --json-mode's "relaxed" or "canonical" (CLI11 has checked it).
+JsonMode ParseJsonMode(const std::string& name);
+
+// Writes one document as `format` says, a JSON document on a line of its
+// own. False on a write error or a document that cannot be written as
+// JSON (*error says which).
+bool WriteDoc(FILE* out, const DocFormat& format, std::string_view raw, std::string* json,
+              std::string* error);
 
 // Why `path` is not a dotted field path ("a", "a.b.c"), or "" when it is
 // one: it is empty, has an empty part ("a..b", ".a", "a."), or has a part
@@ -64,9 +76,10 @@ std::string FieldPathProblem(std::string_view path);
 // values out of range (rather than saturating or wrapping around).
 bool ParseInt64(std::string_view text, int64_t* out);
 
-// Relaxed Extended JSON of one BSON document, on one line. False when the
-// bytes are not a valid document or hold invalid UTF-8.
-bool BsonToJson(const uint8_t* data, size_t size, std::string* out);
+// Extended JSON of one BSON document, on one line (mmdoc::BsonToJson).
+// False when the bytes are not a valid document or hold invalid UTF-8.
+bool BsonToJson(const uint8_t* data, size_t size, std::string* out,
+                JsonMode mode = JsonMode::kRelaxed);
 
 // A progress bar on stderr, drawn only when `enabled` (the caller passes
 // isatty(stderr)) and only once the job has run for half a second, so

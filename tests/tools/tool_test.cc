@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -423,8 +424,9 @@ TEST_CASE("tool: import of empty, binary and malformed files", "[tools]") {
   binary[4] = '\x42';  // not a BSON type
   WriteFile(dir.File("image.png"), binary);
   ExpectError(RunTool({"import", db, dir.File("image.png")}), 2, {"image.png", "neither JSON"});
-  WriteFile(dir.File("array.json"), "[{\"a\": 1}]\n");
-  ExpectError(RunTool({"import", db, dir.File("array.json")}), 2, {"array"});
+  WriteFile(dir.File("array.json"), "[1, 2]\n");  // an array, but not of documents
+  ExpectError(RunTool({"import", db, dir.File("array.json")}), 2,
+              {"array.json", "document 1", "expected a document"});
   WriteFile(dir.File("bad.json"), "{\"_id\": 1}\n{\"_id\": 2}\n{\"_id\"\n");
   ExpectError(RunTool({"import", db, dir.File("bad.json")}), 2,
               {"bad.json", "line 3", "invalid JSON"});
@@ -499,6 +501,198 @@ TEST_CASE("tool: export and import round trip", "[tools]") {
     ExpectCheckOk(copy2);
   }
   ExpectError(RunTool({"export", db, "-c", "nope"}), 1, {"nope"});
+}
+
+// One document of every BSON type whose JSON is delicate, built with
+// libbson so that the types are exactly these whatever the JSON reader does.
+std::string EveryTypeBson(int id) {
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "_id", id);
+  BSON_APPEND_INT32(&b, "i32", -2147483647 - 1);
+  BSON_APPEND_INT64(&b, "i64small", 5);
+  BSON_APPEND_INT64(&b, "i64big", 9007199254740993LL);
+  const double doubles[] = {5.0,
+                            9.99,
+                            0.1,
+                            1e300,
+                            -0.0,
+                            std::numeric_limits<double>::quiet_NaN(),
+                            std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(),
+                            5e-324,
+                            123456789012345680000.0};
+  bson_t arr;
+  BSON_APPEND_ARRAY_BEGIN(&b, "doubles", &arr);
+  for (size_t i = 0; i < sizeof(doubles) / sizeof(doubles[0]); ++i) {
+    BSON_APPEND_DOUBLE(&arr, std::to_string(i).c_str(), doubles[i]);
+  }
+  bson_append_array_end(&b, &arr);
+  bson_decimal128_t dec;
+  bson_decimal128_from_string("1234.5670", &dec);
+  BSON_APPEND_DECIMAL128(&b, "dec", &dec);
+  BSON_APPEND_DATE_TIME(&b, "before1970", -62135596800000LL);
+  BSON_APPEND_DATE_TIME(&b, "after9999", 253402300800001LL);
+  BSON_APPEND_DATE_TIME(&b, "now", 1500000000123LL);
+  bson_oid_t oid;
+  bson_oid_init_from_string(&oid, "5f1a2b3c4d5e6f7081920a1b");
+  BSON_APPEND_OID(&b, "oid", &oid);
+  const uint8_t bytes[] = {0, 1, 2, 0xff};
+  BSON_APPEND_BINARY(&b, "bin", BSON_SUBTYPE_BINARY, bytes, 4);
+  BSON_APPEND_BINARY(&b, "uuid", BSON_SUBTYPE_UUID, bytes, 4);
+  BSON_APPEND_REGEX(&b, "re", "^a\"b/c\\d", "imx");
+  BSON_APPEND_TIMESTAMP(&b, "ts", 4294967295u, 7);
+  BSON_APPEND_MINKEY(&b, "min");
+  BSON_APPEND_MAXKEY(&b, "max");
+  bson_t sub, inner;
+  BSON_APPEND_DOCUMENT_BEGIN(&b, "nested", &sub);
+  BSON_APPEND_ARRAY_BEGIN(&sub, "a", &inner);
+  BSON_APPEND_INT64(&inner, "0", 1);
+  BSON_APPEND_DOUBLE(&inner, "1", 2.0);
+  BSON_APPEND_UTF8(&inner, "2", "t\u00e9\tx");
+  bson_append_array_end(&sub, &inner);
+  BSON_APPEND_DOCUMENT_BEGIN(&sub, "d", &inner);
+  BSON_APPEND_INT64(&inner, "deep", -1);
+  bson_append_document_end(&sub, &inner);
+  bson_append_document_end(&b, &sub);
+  std::string out(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  return out;
+}
+
+TEST_CASE("tool: export --json-mode canonical round-trips every type exactly", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("src.mmdb");
+  WriteFile(dir.File("src.bson"), EveryTypeBson(1) + EveryTypeBson(2));
+  MustRun({"import", db, dir.File("src.bson")});
+  MustRun({"export", db, "--format", "bson", "-o", dir.File("src-again.bson")});
+  const std::vector<std::string> original = ReadBsonFile(dir.File("src-again.bson"));
+  REQUIRE(original == ReadBsonFile(dir.File("src.bson")));
+
+  // canonical: export, import into a new database, export again.
+  MustRun({"export", db, "--json-mode", "canonical", "-o", dir.File("c.json")});
+  const std::string canonical = ReadFile(dir.File("c.json"));
+  CHECK(Lines(canonical).size() == 2);
+  CHECK(Contains(canonical, R"("i64small" : { "$numberLong" : "5" })"));
+  CHECK(Contains(canonical, R"({ "$numberDouble" : "9.99" })"));
+  CHECK(
+      Contains(canonical, R"("after9999" : { "$date" : { "$numberLong" : "253402300800001" } })"));
+  const std::string copy = dir.File("copy.mmdb");
+  MustRun({"import", copy, dir.File("c.json")});
+  MustRun({"export", copy, "--format", "bson", "-o", dir.File("copy.bson")});
+  CHECK(ReadBsonFile(dir.File("copy.bson")) == original);  // byte-identical BSON
+  CHECK(MustRun({"export", copy, "--json-mode", "canonical"}).out == canonical);
+  ExpectCheckOk(copy);
+
+  // relaxed (the default, as mongoexport's): readable, shortest doubles,
+  // and a small int64 comes back as int32, as MongoDB's rule has it.
+  Run relaxed = MustRun({"export", db});
+  CHECK(MustRun({"export", db, "--json-mode", "relaxed"}).out == relaxed.out);
+  CHECK(Contains(relaxed.out, R"("i64small" : 5,)"));
+  CHECK(Contains(relaxed.out, R"("doubles" : [ 5.0, 9.99, 0.1, 1e+300, -0.0, )"));
+  CHECK_FALSE(Contains(relaxed.out, "9.9900000000000002132"));
+  CHECK(Contains(relaxed.out, R"("now" : { "$date" : "2017-07-14T02:40:00.123Z" })"));
+  WriteFile(dir.File("r.json"), relaxed.out);
+  const std::string lossy = dir.File("lossy.mmdb");
+  MustRun({"import", lossy, dir.File("r.json")});
+  CHECK(CountOf(lossy, R"({"i64small": {"$type": "int"}})") == 2);
+  CHECK(CountOf(lossy, R"({"i64big": {"$type": "long"}, "doubles.1": 9.99})") == 2);
+
+  // find and get print the same way.
+  CHECK(MustRun({"find", db, "{}", "--json-mode", "canonical"}).out == canonical);
+  CHECK(MustRun({"get", db, "1", "--json-mode", "canonical"}).out == Lines(canonical)[0] + "\n");
+  CHECK(MustRun({"get", db, "1"}).out == Lines(relaxed.out)[0] + "\n");
+  CHECK(Contains(MustRun({"export", db, "--salvage", "--json-mode", "canonical"}).out,
+                 "$numberLong"));
+  for (const char* cmd : {"get", "find", "export"}) {
+    CHECK(Contains(MustRun({cmd, "--help"}).out, "--json-mode"));
+    ExpectError(RunTool({cmd, db, "--json-mode", "loose"}), 2, {"--json-mode"});
+  }
+}
+
+TEST_CASE("tool: import reads JSON arrays, pretty-printed documents and a BOM", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  // mongoexport --jsonArray --pretty, with a byte order mark.
+  WriteFile(dir.File("array.json"),
+            "\xEF\xBB\xBF[\n  {\n    \"_id\": 1,\n    \"s\": \"} { [\\\" ]\"\n  },\n"
+            "  {\"_id\": 2, \"a\": [{\"b\": 1}, []]}\n]\n");
+  MustRun({"import", db, dir.File("array.json")});
+  CHECK(CountOf(db) == 2);
+  CHECK(Contains(MustRun({"get", db, "1"}).out, R"("s" : "} { [\" ]")"));
+  // Pretty-printed documents one after another (mongosh, jq), and two on a line.
+  WriteFile(dir.File("pretty.json"),
+            "{\n  \"_id\": 3,\n  \"n\": {\n    \"x\": [\n      1,\n      2\n    ]\n  }\n}\n"
+            "\n{\"_id\": 4}{\"_id\": 5}\n");
+  MustRun({"import", db, dir.File("pretty.json")});
+  CHECK(CountOf(db, R"({"n.x": 2})") == 1);
+  CHECK(CountOf(db) == 5);
+  // JSON lines with a byte order mark, and --json-array (or --jsonArray).
+  WriteFile(dir.File("bom.json"), "\xEF\xBB\xBF{\"_id\": 6}\n{\"_id\": 7}\n");
+  MustRun({"import", db, dir.File("bom.json")});
+  WriteFile(dir.File("flat.json"), "[{\"_id\": 8},{\"_id\": 9}]");
+  MustRun({"import", db, dir.File("flat.json"), "--json-array"});
+  WriteFile(dir.File("empty-array.json"), "[ ]\n");
+  MustRun({"import", db, dir.File("empty-array.json"), "--jsonArray"});
+  CHECK(CountOf(db) == 9);
+  ExpectError(RunTool({"import", db, dir.File("bom.json"), "--json-array"}), 2,
+              {"bom.json", "document 1 at line 1", "--json-array"});
+  ExpectError(RunTool({"import", db, dir.File("flat.json"), "--json-array", "--format", "bson"}), 2,
+              {"--json-array"});
+  CHECK(CountOf(db) == 9);
+  CHECK(Contains(MustRun({"import", "--help"}).out, "--json-array"));
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: bad JSON in an array or a pretty-printed file: exit 2, one line", "[tools]") {
+  struct Case {
+    const char* name;
+    std::string text;
+    uint64_t kept;  // documents before the bad one
+    std::vector<std::string> parts;
+  };
+  const std::vector<Case> cases = {
+      {"pretty.json",
+       "{\n  \"_id\": 1\n}\n{\n  \"_id\": 2\n}\n{\n  \"_id\": 3,\n  oops\n}\n{\"_id\": 4}\n",
+       2,
+       {"document 3 at line 7", "invalid JSON"}},
+      {"array.json",
+       "[\n{\"_id\": 1},\n{\"_id\": 2},\n{\"_id\" 3},\n{\"_id\": 4}\n]\n",
+       2,
+       {"document 3 at line 4", "invalid JSON"}},
+      {"element.json",
+       "[{\"_id\": 1}, 2, {\"_id\": 3}]",
+       1,
+       {"document 2 at line 1", "expected a document", "'2'"}},
+      {"comma.json", "[{\"_id\": 1} {\"_id\": 2}]", 1, {"document 2", "expected ',' or ']'"}},
+      {"trailing.json", "[{\"_id\": 1},\n]", 1, {"document 2 at line 2", "']'"}},
+      {"open.json", "[{\"_id\": 1},\n{\"_id\": 2}\n", 2, {"document 3 at line 3", "not closed"}},
+      {"after.json", "[{\"_id\": 1}]\n{\"_id\": 2}\n", 1, {"after the end of the array"}},
+      {"string.json",
+       "{\"_id\": 1}\n{\"_id\": 2, \"s\": \"abc}\n{\"_id\": 3}\n",
+       1,
+       {"document 2 at line 2", "string is not closed"}},
+      {"unclosed.json",
+       "{\"_id\": 1}\n{\"_id\": 2,\n",
+       1,
+       {"document 2 at line 2", "invalid JSON", "not closed"}},
+      {"dup.json", "[{\"_id\": 1},\n {\"_id\": 1}]", 1, {"document 2 at line 2", "duplicate _id"}},
+      {"garbage.json", "{\"_id\": 1}\nhello\n", 1, {"document 2 at line 2", "'h'"}},
+  };
+  for (const Case& c : cases) {
+    for (const char* batch : {"1", "1000"}) {
+      INFO(c.name << " batch " << batch);
+      TempDir dir;
+      const std::string db = dir.File("t.mmdb");
+      MustRun({"insert", db}, "{\"_id\": 0}\n");
+      WriteFile(dir.File(c.name), c.text);
+      std::vector<std::string> parts = c.parts;
+      parts.push_back(c.name);
+      ExpectError(RunTool({"import", db, dir.File(c.name), "--batch", batch}), 2, parts);
+      CHECK(CountOf(db) == 1 + c.kept);  // exactly the documents before it
+      ExpectCheckOk(db);
+    }
+  }
 }
 
 TEST_CASE("tool: import in batches of many documents", "[tools]") {
