@@ -1517,6 +1517,9 @@ Status CollectEqualities(bson_iter_t* it, PathTree* base) {
       continue;
     }
     if (!key.empty() && key[0] == '$') continue;  // $nor, $comment, ...
+    // {a: /re/} is a pattern to match, not a value to insert (MongoDB
+    // leaves it out of an upsert's document; {a: {$eq: /re/}} keeps it).
+    if (v->value_type == BSON_TYPE_REGEX) continue;
     std::string_view first = FirstKey(v);
     if (first.empty() || first[0] != '$') {
       MMDOC_RETURN_IF_ERROR(add(key, v));

@@ -63,6 +63,15 @@ TEST_CASE("upsert: inserts the filter's equalities with the update applied", "[u
         Json(J(R"({"_id": 5, "a": 1, "c": {"d": "x"}, "e": 2, "n": 2, "f": 3})")));
 }
 
+TEST_CASE("upsert: a regex in the filter is a pattern, not a value to insert", "[update][upsert]") {
+  TestDB db(Fast());
+  auto r = db->UpdateOne("c", J(R"({"_id": 8, "name": {"$regex": "^a"}, "k": 1})"),
+                         J(R"({"$set": {"n": 1}})"), Upsert());
+  REQUIRE(r.ok());
+  REQUIRE(r->upserted_id.has_value());
+  CHECK(Json(Only(db)) == Json(J(R"({"_id": 8, "k": 1, "n": 1})")));
+}
+
 TEST_CASE("upsert: an ObjectId _id when the filter has no _id equality", "[update][upsert]") {
   TestDB db(Fast());
   auto r = db->UpdateMany("c", J(R"({"_id": {"$gt": 1}, "k": "x", "$and": [{"m": 2}]})"),
