@@ -218,6 +218,22 @@ Result<std::unique_ptr<Node>> RegexPred(std::string_view path, const bson_value_
   return pred;
 }
 
+// {path: v} as a predicate under `parent`: a pattern match for a regex
+// value, else equality.
+Status AddValuePred(std::string_view path, const bson_value_t* v, Node* parent) {
+  if (v->value_type == BSON_TYPE_REGEX) {
+    auto pred = RegexPred(path, v);
+    if (!pred.ok()) return pred.status();
+    parent->children.push_back(std::move(pred).value());
+    return Status::OK();
+  }
+  MMDOC_RETURN_IF_ERROR(CheckOperand(v, path));
+  auto pred = NewPred(path, Node::kEq);
+  pred->operand = Value::FromBsonValue(v);
+  parent->children.push_back(std::move(pred));
+  return Status::OK();
+}
+
 // {$regex: "re" or /re/, $options: "..."} (the two keys anywhere among the
 // field's operators, as a BSON client sends them; libbson's JSON reader
 // makes the pair one regex value instead).
@@ -520,17 +536,7 @@ Status ParseAll(std::string_view path, const bson_iter_t* op, Node* and_node) {
       MMDOC_RETURN_IF_ERROR(ParseOperators(path, &sub, and_node));
       continue;
     }
-    const bson_value_t* v = bson_iter_value(&arr);
-    if (v->value_type == BSON_TYPE_REGEX) {
-      auto pred = RegexPred(path, v);
-      if (!pred.ok()) return pred.status();
-      and_node->children.push_back(std::move(pred).value());
-      continue;
-    }
-    MMDOC_RETURN_IF_ERROR(CheckOperand(v, path));
-    auto pred = NewPred(path, Node::kEq);
-    pred->operand = Value::FromBsonValue(v);
-    and_node->children.push_back(std::move(pred));
+    MMDOC_RETURN_IF_ERROR(AddValuePred(path, bson_iter_value(&arr), and_node));
   }
   return Status::OK();
 }
@@ -715,17 +721,7 @@ Result<std::unique_ptr<Node>> ParseDoc(bson_iter_t* it) {
       MMDOC_RETURN_IF_ERROR(ParseOperators(key, &sub, node.get()));
       continue;
     }
-    const bson_value_t* v = bson_iter_value(it);
-    if (v->value_type == BSON_TYPE_REGEX) {
-      auto pred = RegexPred(key, v);
-      if (!pred.ok()) return pred.status();
-      node->children.push_back(std::move(pred).value());
-      continue;
-    }
-    MMDOC_RETURN_IF_ERROR(CheckOperand(v, key));
-    auto pred = NewPred(key, Node::kEq);
-    pred->operand = Value::FromBsonValue(v);
-    node->children.push_back(std::move(pred));
+    MMDOC_RETURN_IF_ERROR(AddValuePred(key, bson_iter_value(it), node.get()));
   }
   return node;
 }
