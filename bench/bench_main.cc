@@ -13,6 +13,10 @@
 //   mmdoc-bench --phases insert,insert_noindex,build_index
 //                                                 # what the key index costs
 //   mmdoc-bench --engines mmdoc --phases mapping  # typed layer vs raw API
+//   mmdoc-bench --engines mmdoc,sqlite,postgres   # the relational server too
+//                                                 # (opt-in: its server is
+//                                                 # started per store, and
+//                                                 # 500k docs take ~55 s more)
 //
 // Phases, in run order (--phases picks some; insert runs whenever a phase
 // needs the loaded main store):
@@ -108,7 +112,9 @@ int Main(int argc, char** argv) {
   uint32_t mmdoc_page_kib = 0;
   bool keep = false, quiet = false, flush_before_writes = false;
   std::string engine_help = "engines, comma-separated (default: the four of the seed test bed";
-  engine_help += "); known:";
+  engine_help +=
+      "; postgres, a PostgreSQL server the bench starts and stops, is opt-in: it adds about a "
+      "minute to a 500k run); known:";
   for (const auto& n : BackendNames()) engine_help += " " + n;
   app.add_option("--engines", engines_arg, engine_help);
   app.add_option("--docs", docs_arg, "documents, or a list: 1M,2M,4M (k/M suffixes)")
