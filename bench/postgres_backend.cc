@@ -9,7 +9,10 @@
 //        doc bytea NOT NULL)
 // doc holds the workload's BSON bytes unchanged, as SQLite's BLOB does, so
 // every engine hands back the same bytes and the `value` is read from them
-// with the same parser (FieldOf) in C++. A jsonb column would make the
+// with the same parser (FieldOf) in C++. The table keeps PostgreSQL's
+// default fillfactor (100): 90, room for HOT updates, measured 7% faster
+// updates at 100k documents (p50 23.5 against 25.3 us, on a busy machine)
+// for a 10% bigger table that every scan reads. A jsonb column would make the
 // server convert every document and the adapter convert back; bytea keeps
 // the parity and the wire is binary. COLLATE "C" compares bytes, as every
 // other engine's keys do.
