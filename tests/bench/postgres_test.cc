@@ -14,12 +14,15 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/backend.h"
 #include "bench/pg_server.h"
+#include "bench/workload.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::bench {
@@ -74,6 +77,12 @@ std::vector<std::string> Named(const std::string& dir, const std::string& name) 
   return out;
 }
 
+std::string Joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + i;
+  return out;
+}
+
 // Starts mmdoc-bench with args (its output to log), returns its pid.
 pid_t StartBench(const std::vector<std::string>& args, const std::string& log) {
   std::vector<std::string> all = {test::BuildDir() + "/mmdoc-bench"};
@@ -100,17 +109,50 @@ TEST_CASE("a postgres bench run leaves no server and no data behind", "[bench][p
   if (!PostgresBuilt()) return;
   test::TempDir dir;
   const std::string data = dir.File("data");
+  const std::string csv = dir.File("out.csv");
   const std::string cmd = test::BuildDir() +
                           "/mmdoc-bench --engines postgres --docs 2000 --durability all"
+                          " --phases " +
+                          Joined(AllPhases()) +
                           " --batch 50 --scans 3 --max-durable-ops 300 --threads 2 --quiet --dir " +
-                          data + " --json " + dir.File("out.json") + " > " + dir.File("log") +
-                          " 2>&1";
+                          data + " --csv " + csv + " > " + dir.File("log") + " 2>&1";
   INFO(cmd);
   REQUIRE(std::system(cmd.c_str()) == 0);
   CHECK(ProcessesUnder(dir.path()).empty());
   // The run's directory is emptied: no cluster, no socket, no log.
   std::error_code ec;
   CHECK(std::filesystem::is_empty(data, ec));
+
+  // Every phase in every mode: run where the engine has the mode (mapping
+  // never: no typed layer), with the work every engine does.
+  std::map<std::string, std::pair<std::string, double>> rows;  // available, ops
+  std::ifstream in(csv);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string field; f.size() < 8 && std::getline(ss, field, ',');) f.push_back(field);
+    if (f.size() == 8 && f[0] == "postgres") {
+      rows[f[2] + "/" + f[1]] = {f[6], std::strtod(f[7].c_str(), nullptr)};
+    }
+  }
+  auto backend = NewBackend("postgres");
+  REQUIRE(backend.ok());
+  for (Durability d : {Durability::kNone, Durability::kPeriodic, Durability::kMsync,
+                       Durability::kFsync, Durability::kGroup}) {
+    const std::string mode = DurabilityName(d);
+    for (const auto& phase : AllPhases()) {
+      INFO(mode << " " << phase);
+      REQUIRE(rows.count(mode + "/" + phase) == 1);
+      const bool runs = backend.value()->Supports(d) && phase != "mapping";
+      CHECK(rows[mode + "/" + phase].first == (runs ? "true" : "false"));
+      if (runs) CHECK(rows[mode + "/" + phase].second > 0);
+    }
+    if (!backend.value()->Supports(d)) continue;
+    INFO(mode);
+    CHECK(rows[mode + "/build_index"].second == 2000);
+    CHECK(rows[mode + "/delete_value"].second == 2);
+    CHECK(rows[mode + "/delete_all"].second == 2000 - rows[mode + "/delete"].second - 2);
+  }
 }
 
 TEST_CASE("a server the adapter started stops with Close", "[bench][postgres]") {
