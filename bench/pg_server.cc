@@ -71,7 +71,10 @@ void OnSignal(int sig) {
   for (auto& r : g_running) {
     pid_t p = r.pid.load(std::memory_order_acquire);
     if (p > 0 && r.initdb) kill(-p, SIGKILL);
-    if (p > 0 && !r.initdb) kill(p, SIGINT);  // pg_ctl stop -m fast
+    // Immediate shutdown (pg_ctl stop -m immediate): no checkpoint, since
+    // the data directory is removed next; a fast one could make Ctrl-C
+    // wait for gigabytes of shared_buffers to be written.
+    if (p > 0 && !r.initdb) kill(p, SIGQUIT);
   }
   for (auto& r : g_running) {
     pid_t p = r.pid.exchange(0, std::memory_order_acq_rel);

@@ -24,7 +24,8 @@
 //     server exits; Stop waits for it (SIGQUIT, then SIGKILL, if it hangs).
 //   - SIGINT, SIGTERM or SIGHUP to the bench (Ctrl-C): a handler, installed
 //     at the first Start unless the signal is ignored, sends every running
-//     server the same fast-shutdown signal, waits for it to exit, removes
+//     server SIGQUIT (`pg_ctl stop -m immediate`: no checkpoint, the data is
+//     about to go), kills a running initdb, waits for them to exit, removes
 //     its data and socket directories, then lets the signal take its course
 //     (the previous disposition, by default the end of the process).
 //   - The bench killed outright (SIGKILL, a crash): the server is the bench's
