@@ -111,7 +111,15 @@ class PgSession : public Session {
   Status Init(const std::string& conninfo);
 
   Status Begin() override { return Exec("BEGIN"); }
-  Status Commit() override { return Exec("COMMIT"); }
+  Status Commit() override {
+    Result_ res(PQexec(conn_, "COMMIT"));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return PgError("COMMIT", conn_, res.get());
+    // COMMIT of a transaction an earlier error aborted rolls it back.
+    if (std::strcmp(PQcmdStatus(res.get()), "ROLLBACK") == 0) {
+      return Status::IOError("commit", "an earlier error aborted the transaction: rolled back");
+    }
+    return Status::OK();
+  }
   Status Insert(const DocRef& doc) override;
   Status UpdateValue(std::string_view id, std::string_view value) override;
   Status Delete(std::string_view id) override;

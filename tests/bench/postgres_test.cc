@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "bench/backend.h"
+#include "bench/bson_doc.h"
 #include "bench/pg_server.h"
 #include "bench/workload.h"
 #include "tests/support/test_env.h"
@@ -225,6 +226,30 @@ TEST_CASE("SIGINT during a postgres bench run stops the server", "[bench][postgr
 TEST_CASE("a postgres server dies with a bench killed outright", "[bench][postgres]") {
   if (!PostgresBuilt()) return;
   StopRunWith(SIGKILL);
+}
+
+TEST_CASE("a postgres transaction an error aborted does not commit", "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  test::TempDir dir;
+  auto backend = std::move(NewBackend("postgres").value());
+  REQUIRE(backend->Open(dir.path(), BackendConfig{}).ok());
+  auto session = std::move(backend->NewSession().value());
+  const std::string good = MakeDocument("good-id", "good-key", "v");
+  const std::string bad = MakeDocument("bad-id", "bad-key", "v");
+  // Not UTF-8: the server refuses the text, which aborts the transaction.
+  REQUIRE(session->Begin().ok());
+  REQUIRE(session->Insert(DocRef{"good-id", "good-key", good}).ok());
+  CHECK_FALSE(session->Insert(DocRef{"bad-\xff", "bad-key", bad}).ok());
+  CHECK_FALSE(session->Commit().ok());
+  std::string value;
+  CHECK(session->GetById("good-id", &value).IsNotFound());
+  // The session goes on.
+  REQUIRE(session->Begin().ok());
+  REQUIRE(session->Insert(DocRef{"good-id", "good-key", good}).ok());
+  REQUIRE(session->Commit().ok());
+  CHECK(session->GetById("good-id", &value).ok());
+  session.reset();
+  CHECK(backend->Close().ok());
 }
 
 TEST_CASE("PgServer finds Debian's server binaries", "[bench][postgres]") {
