@@ -126,13 +126,107 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   // A document can show up under several keys of a multikey index (in one
   // interval or several); otherwise it has one key and intervals do not
   // overlap.
+  const bool in_order = options.sort_field.empty() || cur->PlanIndexSort();
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
   cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary);
-  if (!options.sort_field.empty()) {
+  if (!in_order) {
+    cur->explain_.sorted_in_memory = true;
     Status s = cur->Materialize();
     if (!s.ok()) return s;
   }
   return cur;
+}
+
+bool CursorImpl::PlanIndexSort() {
+  const std::string& field = options_.sort_field;
+  // A dotted path reaches values through arrays in ways the index keys and
+  // the sort's walk need not agree on; a top-level field they agree on but
+  // for [] (the null key split below).
+  if (field.find('.') != std::string::npos) return false;
+  index::BTree* tree = nullptr;
+  bool unique = true;
+  const bool primary = field == "_id";
+  if (primary) {
+    tree = c_->primary;
+  } else {
+    for (size_t i = 0; i < c_->meta.indexes.size(); i++) {
+      const IndexMeta& m = c_->meta.indexes[i];
+      // A multikey index holds a document under several keys; the sort
+      // takes one of them (the smallest or largest), which the walk cannot.
+      if (m.field != field || m.multikey) continue;
+      tree = c_->index_trees[i];
+      unique = m.unique;
+    }
+  }
+  if (tree == nullptr) return false;
+  if (mode_ == Mode::kScan) {
+    // No index constrains the filter: walk the sort's, every key.
+    mode_ = Mode::kIndex;
+    index_tree_ = tree;
+    index_unique_ = unique;
+    index_is_primary_ = primary;
+    intervals_.assign(1, engine::KeyInterval());
+    explain_.plan = "IXSCAN";
+    explain_.index = field;
+  } else if (mode_ != Mode::kIndex || index_tree_ != tree) {
+    // EOF needs no sort; another index's bounds are kept (a sort of what
+    // they find is cheaper than walking every key of this one).
+    return mode_ == Mode::kEmpty;
+  }
+  // The bounds are sorted and disjoint (Filter::IndexBounds normalizes
+  // them); refuse anything else rather than return a wrong order.
+  for (size_t i = 1; i < intervals_.size(); i++) {
+    const engine::KeyInterval& a = intervals_[i - 1];
+    const engine::KeyInterval& b = intervals_[i];
+    if (a.hi.empty() || b.lo.empty()) return false;
+    int c = b.lo.compare(a.hi);
+    if (c < 0 || (c == 0 && a.hi_inclusive && b.lo_inclusive)) return false;
+  }
+  if (!primary) {
+    // [] is indexed as null but sorts below it (as undefined): walk the
+    // null key twice, the [] documents first (ascending), then the rest.
+    std::string null_key;
+    engine::AppendNullKey(&null_key);
+    std::vector<engine::KeyInterval> split;
+    for (engine::KeyInterval& iv : intervals_) {
+      const bool lo_below = iv.lo.empty() || iv.lo < null_key;
+      const bool hi_above = iv.hi.empty() || iv.hi > null_key;
+      const bool has_null = (lo_below || (iv.lo == null_key && iv.lo_inclusive)) &&
+                            (hi_above || (iv.hi == null_key && iv.hi_inclusive));
+      if (!has_null) {
+        split.push_back(std::move(iv));
+        null_pass_.push_back(kNullPassAll);
+        continue;
+      }
+      if (lo_below) {
+        engine::KeyInterval below = iv;
+        below.hi = null_key;
+        below.hi_inclusive = false;
+        split.push_back(std::move(below));
+        null_pass_.push_back(kNullPassAll);
+      }
+      engine::KeyInterval point;
+      point.lo = point.hi = null_key;
+      split.push_back(point);
+      null_pass_.push_back(kNullPassEmptyArrays);
+      split.push_back(std::move(point));
+      null_pass_.push_back(kNullPassOthers);
+      if (hi_above) {
+        iv.lo = null_key;
+        iv.lo_inclusive = false;
+        split.push_back(std::move(iv));
+        null_pass_.push_back(kNullPassAll);
+      }
+    }
+    intervals_ = std::move(split);
+    sort_path_ = field;
+  }
+  if (options_.sort_direction < 0) {
+    walk_dir_ = -1;
+    std::reverse(intervals_.begin(), intervals_.end());
+    std::reverse(null_pass_.begin(), null_pass_.end());
+  }
+  return true;
 }
 
 bool PointMatches(std::string_view doc, std::string_view field, std::string_view value) {
@@ -282,19 +376,33 @@ bool CursorImpl::NextFromScan(std::string_view* doc) {
 
 Status CursorImpl::StartInterval() {
   const engine::KeyInterval& iv = intervals_[interval_];
+  // Whether key k's value part is `bound`. For a non-unique index the entry
+  // key is value + pk, so compare prefixes.
+  auto value_is = [this](std::string_view k, const std::string& bound) {
+    return index_unique_ ? k == bound
+                         : (k.size() >= bound.size() &&
+                            std::memcmp(k.data(), bound.data(), bound.size()) == 0);
+  };
+  if (walk_dir_ < 0) {
+    if (iv.hi.empty()) return cursor_->SeekToLast();
+    // Past every entry whose value is hi: values are prefix-free, and the
+    // pk after a value starts with a rank byte, below 0xFF.
+    std::string past = iv.hi;
+    past.push_back('\xff');
+    MMDOC_RETURN_IF_ERROR(cursor_->Seek(past));
+    MMDOC_RETURN_IF_ERROR(cursor_->Valid() ? cursor_->Prev() : cursor_->SeekToLast());
+    if (!iv.hi_inclusive) {
+      while (cursor_->Valid() && value_is(cursor_->key(), iv.hi))
+        MMDOC_RETURN_IF_ERROR(cursor_->Prev());
+    }
+    return Status::OK();
+  }
   if (iv.lo.empty()) return cursor_->SeekToFirst();
   MMDOC_RETURN_IF_ERROR(cursor_->Seek(iv.lo));
   if (!iv.lo_inclusive) {
-    // Skip entries whose value part equals lo. For a non-unique index the
-    // entry key is value + pk, so compare prefixes.
-    while (cursor_->Valid()) {
-      std::string_view k = cursor_->key();
-      bool eq = index_unique_ ? k == iv.lo
-                              : (k.size() >= iv.lo.size() &&
-                                 std::memcmp(k.data(), iv.lo.data(), iv.lo.size()) == 0);
-      if (!eq) break;
+    // Skip entries whose value part equals lo.
+    while (cursor_->Valid() && value_is(cursor_->key(), iv.lo))
       MMDOC_RETURN_IF_ERROR(cursor_->Next());
-    }
   }
   return Status::OK();
 }
@@ -306,22 +414,25 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
       interval_started_ = true;
       s = StartInterval();
     } else {
-      s = cursor_->Next();
+      s = walk_dir_ > 0 ? cursor_->Next() : cursor_->Prev();
     }
     if (!s.ok()) {
       status_ = s;
       return false;
     }
     const engine::KeyInterval& iv = intervals_[interval_];
+    // The bound the walk moves toward: hi forward, lo backward.
+    const std::string& end = walk_dir_ > 0 ? iv.hi : iv.lo;
+    const bool end_inclusive = walk_dir_ > 0 ? iv.hi_inclusive : iv.lo_inclusive;
     bool in_range = cursor_->Valid();
-    if (in_range && !iv.hi.empty()) {
+    if (in_range && !end.empty()) {
       std::string_view k = cursor_->key();
       // Compare the value part only (a non-unique entry is value + pk).
       // Key encodings are prefix-free, so an equal prefix means an equal
       // value.
-      std::string_view kv = index_unique_ ? k : k.substr(0, std::min(k.size(), iv.hi.size()));
-      int c = kv.compare(std::string_view(iv.hi));
-      if (c > 0 || (c == 0 && !iv.hi_inclusive)) in_range = false;
+      std::string_view kv = index_unique_ ? k : k.substr(0, std::min(k.size(), end.size()));
+      int c = kv.compare(std::string_view(end)) * walk_dir_;
+      if (c > 0 || (c == 0 && !end_inclusive)) in_range = false;
     }
     if (!in_range) {
       interval_++;
@@ -338,6 +449,13 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
       if (!FetchByPk(pk, &d)) return false;
     }
     explain_.docs_examined++;
+    if (!null_pass_.empty() && null_pass_[interval_] != kNullPassAll) {
+      // The null key's documents: [] sorts as undefined, the rest as null.
+      bson_value_t v;
+      engine::SortKey(reinterpret_cast<const uint8_t*>(d.data()), d.size(), sort_path_, 1, &v);
+      const bool empty_array = v.value_type == BSON_TYPE_UNDEFINED;
+      if (empty_array != (null_pass_[interval_] == kNullPassEmptyArrays)) continue;
+    }
     if (point_check_ ? PointMatches(d, point_field_, point_value_)
                      : filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size())) {
       *doc = d;

@@ -52,7 +52,8 @@ std::string ExplainInfo::ToJson() const {
   return "{\"plan\": " + JsonString(plan) + ", \"index\": " + JsonString(index) +
          ", \"keysExamined\": " + std::to_string(keys_examined) +
          ", \"docsExamined\": " + std::to_string(docs_examined) +
-         ", \"returned\": " + std::to_string(returned) + "}";
+         ", \"returned\": " + std::to_string(returned) +
+         ", \"sortedInMemory\": " + (sorted_in_memory ? "true" : "false") + "}";
 }
 
 std::string DBStats::ToJson() const {

@@ -411,6 +411,10 @@ class CursorImpl {
   bool FetchByPk(std::string_view pk, std::string_view* doc);
   Status StartInterval();
   Status Materialize();
+  // Whether the plan can give the sort's order by walking an index (the
+  // plan's own, or, for a COLLSCAN, the sort field's); if so, sets the walk
+  // up (direction, the null key split) and returns true.
+  bool PlanIndexSort();
 
   TransactionImpl* t_ = nullptr;
   CollState* c_ = nullptr;
@@ -430,6 +434,16 @@ class CursorImpl {
   bool index_unique_ = false;
   bool index_is_primary_ = false;
   std::vector<engine::KeyInterval> intervals_;
+  // An index walk for a sort: -1 walks the intervals (last first) and each
+  // interval backward. 1 otherwise.
+  int walk_dir_ = 1;
+  // Parallel to intervals_ when a secondary index gives a sort's order:
+  // the index keys [] as null while a sort puts [] below null, so the
+  // null key is walked twice, a pass per kind (kNullPassEmptyArrays: only
+  // documents whose sort value is [], kNullPassOthers: the rest).
+  enum NullPass : char { kNullPassAll, kNullPassEmptyArrays, kNullPassOthers };
+  std::vector<NullPass> null_pass_;
+  std::string sort_path_;  // the index-backed sort's field
   size_t interval_ = 0;
   bool interval_started_ = false;
   // CreatePoint with a secondary index: documents are checked against

@@ -120,7 +120,10 @@ struct ExplainInfo {
   uint64_t keys_examined = 0;
   uint64_t docs_examined = 0;
   uint64_t returned = 0;
-  // {"plan": ..., "index": ..., "keysExamined": ..., ...}
+  // The matches were collected and sorted in memory (a sort the plan's
+  // index order does not give); false when unsorted or walked in order.
+  bool sorted_in_memory = false;
+  // {"plan": ..., "index": ..., "keysExamined": ..., ..., "sortedInMemory": ...}
   std::string ToJson() const;
 };
 

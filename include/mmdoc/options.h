@@ -61,7 +61,12 @@ struct WriteOptions {
 
 struct FindOptions {
   // Sort by this dotted field path; empty means _id order for a scan, index
-  // order for an index scan. Default: "".
+  // order for an index scan. A sort on _id, or on a top-level field with a
+  // single-field index that holds no document under two keys (no array of
+  // two or more elements was ever indexed), walks that index in the sort's
+  // direction and stops at skip + limit, when the filter has no bounds or
+  // its bounds are on that same index; any other sort collects the matches
+  // and sorts them in memory (ExplainInfo::sorted_in_memory). Default: "".
   std::string sort_field;
   // 1 ascending, -1 descending. Default: 1.
   int sort_direction = 1;
