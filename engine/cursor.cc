@@ -70,9 +70,24 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
     if (!p.ok()) return p.status();
     cur->projection_ = std::move(p.value());
   }
-  if (options.sort_direction != 1 && options.sort_direction != -1)
+  if (!options.sort.empty() && !options.sort_field.empty())
+    return Status::InvalidArgument("give sort or sort_field, not both");
+  cur->sort_ = options.sort;
+  if (!options.sort_field.empty())
+    cur->sort_.push_back(SortSpec{options.sort_field, options.sort_direction});
+  if (cur->sort_.empty() && options.sort_direction != 1 && options.sort_direction != -1)
     return Status::InvalidArgument("sort direction must be 1 or -1");
-  MMDOC_RETURN_IF_ERROR(CheckSortField(options.sort_field));
+  for (size_t i = 0; i < cur->sort_.size(); i++) {
+    const SortSpec& k = cur->sort_[i];
+    if (k.direction != 1 && k.direction != -1)
+      return Status::InvalidArgument("sort direction must be 1 or -1", k.field);
+    if (k.field.empty()) return Status::InvalidArgument("empty sort field");
+    MMDOC_RETURN_IF_ERROR(CheckSortField(k.field));
+    for (size_t j = 0; j < i; j++) {
+      if (cur->sort_[j].field == k.field)
+        return Status::InvalidArgument("sort field given twice", k.field);
+    }
+  }
   cur->filter_ = std::move(filter);
   if (!c->exists) {
     cur->mode_ = Mode::kEmpty;
@@ -126,7 +141,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   // A document can show up under several keys of a multikey index (in one
   // interval or several); otherwise it has one key and intervals do not
   // overlap.
-  const bool in_order = options.sort_field.empty() || cur->PlanIndexSort();
+  const bool in_order = cur->sort_.empty() || cur->PlanIndexSort();
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
   cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary);
   if (!in_order) {
@@ -138,7 +153,10 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
 }
 
 bool CursorImpl::PlanIndexSort() {
-  const std::string& field = options_.sort_field;
+  // One key: an index is on one field. (A first key on _id would do for
+  // any number, but a second key after a unique one is rare.)
+  if (sort_.size() != 1) return false;
+  const std::string& field = sort_[0].field;
   // A dotted path reaches values through arrays in ways the index keys and
   // the sort's walk need not agree on; a top-level field they agree on but
   // for [] (the null key split below).
@@ -221,7 +239,7 @@ bool CursorImpl::PlanIndexSort() {
     intervals_ = std::move(split);
     sort_path_ = field;
   }
-  if (options_.sort_direction < 0) {
+  if (sort_[0].direction < 0) {
     walk_dir_ = -1;
     std::reverse(intervals_.begin(), intervals_.end());
     std::reverse(null_pass_.begin(), null_pass_.end());
@@ -252,7 +270,8 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
                                                     std::string_view field, std::string_view value,
                                                     const FindOptions& options) {
   // Bad counts fall through to Create, which refuses them.
-  if (!options.projection.empty() || !options.sort_field.empty() || !CheckCounts(options).ok())
+  if (!options.projection.empty() || !options.sort_field.empty() || !options.sort.empty() ||
+      !CheckCounts(options).ok())
     return nullptr;
   std::unique_ptr<CursorImpl> cur(new CursorImpl());
   cur->t_ = t;
@@ -306,31 +325,72 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
 }
 
 Status CursorImpl::Materialize() {
-  std::vector<std::string> docs;
-  std::string_view d;
-  while (NextMatch(&d)) docs.emplace_back(d);
-  MMDOC_RETURN_IF_ERROR(status_);
-  const std::string& field = options_.sort_field;
-  const int dir = options_.sort_direction;
-  // Decorate with the sort value once per document.
-  struct Keyed {
-    bson_value_t v;
-    size_t i;
+  // Decorate each match with its sort keys once: the order-preserving
+  // encodings of engine::SortKey's values, compared bytewise (reversed for
+  // a descending key), then by arrival, so that equal keys keep the plan's
+  // order whatever the limit.
+  struct Entry {
+    std::string doc;
+    std::vector<std::string> keys;
+    uint64_t seq;
   };
-  std::vector<Keyed> keyed;
-  keyed.reserve(docs.size());
-  for (size_t i = 0; i < docs.size(); i++) {
-    bson_value_t v;
-    engine::SortKey(reinterpret_cast<const uint8_t*>(docs[i].data()), docs[i].size(), field, dir,
-                    &v);
-    keyed.push_back(Keyed{v, i});
+  const std::vector<SortSpec>& spec = sort_;
+  auto before = [&spec](const Entry& a, const Entry& b) {
+    for (size_t f = 0; f < spec.size(); f++) {
+      int c = a.keys[f].compare(b.keys[f]);
+      if (c != 0) return spec[f].direction > 0 ? c < 0 : c > 0;
+    }
+    return a.seq < b.seq;
+  };
+  auto size_of = [](const Entry& e) {
+    uint64_t n = sizeof(Entry) + e.doc.size();
+    for (const std::string& k : e.keys) n += sizeof(std::string) + k.size();
+    return n;
+  };
+  // With a limit only the first skip + limit in sort order are kept: a
+  // max-heap whose top is the worst of them.
+  const uint64_t keep =
+      options_.limit > 0 ? static_cast<uint64_t>(options_.skip) + options_.limit : 0;
+  const uint64_t max_bytes = options_.max_sort_bytes;
+  std::vector<Entry> held;
+  uint64_t bytes = 0;
+  uint64_t seq = 0;
+  std::string_view d;
+  while (NextMatch(&d)) {
+    Entry e;
+    e.seq = seq++;
+    e.keys.resize(spec.size());
+    for (size_t f = 0; f < spec.size(); f++) {
+      bson_value_t v;
+      engine::SortKey(reinterpret_cast<const uint8_t*>(d.data()), d.size(), spec[f].field,
+                      spec[f].direction, &v);
+      engine::AppendKey(&v, &e.keys[f]);
+    }
+    if (keep != 0 && held.size() == keep) {
+      if (!before(e, held.front())) continue;  // not among the first keep
+      std::pop_heap(held.begin(), held.end(), before);
+      bytes -= size_of(held.back());
+      held.pop_back();
+    }
+    e.doc.assign(d);
+    bytes += size_of(e);
+    if (max_bytes != 0 && bytes > max_bytes) {
+      return Status::InvalidArgument(
+          "sort exceeded memory limit of " + std::to_string(max_bytes) +
+          " bytes (FindOptions::max_sort_bytes); add an index on the sort field, a limit or a "
+          "narrower filter");
+    }
+    held.push_back(std::move(e));
+    if (keep != 0) std::push_heap(held.begin(), held.end(), before);
   }
-  std::stable_sort(keyed.begin(), keyed.end(), [dir](const Keyed& a, const Keyed& b) {
-    int c = engine::CompareValues(&a.v, &b.v);
-    return dir > 0 ? c < 0 : c > 0;
-  });
-  materialized_.reserve(docs.size());
-  for (Keyed& k : keyed) materialized_.push_back(std::move(docs[k.i]));
+  MMDOC_RETURN_IF_ERROR(status_);
+  if (keep != 0) {
+    std::sort_heap(held.begin(), held.end(), before);
+  } else {
+    std::sort(held.begin(), held.end(), before);  // seq breaks ties: stable
+  }
+  materialized_.reserve(held.size());
+  for (Entry& e : held) materialized_.push_back(std::move(e.doc));
   mode_ = Mode::kMaterialized;
   return Status::OK();
 }

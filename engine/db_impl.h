@@ -420,6 +420,8 @@ class CursorImpl {
   CollState* c_ = nullptr;
   engine::Filter filter_;
   FindOptions options_;
+  // The sort: options_.sort, or options_.sort_field as its one key.
+  std::vector<SortSpec> sort_;
   engine::Projection projection_;
   ExplainInfo explain_;
   Status status_;

@@ -59,17 +59,42 @@ struct WriteOptions {
   std::optional<Durability> durability;
 };
 
+// One key of a sort: a dotted field path and 1 (ascending) or -1.
+struct SortSpec {
+  std::string field;
+  int direction = 1;
+};
+
+// Sorting follows MongoDB: values of different types in BSON type order
+// (MinKey < null < numbers < strings < documents < arrays < binary <
+// ObjectId < bool < date < timestamp < regex < MaxKey), numbers by value
+// (1 == 1.0), a missing field as null, an array by its smallest element
+// ascending and its largest descending, [] below null; keys after the
+// first break ties of the ones before. Documents whose keys all tie come
+// in no defined order.
+//
+// Which sorts use an index: a one-key sort on _id, or on a top-level field
+// with a single-field index that holds no document under two keys (no
+// array of two or more elements was ever indexed on it), walks that index
+// in the sort's direction and stops at skip + limit, when the filter gives
+// no index bounds or its bounds are on that same index. Every other sort
+// collects the matches and sorts them in memory
+// (ExplainInfo::sorted_in_memory): with a limit it holds only the first
+// skip + limit documents, and it refuses (InvalidArgument "sort exceeded
+// memory limit ...") to hold more than max_sort_bytes.
 struct FindOptions {
-  // Sort by this dotted field path; empty means _id order for a scan, index
-  // order for an index scan. A sort on _id, or on a top-level field with a
-  // single-field index that holds no document under two keys (no array of
-  // two or more elements was ever indexed), walks that index in the sort's
-  // direction and stops at skip + limit, when the filter has no bounds or
-  // its bounds are on that same index; any other sort collects the matches
-  // and sorts them in memory (ExplainInfo::sorted_in_memory). Default: "".
+  // Sort keys, the first most significant; empty means _id order for a
+  // scan, index order for an index scan. Default: {}.
+  std::vector<SortSpec> sort;
+  // A one-key sort, for callers of one key: the same as sort =
+  // {{sort_field, sort_direction}}. Giving both sort and sort_field is
+  // InvalidArgument. Default: "", 1.
   std::string sort_field;
-  // 1 ascending, -1 descending. Default: 1.
   int sort_direction = 1;
+  // The most bytes an in-memory sort may hold (the documents it keeps and
+  // their keys); 0 means no limit. MongoDB's limit is the same 100 MiB.
+  // Default: 100 MiB.
+  uint64_t max_sort_bytes = 100ull << 20;
   // Return at most this many documents; 0 means no limit. Signed so that a
   // caller's -1 is refused (InvalidArgument "limit must be >= 0") rather
   // than wrapped to no limit. Default: 0.

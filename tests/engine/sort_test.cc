@@ -250,3 +250,148 @@ TEST_CASE("sort: index-backed sorts agree with the in-memory sort (randomized)",
     }
   }
 }
+
+TEST_CASE("sort: an in-memory sort refuses to hold more than max_sort_bytes; a limit keeps top-k",
+          "[engine][sort]") {
+  TestDB db(Fast());
+  const std::string pad(1000, 'p');
+  for (int i = 0; i < 300; i++) {
+    std::string d = "{\"_id\": " + std::to_string(i) +
+                    ", \"x\": " + std::to_string((i * 37) % 101) + ", \"pad\": \"" + pad + "\"}";
+    REQUIRE(db->Insert("c", J(d)).ok());
+  }
+  FindOptions o;
+  o.sort_field = "x";
+  o.max_sort_bytes = 100 << 10;  // a third of the documents
+  auto r = db->Find("c", J("{}"), o);
+  REQUIRE(r.status().IsInvalidArgument());
+  CHECK(r.status().ToString().find("sort exceeded memory limit of 102400 bytes") !=
+        std::string::npos);
+  // The default (100 MiB) holds them all; so does 0 (no limit).
+  FindOptions all;
+  all.sort_field = "x";
+  auto full = db->Find("c", J("{}"), all);
+  REQUIRE(full.ok());
+  REQUIRE(full.value().size() == 300);
+  all.max_sort_bytes = 0;
+  REQUIRE(db->Find("c", J("{}"), all).ok());
+  // With a limit only skip + limit documents are held: the same documents
+  // as the full sort's slice, ties in the same order.
+  for (auto [skip, limit] : {std::pair<int, int>{0, 10}, {5, 20}, {30, 40}, {0, 1}}) {
+    o.skip = skip;
+    o.limit = limit;
+    auto part = db->Find("c", J("{}"), o);
+    INFO("skip " << skip << " limit " << limit << ": " << part.status().ToString());
+    REQUIRE(part.ok());
+    std::vector<std::string> want;
+    for (int i = skip; i < std::min(300, skip + limit); i++)
+      want.push_back(full.value()[i].Get("_id").value().ToJson());
+    std::vector<std::string> got;
+    for (const Document& d : part.value()) got.push_back(d.Get("_id").value().ToJson());
+    CHECK(got == want);
+  }
+  o.skip = 0;
+  o.limit = 200;  // 200 documents do not fit in 100 KiB either
+  CHECK(db->Find("c", J("{}"), o).status().IsInvalidArgument());
+  // An index-backed sort holds nothing.
+  REQUIRE(db->CreateIndex("c", "x").ok());
+  o.limit = 0;
+  auto indexed = db->Find("c", J("{}"), o);
+  REQUIRE(indexed.ok());
+  CHECK(indexed.value().size() == 300);
+}
+
+TEST_CASE("sort: several keys follow a model (randomized)", "[engine][sort]") {
+  const uint64_t seed = mmdoc::test::Seed("multi sort");
+  std::mt19937_64 rng(seed);
+  TestDB db(Fast());
+  // Values whose sort key the model knows: numbers, strings, null, missing
+  // and arrays of numbers (smallest ascending, largest descending; [] as
+  // undefined, below null).
+  auto value = [&]() -> std::string {
+    switch (rng() % 6) {
+      case 0:
+        return "";
+      case 1:
+        return "null";
+      case 2:
+        return "\"s" + std::to_string(rng() % 3) + "\"";
+      case 3: {
+        std::string s = "[";
+        for (int n = static_cast<int>(rng() % 3), i = 0; i < n; i++)
+          s += (i ? ", " : "") + std::to_string(rng() % 4);
+        return s + "]";
+      }
+      default:
+        return std::to_string(rng() % 4);
+    }
+  };
+  const char* fields[] = {"a", "b", "c"};
+  const int n = static_cast<int>(200 * mmdoc::test::Scale());
+  std::vector<Document> docs;
+  for (int i = 0; i < n; i++) {
+    std::string d = "{\"_id\": " + std::to_string(i);
+    for (const char* f : fields) {
+      std::string v = value();
+      if (!v.empty()) d += std::string(", \"") + f + "\": " + v;
+    }
+    docs.push_back(J(d + "}"));
+    REQUIRE(db->Insert("c", docs.back()).ok());
+  }
+  REQUIRE(db->CreateIndex("c", "a").ok());  // multikey: no help with the order
+  auto model_key = [](const Document& d, const std::string& f, int dir) -> Value {
+    auto v = d.Get(f);
+    if (!v.ok()) return Value::Null();
+    if (v.value().type() != BSON_TYPE_ARRAY) return v.value();
+    auto arr = d.Get(f).value().ToJson();  // "[ 1, 2 ]" style: parse the numbers
+    std::vector<int> nums;
+    for (char ch : arr)
+      if (ch >= '0' && ch <= '9') nums.push_back(ch - '0');
+    if (nums.empty()) return mmdoc::test::V(R"({"$undefined": true})");
+    return Value::Int32(dir > 0 ? *std::min_element(nums.begin(), nums.end())
+                                : *std::max_element(nums.begin(), nums.end()));
+  };
+  for (int round = 0; round < 40; round++) {
+    FindOptions o;
+    std::vector<std::string> order = {"a", "b", "c"};
+    std::shuffle(order.begin(), order.end(), rng);
+    order.resize(1 + rng() % 3);
+    std::string what;
+    for (const std::string& f : order) {
+      o.sort.push_back(SortSpec{f, rng() % 2 ? 1 : -1});
+      what += f + ":" + std::to_string(o.sort.back().direction) + " ";
+    }
+    if (rng() % 2) o.limit = static_cast<int64_t>(rng() % 30);
+    if (rng() % 2) o.skip = static_cast<int64_t>(rng() % 30);
+    // The model: a stable sort of the _id order on the keys in turn.
+    std::vector<const Document*> want(docs.size());
+    for (size_t i = 0; i < docs.size(); i++) want[i] = &docs[i];
+    std::stable_sort(want.begin(), want.end(), [&](const Document* x, const Document* y) {
+      for (const SortSpec& k : o.sort) {
+        Value kx = model_key(*x, k.field, k.direction);
+        Value ky = model_key(*y, k.field, k.direction);
+        int c = engine::CompareValues(kx.get(), ky.get());
+        if (c != 0) return k.direction > 0 ? c < 0 : c > 0;
+      }
+      return false;
+    });
+    std::vector<std::string> want_ids;
+    for (size_t i = static_cast<size_t>(o.skip);
+         i < want.size() && (o.limit == 0 || want_ids.size() < static_cast<size_t>(o.limit)); i++)
+      want_ids.push_back(want[i]->Get("_id").value().ToJson());
+    auto got = Find(db, "c", "{}", o);
+    std::vector<std::string> got_ids;
+    for (const Document& d : got) got_ids.push_back(d.Get("_id").value().ToJson());
+    INFO("seed " << seed << " sort " << what << " skip " << o.skip << " limit " << o.limit);
+    CHECK(got_ids == want_ids);
+  }
+  // Bad sorts are refused.
+  FindOptions bad;
+  bad.sort = {{"a", 1}, {"a", -1}};
+  CHECK(db->Find("c", J("{}"), bad).status().IsInvalidArgument());
+  bad.sort = {{"a", 2}};
+  CHECK(db->Find("c", J("{}"), bad).status().IsInvalidArgument());
+  bad.sort = {{"a", 1}};
+  bad.sort_field = "b";
+  CHECK(db->Find("c", J("{}"), bad).status().IsInvalidArgument());
+}
