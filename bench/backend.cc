@@ -45,6 +45,13 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
   return b;
 }
 
+std::string PrefixEnd(std::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty() && static_cast<unsigned char>(end.back()) == 0xff) end.pop_back();
+  if (!end.empty()) end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+  return end;
+}
+
 std::vector<std::string> BackendNames() {
   return {"mmdoc",           "lmdb",           "rocksdb",        "sqlite",
           "lmdb-nowritemap", "lmdb-nordahead", "sqlite-norowid", "postgres"};

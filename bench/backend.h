@@ -16,7 +16,7 @@
 //   std::string value;
 //   s = session->GetById(id, &value);
 //
-// Writes (Insert, UpdateValue, Delete, DeleteByValue, DeleteAll,
+// Writes (Insert, UpdateValue, PushTag, Delete, DeleteByValue, DeleteAll,
 // BuildKeyIndex) run inside Begin/Commit; reads run each in a snapshot of
 // their own (as an auto-committed single read does).
 //
@@ -116,6 +116,39 @@ class Session {
   // read.
   virtual Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) = 0;
 
+  // --- key ranges (search_prefix, sort_limit), each in its own snapshot ---
+  // The `value` fields of every document whose key starts with prefix, in
+  // key order: a range of the key index, then each document (its BSON
+  // parsed for `value`). *values is replaced; none found is not an error.
+  virtual Status FindKeyPrefix(std::string_view prefix, std::vector<std::string>* values) = 0;
+  // The `value` fields of the first `limit` documents (fewer at the end)
+  // whose key is >= from, in key order, found the same way: pagination by
+  // key. *values is replaced.
+  virtual Status FindKeysFrom(std::string_view from, int limit,
+                              std::vector<std::string>* values) = 0;
+  // The whole document with this _id (its BSON bytes); NotFound when absent.
+  // Untimed checks read it (push's `tags`).
+  virtual Status GetDocument(std::string_view id, std::string* bson) = 0;
+
+  // How the engine runs FindKeyPrefix(prefix) and FindKeysFrom(from, 10):
+  // its own explanation of each plan, one line each (mmdoc: Explain's
+  // JSON). NotSupported for an engine that does not say.
+  virtual Status ExplainKeyQueries(std::string_view prefix, std::string_view from,
+                                   std::string* plans) {
+    (void)prefix;
+    (void)from;
+    (void)plans;
+    return Status::NotSupported("no query plans to explain");
+  }
+
+  // --- push, between Begin and Commit ---
+  // Appends the string tag to the document's `tags` array, creating the
+  // array when the document has none (MongoDB's $push). NotFound when
+  // absent. A document is pushed to at most once per transaction: the
+  // workload's pushes are, and RocksDB's WriteBatch does not read its own
+  // writes.
+  virtual Status PushTag(std::string_view id, std::string_view tag) = 0;
+
   // --- seed 002: index builds and bulk deletes, between Begin and Commit ---
   // Builds the unique index on `key` from every stored document (a store
   // opened with key_index = false), so FindByKey works afterwards.
@@ -181,6 +214,11 @@ class Backend {
 // "sqlite-norowid" (a WITHOUT ROWID table).
 // NotSupported for a name not built in, InvalidArgument for an unknown one.
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name);
+// The smallest string above every string that starts with prefix (the
+// exclusive end of a prefix's key range): prefix with its last byte below
+// 0xff incremented and what follows dropped; "" when there is none (all
+// 0xff: the range runs to the end).
+std::string PrefixEnd(std::string_view prefix);
 // Every engine name NewBackend knows (the default set comes first).
 std::vector<std::string> BackendNames();
 // The engines a plain run compares: mmdoc (when built), lmdb, rocksdb, sqlite.

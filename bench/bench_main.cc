@@ -20,7 +20,10 @@
 //
 // Phases, in run order (--phases picks some; insert runs whenever a phase
 // needs the loaded main store):
-//   seed 000: insert, search_id, search_key, search_value, update, delete;
+//   seed 000: insert, search_id, search_key, search_value, then
+//     search_prefix (keys starting with 3 random hex digits) and
+//     sort_limit (10 docs by key from a random GUID), update, push ($push
+//     to a `tags` array), delete;
 //   seed 002, on the same store: delete_value (S/2 deletes by the unindexed
 //     value, a scan each, S = --scans), delete_all (all that is left, one
 //     op, docs/s);

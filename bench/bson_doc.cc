@@ -108,4 +108,76 @@ bool WithValue(std::string_view doc, std::string_view value, std::string* out) {
   return true;
 }
 
+namespace {
+
+// Appends tag to the array `it` points at as a new array `tags` of b.
+void AppendTagsWith(bson_t* b, const bson_iter_t* it, std::string_view tag) {
+  bson_t arr;
+  bson_append_array_begin(b, "tags", 4, &arr);
+  uint32_t n = 0;
+  char index[16];
+  const char* key;
+  if (it != nullptr) {
+    bson_iter_t elems;
+    if (bson_iter_recurse(it, &elems)) {
+      while (bson_iter_next(&elems)) {
+        size_t len = bson_uint32_to_string(n++, &key, index, sizeof index);
+        bson_append_iter(&arr, key, static_cast<int>(len), &elems);
+      }
+    }
+  }
+  size_t len = bson_uint32_to_string(n, &key, index, sizeof index);
+  bson_append_utf8(&arr, key, static_cast<int>(len), tag.data(), static_cast<int>(tag.size()));
+  bson_append_array_end(b, &arr);
+}
+
+}  // namespace
+
+bool WithTagPushed(std::string_view doc, std::string_view tag, std::string* out) {
+  bson_t in;
+  if (!bson_init_static(&in, reinterpret_cast<const uint8_t*>(doc.data()), doc.size())) {
+    return false;
+  }
+  bson_iter_t it;
+  if (!bson_iter_init(&it, &in)) return false;
+  bson_t b;
+  bson_init(&b);
+  bool pushed = false, ok = true;
+  while (bson_iter_next(&it)) {
+    if (std::strcmp(bson_iter_key(&it), "tags") == 0) {
+      if (!BSON_ITER_HOLDS_ARRAY(&it)) {
+        ok = false;
+        break;
+      }
+      AppendTagsWith(&b, &it, tag);
+      pushed = true;
+    } else {
+      bson_append_iter(&b, nullptr, 0, &it);
+    }
+  }
+  if (ok && !pushed) AppendTagsWith(&b, nullptr, tag);
+  if (ok) out->assign(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  return ok;
+}
+
+bool TagsOf(std::string_view doc, std::vector<std::string>* tags) {
+  tags->clear();
+  bson_t b;
+  if (!bson_init_static(&b, reinterpret_cast<const uint8_t*>(doc.data()), doc.size())) {
+    return false;
+  }
+  bson_iter_t it, elems;
+  if (!bson_iter_init(&it, &b)) return false;
+  if (!bson_iter_find(&it, "tags")) return true;
+  if (!BSON_ITER_HOLDS_ARRAY(&it) || !bson_iter_recurse(&it, &elems)) return false;
+  while (bson_iter_next(&elems)) {
+    if (!BSON_ITER_HOLDS_UTF8(&elems)) return false;
+    uint32_t n = 0;
+    const char* s = bson_iter_utf8(&elems, &n);
+    tags->emplace_back(s, n);
+  }
+  return true;
+}
+
 }  // namespace mmdoc::bench

@@ -68,6 +68,17 @@ class KeyIdPairs {
 // order). False when doc is not a BSON document.
 bool WithValue(std::string_view doc, std::string_view value, std::string* out);
 
+// The document with the string tag appended to its `tags` array, the
+// array created (as the last field) when the document has none: what
+// MongoDB's {$push: {tags: tag}} does, for the peers' read-modify-write.
+// False when doc is not a BSON document or its `tags` is not an array.
+bool WithTagPushed(std::string_view doc, std::string_view tag, std::string* out);
+
+// The strings of the document's `tags` array, in order (empty when the
+// document has none); false when doc is not a BSON document, or `tags` is
+// not an array of strings.
+bool TagsOf(std::string_view doc, std::vector<std::string>* tags);
+
 }  // namespace mmdoc::bench
 
 #endif  // MMDOC_BENCH_BSON_DOC_H_

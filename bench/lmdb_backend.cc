@@ -16,6 +16,12 @@
 // syncs with fdatasync, data pages then meta page: two syncs per commit).
 // periodic and group do not exist in LMDB.
 //
+// Key ranges, in one read transaction each: search_prefix = a cursor on the
+// key db at MDB_SET_RANGE(prefix), MDB_NEXT while the key is below the
+// prefix's end (PrefixEnd), each document fetched from docs by its _id;
+// sort_limit = MDB_SET_RANGE(from), then MDB_NEXT, 10 documents so. push =
+// mdb_get of the document, WithTagPushed, mdb_put, in the write transaction.
+//
 // Seed 002's operations, each in the session's write transaction:
 //   build_index   one cursor pass over docs collecting (key, _id), sort,
 //                 then mdb_cursor_put(MDB_APPEND) into the empty key db
@@ -67,6 +73,10 @@ class LmdbSession : public Session {
   Status GetById(std::string_view id, std::string* value) override;
   Status FindByKey(std::string_view key, std::string* value) override;
   Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) override;
+  Status FindKeyPrefix(std::string_view prefix, std::vector<std::string>* values) override;
+  Status FindKeysFrom(std::string_view from, int limit, std::vector<std::string>* values) override;
+  Status GetDocument(std::string_view id, std::string* bson) override;
+  Status PushTag(std::string_view id, std::string_view tag) override;
   Status BuildKeyIndex() override;
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
@@ -76,6 +86,10 @@ class LmdbSession : public Session {
   // Starts (or renews) this session's read transaction.
   Status StartRead();
   void EndRead() { mdb_txn_reset(read_txn_); }
+  // The `value` of each document of the key range [from, end) (end ""
+  // = no end), at most limit (0 = no limit), in key order.
+  Status KeyRange(std::string_view from, std::string_view end, int limit,
+                  std::vector<std::string>* values);
 
   LmdbBackend* const backend_;
   MDB_txn* write_txn_ = nullptr;
@@ -155,7 +169,9 @@ class LmdbBackend : public Backend {
          " MiB, dbs docs(_id->bson)+key(key->_id) in one txn, read txns "
          "reset/renewed";
     if (!key_index_) s += ", no key index (until build_index)";
-    s += ", scan = cursor + byte pre-check + BSON parse, build_index = scan + "
+    s += ", scan = cursor + byte pre-check + BSON parse, search_prefix/sort_limit = cursor "
+         "on key db from MDB_SET_RANGE + mdb_get of each doc, push = mdb_get + append + "
+         "mdb_put, build_index = scan + "
          "sort + MDB_APPEND, delete_value = cursor scan + mdb_cursor_del, "
          "delete_all = mdb_drop(0) of both dbs";
     return s;
@@ -326,6 +342,68 @@ Status LmdbSession::ScanByValue(std::string_view value, bool* found, uint64_t* s
   EndRead();
   if (scanned_bytes != nullptr) *scanned_bytes = bytes;
   return s;
+}
+
+Status LmdbSession::KeyRange(std::string_view from, std::string_view end, int limit,
+                             std::vector<std::string>* values) {
+  values->clear();
+  MMDOC_RETURN_IF_ERROR(StartRead());
+  MDB_cursor* cur;
+  int rc = mdb_cursor_open(read_txn_, backend_->keys(), &cur);
+  if (rc != 0) {
+    EndRead();
+    return LmdbError("mdb_cursor_open", rc);
+  }
+  Status s;
+  MDB_val k = Val(from), id, doc;
+  std::string_view field;
+  // LMDB refuses an empty key: "" starts at the first.
+  for (rc = mdb_cursor_get(cur, &k, &id, from.empty() ? MDB_FIRST : MDB_SET_RANGE); rc == 0;
+       rc = mdb_cursor_get(cur, &k, &id, MDB_NEXT)) {
+    if (!end.empty() && View(k) >= end) break;
+    if (limit > 0 && values->size() == static_cast<size_t>(limit)) break;
+    rc = mdb_get(read_txn_, backend_->docs(), &id, &doc);
+    if (rc != 0) break;
+    if (!FieldOf(doc.mv_data, doc.mv_size, "value", &field)) {
+      s = Status::Corruption("bad BSON");
+      break;
+    }
+    values->emplace_back(field);
+  }
+  if (s.ok() && rc != 0 && rc != MDB_NOTFOUND) s = LmdbError("key range", rc);
+  mdb_cursor_close(cur);
+  EndRead();
+  return s;
+}
+
+Status LmdbSession::FindKeyPrefix(std::string_view prefix, std::vector<std::string>* values) {
+  const std::string end = PrefixEnd(prefix);
+  return KeyRange(prefix, end, 0, values);
+}
+
+Status LmdbSession::FindKeysFrom(std::string_view from, int limit,
+                                 std::vector<std::string>* values) {
+  return KeyRange(from, "", limit, values);
+}
+
+Status LmdbSession::GetDocument(std::string_view id, std::string* bson) {
+  MMDOC_RETURN_IF_ERROR(StartRead());
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(read_txn_, backend_->docs(), &k, &v);
+  if (rc == 0) bson->assign(View(v));
+  EndRead();
+  return rc == 0 ? Status::OK() : LmdbError("get document", rc);
+}
+
+Status LmdbSession::PushTag(std::string_view id, std::string_view tag) {
+  MDB_val k = Val(id), v;
+  int rc = mdb_get(write_txn_, backend_->docs(), &k, &v);
+  if (rc != 0) return LmdbError("push get", rc);
+  if (!WithTagPushed(View(v), tag, &scratch_)) return Status::Corruption("bad BSON");
+  // The key is unchanged, so the key index needs no change.
+  MDB_val nv = Val(scratch_);
+  rc = mdb_put(write_txn_, backend_->docs(), &k, &nv, 0);
+  return rc == 0 ? Status::OK() : LmdbError("push put", rc);
 }
 
 Status LmdbSession::BuildKeyIndex() {

@@ -9,6 +9,13 @@
 //                 `value` has no index)
 //   update        Transaction::Update({_id: id}, {$set: {value: v}}), or
 //                 ("mmdoc-replace") Transaction::Get + Replace
+//   search_prefix Find({key: {$regex: "^abc"}}) in a read transaction: a
+//                 case-sensitive ^prefix on the indexed key is an index
+//                 range [abc, abd) (Explain: IXSCAN)
+//   sort_limit    Find({key: {$gte: g}}, sort key, limit 10) in a read
+//                 transaction: the sort walks the key index from g and
+//                 stops at 10 (IXSCAN, not sorted in memory)
+//   push          Transaction::UpdateOne({_id: id}, {$push: {tags: t}})
 //   delete        Transaction::Delete(_id) (the index entry goes with it)
 //   build_index   Transaction::CreateIndex(key, unique) on the loaded
 //                 collection (the engine sorts the keys, then fills the tree)
@@ -24,6 +31,7 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "bench/backend.h"
 #include "bench/backends.h"
@@ -59,6 +67,57 @@ Document SetValue(std::string_view v) {
   std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
   bson_destroy(&b);
   return Document::FromTrustedBytes(std::move(bytes));
+}
+
+// {key: {op: s}}, e.g. {key: {$regex: "^abc"}} or {key: {$gte: g}}.
+Document KeyFilter(const char* op, std::string_view s) {
+  bson_t b, child;
+  bson_init(&b);
+  bson_append_document_begin(&b, "key", 3, &child);
+  bson_append_utf8(&child, op, -1, s.data(), static_cast<int>(s.size()));
+  bson_append_document_end(&b, &child);
+  std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  return Document::FromTrustedBytes(std::move(bytes));
+}
+
+// {key: {$regex: "^<prefix>"}}; the workload's prefixes are hex digits,
+// which a regex takes literally.
+Document PrefixFilter(std::string_view prefix) {
+  std::string re = "^";
+  re.append(prefix);
+  return KeyFilter("$regex", re);
+}
+
+FindOptions SortByKey(int limit) {
+  FindOptions o;
+  o.sort_field = "key";
+  o.limit = limit;
+  return o;
+}
+
+// {$push: {tags: t}}
+Document PushTagUpdate(std::string_view t) {
+  bson_t b, child;
+  bson_init(&b);
+  bson_append_document_begin(&b, "$push", 5, &child);
+  bson_append_utf8(&child, "tags", 4, t.data(), static_cast<int>(t.size()));
+  bson_append_document_end(&b, &child);
+  std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  return Document::FromTrustedBytes(std::move(bytes));
+}
+
+// The `value` of every document a cursor returns, into *values.
+Status ValuesOf(Cursor* c, std::vector<std::string>* values) {
+  values->clear();
+  std::string_view field;
+  while (c->Next()) {
+    std::string_view doc = c->raw();
+    if (!FieldOf(doc.data(), doc.size(), "value", &field)) return Status::Corruption("bad BSON");
+    values->emplace_back(field);
+  }
+  return c->status();
 }
 
 const Mapping<MappedItem>& ItemMapping() {
@@ -140,6 +199,48 @@ class MmdocSession : public Session {
     // mmdoc parses the documents itself; the byte count is not exposed.
     if (scanned_bytes != nullptr) *scanned_bytes = 0;
     return c.status();
+  }
+
+  Status FindKeyPrefix(std::string_view prefix, std::vector<std::string>* values) override {
+    auto txn = db_->BeginRead();
+    if (!txn.ok()) return txn.status();
+    auto cursor = txn.value()->Find(kCollection, PrefixFilter(prefix));
+    if (!cursor.ok()) return cursor.status();
+    return ValuesOf(cursor.value().get(), values);
+  }
+
+  Status FindKeysFrom(std::string_view from, int limit, std::vector<std::string>* values) override {
+    auto txn = db_->BeginRead();
+    if (!txn.ok()) return txn.status();
+    auto cursor = txn.value()->Find(kCollection, KeyFilter("$gte", from), SortByKey(limit));
+    if (!cursor.ok()) return cursor.status();
+    return ValuesOf(cursor.value().get(), values);
+  }
+
+  Status GetDocument(std::string_view id, std::string* bson) override {
+    auto doc = db_->Get(kCollection, Value::String(id));
+    if (!doc.ok()) return doc.status();
+    bson->assign(doc.value().bytes());
+    return Status::OK();
+  }
+
+  Status ExplainKeyQueries(std::string_view prefix, std::string_view from,
+                           std::string* plans) override {
+    auto txn = db_->BeginRead();
+    if (!txn.ok()) return txn.status();
+    auto a = txn.value()->Explain(kCollection, PrefixFilter(prefix));
+    if (!a.ok()) return a.status();
+    auto b = txn.value()->Explain(kCollection, KeyFilter("$gte", from), SortByKey(10));
+    if (!b.ok()) return b.status();
+    *plans = "search_prefix: " + a.value().ToJson() + "\nsort_limit: " + b.value().ToJson();
+    return Status::OK();
+  }
+
+  Status PushTag(std::string_view id, std::string_view tag) override {
+    auto r = txn_->UpdateOne(kCollection, StringFilter("_id", id), PushTagUpdate(tag));
+    if (!r.ok()) return r.status();
+    if (r.value().matched == 0) return Status::NotFound("push", id);
+    return Status::OK();
   }
 
   Status BuildKeyIndex() override {
@@ -284,7 +385,9 @@ class MmdocBackend : public Backend {
     s += ", log " + std::to_string(log_size_ >> 20) + " MiB";
     s += ", page " + std::to_string(page_size_);
     s += replace_ ? ", update = Get + Replace" : ", update = UpdateOne($set)";
-    s += ", search_key = DB::GetBy, build_index = CreateIndex(unique), "
+    s += ", search_key = DB::GetBy, search_prefix = Find({key: {$regex: ^prefix}}) (an index "
+         "range), sort_limit = Find({key: {$gte}}, sort key, limit 10) (an index walk), push = "
+         "UpdateOne($push), build_index = CreateIndex(unique), "
          "delete_value = DeleteMany({value}), delete_all = DeleteMany({})";
     return s;
   }

@@ -50,6 +50,14 @@
 //                 SQLite's adapter does in-process: the socket and libpq's
 //                 row handling cost more than the scan. One core per scan
 //                 (max_parallel_workers_per_gather=0), like every engine's.
+//   search_prefix SELECT doc FROM docs WHERE key >= $1 AND key < $2 ORDER
+//                 BY key ($2 the prefix's end): an index range scan of the
+//                 key index; LIKE 'abc%' (which COLLATE "C" lets use the
+//                 index) is the same range plus a LIKE filter on each row
+//   sort_limit    SELECT doc FROM docs WHERE key >= $1 ORDER BY key LIMIT
+//                 $2: the index walked in order, stopped at the limit
+//   push          SELECT doc by id, WithTagPushed in C++, UPDATE by id (as
+//                 update: every engine reads, changes and writes the BSON)
 //   delete_value  the same select (id, doc) in the caller's transaction,
 //                 then DELETE by id for the documents FieldEquals accepts
 //   delete_all    TRUNCATE docs (transactional in PostgreSQL; the table and
@@ -79,6 +87,7 @@ namespace {
 // Type OIDs (pg_type.dat): parameters are declared, not inferred.
 constexpr Oid kTextOid = 25;
 constexpr Oid kByteaOid = 17;
+constexpr Oid kInt4Oid = 23;
 struct ResultDeleter {
   void operator()(PGresult* r) const { PQclear(r); }
 };
@@ -126,6 +135,10 @@ class PgSession : public Session {
   Status GetById(std::string_view id, std::string* value) override;
   Status FindByKey(std::string_view key, std::string* value) override;
   Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) override;
+  Status FindKeyPrefix(std::string_view prefix, std::vector<std::string>* values) override;
+  Status FindKeysFrom(std::string_view from, int limit, std::vector<std::string>* values) override;
+  Status GetDocument(std::string_view id, std::string* bson) override;
+  Status PushTag(std::string_view id, std::string_view tag) override;
   Status BuildKeyIndex() override;
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
@@ -166,6 +179,19 @@ class PgSession : public Session {
     value->assign(field);
     return Status::OK();
   }
+  // The `value` of every document (column 0) a select returned.
+  static Status ValuesOf(const PGresult* res, std::vector<std::string>* values) {
+    values->clear();
+    std::string_view field;
+    for (int i = 0; i < PQntuples(res); ++i) {
+      if (!FieldOf(PQgetvalue(res, i, 0), static_cast<size_t>(PQgetlength(res, i, 0)), "value",
+                   &field)) {
+        return Status::Corruption("bad BSON");
+      }
+      values->emplace_back(field);
+    }
+    return Status::OK();
+  }
   PGconn* conn_ = nullptr;
   std::string scratch_;
 };
@@ -191,6 +217,14 @@ Status PgSession::Init(const std::string& conninfo) {
       {"delete", "DELETE FROM docs WHERE id = $1", 1, {kTextOid}},
       {"scan_match", "SELECT doc FROM docs WHERE position($1 in doc) > 0", 1, {kByteaOid}},
       {"scan_match_id", "SELECT id, doc FROM docs WHERE position($1 in doc) > 0", 1, {kByteaOid}},
+      {"key_prefix",
+       "SELECT doc FROM docs WHERE key >= $1 AND key < $2 ORDER BY key",
+       2,
+       {kTextOid, kTextOid}},
+      {"keys_from",
+       "SELECT doc FROM docs WHERE key >= $1 ORDER BY key LIMIT $2",
+       2,
+       {kTextOid, kInt4Oid}},
   };
   for (const auto& s : stmts) {
     Result_ res(PQprepare(conn_, s.name, s.sql, s.params, s.types));
@@ -263,6 +297,42 @@ Status PgSession::ScanByValue(std::string_view value, bool* found, uint64_t* sca
   // The server read the documents; the bench saw only the candidates.
   if (scanned_bytes != nullptr) *scanned_bytes = 0;
   return Status::OK();
+}
+
+Status PgSession::FindKeyPrefix(std::string_view prefix, std::vector<std::string>* values) {
+  const std::string end = PrefixEnd(prefix);
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("key_prefix", {prefix, end}, &res));
+  return ValuesOf(res.get(), values);
+}
+
+Status PgSession::FindKeysFrom(std::string_view from, int limit, std::vector<std::string>* values) {
+  // A binary int4 parameter: 4 bytes, big-endian.
+  const uint32_t n = static_cast<uint32_t>(limit);
+  const char be[4] = {static_cast<char>(n >> 24), static_cast<char>(n >> 16),
+                      static_cast<char>(n >> 8), static_cast<char>(n)};
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("keys_from", {from, std::string_view(be, 4)}, &res));
+  return ValuesOf(res.get(), values);
+}
+
+Status PgSession::GetDocument(std::string_view id, std::string* bson) {
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("by_id", {id}, &res));
+  if (PQntuples(res.get()) == 0) return Status::NotFound("get document");
+  bson->assign(PQgetvalue(res.get(), 0, 0), static_cast<size_t>(PQgetlength(res.get(), 0, 0)));
+  return Status::OK();
+}
+
+Status PgSession::PushTag(std::string_view id, std::string_view tag) {
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("by_id", {id}, &res));
+  if (PQntuples(res.get()) == 0) return Status::NotFound("push");
+  std::string_view doc(PQgetvalue(res.get(), 0, 0),
+                       static_cast<size_t>(PQgetlength(res.get(), 0, 0)));
+  if (!WithTagPushed(doc, tag, &scratch_)) return Status::Corruption("bad BSON");
+  MMDOC_RETURN_IF_ERROR(Run("update", {id, scratch_}, &res));
+  return RowsOf(res.get()) == 0 ? Status::NotFound("push") : Status::OK();
 }
 
 Status PgSession::BuildKeyIndex() {
@@ -424,7 +494,10 @@ std::string PgBackend::settings() const {
        "thread, BEGIN/COMMIT per batch, insert = INSERT ... ON CONFLICT DO NOTHING (0 rows = "
        "duplicate), scan = SELECT doc WHERE position(the value's BSON bytes in doc) > 0 (the "
        "byte pre-check, in the server) + BSON parse of the candidates in C++, build_index = "
-       "CREATE UNIQUE INDEX, delete_value = that scan (SELECT id, doc) then DELETE by id, "
+       "CREATE UNIQUE INDEX, search_prefix = SELECT doc WHERE key >= prefix AND key < its end "
+       "ORDER BY key, sort_limit = SELECT doc WHERE key >= $1 ORDER BY key LIMIT 10, push = "
+       "SELECT doc + append in C++ + UPDATE, delete_value = that scan (SELECT id, doc) then DELETE "
+       "by id, "
        "delete_all = TRUNCATE, disk use includes the cluster's catalogs and its WAL, written/op "
        "includes the server's processes' writes, peak memory is the bench's alone";
   return s;

@@ -13,6 +13,14 @@
 // sync=true with concurrent writers (RocksDB's write group shares one WAL
 // sync); periodic and msync do not exist in RocksDB.
 //
+// Key ranges, from one snapshot each: an iterator on the key family from
+// Seek(from) (search_prefix bounded by ReadOptions::iterate_upper_bound =
+// the prefix's end, so the iterator stops there; sort_limit taking 10),
+// collecting the _ids, then one batched MultiGet of the documents. push =
+// Get of the document, WithTagPushed, Put in the session's WriteBatch (a
+// document at most once per batch: the batch does not read its own
+// writes, as for update).
+//
 // Seed 002's operations:
 //   build_index   one iterator pass over docs collecting (key, _id), sort,
 //                 write them with SstFileWriter and IngestExternalFile (move)
@@ -75,14 +83,28 @@ class RocksDbSession : public Session {
   Status GetById(std::string_view id, std::string* value) override;
   Status FindByKey(std::string_view key, std::string* value) override;
   Status ScanByValue(std::string_view value, bool* found, uint64_t* scanned_bytes) override;
+  Status FindKeyPrefix(std::string_view prefix, std::vector<std::string>* values) override;
+  Status FindKeysFrom(std::string_view from, int limit, std::vector<std::string>* values) override;
+  Status GetDocument(std::string_view id, std::string* bson) override;
+  Status PushTag(std::string_view id, std::string_view tag) override;
   Status BuildKeyIndex() override;
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
   Status Count(uint64_t* docs, uint64_t* key_entries) override;
 
  private:
+  // The `value` of each document of the key range [from, end) (end ""
+  // = no end), at most limit (0 = no limit), in key order.
+  Status KeyRange(std::string_view from, std::string_view end, int limit,
+                  std::vector<std::string>* values);
+
   RocksDbBackend* const backend_;
   rocksdb::WriteBatch batch_;
+  // KeyRange's _ids and documents, kept between calls.
+  std::vector<std::string> ids_;
+  std::vector<rocksdb::Slice> id_slices_;
+  std::vector<rocksdb::PinnableSlice> docs_;
+  std::vector<rocksdb::Status> statuses_;
   rocksdb::PinnableSlice pinned_;
   rocksdb::PinnableSlice pinned2_;
   std::string scratch_;
@@ -148,6 +170,8 @@ class RocksDbBackend : public Backend {
     if (durability_ == Durability::kGroup) s += " with concurrent writers (write groups)";
     if (!key_index_) s += ", no key index (until build_index)";
     s += ", scan = iterator + byte pre-check + BSON parse";
+    s += ", search_prefix/sort_limit = iterator on key CF from Seek (iterate_upper_bound = the "
+         "prefix's end) + one MultiGet of the docs, from one snapshot, push = Get + append + Put";
     s += ", build_index = scan + sort + SstFileWriter + IngestExternalFile, "
          "delete_value = iterator scan + WriteBatch deletes, delete_all = "
          "DeleteRange per CF";
@@ -296,6 +320,76 @@ Status RocksDbSession::ScanByValue(std::string_view value, bool* found, uint64_t
   }
   if (scanned_bytes != nullptr) *scanned_bytes = bytes;
   if (!it->status().ok()) return RocksError("scan", it->status());
+  return Status::OK();
+}
+
+Status RocksDbSession::KeyRange(std::string_view from, std::string_view end, int limit,
+                                std::vector<std::string>* values) {
+  values->clear();
+  rocksdb::DB* db = backend_->db();
+  const rocksdb::Snapshot* snap = db->GetSnapshot();
+  rocksdb::ReadOptions ro = backend_->read_options();
+  ro.snapshot = snap;
+  rocksdb::Slice upper = Sl(end);
+  if (!end.empty()) ro.iterate_upper_bound = &upper;
+  size_t n = 0;
+  Status st;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro, backend_->keys()));
+    for (it->Seek(Sl(from)); it->Valid(); it->Next()) {
+      if (limit > 0 && n == static_cast<size_t>(limit)) break;
+      if (ids_.size() == n) ids_.emplace_back();
+      ids_[n++].assign(it->value().data(), it->value().size());
+    }
+    if (!it->status().ok()) st = RocksError("key range", it->status());
+  }
+  if (st.ok() && n > 0) {
+    id_slices_.resize(n);
+    for (size_t i = 0; i < n; ++i) id_slices_[i] = Sl(ids_[i]);
+    if (docs_.size() < n) docs_.resize(n);
+    statuses_.resize(n);
+    db->MultiGet(ro, backend_->docs(), n, id_slices_.data(), docs_.data(), statuses_.data());
+    std::string_view field;
+    for (size_t i = 0; i < n && st.ok(); ++i) {
+      if (!statuses_[i].ok()) {
+        st = RocksError("key range get", statuses_[i]);
+      } else if (!FieldOf(docs_[i].data(), docs_[i].size(), "value", &field)) {
+        st = Status::Corruption("bad BSON");
+      } else {
+        values->emplace_back(field);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) docs_[i].Reset();
+  }
+  db->ReleaseSnapshot(snap);
+  return st;
+}
+
+Status RocksDbSession::FindKeyPrefix(std::string_view prefix, std::vector<std::string>* values) {
+  const std::string end = PrefixEnd(prefix);
+  return KeyRange(prefix, end, 0, values);
+}
+
+Status RocksDbSession::FindKeysFrom(std::string_view from, int limit,
+                                    std::vector<std::string>* values) {
+  return KeyRange(from, "", limit, values);
+}
+
+Status RocksDbSession::GetDocument(std::string_view id, std::string* bson) {
+  rocksdb::Status s = backend_->db()->Get(backend_->read_options(), backend_->docs(), Sl(id), bson);
+  return s.ok() ? Status::OK() : RocksError("get document", s);
+}
+
+Status RocksDbSession::PushTag(std::string_view id, std::string_view tag) {
+  pinned_.Reset();
+  rocksdb::Status s =
+      backend_->db()->Get(backend_->read_options(), backend_->docs(), Sl(id), &pinned_);
+  if (!s.ok()) return RocksError("push get", s);
+  bool ok = WithTagPushed(std::string_view(pinned_.data(), pinned_.size()), tag, &scratch_);
+  pinned_.Reset();
+  if (!ok) return Status::Corruption("bad BSON");
+  // The key is unchanged, so the key index needs no change.
+  batch_.Put(backend_->docs(), Sl(id), scratch_);
   return Status::OK();
 }
 

@@ -57,17 +57,18 @@ Dataset Dataset::Generate(uint64_t docs, uint64_t seed) {
 
 const std::vector<std::string>& AllPhases() {
   static const std::vector<std::string> kPhases = {
-      "insert",       "search_id",  "search_key",     "search_value", "update", "delete",
-      "delete_value", "delete_all", "insert_noindex", "build_index",  "mapping"};
+      "insert",     "search_id",      "search_key",  "search_value", "search_prefix",
+      "sort_limit", "update",         "push",        "delete",       "delete_value",
+      "delete_all", "insert_noindex", "build_index", "mapping"};
   return kPhases;
 }
 
 const std::vector<std::string>& DefaultPhases() { return AllPhases(); }
 
 bool WritePhase(const std::string& phase) {
-  static const std::vector<std::string> kWrites = {"insert",       "update",     "delete",
-                                                   "delete_value", "delete_all", "insert_noindex",
-                                                   "build_index",  "mapping"};
+  static const std::vector<std::string> kWrites = {"insert",         "update",       "push",
+                                                   "delete",         "delete_value", "delete_all",
+                                                   "insert_noindex", "build_index",  "mapping"};
   return std::find(kWrites.begin(), kWrites.end(), phase) != kWrites.end();
 }
 
@@ -353,7 +354,17 @@ class Runner {
     return config_.lookups != 0 ? config_.lookups : std::max<uint64_t>(1, data_.size() / 10);
   }
   Status SearchValue();
+  Status SearchPrefix();
+  Status SortLimit();
   Status Update();
+  Status Push();
+  // The documents' numbers in key order (bytewise), built on first use:
+  // the oracle of the key range phases.
+  const std::vector<uint32_t>& ByKey();
+  // Where key k would go in ByKey() (the first document whose key >= k).
+  size_t KeyRank(std::string_view k);
+  // The values of ByKey()[begin, end), the answer a key range query owes.
+  std::vector<std::string> ValuesInKeyOrder(size_t begin, size_t end);
   Status Delete();
   Status DeleteValue();
   Status DeleteAll();
@@ -372,8 +383,9 @@ class Runner {
   std::string store_dir_;  // the open store's, under dir_
   std::string settings_;
   int writers_ = 1;
-  std::vector<uint64_t> perm_;  // distinct documents for update, delete, ...
-  uint64_t live_ = 0;           // documents in the open store
+  std::vector<uint64_t> perm_;    // distinct documents for update, delete, ...
+  std::vector<uint32_t> by_key_;  // ByKey()
+  uint64_t live_ = 0;             // documents in the open store
   std::vector<PhaseResult> results_;
 };
 
@@ -416,15 +428,18 @@ Result<std::vector<PhaseResult>> Runner::Run() {
 
   Status s;
   // The main store: the seed workload, then seed 002's deletes.
-  if (WantedAny({"insert", "search_id", "search_key", "search_value", "update", "delete",
-                 "delete_value", "delete_all"})) {
+  if (WantedAny({"insert", "search_id", "search_key", "search_value", "search_prefix", "sort_limit",
+                 "update", "push", "delete", "delete_value", "delete_all"})) {
     size_t first = results_.size();
     s = OpenStore("main", true);
     if (s.ok()) s = Load("insert");
     if (s.ok() && Wanted("search_id")) s = SearchId();
     if (s.ok() && Wanted("search_key")) s = SearchKey();
     if (s.ok() && Wanted("search_value")) s = SearchValue();
+    if (s.ok() && Wanted("search_prefix")) s = SearchPrefix();
+    if (s.ok() && Wanted("sort_limit")) s = SortLimit();
     if (s.ok() && Wanted("update")) s = Update();
+    if (s.ok() && Wanted("push")) s = Push();
     if (s.ok() && Wanted("delete")) s = Delete();
     if (s.ok() && Wanted("delete_value")) s = DeleteValue();
     if (s.ok() && Wanted("delete_all")) s = DeleteAll();
@@ -628,6 +643,128 @@ Status Runner::SearchValue() {
   return Status::OK();
 }
 
+const std::vector<uint32_t>& Runner::ByKey() {
+  if (by_key_.size() != data_.size()) {
+    by_key_.resize(data_.size());
+    for (uint64_t i = 0; i < data_.size(); ++i) by_key_[i] = static_cast<uint32_t>(i);
+    std::sort(by_key_.begin(), by_key_.end(),
+              [&](uint32_t a, uint32_t b) { return data_.key(a) < data_.key(b); });
+  }
+  return by_key_;
+}
+
+size_t Runner::KeyRank(std::string_view k) {
+  const auto& order = ByKey();
+  return static_cast<size_t>(
+      std::lower_bound(order.begin(), order.end(), k,
+                       [&](uint32_t i, std::string_view want) { return data_.key(i) < want; }) -
+      order.begin());
+}
+
+std::vector<std::string> Runner::ValuesInKeyOrder(size_t begin, size_t end) {
+  std::vector<std::string> out;
+  for (size_t j = begin; j < end; ++j) out.emplace_back(data_.value(ByKey()[j]));
+  return out;
+}
+
+Status Runner::SearchPrefix() {
+  // Random 3-hex-digit prefixes (a GUID starts with 8 hex digits): each
+  // matches 1/4096 of the keys, about N/4096 documents.
+  const uint64_t ops = std::max<uint64_t>(10, data_.size() / 1000);
+  std::vector<std::string> prefixes(ops);
+  std::mt19937_64 rng(data_.seed() * 31 + 11);
+  std::uniform_int_distribution<int> pick(0, 4095);
+  for (auto& p : prefixes) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%03x", pick(rng));
+    p = buf;
+  }
+  std::vector<uint64_t> found(ops, 0);
+  Progress progress(config_.progress, Label("search_prefix"), ops);
+  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+    std::vector<std::string> values;
+    return ReadLoop(sh, [&](Session* session, uint64_t k) {
+      MMDOC_RETURN_IF_ERROR(session->FindKeyPrefix(prefixes[k], &values));
+      found[k] = values.size();
+      return Status::OK();
+    });
+  });
+  if (!t.status.ok()) return Status::IOError(engine_ + " search_prefix", t.status.ToString());
+  // Untimed check: every query found as many documents as the store holds
+  // under its prefix; a sample returned exactly those, in key order.
+  uint64_t total = 0, least = UINT64_MAX, most = 0;
+  std::vector<std::string> values;
+  for (uint64_t k = 0; k < ops; ++k) {
+    const size_t begin = KeyRank(prefixes[k]), end = KeyRank(PrefixEnd(prefixes[k]));
+    if (found[k] != end - begin) {
+      return Status::Corruption(engine_ + " search_prefix check: " + std::to_string(found[k]) +
+                                    " documents, expected " + std::to_string(end - begin),
+                                prefixes[k]);
+    }
+    if (k % std::max<uint64_t>(1, ops / 10) == 0) {
+      Status s = sessions_[0]->FindKeyPrefix(prefixes[k], &values);
+      if (s.ok() && values != ValuesInKeyOrder(begin, end))
+        s = Status::Corruption("wrong documents or order for prefix", prefixes[k]);
+      if (!s.ok()) return Status::IOError(engine_ + " search_prefix check", s.ToString());
+    }
+    total += found[k];
+    least = std::min(least, found[k]);
+    most = std::max(most, found[k]);
+  }
+  char notes[256];
+  std::snprintf(notes, sizeof notes,
+                "%llu queries for the keys starting with 3 random hex digits, each a key index "
+                "range then its documents: %.1f docs per query (%llu..%llu)",
+                static_cast<unsigned long long>(ops),
+                static_cast<double>(total) / static_cast<double>(ops),
+                static_cast<unsigned long long>(least), static_cast<unsigned long long>(most));
+  Record(Row("search_prefix"), ops, t, notes);
+  return Status::OK();
+}
+
+Status Runner::SortLimit() {
+  constexpr int kLimit = 10;
+  // Pages of 10 by key from random GUIDs (not keys of the dataset).
+  const uint64_t ops = std::max<uint64_t>(10, Lookups() / kLimit);
+  std::vector<std::string> from(ops);
+  std::mt19937_64 rng(data_.seed() * 31 + 13);
+  boost::uuids::basic_random_generator<std::mt19937_64> gen(&rng);
+  for (auto& g : from) g = boost::uuids::to_string(gen());
+  std::vector<uint64_t> found(ops, 0);
+  Progress progress(config_.progress, Label("sort_limit"), ops);
+  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+    std::vector<std::string> values;
+    return ReadLoop(sh, [&](Session* session, uint64_t k) {
+      MMDOC_RETURN_IF_ERROR(session->FindKeysFrom(from[k], kLimit, &values));
+      found[k] = values.size();
+      return Status::OK();
+    });
+  });
+  if (!t.status.ok()) return Status::IOError(engine_ + " sort_limit", t.status.ToString());
+  // Untimed check: every page is full (short only at the end of the keys);
+  // a sample holds exactly the next 10 documents by key, in order.
+  std::vector<std::string> values;
+  for (uint64_t k = 0; k < ops; ++k) {
+    const size_t begin = KeyRank(from[k]);
+    const size_t end = std::min<size_t>(data_.size(), begin + kLimit);
+    if (found[k] != end - begin) {
+      return Status::Corruption(engine_ + " sort_limit check: " + std::to_string(found[k]) +
+                                    " documents, expected " + std::to_string(end - begin),
+                                from[k]);
+    }
+    if (k % std::max<uint64_t>(1, ops / 20) == 0) {
+      Status s = sessions_[0]->FindKeysFrom(from[k], kLimit, &values);
+      if (s.ok() && values != ValuesInKeyOrder(begin, end))
+        s = Status::Corruption("wrong documents or order from", from[k]);
+      if (!s.ok()) return Status::IOError(engine_ + " sort_limit check", s.ToString());
+    }
+  }
+  Record(Row("sort_limit"), ops, t,
+         "pages of the 10 docs with key >= a random GUID, in key order, through the key "
+         "index");
+  return Status::OK();
+}
+
 Status Runner::Update() {
   uint64_t ops =
       DurableCap(std::min<uint64_t>(std::max<uint64_t>(1, data_.size() / 10), data_.new_values()));
@@ -648,6 +785,52 @@ Status Runner::Update() {
     if (!s.ok()) return Status::IOError(engine_ + " update check", s.ToString());
   }
   Record(Row("update"), ops, t, "");
+  return Status::OK();
+}
+
+Status Runner::Push() {
+  // Random documents (their own shuffle), each pushed to in two
+  // transactions when ops allow: push k goes to docs[k % m], so the second
+  // round appends to the array the first created. m >= the batch keeps a
+  // transaction's documents distinct (backend.h: PushTag).
+  const uint64_t ops = DurableCap(std::max<uint64_t>(1, data_.size() / 10));
+  const uint64_t batch = static_cast<uint64_t>(config_.batch);
+  const uint64_t m =
+      std::min<uint64_t>(data_.size(), std::max<uint64_t>((ops + 1) / 2, std::min(batch, ops)));
+  std::vector<uint64_t> docs(data_.size());
+  for (uint64_t i = 0; i < docs.size(); ++i) docs[i] = i;
+  std::mt19937_64 rng(data_.seed() * 31 + 17);
+  std::shuffle(docs.begin(), docs.end(), rng);
+  docs.resize(m);
+  std::vector<std::string> tags(ops);
+  for (uint64_t k = 0; k < ops; ++k) tags[k] = "t" + std::to_string(k);
+  FlushBeforeWrites();
+  Progress progress(config_.progress, Label("push"), ops);
+  Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
+    return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
+      return session->PushTag(data_.id(docs[k % m]), tags[k]);
+    });
+  });
+  if (!t.status.ok()) return Status::IOError(engine_ + " push", t.status.ToString());
+  // Untimed check: a sample of documents holds exactly its tags, in push
+  // order, and is still found by its key.
+  std::string doc, value;
+  std::vector<std::string> got, want;
+  for (uint64_t j = 0; j < std::min(m, ops); j += std::max<uint64_t>(1, m / 100)) {
+    want.clear();
+    for (uint64_t k = j; k < ops; k += m) want.push_back(tags[k]);
+    const uint64_t i = docs[j];
+    Status s = sessions_[0]->GetDocument(data_.id(i), &doc);
+    if (s.ok() && !TagsOf(doc, &got)) s = Status::Corruption("bad tags", data_.id(i));
+    if (s.ok() && got != want) s = Status::Corruption("wrong tags", data_.id(i));
+    if (s.ok()) s = sessions_[0]->FindByKey(data_.key(i), &value);
+    if (!s.ok()) return Status::IOError(engine_ + " push check", s.ToString());
+  }
+  Record(Row("push"), ops, t,
+         "append a string to the `tags` array of a document found by _id (created when "
+         "missing), " +
+             std::to_string(m) + " random docs, " + std::to_string((ops + m - 1) / m) +
+             " pushes each at most");
   return Status::OK();
 }
 

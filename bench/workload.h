@@ -13,7 +13,15 @@
 //     search_id       N/10 random existing documents by _id (--lookups)
 //     search_key      N/10 by key (the secondary index; --lookups)
 //     search_value    S full scans for a random existing value (no index)
+//     search_prefix   max(10, N/1000) queries for the documents whose key
+//                     starts with 3 random hex digits (about N/4096 each),
+//                     through the key index: a range, then each document
+//     sort_limit      max(10, lookups/10) pages: the 10 documents with key
+//                     >= a random GUID, in key order, through the key index
 //     update          N/10 distinct documents: set value, found by _id
+//     push            N/10 appends of a string to a random document's `tags`
+//                     array (created when missing), found by _id, in
+//                     transactions of `batch`; N/20 documents, two each
 //     delete          N/10 other distinct documents, by _id
 //     delete_value    S/2 ops (seed 002's remove({NewsId: v})), each
 //                     deleting the document whose value is v, one neither
@@ -93,8 +101,8 @@ class Dataset {
 const std::vector<std::string>& AllPhases();
 // The phases a run times when --phases is not given.
 const std::vector<std::string>& DefaultPhases();
-// Whether a phase writes to the store (insert, update, delete, delete_value,
-// delete_all, insert_noindex, build_index, mapping): the phases whose rows
+// Whether a phase writes to the store (insert, update, push, delete,
+// delete_value, delete_all, insert_noindex, build_index, mapping): the phases whose rows
 // carry the bytes written per operation.
 bool WritePhase(const std::string& phase);
 

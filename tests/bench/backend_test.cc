@@ -2,6 +2,7 @@
 // so no engine is measured doing less work than another.
 #include "bench/backend.h"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <thread>
@@ -321,6 +322,109 @@ void CheckSeed002(const std::string& engine, Durability durability) {
   CHECK(backend->Close().ok());
 }
 
+// Key ranges (search_prefix, sort_limit) and push on one engine: the same
+// documents in the same order as the dataset sorted by key, and the same
+// `tags` arrays, whatever the engine.
+void CheckKeyRangesAndPush(const std::string& engine) {
+  const uint64_t n = 300;
+  Dataset data = Dataset::Generate(n, 13);
+  test::TempDir dir;
+  auto backend = OpenBackend(engine, dir.path(), Durability::kNone, n);
+  INFO(engine << ": " << backend->settings());
+  auto session = NewSessionOf(backend.get());
+  InsertAll(session.get(), data, 0, n, 64);
+  std::vector<uint64_t> by_key(n);
+  for (uint64_t i = 0; i < n; ++i) by_key[i] = i;
+  std::sort(by_key.begin(), by_key.end(),
+            [&](uint64_t a, uint64_t b) { return data.key(a) < data.key(b); });
+  // The values of the documents whose key is in [from, end) ("" = no
+  // end), at most limit (0 = all), in key order.
+  auto expect = [&](std::string_view from, std::string_view end, size_t limit) {
+    std::vector<std::string> out;
+    for (uint64_t i : by_key) {
+      if (data.key(i) < from || (!end.empty() && data.key(i) >= end)) continue;
+      if (limit != 0 && out.size() == limit) break;
+      out.emplace_back(data.value(i));
+    }
+    return out;
+  };
+
+  std::vector<std::string> values;
+  // 1 hex digit matches ~n/16 documents, 3 digits (the phase's) a few, one
+  // that no key has none; a dash is a character like any other.
+  for (std::string prefix :
+       {std::string(data.key(0).substr(0, 1)), std::string(data.key(0).substr(0, 3)),
+        std::string(data.key(5).substr(0, 9)), std::string("zzz"), std::string(data.key(7))}) {
+    INFO("prefix " << prefix);
+    Status s = session->FindKeyPrefix(prefix, &values);
+    INFO(s.ToString());
+    REQUIRE(s.ok());
+    CHECK(values == expect(prefix, PrefixEnd(prefix), 0));
+  }
+  REQUIRE(session->FindKeyPrefix(data.key(0).substr(0, 1), &values).ok());
+  CHECK(values.size() > 5);
+  REQUIRE(session->FindKeyPrefix("zzz", &values).ok());
+  CHECK(values.empty());
+
+  // Pages of 10 from a key, from between keys, from before the first and
+  // near the end (a short page), and past the last (empty).
+  const std::string last(data.key(by_key[n - 1]));
+  for (std::string from : {std::string(data.key(9)), std::string(data.key(9)) + "!",
+                           std::string(""), std::string(data.key(by_key[n - 4])), last + "~"}) {
+    INFO("from " << from);
+    Status s = session->FindKeysFrom(from, 10, &values);
+    INFO(s.ToString());
+    REQUIRE(s.ok());
+    CHECK(values == expect(from, "", 10));
+  }
+  REQUIRE(session->FindKeysFrom(data.key(by_key[n - 4]), 10, &values).ok());
+  CHECK(values.size() == 4);
+
+  // push: the array is created, then appended to in a later transaction;
+  // other documents and the key index are untouched; a missing _id is
+  // NotFound.
+  std::string doc;
+  std::vector<std::string> tags;
+  REQUIRE(InTxn(session.get(), [&] {
+            Status s = session->PushTag(data.id(3), "t0");
+            return s.ok() ? session->PushTag(data.id(4), "t1") : s;
+          }).ok());
+  REQUIRE(InTxn(session.get(), [&] { return session->PushTag(data.id(3), "t2"); }).ok());
+  CHECK(InTxn(session.get(), [&] { return session->PushTag("no-such-id", "t3"); }).IsNotFound());
+  REQUIRE(session->GetDocument(data.id(3), &doc).ok());
+  REQUIRE(TagsOf(doc, &tags));
+  CHECK(tags == std::vector<std::string>{"t0", "t2"});
+  REQUIRE(session->GetDocument(data.id(4), &doc).ok());
+  REQUIRE(TagsOf(doc, &tags));
+  CHECK(tags == std::vector<std::string>{"t1"});
+  REQUIRE(session->GetDocument(data.id(5), &doc).ok());
+  CHECK(doc == data.bson(5));
+  CHECK(session->GetDocument("no-such-id", &doc).IsNotFound());
+  std::string value;
+  REQUIRE(session->FindByKey(data.key(3), &value).ok());
+  CHECK(value == data.value(3));
+  REQUIRE(session->FindKeyPrefix(data.key(3), &values).ok());
+  CHECK(values == std::vector<std::string>{std::string(data.value(3))});
+  CheckCount(session.get(), n, n);
+
+  // mmdoc says how it ran them: both through the key index, the page
+  // walked in key order rather than sorted in memory.
+  std::string plans;
+  Status s = session->ExplainKeyQueries(data.key(0).substr(0, 3), data.key(9), &plans);
+  if (engine == "mmdoc") {
+    INFO(s.ToString() << "\n" << plans);
+    REQUIRE(s.ok());
+    CHECK(plans.find("search_prefix: {\"plan\": \"IXSCAN\", \"index\": \"key\"") !=
+          std::string::npos);
+    CHECK(plans.find("sort_limit: {\"plan\": \"IXSCAN\", \"index\": \"key\"") != std::string::npos);
+    CHECK(plans.find("\"sortedInMemory\": true") == std::string::npos);
+  } else {
+    CHECK(s.IsNotSupported());
+  }
+  session.reset();
+  CHECK(backend->Close().ok());
+}
+
 bool Built(const std::string& engine) {
   auto b = NewBackend(engine);
   if (b.status().IsNotSupported()) {
@@ -335,6 +439,14 @@ TEST_CASE("bench adapters return the right documents", "[bench]") {
                              "sqlite", "sqlite-norowid", "postgres"}) {
     DYNAMIC_SECTION(engine) {
       if (Built(engine)) CheckEngine(engine, Durability::kNone);
+    }
+  }
+}
+
+TEST_CASE("bench adapters find key prefixes and pages by key, and push to arrays", "[bench]") {
+  for (const char* engine : {"mmdoc", "lmdb", "rocksdb", "sqlite", "sqlite-norowid", "postgres"}) {
+    DYNAMIC_SECTION(engine) {
+      if (Built(engine)) CheckKeyRangesAndPush(engine);
     }
   }
 }
@@ -474,6 +586,26 @@ TEST_CASE("bench BSON helpers set and read fields", "[bench]") {
   CHECK(f == "k");
   CHECK(out == MakeDocument("i", "k", "new"));
   CHECK_FALSE(FieldOf(doc.data(), 3, "value", &f));
+}
+
+TEST_CASE("bench BSON helper pushes to a tags array", "[bench]") {
+  std::string doc = MakeDocument("i", "k", "v"), once, twice;
+  std::vector<std::string> tags;
+  REQUIRE(TagsOf(doc, &tags));
+  CHECK(tags.empty());
+  REQUIRE(WithTagPushed(doc, "a", &once));
+  REQUIRE(WithTagPushed(once, "b", &twice));
+  REQUIRE(TagsOf(twice, &tags));
+  CHECK(tags == std::vector<std::string>{"a", "b"});
+  // The other fields are kept, in order; the array comes last.
+  std::string_view f;
+  REQUIRE(FieldOf(twice.data(), twice.size(), "value", &f));
+  CHECK(f == "v");
+  CHECK(twice.compare(4, doc.size() - 5, doc, 4, doc.size() - 5) == 0);
+  CHECK(PrefixEnd("abc") == "abd");
+  CHECK(PrefixEnd("ab\xff") == "ac");
+  CHECK(PrefixEnd("\xff") == "");
+  CHECK_FALSE(WithTagPushed(std::string_view(doc.data(), 3), "a", &once));
 }
 
 TEST_CASE("bench latency histogram quantiles", "[bench]") {

@@ -211,6 +211,11 @@ TEST_CASE("mmdoc-bench writes the JSON contract for every engine and mode", "[be
       CHECK(rows[prefix + "insert_noindex"].ops == rows[prefix + "insert"].ops);
       CHECK(rows[prefix + "build_index"].ops == 2000);
       CHECK(rows[prefix + "delete_value"].ops == 2);
+      // At least 10 prefix queries (N/1000 is 2), N/10 lookups / 10 pages,
+      // N/10 pushes (below the durable cap of 300).
+      CHECK(rows[prefix + "search_prefix"].ops == 10);
+      CHECK(rows[prefix + "sort_limit"].ops == 20);
+      CHECK(rows[prefix + "push"].ops == 200);
       CHECK(rows[prefix + "delete_all"].ops == 2000 - rows[prefix + "delete"].ops - 2);
       // Each store's own disk use: the one without the index is no bigger
       // than the one with it (it does not count the main store beside it).
