@@ -83,22 +83,41 @@ Result<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern,
         "invalid regular expression " + Describe(pattern, options),
         reinterpret_cast<const char*>(buf) + std::string(" at offset ") + std::to_string(offset));
   }
-  // The JIT makes a match several times faster; where it is unavailable
-  // (a platform without one) the interpreter gives the same answers.
-  (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   std::shared_ptr<Regex> re(new Regex());
   re->pattern_.assign(pattern);
   re->options_.assign(options);
   re->code_ = code;
+  re->prefix_only_ = pattern.size() > 1 && pattern[0] == '^' &&
+                     pattern.find_first_of("\\^$.|?*+()[]{}", 1) == std::string_view::npos &&
+                     options.find_first_not_of("su") == std::string_view::npos;
+  if (re->prefix_only_) re->prefix_.assign(pattern.substr(1));
   return std::shared_ptr<const Regex>(std::move(re));
 }
 
-Regex::~Regex() { pcre2_code_free(code_); }
+Regex::~Regex() {
+  pcre2_code_free(jit_.load());
+  pcre2_code_free(code_);
+}
 
 bool Regex::Matches(std::string_view s) const {
+  if (prefix_only_) return s.compare(0, prefix_.size(), prefix_) == 0;
   static const char kEmpty[1] = "";
   const char* data = s.empty() ? kEmpty : s.data();
-  int rc = pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(data), s.size(), 0, 0, ThreadMatchData(),
+  const pcre2_code* code = jit_.load(std::memory_order_acquire);
+  if (code == nullptr) {
+    code = code_;
+    // The JIT makes a match several times faster once it is compiled; the
+    // thread that reaches the count compiles a copy (where the platform has
+    // no JIT the copy interprets, with the same answers).
+    if (matches_.fetch_add(1, std::memory_order_relaxed) + 1 == kJitAfter) {
+      pcre2_code* copy = pcre2_code_copy(code_);
+      if (copy != nullptr) {
+        (void)pcre2_jit_compile(copy, PCRE2_JIT_COMPLETE);
+        jit_.store(copy, std::memory_order_release);
+      }
+    }
+  }
+  int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(data), s.size(), 0, 0, ThreadMatchData(),
                        nullptr);
   return rc >= 0;  // 0: matched, with no room to report where
 }

@@ -17,6 +17,7 @@
 #ifndef MMDOC_ENGINE_REGEX_H_
 #define MMDOC_ENGINE_REGEX_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -67,7 +68,18 @@ class Regex {
   Regex() = default;
   std::string pattern_;
   std::string options_;
+  // The interpreted code, and once the pattern has matched kJitAfter
+  // strings a JIT-compiled copy (published once, never changed after):
+  // compiling for the JIT costs tens of microseconds, more than a query
+  // that tests a few dozen strings spends matching.
+  static constexpr uint32_t kJitAfter = 256;
+  // "^text" with literal text only and no option that changes it: a match
+  // is a string starting with prefix_, tested without PCRE2.
+  bool prefix_only_ = false;
+  std::string prefix_;
   pcre2_real_code_8* code_ = nullptr;
+  mutable std::atomic<pcre2_real_code_8*> jit_{nullptr};
+  mutable std::atomic<uint32_t> matches_{0};
 };
 
 }  // namespace mmdoc::engine

@@ -104,6 +104,35 @@ TEST_CASE("Regex: literal prefixes, MongoDB's rule made conservative", "[regex]"
   }
 }
 
+// "^text" skips PCRE2 (a prefix compare), and the JIT takes over after many
+// matches: both must answer as PCRE2 does for the same pattern in a form
+// that takes neither path ("^(?:text)").
+TEST_CASE("Regex: literal-prefix patterns and the JIT answer as PCRE2 does (randomized)",
+          "[regex]") {
+  std::mt19937_64 rng(test::Seed("regex literal prefix"));
+  // A space and a two-byte character among the letters.
+  const std::vector<std::string> pieces = {"a", "b", " ", "\xc3\xa9", "c"};
+  auto random_text = [&](size_t max) {
+    std::string t;
+    const size_t n = rng() % (max + 1);
+    for (size_t i = 0; i < n; i++) t += pieces[rng() % pieces.size()];
+    return t;
+  };
+  for (int round = 0; round < 200; round++) {
+    const std::string text = random_text(3);
+    if (text.empty()) continue;
+    for (const char* options : {"", "s", "u", "su"}) {
+      auto fast = R("^" + text, options);
+      auto slow = R("^(?:" + text + ")", options);
+      for (int k = 0; k < 400; k++) {  // past the JIT's threshold
+        const std::string s = random_text(6);
+        INFO("pattern ^" << text << " /" << options << " on \"" << s << "\"");
+        REQUIRE(fast->Matches(s) == slow->Matches(s));
+      }
+    }
+  }
+}
+
 TEST_CASE("Regex: every string a pattern matches starts with its prefix (randomized)", "[regex]") {
   const uint64_t seed = test::Seed("regex prefix");
   std::mt19937_64 rng(seed);
