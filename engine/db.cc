@@ -502,6 +502,10 @@ Result<std::unique_ptr<Cursor>> Transaction::Find(std::string_view c, const Docu
 Result<uint64_t> Transaction::Count(std::string_view c, const Document& filter) {
   return impl_->Count(c, filter);
 }
+Result<std::vector<Value>> Transaction::Distinct(std::string_view c, std::string_view field,
+                                                 const Document& filter) {
+  return impl_->Distinct(c, field, filter);
+}
 Result<ExplainInfo> Transaction::Explain(std::string_view c, const Document& filter,
                                          const FindOptions& options) {
   auto r = impl_->Find(c, filter, options);
@@ -742,6 +746,11 @@ Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filte
 
 Result<uint64_t> DB::Count(std::string_view c, const Document& filter) {
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Count(c, filter); });
+}
+
+Result<std::vector<Value>> DB::Distinct(std::string_view c, std::string_view field,
+                                        const Document& filter) {
+  return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Distinct(c, field, filter); });
 }
 
 Status DB::CreateCollection(std::string_view c) {

@@ -251,6 +251,8 @@ class TransactionImpl {
   Result<std::unique_ptr<CursorImpl>> Find(std::string_view coll, const Document& filter,
                                            const FindOptions& options);
   Result<uint64_t> Count(std::string_view coll, const Document& filter);
+  Result<std::vector<Value>> Distinct(std::string_view coll, std::string_view field,
+                                      const Document& filter);
   Result<std::vector<std::string>> ListCollections();
   Result<std::vector<IndexInfo>> ListIndexes(std::string_view coll);
 

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <map>
 
 #include "engine/db_impl.h"
+#include "engine/query_path.h"
 #include "storage/coding.h"
 
 namespace mmdoc {
@@ -514,6 +516,56 @@ Result<uint64_t> TransactionImpl::Count(std::string_view coll, const Document& f
   while (cur.value()->Next()) n++;
   MMDOC_RETURN_IF_ERROR(cur.value()->status());
   return n;
+}
+
+Result<std::vector<Value>> TransactionImpl::Distinct(std::string_view coll, std::string_view field,
+                                                     const Document& filter) {
+  if (finished_) return Status::InvalidArgument("transaction already finished");
+  for (size_t start = 0;;) {  // a dotted path: no empty part, none starting with '$'
+    const size_t dot = field.find('.', start);
+    const std::string_view part = field.substr(start, dot == field.npos ? dot : dot - start);
+    if (part.empty() || part[0] == '$' || part.find('\0') != part.npos)
+      return Status::InvalidArgument("bad distinct field", field);
+    if (dot == field.npos) break;
+    start = dot + 1;
+  }
+  auto f = engine::Filter::Parse(filter);
+  if (!f.ok()) return f.status();
+  CollState* c;
+  MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
+  std::vector<Value> out;
+  if (!c->exists) return out;
+  auto cur = CursorImpl::Create(this, c, std::move(f.value()), FindOptions());
+  if (!cur.ok()) return cur.status();
+  // Keyed by the order-preserving encoding: equal values (1, 1.0) share
+  // one key, and the map's order is BSON order. The first value seen stays.
+  std::map<std::string, Value> seen;
+  std::string key;
+  auto add = [&](const bson_value_t* v) {
+    key.clear();
+    engine::AppendKey(v, &key);
+    if (seen.find(key) == seen.end()) seen.emplace(key, Value::FromBsonValue(v));
+  };
+  auto visit = [&](const bson_value_t* v) {
+    if (v == nullptr) return false;  // missing: nothing
+    if (v->value_type != BSON_TYPE_ARRAY) {
+      add(v);
+      return false;
+    }
+    bson_iter_t it;  // an array: each element ([] gives nothing)
+    if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
+      while (bson_iter_next(&it)) add(bson_iter_value(&it));
+    }
+    return false;
+  };
+  while (cur.value()->Next()) {
+    std::string_view d = cur.value()->raw();
+    engine::VisitPath(reinterpret_cast<const uint8_t*>(d.data()), d.size(), field, visit);
+  }
+  MMDOC_RETURN_IF_ERROR(cur.value()->status());
+  out.reserve(seen.size());
+  for (auto& [k, v] : seen) out.push_back(std::move(v));
+  return out;
 }
 
 Result<std::vector<std::string>> TransactionImpl::ListCollections() {

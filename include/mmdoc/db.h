@@ -211,6 +211,14 @@ class Transaction {
                                        const FindOptions& options = FindOptions());
   // How many documents match `filter`. Errors as Find.
   Result<uint64_t> Count(std::string_view collection, const Document& filter);
+  // The distinct values of `field` (a dotted path) among the documents
+  // matching `filter`, as MongoDB's distinct: an array contributes each of
+  // its elements, a missing field nothing, and values equal under BSON
+  // comparison (1, 1.0, NumberLong(1)) count once, as the first one met.
+  // Sorted in BSON order. Reads every matching document (an index helps
+  // only the filter). Errors as Find; InvalidArgument for a bad field.
+  Result<std::vector<Value>> Distinct(std::string_view collection, std::string_view field,
+                                      const Document& filter);
   // The plan Find would use, with the counts of actually running it.
   // Errors as Find.
   Result<ExplainInfo> Explain(std::string_view collection, const Document& filter,
@@ -387,6 +395,8 @@ class DB {
   Result<std::vector<Document>> Find(std::string_view collection, const Document& filter,
                                      const FindOptions& options = FindOptions());
   Result<uint64_t> Count(std::string_view collection, const Document& filter = Document());
+  Result<std::vector<Value>> Distinct(std::string_view collection, std::string_view field,
+                                      const Document& filter = Document());
   Status CreateCollection(std::string_view collection);
   Status DropCollection(std::string_view collection);
   Result<std::vector<std::string>> ListCollections();
