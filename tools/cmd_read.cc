@@ -1,4 +1,4 @@
-// The commands that read documents: get, find, count.
+// The commands that read documents: get, find, count, distinct.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -15,8 +15,9 @@
 namespace mmdoc::tool {
 namespace {
 
-// Parses FIELD, -FIELD, FIELD:1 / FIELD:-1 (also :asc / :desc).
-bool ParseSort(const std::string& spec, FindOptions* o) {
+// Parses one sort key: FIELD, -FIELD, FIELD:1 / FIELD:-1 (also :asc /
+// :desc).
+bool ParseSortKey(const std::string& spec, FindOptions* o) {
   std::string field = spec;
   int dir = 1;
   if (!field.empty() && field[0] == '-') {
@@ -36,9 +37,24 @@ bool ParseSort(const std::string& spec, FindOptions* o) {
     }
   }
   if (!FieldPathProblem(field).empty()) return false;
-  o->sort_field = field;
-  o->sort_direction = dir;
+  for (const SortSpec& k : o->sort) {
+    if (k.field == field) return false;  // given twice
+  }
+  o->sort.push_back(SortSpec{field, dir});
   return true;
+}
+
+// Parses a comma-separated list of sort keys, the first most significant
+// (a,-b: a ascending, then b descending).
+bool ParseSort(const std::string& spec, FindOptions* o) {
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = spec.find(',', start);
+    if (!ParseSortKey(spec.substr(start, comma == std::string::npos ? comma : comma - start), o))
+      return false;
+    if (comma == std::string::npos) return true;
+    start = comma + 1;
+  }
 }
 
 }  // namespace
@@ -79,7 +95,9 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
   FindOptions options;
   if (!a.sort.empty() && !ParseSort(a.sort, &options)) {
     return Fail(kExitBadInput, "sort",
-                "expected FIELD, -FIELD, FIELD:1 or FIELD:-1, got " + Quote(a.sort));
+                "expected keys FIELD, -FIELD, FIELD:1 or FIELD:-1 separated by commas (each "
+                "field once), got " +
+                    Quote(a.sort));
   }
   for (const auto& [name, value] : {std::pair{"--limit", a.limit}, std::pair{"--skip", a.skip}}) {
     if (value < 0) {
@@ -134,6 +152,22 @@ int RunCount(const CommonArgs& c, const std::string& filter_json) {
   auto r = db->Count(c.collection, *filter);
   if (!r.ok()) return FailStatus("count", r.status());
   std::printf("%llu\n", static_cast<unsigned long long>(*r));
+  return kExitOk;
+}
+
+int RunDistinct(const CommonArgs& c, const std::string& field, const std::string& filter_json,
+                const std::string& json_mode) {
+  std::string problem = FieldPathProblem(field);
+  if (!problem.empty()) return Fail(kExitBadInput, "distinct", Quote(field) + ": " + problem);
+  int code = kExitOk;
+  auto filter = ParseDocArg("filter", filter_json, &code);
+  if (!filter) return code;
+  auto db = OpenDb(c, false, &code);
+  if (!db) return code;
+  auto r = db->Distinct(c.collection, field, *filter);
+  if (!r.ok()) return FailStatus("distinct", r.status());
+  const JsonMode mode = ParseJsonMode(json_mode);
+  for (const Value& v : *r) std::printf("%s\n", v.ToJson(mode).c_str());
   return kExitOk;
 }
 

@@ -31,7 +31,7 @@ struct InsertArgs {
 
 struct FindArgs {
   std::string filter = "{}";
-  std::string sort;  // FIELD, -FIELD, FIELD:1 or FIELD:-1
+  std::string sort;  // keys FIELD, -FIELD, FIELD:1 or FIELD:-1, comma-separated
   // Signed so that a negative value reaches RunFind, which refuses it
   // (unsigned parsing would wrap -1 around to "no limit").
   int64_t limit = 0;
@@ -66,6 +66,9 @@ int RunUpdate(const CommonArgs& c, const std::string& filter, const std::string&
               bool upsert);
 int RunDelete(const CommonArgs& c, const std::string& filter, bool many);
 int RunCount(const CommonArgs& c, const std::string& filter);
+// One JSON value per line (DB::Distinct).
+int RunDistinct(const CommonArgs& c, const std::string& field, const std::string& filter,
+                const std::string& json_mode);
 int RunIndexCreate(const CommonArgs& c, const std::string& field, bool unique);
 int RunIndexDrop(const CommonArgs& c, const std::string& field);
 int RunIndexList(const CommonArgs& c);

@@ -36,9 +36,9 @@ Examples:
 
 constexpr const char* kFilterHelp = "MongoDB filter (the operators: see mmdoc find --help)";
 
-const std::vector<std::string> kCommands = {"insert", "get",   "find",  "update",
-                                            "delete", "count", "index", "import",
-                                            "export", "stats", "check", "compact"};
+const std::vector<std::string> kCommands = {"insert", "get",      "find",   "update", "delete",
+                                            "count",  "distinct", "index",  "import", "export",
+                                            "stats",  "check",    "compact"};
 const std::vector<std::string> kIndexCommands = {"create", "drop", "list"};
 
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
@@ -138,7 +138,8 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   find->add_option("--sort", find_args.sort,
                    "Sort by FIELD; descending with --sort -FIELD, "
-                   "--sort=-FIELD or --sort FIELD:-1");
+                   "--sort=-FIELD or --sort FIELD:-1; by several keys, the first "
+                   "most significant, with --sort a,-b");
   // As text: CLI11 would saturate an out-of-range number and read a
   // leading 0 as octal; ParseInt64 below refuses both.
   std::string limit = "0";
@@ -182,6 +183,18 @@ int Main(int argc, char** argv) {
       app.add_subcommand("count", "Print how many documents match FILTER (default: all).");
   AddCommon(count, &c);
   count->add_option("FILTER", filter, kFilterHelp)->capture_default_str();
+
+  std::string distinct_field;
+  std::string distinct_json_mode = "relaxed";
+  CLI::App* distinct = app.add_subcommand(
+      "distinct",
+      "Print the distinct values of FIELD among the documents matching FILTER (default: all), "
+      "one JSON value per line in BSON order: an array gives each of its elements, a missing "
+      "field nothing, and 1 and 1.0 are one value.");
+  AddCommon(distinct, &c);
+  distinct->add_option("FIELD", distinct_field, "Dotted field path")->required();
+  distinct->add_option("FILTER", filter, kFilterHelp)->capture_default_str();
+  AddJsonMode(distinct, &distinct_json_mode);
 
   std::string field;
   bool unique = false;
@@ -296,6 +309,7 @@ int Main(int argc, char** argv) {
   if (update->parsed()) return RunUpdate(c, filter, update_doc, many, upsert);
   if (del->parsed()) return RunDelete(c, filter, many);
   if (count->parsed()) return RunCount(c, filter);
+  if (distinct->parsed()) return RunDistinct(c, distinct_field, filter, distinct_json_mode);
   if (index_create->parsed()) return RunIndexCreate(c, field, unique);
   if (index_drop->parsed()) return RunIndexDrop(c, field);
   if (index_list->parsed()) return RunIndexList(c);

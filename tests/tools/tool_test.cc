@@ -232,6 +232,50 @@ TEST_CASE("tool: insert, get, find, count", "[tools]") {
   ExpectCheckOk(db);
 }
 
+TEST_CASE("tool: find --sort with several keys, and an index-backed sort", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db},
+          "{\"_id\": 1, \"a\": 2, \"b\": \"x\"}\n{\"_id\": 2, \"a\": 1, \"b\": \"y\"}\n"
+          "{\"_id\": 3, \"a\": 2, \"b\": \"z\"}\n{\"_id\": 4, \"a\": 1, \"b\": \"w\"}\n");
+  auto ids = [](const std::string& out) {
+    std::string s;
+    for (const std::string& line : Lines(out)) s += line.substr(line.find(':') + 2, 1);
+    return s;
+  };
+  CHECK(ids(MustRun({"find", db, "{}", "--sort", "a,-b"}).out) == "2431");
+  CHECK(ids(MustRun({"find", db, "{}", "--sort=-a,b:1"}).out) == "1342");
+  CHECK(ids(MustRun({"find", db, "{}", "--sort", "a,b", "--limit", "2"}).out) == "42");
+  ExpectError(RunTool({"find", db, "{}", "--sort", "a,"}), 2, {"sort"});
+  ExpectError(RunTool({"find", db, "{}", "--sort", "a,-a"}), 2, {"sort"});
+  Run scan = MustRun({"find", db, "{}", "--sort", "a", "--explain"});
+  CHECK(Contains(scan.out, "\"sortedInMemory\": true"));
+  MustRun({"index", "create", db, "a"});
+  Run walk = MustRun({"find", db, "{}", "--sort", "-a", "--limit", "1", "--explain"});
+  CHECK(Contains(walk.out, "\"plan\": \"IXSCAN\""));
+  CHECK(Contains(walk.out, "\"sortedInMemory\": false"));
+  CHECK(Contains(walk.out, "\"docsExamined\": 1"));
+  Run id = MustRun({"find", db, "{}", "--sort", "-_id", "--limit", "1"});
+  CHECK(ids(id.out) == "4");
+  ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: distinct prints one JSON value per line", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db},
+          "{\"_id\": 1, \"t\": [\"b\", 1]}\n{\"_id\": 2, \"t\": 1.0}\n{\"_id\": 3}\n"
+          "{\"_id\": 4, \"t\": \"a\", \"k\": 1}\n{\"_id\": 5, \"t\": null}\n");
+  CHECK(Lines(MustRun({"distinct", db, "t"}).out) ==
+        std::vector<std::string>{"null", "1", "\"a\"", "\"b\""});
+  CHECK(Lines(MustRun({"distinct", db, "t", R"({"k": 1})"}).out) ==
+        std::vector<std::string>{"\"a\""});
+  CHECK(MustRun({"distinct", db, "nothing"}).out.empty());
+  ExpectError(RunTool({"distinct", db, "a..b"}), 2, {"distinct"});
+  ExpectError(RunTool({"distinct", db}), 2, {});
+  ExpectCheckOk(db);
+}
+
 TEST_CASE("tool: get of a missing id exits 1", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
