@@ -7,10 +7,14 @@
 //            unique indexes and point intervals are preferred;
 //   COLLSCAN walk the _id tree and test every document in place.
 // Every candidate is re-checked with the full filter, so an index only has
-// to return a superset. Without a sort, documents stream; with a sort, the
-// matches are collected and sorted by engine::SortKey (MongoDB's order and
-// array rule: an array sorts by its smallest element ascending, its largest
-// descending; missing = null; [] below null).
+// to return a superset. Without a sort, documents stream. A one-key sort
+// that an index gives (PlanIndexSort: _id, or a non-multikey index on a
+// top-level field, when the plan is a COLLSCAN or already on that index)
+// streams too, the index walked in the sort's direction. Any other sort
+// collects the matches and sorts them by engine::SortKey (MongoDB's order
+// and array rule: an array sorts by its smallest element ascending, its
+// largest descending; missing = null; [] below null), keeping only skip +
+// limit of them with a limit, and refusing past max_sort_bytes.
 
 #include <algorithm>
 #include <cstring>

@@ -6,7 +6,8 @@
 // lives in its collection's B+tree keyed by _id. Secondary indexes on a
 // dotted field path, unique or not, are kept in step with the documents in
 // the same transaction. Queries take MongoDB's filter syntax and use an index
-// when one constrains the filter, a full scan otherwise (Explain says which).
+// when one constrains the filter, a full scan otherwise (Explain says which);
+// a sort on _id or on a single-key indexed field walks that index.
 //
 //   auto db = mmdoc::DB::Open("app.mmdb").value();
 //   auto doc = mmdoc::Document::FromJson(R"({"name": "ada", "age": 36})").value();
@@ -202,11 +203,16 @@ class Transaction {
   // fetch when `field` has a unique index. NotFound when none matches;
   // InvalidArgument for a malformed field path.
   Result<Document> GetBy(std::string_view collection, std::string_view field, const Value& value);
-  // The documents matching `filter` (MongoDB syntax; {} matches all).
+  // The documents matching `filter` (MongoDB syntax; {} matches all), in
+  // options.sort's order (mmdoc/options.h says which sorts walk an index
+  // and which run in memory).
   // InvalidArgument for an operator or value the filter does not implement
   // (named), a malformed filter, or bad options (a negative limit or skip,
-  // a sort direction other than 1 or -1, a projection that is not field
-  // paths).
+  // a sort direction other than 1 or -1, a sort field given twice, both
+  // sort and sort_field, a projection that is not field paths), or an
+  // in-memory sort that would hold more than options.max_sort_bytes ("sort
+  // exceeded memory limit of N bytes": add an index, a limit or a
+  // narrower filter).
   Result<std::unique_ptr<Cursor>> Find(std::string_view collection, const Document& filter,
                                        const FindOptions& options = FindOptions());
   // How many documents match `filter`. Errors as Find.
