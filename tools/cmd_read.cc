@@ -99,7 +99,8 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
                 "field once), got " +
                     Quote(a.sort));
   }
-  for (const auto& [name, value] : {std::pair{"--limit", a.limit}, std::pair{"--skip", a.skip}}) {
+  for (const auto& [name, value] : {std::pair{"--limit", a.limit}, std::pair{"--skip", a.skip},
+                                    std::pair{"--max-sort-bytes", a.max_sort_bytes}}) {
     if (value < 0) {
       return Fail(kExitBadInput, "find",
                   std::string(name) + " must not be negative, got " + std::to_string(value));
@@ -107,6 +108,7 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
   }
   options.limit = static_cast<decltype(options.limit)>(a.limit);
   options.skip = static_cast<decltype(options.skip)>(a.skip);
+  options.max_sort_bytes = static_cast<uint64_t>(a.max_sort_bytes);
   // Checked here too, not only by the API: an exclusion (-FIELD) or an
   // operator must not quietly project nothing but _id.
   for (const std::string& field : a.project) {

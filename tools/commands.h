@@ -36,6 +36,7 @@ struct FindArgs {
   // (unsigned parsing would wrap -1 around to "no limit").
   int64_t limit = 0;
   int64_t skip = 0;
+  int64_t max_sort_bytes = 100 << 20;  // FindOptions::max_sort_bytes; 0: no limit
   std::vector<std::string> project;
   bool explain = false;
   std::string json_mode = "relaxed";  // relaxed or canonical Extended JSON

@@ -146,6 +146,12 @@ int Main(int argc, char** argv) {
   std::string skip = "0";
   find->add_option("--limit", limit, "Print at most N documents (0: all)")->type_name("N");
   find->add_option("--skip", skip, "Skip the first N matches")->type_name("N");
+  std::string max_sort_bytes = std::to_string(find_args.max_sort_bytes);
+  find->add_option("--max-sort-bytes", max_sort_bytes,
+                   "The most bytes a sort no index gives may hold in memory (0: no limit); "
+                   "past it find fails, as MongoDB's 100 MiB limit")
+      ->type_name("N")
+      ->capture_default_str();
   find->add_option("--project", find_args.project, "Only these fields (and _id): a,b,c")
       ->delimiter(',');
   find->add_flag("--explain", find_args.explain,
@@ -294,8 +300,10 @@ int Main(int argc, char** argv) {
   if (insert->parsed()) return RunInsert(c, insert_args);
   if (get->parsed()) return RunGet(c, id, get_json_mode);
   if (find->parsed()) {
-    for (const auto& [name, text, value] : {std::tuple{"--limit", &limit, &find_args.limit},
-                                            std::tuple{"--skip", &skip, &find_args.skip}}) {
+    for (const auto& [name, text, value] :
+         {std::tuple{"--limit", &limit, &find_args.limit},
+          std::tuple{"--skip", &skip, &find_args.skip},
+          std::tuple{"--max-sort-bytes", &max_sort_bytes, &find_args.max_sort_bytes}}) {
       if (!ParseInt64(*text, value)) {
         return Fail(kExitBadInput, "find",
                     std::string(name) +

@@ -248,6 +248,13 @@ TEST_CASE("tool: find --sort with several keys, and an index-backed sort", "[too
   CHECK(ids(MustRun({"find", db, "{}", "--sort", "a,b", "--limit", "2"}).out) == "42");
   ExpectError(RunTool({"find", db, "{}", "--sort", "a,"}), 2, {"sort"});
   ExpectError(RunTool({"find", db, "{}", "--sort", "a,-a"}), 2, {"sort"});
+  // An in-memory sort past --max-sort-bytes fails; a limit holds less.
+  ExpectError(RunTool({"find", db, "{}", "--sort", "b", "--max-sort-bytes", "300"}), 2,
+              {"sort exceeded memory limit of 300 bytes"});
+  CHECK(ids(MustRun({"find", db, "{}", "--sort", "b", "--max-sort-bytes", "300", "--limit", "1"})
+                .out) == "4");
+  CHECK(Lines(MustRun({"find", db, "{}", "--sort", "b", "--max-sort-bytes", "0"}).out).size() == 4);
+  ExpectError(RunTool({"find", db, "{}", "--max-sort-bytes", "-1"}), 2, {"--max-sort-bytes"});
   Run scan = MustRun({"find", db, "{}", "--sort", "a", "--explain"});
   CHECK(Contains(scan.out, "\"sortedInMemory\": true"));
   MustRun({"index", "create", db, "a"});
