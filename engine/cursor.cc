@@ -329,27 +329,25 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
 }
 
 Status CursorImpl::Materialize() {
-  // Decorate each match with its sort keys once: the order-preserving
-  // encodings of engine::SortKey's values, compared bytewise (reversed for
-  // a descending key), then by arrival, so that equal keys keep the plan's
-  // order whatever the limit.
+  // Decorate each match with one sort key: the order-preserving encodings
+  // (AppendKey) of its engine::SortKey values, one after another, each
+  // byte complemented for a descending key. The encodings are prefix-free,
+  // so one bytewise comparison of two such keys orders by the first sort
+  // key, then the second, and so on; complementing reverses the order of
+  // distinct values. Ties go by arrival, so that equal keys keep the
+  // plan's order whatever the limit.
   struct Entry {
-    std::string doc;
-    std::vector<std::string> keys;
+    std::string key;
     uint64_t seq;
+    size_t slot;  // the document: docs[slot]
   };
-  const std::vector<SortSpec>& spec = sort_;
-  auto before = [&spec](const Entry& a, const Entry& b) {
-    for (size_t f = 0; f < spec.size(); f++) {
-      int c = a.keys[f].compare(b.keys[f]);
-      if (c != 0) return spec[f].direction > 0 ? c < 0 : c > 0;
-    }
-    return a.seq < b.seq;
+  auto before = [](const Entry& a, const Entry& b) {
+    int c = a.key.compare(b.key);
+    return c != 0 ? c < 0 : a.seq < b.seq;
   };
-  auto size_of = [](const Entry& e) {
-    uint64_t n = sizeof(Entry) + e.doc.size();
-    for (const std::string& k : e.keys) n += sizeof(std::string) + k.size();
-    return n;
+  std::vector<std::string> docs;
+  auto size_of = [&docs](const Entry& e) {
+    return sizeof(Entry) + sizeof(std::string) + e.key.size() + docs[e.slot].size();
   };
   // With a limit only the first skip + limit in sort order are kept: a
   // max-heap whose top is the worst of them.
@@ -363,20 +361,27 @@ Status CursorImpl::Materialize() {
   while (NextMatch(&d)) {
     Entry e;
     e.seq = seq++;
-    e.keys.resize(spec.size());
-    for (size_t f = 0; f < spec.size(); f++) {
+    for (const SortSpec& k : sort_) {
       bson_value_t v;
-      engine::SortKey(reinterpret_cast<const uint8_t*>(d.data()), d.size(), spec[f].field,
-                      spec[f].direction, &v);
-      engine::AppendKey(&v, &e.keys[f]);
+      engine::SortKey(reinterpret_cast<const uint8_t*>(d.data()), d.size(), k.field, k.direction,
+                      &v);
+      const size_t at = e.key.size();
+      engine::AppendKey(&v, &e.key);
+      if (k.direction < 0) {
+        for (size_t i = at; i < e.key.size(); i++) e.key[i] = static_cast<char>(~e.key[i]);
+      }
     }
     if (keep != 0 && held.size() == keep) {
       if (!before(e, held.front())) continue;  // not among the first keep
       std::pop_heap(held.begin(), held.end(), before);
       bytes -= size_of(held.back());
+      e.slot = held.back().slot;  // reused
       held.pop_back();
+      docs[e.slot].assign(d);
+    } else {
+      e.slot = docs.size();
+      docs.emplace_back(d);
     }
-    e.doc.assign(d);
     bytes += size_of(e);
     if (max_bytes != 0 && bytes > max_bytes) {
       return Status::InvalidArgument(
@@ -391,10 +396,12 @@ Status CursorImpl::Materialize() {
   if (keep != 0) {
     std::sort_heap(held.begin(), held.end(), before);
   } else {
-    std::sort(held.begin(), held.end(), before);  // seq breaks ties: stable
+    // A merge sort: std::sort degenerated to its heapsort fallback on
+    // keys such as "user0".."user999999" in _id order.
+    std::stable_sort(held.begin(), held.end(), before);
   }
   materialized_.reserve(held.size());
-  for (Entry& e : held) materialized_.push_back(std::move(e.doc));
+  for (Entry& e : held) materialized_.push_back(std::move(docs[e.slot]));
   mode_ = Mode::kMaterialized;
   return Status::OK();
 }
