@@ -141,14 +141,27 @@ Status DBImpl::Replay(uint64_t txid, std::string_view payload) {
 Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, bool replaying) {
   MMDOC_RETURN_IF_ERROR(NotWriting("Begin"));
   const Durability d = wo.durability.value_or(options_.durability);
+  {
+    storage::MutexLock l(&turn_mu_);
+    writers_asked_++;
+  }
+  auto served = [&] {
+    {
+      storage::MutexLock l(&turn_mu_);
+      writers_served_++;
+    }
+    turn_cv_.SignalAll();
+  };
   for (;;) {
     std::shared_ptr<storage::Pager> p = pager();
     auto txn = p->BeginWrite();
     if (!txn.ok()) {
       if (p != pager()) continue;  // compacted while waiting: begin on the new file
+      served();
       return txn.status();
     }
     writer_thread_.store(std::this_thread::get_id());
+    served();
     return std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn.value()), false, d,
                                              replaying);
   }
@@ -425,6 +438,12 @@ Status DBImpl::CopyInto(TransactionImpl* src, const std::string& tmp,
 
 Status DBImpl::Compact() {
   MMDOC_RETURN_IF_ERROR(NotWriting("Compact"));
+  {
+    // The writers waiting now go first (see turn_mu_); later ones wait.
+    storage::MutexLock l(&turn_mu_);
+    const uint64_t waiting = writers_asked_;
+    while (writers_served_ < waiting) turn_cv_.Wait();
+  }
   std::shared_ptr<storage::Pager> old = pager();
   MMDOC_RETURN_IF_ERROR(old->BackgroundError());
   // Writers wait from here until the copy has replaced the file; readers go

@@ -192,6 +192,14 @@ class DBImpl {
   std::shared_ptr<const CatalogCache> cache_ MMDOC_GUARDED_BY(cache_mu_);
   // The thread holding the write transaction, if any.
   std::atomic<std::thread::id> writer_thread_{};
+  // Writers that asked for the write transaction and writers whose turn
+  // came (they got it, or an error): Compact lets the writers already
+  // waiting go first, so that back-to-back compactions cannot starve them
+  // (each swap would otherwise hand the new file to the next Compact).
+  storage::Mutex turn_mu_;
+  storage::CondVar turn_cv_{&turn_mu_};
+  uint64_t writers_asked_ MMDOC_GUARDED_BY(turn_mu_) = 0;
+  uint64_t writers_served_ MMDOC_GUARDED_BY(turn_mu_) = 0;
   // Finished read transactions (EndRead); declared after pager_, so they
   // go first. Each holds no snapshot.
   static constexpr size_t kSpareReads = 8;
