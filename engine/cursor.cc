@@ -103,7 +103,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   int best = 3;
   if (id_bounds && std::all_of(id_bounds->begin(), id_bounds->end(), IsPoint)) {
     cur->mode_ = Mode::kIndex;
-    cur->index_tree_ = c->primary;
+    cur->index_tree_ = c->primary.get();
     cur->index_is_primary_ = true;
     cur->index_unique_ = true;
     cur->intervals_ = std::move(*id_bounds);
@@ -118,7 +118,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
       if (score < best) {
         best = score;
         cur->mode_ = Mode::kIndex;
-        cur->index_tree_ = c->index_trees[i];
+        cur->index_tree_ = c->index_trees[i].get();
         cur->index_unique_ = c->meta.indexes[i].unique;
         cur->index_is_primary_ = false;
         cur->dedup_ = c->meta.indexes[i].multikey;
@@ -129,7 +129,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
     }
     if (best == 3 && id_bounds) {
       cur->mode_ = Mode::kIndex;
-      cur->index_tree_ = c->primary;
+      cur->index_tree_ = c->primary.get();
       cur->index_is_primary_ = true;
       cur->index_unique_ = true;
       cur->intervals_ = std::move(*id_bounds);
@@ -147,7 +147,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   // overlap.
   const bool in_order = cur->sort_.empty() || cur->PlanIndexSort();
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
-  cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary);
+  cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary.get());
   if (!in_order) {
     cur->explain_.sorted_in_memory = true;
     Status s = cur->Materialize();
@@ -165,18 +165,18 @@ bool CursorImpl::PlanIndexSort() {
   // the sort's walk need not agree on; a top-level field they agree on but
   // for [] (the null key split below).
   if (field.find('.') != std::string::npos) return false;
-  index::BTree* tree = nullptr;
+  index::BufferedTree* tree = nullptr;
   bool unique = true;
   const bool primary = field == "_id";
   if (primary) {
-    tree = c_->primary;
+    tree = c_->primary.get();
   } else {
     for (size_t i = 0; i < c_->meta.indexes.size(); i++) {
       const IndexMeta& m = c_->meta.indexes[i];
       // A multikey index holds a document under several keys; the sort
       // takes one of them (the smallest or largest), which the walk cannot.
       if (m.field != field || m.multikey) continue;
-      tree = c_->index_trees[i];
+      tree = c_->index_trees[i].get();
       unique = m.unique;
     }
   }
@@ -288,7 +288,7 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
   }
   if (field == "_id") {
     // _id keys are unique and never arrays: the key equality is the match.
-    cur->index_tree_ = c->primary;
+    cur->index_tree_ = c->primary.get();
     cur->index_is_primary_ = true;
     cur->index_unique_ = true;
     cur->explain_.plan = "IDHACK";
@@ -296,7 +296,7 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
     size_t i = 0;
     while (i < c->meta.indexes.size() && c->meta.indexes[i].field != field) i++;
     if (i == c->meta.indexes.size()) return nullptr;
-    cur->index_tree_ = c->index_trees[i];
+    cur->index_tree_ = c->index_trees[i].get();
     cur->index_unique_ = c->meta.indexes[i].unique;
     cur->dedup_ = c->meta.indexes[i].multikey;
     cur->explain_.plan = "IXSCAN";

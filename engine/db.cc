@@ -282,7 +282,7 @@ Status DBImpl::Check(CheckReport* report) {
       }
       std::vector<uint64_t> expected(c->meta.indexes.size(), 0);
       uint64_t docs = 0;
-      index::BTree::Cursor cur(c->primary);
+      index::BufferedTree::Cursor cur(c->primary.get());
       std::vector<std::string> keys;
       Status it;
       for (it = cur.SeekToFirst(); it.ok() && cur.Valid(); it = cur.Next()) {
@@ -327,7 +327,7 @@ Status DBImpl::Check(CheckReport* report) {
                 " documents but its count says " + std::to_string(c->meta.count));
       for (size_t i = 0; i < c->meta.indexes.size(); i++) {
         index::TreeStats st;
-        Status v = c->index_trees[i]->Verify(nullptr, &st);
+        Status v = c->index_trees[i]->tree()->Verify(nullptr, &st);
         if (!v.ok()) continue;  // reported by the catalog walk
         if (st.entries != expected[i])
           problem("collection " + name + ": index '" + c->meta.indexes[i].field + "' has " +
@@ -368,13 +368,13 @@ Result<DBStats> DBImpl::Stats() {
     cs.name = name;
     cs.documents = c->meta.count;
     index::TreeStats ts;
-    MMDOC_RETURN_IF_ERROR(c->primary->Verify(nullptr, &ts));
+    MMDOC_RETURN_IF_ERROR(c->primary->tree()->Verify(nullptr, &ts));
     cs.data_pages = ts.branch_pages + ts.leaf_pages + ts.overflow_pages;
     used += ts.used_bytes;
     cap += ts.capacity_bytes;
     for (size_t i = 0; i < c->meta.indexes.size(); i++) {
       index::TreeStats is;
-      MMDOC_RETURN_IF_ERROR(c->index_trees[i]->Verify(nullptr, &is));
+      MMDOC_RETURN_IF_ERROR(c->index_trees[i]->tree()->Verify(nullptr, &is));
       IndexInfo info;
       info.field = c->meta.indexes[i].field;
       info.unique = c->meta.indexes[i].unique;
@@ -409,7 +409,7 @@ Status DBImpl::CopyInto(TransactionImpl* src, const std::string& tmp,
     if (!w.ok()) return w.status();
     MMDOC_RETURN_IF_ERROR(w.value()->CreateCollection(name));
     MMDOC_RETURN_IF_ERROR(w.value()->Commit());
-    index::BTree::Cursor cur(c->primary);
+    index::BufferedTree::Cursor cur(c->primary.get());
     Status s = cur.SeekToFirst();
     while (s.ok() && cur.Valid()) {
       auto wt = dst.value()->Begin(WriteOptions());

@@ -43,6 +43,7 @@
 #include "engine/query.h"
 #include "engine/update.h"
 #include "index/btree.h"
+#include "index/buffered_tree.h"
 #include "index/catalog.h"
 #include "mmdoc/db.h"
 #include "storage/mutex.h"
@@ -211,9 +212,12 @@ class DBImpl {
 struct CollState {
   std::string name;
   bool exists = false;  // false: reads see an empty collection
-  index::BTree* primary = nullptr;
+  // Each tree is read and written through a BufferedTree over its BTree
+  // (owned by the catalog or by `owned`): straight through when the
+  // transaction writes pages, over the write buffer when it does not.
+  std::unique_ptr<index::BufferedTree> primary;
   CollectionMeta meta;
-  std::vector<index::BTree*> index_trees;  // parallel to meta.indexes
+  std::vector<std::unique_ptr<index::BufferedTree>> index_trees;  // parallel to meta.indexes
   bool meta_dirty = false;
   // A read-only transaction's trees from the catalog cache: owned here, as
   // nothing is flushed back to the catalog (cheaper than Catalog::Adopt).
@@ -321,6 +325,9 @@ class TransactionImpl {
   // trees half-changed (an I/O error mid-operation).
   Status Poison(Status s);
   void Log(LogOp op, std::string_view coll, std::string_view arg);
+  // The tree `t` (catalog name `name`) as this transaction reads and
+  // writes it (CollState).
+  std::unique_ptr<index::BufferedTree> Layer(index::BTree* t, std::string_view name);
 
   // Internal writes shared by the public calls and by replay. Each checks
   // every constraint before it changes anything, so a failed call leaves
@@ -438,11 +445,11 @@ class CursorImpl {
 
   // kPoint: CreatePoint on _id or a unique index, one key (point_key_).
   enum class Mode { kEmpty, kScan, kIndex, kPoint, kMaterialized } mode_ = Mode::kEmpty;
-  std::optional<index::BTree::Cursor> cursor_;  // scan or index
+  std::optional<index::BufferedTree::Cursor> cursor_;  // scan or index
   // A scan: the leaf whose bytes hold the filter's needle (or that has
   // values elsewhere), so its documents are read one by one.
   const char* checked_leaf_ = nullptr;
-  index::BTree* index_tree_ = nullptr;
+  index::BufferedTree* index_tree_ = nullptr;
   bool index_unique_ = false;
   bool index_is_primary_ = false;
   std::vector<engine::KeyInterval> intervals_;

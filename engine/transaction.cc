@@ -285,11 +285,11 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
     // The cache was built from these states (NextCache); a mismatch would
     // be a bug, and starting afresh is always right.
     auto hit = cache_->colls.find(name);
-    if (hit == cache_->colls.end() || hit->second.primary_root != c->primary->root() ||
+    if (hit == cache_->colls.end() || hit->second.primary_root != c->primary->tree()->root() ||
         hit->second.index_roots.size() != c->index_trees.size())
       return;
     for (size_t i = 0; i < c->index_trees.size(); i++)
-      if (hit->second.index_roots[i] != c->index_trees[i]->root()) return;
+      if (hit->second.index_roots[i] != c->index_trees[i]->tree()->root()) return;
   }
   catalog_ = std::move(s->catalog);
   catalog_->Rebind(txn_.get());
@@ -359,6 +359,12 @@ void TransactionImpl::Log(LogOp op, std::string_view coll, std::string_view arg)
   buf_.log.append(arg);
 }
 
+std::unique_ptr<index::BufferedTree> TransactionImpl::Layer(index::BTree* t,
+                                                            std::string_view name) {
+  (void)name;
+  return std::make_unique<index::BufferedTree>(t);
+}
+
 Status TransactionImpl::Collection(std::string_view coll, bool create, CollState** out) {
   auto it = colls_.find(coll);
   if (it != colls_.end() && (it->second->exists || !create)) {
@@ -379,14 +385,16 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
           c->owned.push_back(std::make_unique<index::BTree>(txn_.get(), root, TreeKeyCodec()));
           return c->owned.back().get();
         };
-        c->primary = own(hit->second.primary_root);
+        c->primary = Layer(own(hit->second.primary_root), tree_name);
         for (size_t i = 0; i < c->meta.indexes.size(); i++)
-          c->index_trees.push_back(own(hit->second.index_roots[i]));
+          c->index_trees.push_back(Layer(own(hit->second.index_roots[i]),
+                                         IndexTreeName(coll, c->meta.indexes[i].field)));
       } else {
-        c->primary = Cat()->Adopt(tree_name, hit->second.primary_root);
-        for (size_t i = 0; i < c->meta.indexes.size(); i++)
-          c->index_trees.push_back(Cat()->Adopt(IndexTreeName(coll, c->meta.indexes[i].field),
-                                                hit->second.index_roots[i]));
+        c->primary = Layer(Cat()->Adopt(tree_name, hit->second.primary_root), tree_name);
+        for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+          const std::string name = IndexTreeName(coll, c->meta.indexes[i].field);
+          c->index_trees.push_back(Layer(Cat()->Adopt(name, hit->second.index_roots[i]), name));
+        }
       }
       *out = (colls_[c->name] = std::move(c)).get();
       return Status::OK();
@@ -413,11 +421,13 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
     cache_miss_ = true;
   }
   c->exists = true;
-  MMDOC_RETURN_IF_ERROR(Cat()->Open(tree_name, &c->primary));
+  index::BTree* t;
+  MMDOC_RETURN_IF_ERROR(Cat()->Open(tree_name, &t));
+  c->primary = Layer(t, tree_name);
   for (const IndexMeta& m : c->meta.indexes) {
-    index::BTree* t;
-    MMDOC_RETURN_IF_ERROR(Cat()->Open(IndexTreeName(coll, m.field), &t));
-    c->index_trees.push_back(t);
+    const std::string name = IndexTreeName(coll, m.field);
+    MMDOC_RETURN_IF_ERROR(Cat()->Open(name, &t));
+    c->index_trees.push_back(Layer(t, name));
   }
   *out = (colls_[c->name] = std::move(c)).get();
   return Status::OK();
@@ -587,7 +597,7 @@ Result<std::vector<IndexInfo>> TransactionImpl::ListIndexes(std::string_view col
     info.field = c->meta.indexes[i].field;
     info.unique = c->meta.indexes[i].unique;
     index::TreeStats st;
-    MMDOC_RETURN_IF_ERROR(c->index_trees[i]->Verify(nullptr, &st));
+    MMDOC_RETURN_IF_ERROR(c->index_trees[i]->tree()->Verify(nullptr, &st));
     info.entries = st.entries;
     out.push_back(std::move(info));
   }
@@ -997,7 +1007,7 @@ Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
   // registered in the catalog with root 0, the empty tree.
   uint64_t n = 0;
   const size_t log_mark = buf_.log.size();
-  index::BTree::Cursor cur(c->primary);
+  index::BufferedTree::Cursor cur(c->primary.get());
   Status s;
   for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
     Log(LogOp::kDelete, coll, cur.key());
@@ -1007,11 +1017,11 @@ Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
     buf_.log.resize(log_mark);  // nothing changed
     return s;
   }
-  for (index::BTree* t : c->index_trees) {
-    s = t->Drop();
+  for (auto& t : c->index_trees) {
+    s = t->tree()->Drop();
     if (!s.ok()) return Poison(s);
   }
-  s = c->primary->Drop();
+  s = c->primary->tree()->Drop();
   if (!s.ok()) return Poison(s);
   c->meta.count = 0;
   c->meta_dirty = true;
@@ -1068,7 +1078,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
   s = Cat()->Open(tree_name, &tree);
   if (!s.ok()) return Poison(s);
   c->meta.indexes.push_back(IndexMeta{std::string(field), o.unique});
-  c->index_trees.push_back(tree);
+  c->index_trees.push_back(Layer(tree, tree_name));
   const size_t i = c->meta.indexes.size() - 1;
   // Build from the documents already there. On a violation, drop the
   // half-built tree so nothing of the index is left behind.
@@ -1080,7 +1090,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
     return err;
   };
   std::vector<std::string> keys;
-  index::BTree::Cursor cur(c->primary);
+  index::BufferedTree::Cursor cur(c->primary.get());
   // Gather (key, pk) first: writing the index while a cursor walks the
   // primary tree is fine (different trees), but collecting keeps the
   // sort-then-insert path that fills index pages compactly.
@@ -1112,7 +1122,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
     }
   }
   for (auto& [k, pk] : entries) {
-    s = tree->Put(k, pk, index::PutMode::kUpsert);
+    s = c->index_trees[i]->Put(k, pk, index::PutMode::kUpsert);
     if (!s.ok()) return Poison(s);
   }
   c->meta_dirty = true;
@@ -1220,10 +1230,10 @@ std::shared_ptr<CatalogCache> TransactionImpl::NextCache() {
   for (auto& [name, c] : colls_) {
     if (!c->exists) continue;
     CachedColl& e = next->colls[name];
-    e.primary_root = c->primary->root();
+    e.primary_root = c->primary->tree()->root();
     e.meta = c->meta;
     e.index_roots.clear();
-    for (index::BTree* t : c->index_trees) e.index_roots.push_back(t->root());
+    for (const auto& t : c->index_trees) e.index_roots.push_back(t->tree()->root());
   }
   return next;
 }

@@ -157,6 +157,9 @@ BufferedTree::BufferedTree(BTree* tree, const BufferView* view, std::string_view
       tables_(view->Tables(name)),
       overlay_(OverlayLess{order}) {}
 
+BufferedTree::BufferedTree(BTree* tree)
+    : tree_(tree), view_(nullptr), order_(nullptr), writable_(true), overlay_(OverlayLess{}) {}
+
 BufferedTree::~BufferedTree() = default;
 
 Status BufferedTree::Get(std::string_view key, std::string_view* value) {
@@ -195,6 +198,7 @@ Status BufferedTree::LiveBelow(std::string_view key, bool* live) {
 }
 
 Status BufferedTree::Put(std::string_view key, std::string_view value, PutMode mode) {
+  if (direct()) return tree_->Put(key, value, mode);
   MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
   if (!writable_) return ReadOnly();
   auto it = overlay_.find(key);
@@ -218,6 +222,7 @@ Status BufferedTree::Put(std::string_view key, std::string_view value, PutMode m
 }
 
 Status BufferedTree::Delete(std::string_view key) {
+  if (direct()) return tree_->Delete(key);
   if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
   if (!writable_) return ReadOnly();
   auto it = overlay_.find(key);

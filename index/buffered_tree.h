@@ -65,13 +65,19 @@ class BufferedTree {
   // `writable`: a write transaction; Put and Delete are allowed.
   BufferedTree(BTree* tree, const BufferView* view, std::string_view name, Comparator order,
                bool writable);
+  // A tree with no buffer in front (a database without a write buffer, or
+  // a transaction that writes pages): every call goes straight to `tree`,
+  // writes included, behind one branch. Not owned; must outlive this.
+  explicit BufferedTree(BTree* tree);
   ~BufferedTree();
   BufferedTree(const BufferedTree&) = delete;
   BufferedTree& operator=(const BufferedTree&) = delete;
 
   BTree* tree() const { return tree_; }
+  // Whether writes go straight to tree() (the second constructor).
+  bool direct() const { return view_ == nullptr; }
   const std::string& name() const { return name_; }
-  uint64_t snapshot() const { return view_->snapshot; }
+  uint64_t snapshot() const { return view_ == nullptr ? 0 : view_->snapshot; }
   Comparator order() const { return order_; }
 
   // Finds `key` through the layers. OK with *value pointing at the value

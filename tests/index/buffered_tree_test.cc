@@ -420,6 +420,32 @@ TEST_CASE("buffered tree: errors and limits are BTree's", "[buffered_tree]") {
   CHECK(n == 1);
 }
 
+TEST_CASE("buffered tree: a direct tree reads and writes the BTree itself", "[buffered_tree]") {
+  Pages pages;
+  std::vector<std::pair<std::string, std::string>> base[2] = {{{"a", "1"}, {"c", "3"}}, {}};
+  pages.Load(base);
+  auto w = pages.store.BeginWrite();
+  auto bt = OpenTree(w.get(), 0);
+  BufferedTree t(bt.get());
+  CHECK(t.direct());
+  REQUIRE(t.Put("b", "2", PutMode::kInsert).ok());
+  CHECK(t.Put("a", "x", PutMode::kInsert).IsAlreadyExists());
+  REQUIRE(t.Delete("c").ok());
+  CHECK(t.Delete("c").IsNotFound());
+  CHECK(t.Put("", "v").IsInvalidArgument());
+  CHECK(t.Empty());  // nothing held in an overlay: the BTree has it all
+  CHECK(t.CountDelta() == 0);
+  std::string_view v;
+  REQUIRE(bt->Get("b", &v).ok());  // written through
+  CHECK(v == "2");
+  CHECK(bt->Get("c", &v).IsNotFound());
+  std::vector<std::string> keys;
+  BufferedTree::Cursor cur(&t);
+  for (Status s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next())
+    keys.emplace_back(cur.key());
+  CHECK(keys == std::vector<std::string>{"a", "b"});
+}
+
 TEST_CASE("buffered tree: large values and many versions through every layer", "[buffered_tree]") {
   Pages pages;
   std::string big(100 << 10, '\0');
