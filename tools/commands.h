@@ -9,6 +9,7 @@
 #ifndef MMDOC_TOOLS_COMMANDS_H_
 #define MMDOC_TOOLS_COMMANDS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,6 +41,14 @@ struct FindArgs {
   std::vector<std::string> project;
   bool explain = false;
   std::string json_mode = "relaxed";  // relaxed or canonical Extended JSON
+};
+
+struct ServeArgs {
+  std::string bind = "127.0.0.1";  // loopback unless told
+  int port = 27017;                // 0: a free port (printed)
+  size_t max_connections = 64;
+  size_t max_cursors = 100;
+  int64_t cursor_timeout_ms = 600000;  // MongoDB's 10 minutes
 };
 
 struct ImportArgs {
@@ -79,6 +88,9 @@ int RunExport(const CommonArgs& c, const ExportArgs& a);
 int RunStats(const CommonArgs& c, bool json);
 int RunCheck(const CommonArgs& c);
 int RunCompact(const CommonArgs& c);
+// Serves the database over MongoDB's wire protocol until SIGTERM/SIGINT
+// (cmd_serve.cc, server/).
+int RunServe(const CommonArgs& c, const ServeArgs& a);
 
 }  // namespace mmdoc::tool
 

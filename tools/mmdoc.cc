@@ -36,9 +36,9 @@ Examples:
 
 constexpr const char* kFilterHelp = "MongoDB filter (the operators: see mmdoc find --help)";
 
-const std::vector<std::string> kCommands = {"insert", "get",      "find",   "update", "delete",
-                                            "count",  "distinct", "index",  "import", "export",
-                                            "stats",  "check",    "compact"};
+const std::vector<std::string> kCommands = {"insert", "get",      "find",    "update", "delete",
+                                            "count",  "distinct", "index",   "import", "export",
+                                            "stats",  "check",    "compact", "serve"};
 const std::vector<std::string> kIndexCommands = {"create", "drop", "list"};
 
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
@@ -284,6 +284,48 @@ int Main(int argc, char** argv) {
                                          "in; the file shrinks.");
   AddCommon(compact, &c);
 
+  ServeArgs serve_args;
+  CLI::App* serve = app.add_subcommand(
+      "serve",
+      "Serve DB over MongoDB's wire protocol (OP_MSG) to MongoDB drivers and tools until "
+      "SIGTERM or SIGINT, which close it cleanly. MongoDB collection COLL of database D is "
+      "the collection \"D.COLL\" here (mmdoc find DB -c D.COLL reads it). Writes run at "
+      "--durability; a write with j: true waits for a durable (group) commit. Supported "
+      "commands: docs/server.md.");
+  serve->add_option("DB", c.db, "Database file (created when missing)")->required();
+  std::string serve_durability = "periodic";
+  serve
+      ->add_option("--durability", serve_durability,
+                   "What a write without j: true waits for: none, periodic (as MongoDB's "
+                   "100 ms journal), msync, fsync or group")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "periodic", "msync", "fsync", "group"}));
+  serve->add_flag("--accept-log-loss", c.accept_log_loss,
+                  "Open a database not closed cleanly whose log is lost (see mmdoc --help)");
+  serve
+      ->add_option("--bind", serve_args.bind,
+                   "Address to listen on (0.0.0.0 or :: for every interface: no "
+                   "authentication, so only on a trusted network)")
+      ->capture_default_str();
+  serve->add_option("--port", serve_args.port, "TCP port; 0 picks a free one (printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve
+      ->add_option("--max-connections", serve_args.max_connections,
+                   "Connections served at once; more are closed at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--max-cursors", serve_args.max_cursors,
+                   "Open server-side cursors at most (each holds a read snapshot)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  serve
+      ->add_option("--cursor-timeout-ms", serve_args.cursor_timeout_ms,
+                   "Close a cursor left idle this long")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -326,6 +368,10 @@ int Main(int argc, char** argv) {
   if (stats->parsed()) return RunStats(c, json);
   if (check->parsed()) return RunCheck(c);
   if (compact->parsed()) return RunCompact(c);
+  if (serve->parsed()) {
+    c.durability = serve_durability;
+    return RunServe(c, serve_args);
+  }
   return Fail(kExitBadInput, "usage", "no command (see mmdoc --help)");
 }
 

@@ -1,0 +1,1487 @@
+#include "server/commands.h"
+
+#include <bson/bson.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mmdoc::server {
+namespace {
+
+// What the server tells drivers in hello: MongoDB 4.4's wire version, the
+// newest that both python3-pymongo 3.11 (2..9) and libmongoc 1.23 (6..)
+// in Debian 12 accept, and MongoDB's own size limits.
+constexpr int32_t kMinWireVersion = 0;
+constexpr int32_t kMaxWireVersion = 9;
+constexpr int32_t kMaxBsonObjectSize = 16 * 1024 * 1024;
+constexpr int32_t kMaxWriteBatchSize = 100000;
+// MongoDB's default first batch of find and aggregate.
+constexpr int64_t kDefaultFirstBatch = 101;
+// A batch holds at most this many bytes of documents (MongoDB's limit).
+constexpr size_t kMaxBatchBytes = 16 * 1024 * 1024;
+
+const char* CodeName(int code) {
+  switch (code) {
+    case 1:
+      return "InternalError";
+    case 2:
+      return "BadValue";
+    case 9:
+      return "FailedToParse";
+    case 14:
+      return "TypeMismatch";
+    case 22:
+      return "InvalidBSON";
+    case 26:
+      return "NamespaceNotFound";
+    case 27:
+      return "IndexNotFound";
+    case 43:
+      return "CursorNotFound";
+    case 48:
+      return "NamespaceExists";
+    case 59:
+      return "CommandNotFound";
+    case 67:
+      return "CannotCreateIndex";
+    case 72:
+      return "InvalidOptions";
+    case 73:
+      return "InvalidNamespace";
+    case 85:
+      return "IndexOptionsConflict";
+    case 11000:
+      return "DuplicateKey";
+    case 14031:
+      return "OutOfDiskSpace";
+  }
+  return "UnknownError";
+}
+
+// The MongoDB error code for an engine error.
+int CodeFor(const Status& s) {
+  switch (s.code()) {
+    case Status::Code::kAlreadyExists:
+      return 11000;
+    case Status::Code::kInvalidArgument:
+      return 2;
+    case Status::Code::kNotFound:
+      return 26;
+    case Status::Code::kFull:
+      return 14031;
+    default:
+      return 1;
+  }
+}
+
+std::string Bytes(const bson_t* b) {
+  return std::string(reinterpret_cast<const char*>(bson_get_data(b)), b->len);
+}
+
+// Takes `b` (initialized) and returns its bytes, destroying it.
+std::string Finish(bson_t* b) {
+  std::string out = Bytes(b);
+  bson_destroy(b);
+  return out;
+}
+
+std::string Error(int code, const std::string& message) {
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_DOUBLE(&b, "ok", 0.0);
+  BSON_APPEND_UTF8(&b, "errmsg", message.c_str());
+  BSON_APPEND_INT32(&b, "code", code);
+  BSON_APPEND_UTF8(&b, "codeName", CodeName(code));
+  return Finish(&b);
+}
+
+std::string ErrorFor(const Status& s) { return Error(CodeFor(s), s.ToString()); }
+
+std::string Ok() {
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+// The errmsg MongoDB gives a duplicate key, which some tools match on.
+std::string WriteErrorMessage(const Status& s, const std::string& ns) {
+  if (s.IsAlreadyExists()) {
+    return "E11000 duplicate key error collection: " + ns + " " + s.message();
+  }
+  return s.ToString();
+}
+
+Document Sub(const bson_iter_t* it) {
+  uint32_t n = 0;
+  const uint8_t* data = nullptr;
+  if (BSON_ITER_HOLDS_DOCUMENT(it)) {
+    bson_iter_document(it, &n, &data);
+  } else {
+    bson_iter_array(it, &n, &data);
+  }
+  // The whole command was validated when it was parsed.
+  return Document::FromTrustedBytes(std::string(reinterpret_cast<const char*>(data), n));
+}
+
+bool Lookup(const bson_t* cmd, const char* key, bson_iter_t* it) {
+  return bson_iter_init_find(it, cmd, key);
+}
+
+// A number field as int64 (MongoDB accepts int32, int64 and whole doubles).
+std::optional<int64_t> Int(const bson_iter_t* it) {
+  if (BSON_ITER_HOLDS_INT32(it)) return bson_iter_int32(it);
+  if (BSON_ITER_HOLDS_INT64(it)) return bson_iter_int64(it);
+  if (BSON_ITER_HOLDS_DOUBLE(it)) {
+    double d = bson_iter_double(it);
+    if (d >= -9.2e18 && d <= 9.2e18 && d == static_cast<double>(static_cast<int64_t>(d))) {
+      return static_cast<int64_t>(d);
+    }
+  }
+  return std::nullopt;
+}
+
+// MongoDB's truthiness for flags such as upsert, multi, unique.
+bool Truthy(const bson_iter_t* it) { return bson_iter_as_bool(it); }
+
+// Why "db.coll" is not a namespace this server takes, or "".
+std::string NamespaceProblem(const std::string& db, const std::string& coll) {
+  if (db.empty() || db.find_first_of("./\\ \"$") != std::string::npos) {
+    return "invalid database name \"" + db + "\"";
+  }
+  if (coll.empty() || coll[0] == '$' || coll.find('$') != std::string::npos) {
+    return "invalid collection name \"" + coll + "\"";
+  }
+  return "";
+}
+
+// The collection a command names by its first value, as "db.coll"; an
+// error reply in *error otherwise.
+std::optional<std::string> Namespace(const std::string& db, const bson_t* cmd, std::string* error) {
+  bson_iter_t it;
+  if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it) || !BSON_ITER_HOLDS_UTF8(&it)) {
+    *error = Error(73, "the command's first value must be a collection name (a string)");
+    return std::nullopt;
+  }
+  std::string coll = bson_iter_utf8(&it, nullptr);
+  std::string problem = NamespaceProblem(db, coll);
+  if (!problem.empty()) {
+    *error = Error(73, problem);
+    return std::nullopt;
+  }
+  return db + "." + coll;
+}
+
+// Appends {id, ns, <batch_name>: [docs]} as "cursor".
+void AppendCursor(bson_t* reply, int64_t id, const std::string& ns, const char* batch_name,
+                  const bson_t* batch) {
+  bson_t cursor;
+  BSON_APPEND_DOCUMENT_BEGIN(reply, "cursor", &cursor);
+  BSON_APPEND_INT64(&cursor, "id", id);
+  BSON_APPEND_UTF8(&cursor, "ns", ns.c_str());
+  BSON_APPEND_ARRAY(&cursor, batch_name, batch);
+  bson_append_document_end(reply, &cursor);
+}
+
+// A reply {cursor: {id: 0, ns, firstBatch: docs}, ok: 1} for results that
+// are never large (collections, indexes, a count).
+std::string OneBatch(const std::string& ns, const std::vector<std::string>& docs) {
+  bson_t arr;
+  bson_init(&arr);
+  for (size_t i = 0; i < docs.size(); i++) {
+    bson_t d;
+    bson_init_static(&d, reinterpret_cast<const uint8_t*>(docs[i].data()), docs[i].size());
+    std::string key = std::to_string(i);
+    bson_append_document(&arr, key.c_str(), static_cast<int>(key.size()), &d);
+  }
+  bson_t b;
+  bson_init(&b);
+  AppendCursor(&b, 0, ns, "firstBatch", &arr);
+  bson_destroy(&arr);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+// The index name drivers give a one-field index: "<field>_1".
+std::string IndexName(const std::string& field) { return field + "_1"; }
+
+std::string IndexSpec(const std::string& ns, const std::string& field, bool unique) {
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "v", 2);
+  bson_t key;
+  BSON_APPEND_DOCUMENT_BEGIN(&b, "key", &key);
+  BSON_APPEND_INT32(&key, field.c_str(), 1);
+  bson_append_document_end(&b, &key);
+  BSON_APPEND_UTF8(&b, "name", field == "_id" ? "_id_" : IndexName(field).c_str());
+  if (unique) BSON_APPEND_BOOL(&b, "unique", true);
+  BSON_APPEND_UTF8(&b, "ns", ns.c_str());
+  return Finish(&b);
+}
+
+// The field of a one-field key pattern {field: 1 or -1}; "" with *error set
+// otherwise.
+std::string KeyField(const bson_iter_t* key_it, std::string* error) {
+  if (!BSON_ITER_HOLDS_DOCUMENT(key_it)) {
+    *error = "index key must be a document";
+    return "";
+  }
+  Document key = Sub(key_it);
+  bson_t k;
+  key.View(&k);
+  bson_iter_t it;
+  std::string field;
+  int n = 0;
+  if (bson_iter_init(&it, &k)) {
+    while (bson_iter_next(&it)) {
+      n++;
+      field = bson_iter_key(&it);
+      auto dir = Int(&it);
+      if (!dir || (*dir != 1 && *dir != -1)) {
+        *error = "only ascending (1) or descending (-1) indexes are supported, not " + key.ToJson();
+        return "";
+      }
+    }
+  }
+  if (n != 1) {
+    *error = "only single-field indexes are supported, not " + key.ToJson();
+    return "";
+  }
+  return field;
+}
+
+}  // namespace
+
+struct Commands::ServerCursor {
+  int64_t id = 0;
+  std::string ns;
+  std::unique_ptr<Transaction> txn;  // the snapshot the cursor reads
+  std::unique_ptr<Cursor> cursor;
+  bool pending = false;  // the cursor is on a document no batch took yet
+  bool strip_id = false;
+  bool in_use = false;  // a getMore is reading it
+  std::chrono::steady_clock::time_point last_used;
+};
+
+Commands::Commands(DB* db, const CommandOptions& options)
+    : db_(db), options_(options), rng_(std::random_device{}()) {}
+
+Commands::~Commands() { CloseAllCursors(); }
+
+std::string Commands::ErrorReply(int code, const std::string& message) {
+  return Error(code, message);
+}
+
+std::string Commands::Run(const Request& request, int64_t connection_id) {
+  bson_t cmd;
+  request.command.View(&cmd);
+  bson_iter_t it;
+  if (!bson_iter_init(&it, &cmd) || !bson_iter_next(&it)) {
+    return Error(59, "empty command document");
+  }
+  std::string name = bson_iter_key(&it);
+  return Dispatch(name, request, connection_id);
+}
+
+std::string Commands::Dispatch(const std::string& name, const Request& request,
+                               int64_t connection_id) {
+  bson_t cmd;
+  request.command.View(&cmd);
+  const std::string& db = request.database;
+  if (name == "hello" || name == "isMaster" || name == "ismaster") {
+    return Hello(name, connection_id);
+  }
+  if (name == "ping") return Ok();
+  if (name == "buildInfo" || name == "buildinfo") return BuildInfo();
+  if (name == "endSessions") return Ok();  // hello gives no sessions; nothing to end
+  if (name == "listDatabases") return ListDatabases(&cmd);
+  if (name == "listCollections") return ListCollections(db, &cmd);
+  if (name == "create") return Create(db, &cmd);
+  if (name == "drop") return Drop(db, &cmd);
+  if (name == "dropDatabase") return DropDatabase(db);
+  if (name == "insert") return Insert(db, &cmd);
+  if (name == "update") return Update(db, &cmd);
+  if (name == "delete") return Delete(db, &cmd);
+  if (name == "find") return Find(db, &cmd);
+  if (name == "getMore") return GetMore(db, &cmd);
+  if (name == "killCursors") return KillCursors(db, &cmd);
+  if (name == "findAndModify" || name == "findandmodify") return FindAndModify(db, &cmd);
+  if (name == "count") return Count(db, &cmd);
+  if (name == "distinct") return Distinct(db, &cmd);
+  if (name == "aggregate") return Aggregate(db, &cmd);
+  if (name == "createIndexes") return CreateIndexes(db, &cmd);
+  if (name == "dropIndexes" || name == "deleteIndexes") return DropIndexes(db, &cmd);
+  if (name == "listIndexes") return ListIndexes(db, &cmd);
+  return Error(59, "no such command: '" + name + "' (mmdoc serve supports a subset: see " +
+                       "docs/server.md)");
+}
+
+std::string Commands::Hello(const std::string& name, int64_t connection_id) {
+  bson_t b;
+  bson_init(&b);
+  if (name == "hello") {
+    BSON_APPEND_BOOL(&b, "isWritablePrimary", true);
+  } else {
+    BSON_APPEND_BOOL(&b, "ismaster", true);
+  }
+  BSON_APPEND_BOOL(&b, "helloOk", true);
+  BSON_APPEND_INT32(&b, "maxBsonObjectSize", kMaxBsonObjectSize);
+  BSON_APPEND_INT32(&b, "maxMessageSizeBytes", static_cast<int32_t>(kMaxMessageSize));
+  BSON_APPEND_INT32(&b, "maxWriteBatchSize", kMaxWriteBatchSize);
+  BSON_APPEND_DATE_TIME(&b, "localTime",
+                        std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count());
+  BSON_APPEND_INT32(&b, "minWireVersion", kMinWireVersion);
+  BSON_APPEND_INT32(&b, "maxWireVersion", kMaxWireVersion);
+  BSON_APPEND_BOOL(&b, "readOnly", false);
+  BSON_APPEND_INT64(&b, "connectionId", connection_id);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::BuildInfo() {
+  bson_t b;
+  bson_init(&b);
+  // The MongoDB release whose wire version hello reports.
+  BSON_APPEND_UTF8(&b, "version", "4.4.0");
+  bson_t arr;
+  BSON_APPEND_ARRAY_BEGIN(&b, "versionArray", &arr);
+  BSON_APPEND_INT32(&arr, "0", 4);
+  BSON_APPEND_INT32(&arr, "1", 4);
+  BSON_APPEND_INT32(&arr, "2", 0);
+  BSON_APPEND_INT32(&arr, "3", 0);
+  bson_append_array_end(&b, &arr);
+  BSON_APPEND_UTF8(&b, "gitVersion", ("mmdoc " + options_.version).c_str());
+  BSON_APPEND_UTF8(&b, "mmdocVersion", options_.version.c_str());
+  BSON_APPEND_INT32(&b, "bits", 64);
+  BSON_APPEND_BOOL(&b, "debug", false);
+  BSON_APPEND_INT32(&b, "maxBsonObjectSize", kMaxBsonObjectSize);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::ListDatabases(const bson_t* cmd) {
+  auto stats = db_->Stats();
+  if (!stats.ok()) return ErrorFor(stats.status());
+  bson_iter_t it;
+  bool name_only = Lookup(cmd, "nameOnly", &it) && Truthy(&it);
+  std::map<std::string, uint64_t> sizes;  // database -> bytes of its pages
+  for (const CollectionStats& c : stats->collections) {
+    size_t dot = c.name.find('.');
+    if (dot == std::string::npos || dot == 0) continue;  // not a namespace
+    uint64_t pages = c.data_pages;
+    for (uint64_t p : c.index_pages) pages += p;
+    sizes[c.name.substr(0, dot)] += pages * stats->page_size;
+  }
+  bson_t b;
+  bson_init(&b);
+  bson_t arr;
+  BSON_APPEND_ARRAY_BEGIN(&b, "databases", &arr);
+  int i = 0;
+  for (const auto& [name, size] : sizes) {
+    std::string key = std::to_string(i++);
+    bson_t d;
+    BSON_APPEND_DOCUMENT_BEGIN(&arr, key.c_str(), &d);
+    BSON_APPEND_UTF8(&d, "name", name.c_str());
+    if (!name_only) {
+      BSON_APPEND_INT64(&d, "sizeOnDisk", static_cast<int64_t>(size));
+      BSON_APPEND_BOOL(&d, "empty", false);
+    }
+    bson_append_document_end(&arr, &d);
+  }
+  bson_append_array_end(&b, &arr);
+  if (!name_only) BSON_APPEND_INT64(&b, "totalSize", static_cast<int64_t>(stats->file_size));
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::ListCollections(const std::string& db, const bson_t* cmd) {
+  if (!NamespaceProblem(db, "x").empty()) return Error(73, NamespaceProblem(db, "x"));
+  // The filter drivers send: none, or {name: "<coll>"}.
+  std::optional<std::string> only;
+  bson_iter_t it;
+  if (Lookup(cmd, "filter", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    Document filter = Sub(&it);
+    bson_t f;
+    filter.View(&f);
+    bson_iter_t fit;
+    if (bson_iter_init(&fit, &f)) {
+      while (bson_iter_next(&fit)) {
+        if (std::strcmp(bson_iter_key(&fit), "name") == 0 && BSON_ITER_HOLDS_UTF8(&fit)) {
+          only = bson_iter_utf8(&fit, nullptr);
+        } else {
+          return Error(
+              2, "listCollections: only a filter on the name is supported, not " + filter.ToJson());
+        }
+      }
+    }
+  }
+  bool name_only = Lookup(cmd, "nameOnly", &it) && Truthy(&it);
+  auto names = db_->ListCollections();
+  if (!names.ok()) return ErrorFor(names.status());
+  std::vector<std::string> docs;
+  const std::string prefix = db + ".";
+  for (const std::string& full : *names) {
+    if (full.compare(0, prefix.size(), prefix) != 0) continue;
+    std::string coll = full.substr(prefix.size());
+    if (only && coll != *only) continue;
+    bson_t d;
+    bson_init(&d);
+    BSON_APPEND_UTF8(&d, "name", coll.c_str());
+    BSON_APPEND_UTF8(&d, "type", "collection");
+    if (!name_only) {
+      bson_t sub;
+      BSON_APPEND_DOCUMENT_BEGIN(&d, "options", &sub);
+      bson_append_document_end(&d, &sub);
+      BSON_APPEND_DOCUMENT_BEGIN(&d, "info", &sub);
+      BSON_APPEND_BOOL(&sub, "readOnly", false);
+      bson_append_document_end(&d, &sub);
+      BSON_APPEND_DOCUMENT_BEGIN(&d, "idIndex", &sub);
+      BSON_APPEND_INT32(&sub, "v", 2);
+      bson_t key;
+      BSON_APPEND_DOCUMENT_BEGIN(&sub, "key", &key);
+      BSON_APPEND_INT32(&key, "_id", 1);
+      bson_append_document_end(&sub, &key);
+      BSON_APPEND_UTF8(&sub, "name", "_id_");
+      bson_append_document_end(&d, &sub);
+    }
+    docs.push_back(Finish(&d));
+  }
+  return OneBatch(db + ".$cmd.listCollections", docs);
+}
+
+std::string Commands::Create(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  bson_iter_t it;
+  for (const char* opt : {"capped", "validator", "viewOn", "timeseries", "clusteredIndex"}) {
+    if (Lookup(cmd, opt, &it) && (std::strcmp(opt, "capped") != 0 || Truthy(&it))) {
+      return Error(72, std::string("create: option ") + opt + " is not supported");
+    }
+  }
+  Status s = db_->CreateCollection(*ns);
+  if (s.IsAlreadyExists()) return Error(48, "Collection already exists. NS: " + *ns);
+  if (!s.ok()) return ErrorFor(s);
+  return Ok();
+}
+
+std::string Commands::Drop(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  auto indexes = db_->ListIndexes(*ns);
+  Status s = db_->DropCollection(*ns);
+  // pymongo's drop_collection looks for this message.
+  if (s.IsNotFound()) return Error(26, "ns not found");
+  if (!s.ok()) return ErrorFor(s);
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "nIndexesWas",
+                    indexes.ok() ? static_cast<int32_t>(indexes->size() + 1) : 1);
+  BSON_APPEND_UTF8(&b, "ns", ns->c_str());
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::DropDatabase(const std::string& db) {
+  if (!NamespaceProblem(db, "x").empty()) return Error(73, NamespaceProblem(db, "x"));
+  auto names = db_->ListCollections();
+  if (!names.ok()) return ErrorFor(names.status());
+  const std::string prefix = db + ".";
+  for (const std::string& full : *names) {
+    if (full.compare(0, prefix.size(), prefix) != 0) continue;
+    Status s = db_->DropCollection(full);
+    if (!s.ok() && !s.IsNotFound()) return ErrorFor(s);
+  }
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_UTF8(&b, "dropped", db.c_str());
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+Result<WriteOptions> Commands::WriteConcern(const bson_t* cmd) const {
+  WriteOptions w;
+  bson_iter_t it;
+  if (!Lookup(cmd, "writeConcern", &it)) return w;
+  if (!BSON_ITER_HOLDS_DOCUMENT(&it)) return Status::InvalidArgument("writeConcern not a document");
+  Document wc = Sub(&it);
+  bson_t view;
+  wc.View(&view);
+  bool durable = false;
+  bson_iter_t f;
+  if (bson_iter_init_find(&f, &view, "j")) durable = Truthy(&f);
+  if (bson_iter_init_find(&f, &view, "w")) {
+    if (BSON_ITER_HOLDS_UTF8(&f)) {
+      if (std::strcmp(bson_iter_utf8(&f, nullptr), "majority") != 0) {
+        return Status::InvalidArgument("writeConcern w must be 0, 1 or \"majority\"");
+      }
+      durable = true;  // a standalone's majority is its journal
+    } else {
+      auto n = Int(&f);
+      if (!n || *n < 0 || *n > 1) {
+        return Status::InvalidArgument(
+            "writeConcern w must be 0, 1 or \"majority\" on a server "
+            "without replicas");
+      }
+    }
+  }
+  if (durable) {
+    Durability d = options_.durability;
+    // msync and fsync are durable already; the others share group's sync.
+    if (d != Durability::kMsync && d != Durability::kFsync) d = Durability::kGroup;
+    w.durability = d;
+  }
+  return w;
+}
+
+// Collects the writeErrors of a write command.
+class Commands::Reply {
+ public:
+  void AddError(size_t index, const Status& s, const std::string& ns) {
+    errors_.push_back({index, CodeFor(s), WriteErrorMessage(s, ns)});
+  }
+  bool has_errors() const { return !errors_.empty(); }
+  void AppendErrors(bson_t* b) const {
+    if (errors_.empty()) return;
+    bson_t arr;
+    BSON_APPEND_ARRAY_BEGIN(b, "writeErrors", &arr);
+    for (size_t i = 0; i < errors_.size(); i++) {
+      std::string key = std::to_string(i);
+      bson_t e;
+      BSON_APPEND_DOCUMENT_BEGIN(&arr, key.c_str(), &e);
+      BSON_APPEND_INT32(&e, "index", static_cast<int32_t>(errors_[i].index));
+      BSON_APPEND_INT32(&e, "code", errors_[i].code);
+      BSON_APPEND_UTF8(&e, "codeName", CodeName(errors_[i].code));
+      BSON_APPEND_UTF8(&e, "errmsg", errors_[i].message.c_str());
+      bson_append_document_end(&arr, &e);
+    }
+    bson_append_array_end(b, &arr);
+  }
+
+ private:
+  struct Entry {
+    size_t index;
+    int code;
+    std::string message;
+  };
+  std::vector<Entry> errors_;
+};
+
+std::string Commands::Insert(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  auto wo = WriteConcern(cmd);
+  if (!wo.ok()) return Error(2, wo.status().message());
+  bson_iter_t it;
+  bool ordered = !Lookup(cmd, "ordered", &it) || Truthy(&it);
+  if (!Lookup(cmd, "documents", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
+    return Error(9, "insert: documents must be an array");
+  }
+  Document docs = Sub(&it);
+  bson_t arr;
+  docs.View(&arr);
+  // One transaction and one commit for the whole batch: a failed insert
+  // changes nothing, so the ones before it (and, unordered, after) stand.
+  auto txn = db_->Begin(*wo);
+  if (!txn.ok()) return ErrorFor(txn.status());
+  Reply reply;
+  int64_t n = 0;
+  size_t index = 0;
+  bson_iter_t d;
+  if (bson_iter_init(&d, &arr)) {
+    for (; bson_iter_next(&d); index++) {
+      Status s;
+      if (!BSON_ITER_HOLDS_DOCUMENT(&d)) {
+        s = Status::InvalidArgument("insert: documents[" + std::to_string(index) +
+                                    "] is not a document");
+      } else {
+        s = (*txn)->Insert(*ns, Sub(&d));
+      }
+      if (s.ok()) {
+        n++;
+        continue;
+      }
+      reply.AddError(index, s, *ns);
+      if (ordered) break;
+    }
+  }
+  Status s = (*txn)->Commit();
+  if (!s.ok()) return ErrorFor(s);
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "n", static_cast<int32_t>(n));
+  reply.AppendErrors(&b);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::Update(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  auto wo = WriteConcern(cmd);
+  if (!wo.ok()) return Error(2, wo.status().message());
+  bson_iter_t it;
+  bool ordered = !Lookup(cmd, "ordered", &it) || Truthy(&it);
+  if (!Lookup(cmd, "updates", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
+    return Error(9, "update: updates must be an array");
+  }
+  Document updates = Sub(&it);
+  bson_t arr;
+  updates.View(&arr);
+  auto txn = db_->Begin(*wo);
+  if (!txn.ok()) return ErrorFor(txn.status());
+  Reply reply;
+  int64_t n = 0;
+  int64_t modified = 0;
+  std::vector<std::pair<size_t, Value>> upserted;
+  size_t index = 0;
+  bson_iter_t u;
+  if (bson_iter_init(&u, &arr)) {
+    for (; bson_iter_next(&u); index++) {
+      Status s;
+      if (!BSON_ITER_HOLDS_DOCUMENT(&u)) {
+        s = Status::InvalidArgument("update: updates[" + std::to_string(index) +
+                                    "] is not a document");
+      } else {
+        Document stmt = Sub(&u);
+        bson_t sv;
+        stmt.View(&sv);
+        bson_iter_t f;
+        Document q;
+        Document change;
+        UpdateOptions uo;
+        bool multi = false;
+        if (bson_iter_init_find(&f, &sv, "q") && BSON_ITER_HOLDS_DOCUMENT(&f)) q = Sub(&f);
+        if (!bson_iter_init_find(&f, &sv, "u")) {
+          s = Status::InvalidArgument("update: statement without u");
+        } else if (BSON_ITER_HOLDS_ARRAY(&f)) {
+          s = Status::InvalidArgument("update: aggregation pipelines as updates are not supported");
+        } else if (!BSON_ITER_HOLDS_DOCUMENT(&f)) {
+          s = Status::InvalidArgument("update: u must be a document");
+        } else {
+          change = Sub(&f);
+        }
+        if (bson_iter_init_find(&f, &sv, "upsert")) uo.upsert = Truthy(&f);
+        if (bson_iter_init_find(&f, &sv, "multi")) multi = Truthy(&f);
+        for (const char* opt : {"arrayFilters", "collation"}) {
+          if (s.ok() && bson_iter_init_find(&f, &sv, opt)) {
+            s = Status::InvalidArgument(std::string("update: ") + opt + " is not supported");
+          }
+        }
+        if (s.ok()) {
+          auto r = multi ? (*txn)->UpdateMany(*ns, q, change, uo)
+                         : (*txn)->UpdateOne(*ns, q, change, uo);
+          if (r.ok()) {
+            n += static_cast<int64_t>(r->matched);
+            modified += static_cast<int64_t>(r->modified);
+            if (r->upserted_id) {
+              n++;
+              upserted.emplace_back(index, *r->upserted_id);
+            }
+          } else {
+            s = r.status();
+          }
+        }
+      }
+      if (!s.ok()) {
+        reply.AddError(index, s, *ns);
+        if (ordered) break;
+      }
+    }
+  }
+  Status s = (*txn)->Commit();
+  if (!s.ok()) return ErrorFor(s);
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "n", static_cast<int32_t>(n));
+  BSON_APPEND_INT32(&b, "nModified", static_cast<int32_t>(modified));
+  if (!upserted.empty()) {
+    bson_t ua;
+    BSON_APPEND_ARRAY_BEGIN(&b, "upserted", &ua);
+    for (size_t i = 0; i < upserted.size(); i++) {
+      std::string key = std::to_string(i);
+      bson_t e;
+      BSON_APPEND_DOCUMENT_BEGIN(&ua, key.c_str(), &e);
+      BSON_APPEND_INT32(&e, "index", static_cast<int32_t>(upserted[i].first));
+      BSON_APPEND_VALUE(&e, "_id", upserted[i].second.get());
+      bson_append_document_end(&ua, &e);
+    }
+    bson_append_array_end(&b, &ua);
+  }
+  reply.AppendErrors(&b);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::Delete(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  auto wo = WriteConcern(cmd);
+  if (!wo.ok()) return Error(2, wo.status().message());
+  bson_iter_t it;
+  bool ordered = !Lookup(cmd, "ordered", &it) || Truthy(&it);
+  if (!Lookup(cmd, "deletes", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
+    return Error(9, "delete: deletes must be an array");
+  }
+  Document deletes = Sub(&it);
+  bson_t arr;
+  deletes.View(&arr);
+  auto txn = db_->Begin(*wo);
+  if (!txn.ok()) return ErrorFor(txn.status());
+  Reply reply;
+  int64_t n = 0;
+  size_t index = 0;
+  bson_iter_t d;
+  if (bson_iter_init(&d, &arr)) {
+    for (; bson_iter_next(&d); index++) {
+      Status s;
+      if (!BSON_ITER_HOLDS_DOCUMENT(&d)) {
+        s = Status::InvalidArgument("delete: deletes[" + std::to_string(index) +
+                                    "] is not a document");
+      } else {
+        Document stmt = Sub(&d);
+        bson_t sv;
+        stmt.View(&sv);
+        bson_iter_t f;
+        Document q;
+        std::optional<int64_t> limit;
+        if (bson_iter_init_find(&f, &sv, "q") && BSON_ITER_HOLDS_DOCUMENT(&f)) q = Sub(&f);
+        if (bson_iter_init_find(&f, &sv, "limit")) limit = Int(&f);
+        if (!limit || (*limit != 0 && *limit != 1)) {
+          s = Status::InvalidArgument("delete: limit must be 0 (all) or 1");
+        } else if (bson_iter_init_find(&f, &sv, "collation")) {
+          s = Status::InvalidArgument("delete: collation is not supported");
+        } else {
+          auto r = *limit == 1 ? (*txn)->DeleteOne(*ns, q) : (*txn)->DeleteMany(*ns, q);
+          if (r.ok()) {
+            n += static_cast<int64_t>(*r);
+          } else {
+            s = r.status();
+          }
+        }
+      }
+      if (!s.ok()) {
+        reply.AddError(index, s, *ns);
+        if (ordered) break;
+      }
+    }
+  }
+  Status s = (*txn)->Commit();
+  if (!s.ok()) return ErrorFor(s);
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "n", static_cast<int32_t>(n));
+  reply.AppendErrors(&b);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+bool Commands::FillBatch(ServerCursor* c, int64_t batch_size, bson_t* arr, Status* error) {
+  size_t bytes = 0;
+  int64_t count = 0;
+  while (batch_size == 0 || count < batch_size) {
+    if (!c->pending) {
+      if (!c->cursor->Next()) {
+        *error = c->cursor->status();
+        return true;
+      }
+      c->pending = true;
+    }
+    std::string_view raw = c->cursor->raw();
+    // The first document always goes; later ones only within 16 MiB.
+    if (count > 0 && bytes + raw.size() > kMaxBatchBytes) return false;
+    std::string key = std::to_string(count);
+    bson_t doc;
+    bson_init_static(&doc, reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
+    if (c->strip_id) {
+      bson_t copy;
+      bson_init(&copy);
+      bson_copy_to_excluding_noinit(&doc, &copy, "_id", nullptr);
+      bson_append_document(arr, key.c_str(), static_cast<int>(key.size()), &copy);
+      bson_destroy(&copy);
+    } else {
+      bson_append_document(arr, key.c_str(), static_cast<int>(key.size()), &doc);
+    }
+    bytes += raw.size();
+    count++;
+    c->pending = false;
+  }
+  // A full batch by count: the next Next() says whether more remain.
+  if (!c->cursor->Next()) {
+    *error = c->cursor->status();
+    return true;
+  }
+  c->pending = true;
+  return false;
+}
+
+Result<int64_t> Commands::AddCursor(std::unique_ptr<ServerCursor> c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cursors_.size() >= options_.max_cursors) {
+    return Status::Busy("too many open cursors (" + std::to_string(options_.max_cursors) +
+                        "): exhaust or kill cursors, or raise --max-cursors");
+  }
+  int64_t id;
+  do {
+    id = static_cast<int64_t>(rng_() >> 1);  // positive, never 0
+  } while (id == 0 || cursors_.count(id) != 0);
+  c->id = id;
+  c->last_used = std::chrono::steady_clock::now();
+  cursors_[id] = std::move(c);
+  return id;
+}
+
+std::string Commands::Find(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  bson_iter_t it;
+  Document filter;
+  if (Lookup(cmd, "filter", &it)) {
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it)) return Error(14, "find: filter must be a document");
+    filter = Sub(&it);
+  }
+  FindOptions fo;
+  auto c = std::make_unique<ServerCursor>();
+  c->ns = *ns;
+  if (Lookup(cmd, "sort", &it)) {
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it)) return Error(14, "find: sort must be a document");
+    Document sort = Sub(&it);
+    bson_t sv;
+    sort.View(&sv);
+    bson_iter_t s;
+    if (bson_iter_init(&s, &sv)) {
+      while (bson_iter_next(&s)) {
+        auto dir = Int(&s);
+        if (!dir || (*dir != 1 && *dir != -1)) {
+          return Error(2, "find: sort directions must be 1 or -1 ($meta is not supported)");
+        }
+        fo.sort.push_back(SortSpec{bson_iter_key(&s), static_cast<int>(*dir)});
+      }
+    }
+  }
+  if (Lookup(cmd, "projection", &it)) {
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it)) return Error(14, "find: projection must be a document");
+    Document proj = Sub(&it);
+    bson_t pv;
+    proj.View(&pv);
+    bson_iter_t p;
+    if (bson_iter_init(&p, &pv)) {
+      while (bson_iter_next(&p)) {
+        std::string key = bson_iter_key(&p);
+        bool include = BSON_ITER_HOLDS_BOOL(&p) || BSON_ITER_HOLDS_NUMBER(&p);
+        if (!include) {
+          return Error(2, "find: projection supports inclusion (field: 1) and _id: 0 only, not " +
+                              proj.ToJson());
+        }
+        if (!Truthy(&p)) {
+          if (key != "_id") {
+            return Error(2, "find: exclusion projections (field: 0) are supported for _id only");
+          }
+          c->strip_id = true;
+        } else {
+          fo.projection.push_back(key);
+        }
+      }
+    }
+  }
+  int64_t batch = kDefaultFirstBatch;
+  bool single_batch = Lookup(cmd, "singleBatch", &it) && Truthy(&it);
+  for (const char* opt : {"skip", "limit", "batchSize"}) {
+    if (!Lookup(cmd, opt, &it)) continue;
+    auto v = Int(&it);
+    if (!v) return Error(14, std::string("find: ") + opt + " must be a number");
+    if (*v < 0 && std::strcmp(opt, "limit") != 0) {
+      return Error(2, std::string("find: ") + opt + " must be >= 0");
+    }
+    if (std::strcmp(opt, "skip") == 0) fo.skip = *v;
+    if (std::strcmp(opt, "batchSize") == 0) batch = *v;
+    if (std::strcmp(opt, "limit") == 0) {
+      // A negative limit is the legacy "one batch of at most -limit".
+      if (*v < 0) single_batch = true;
+      fo.limit = *v < 0 ? -*v : *v;
+    }
+  }
+  if (Lookup(cmd, "collation", &it)) return Error(2, "find: collation is not supported");
+  auto txn = db_->BeginRead();
+  if (!txn.ok()) return ErrorFor(txn.status());
+  auto cursor = (*txn)->Find(*ns, filter, fo);
+  if (!cursor.ok()) return ErrorFor(cursor.status());
+  c->txn = std::move(txn).value();
+  c->cursor = std::move(cursor).value();
+
+  bson_t arr;
+  bson_init(&arr);
+  Status read_error;
+  // batchSize 0 opens the cursor and returns nothing yet, as MongoDB does.
+  bool done = batch == 0 ? false : FillBatch(c.get(), batch, &arr, &read_error);
+  if (!read_error.ok()) {
+    bson_destroy(&arr);
+    return ErrorFor(read_error);
+  }
+  int64_t id = 0;
+  if (!done && !single_batch) {
+    auto added = AddCursor(std::move(c));
+    if (!added.ok()) {
+      bson_destroy(&arr);
+      return Error(2, added.status().message());
+    }
+    id = *added;
+  }
+  bson_t b;
+  bson_init(&b);
+  AppendCursor(&b, id, *ns, "firstBatch", &arr);
+  bson_destroy(&arr);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::GetMore(const std::string& db, const bson_t* cmd) {
+  bson_iter_t it;
+  if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it) || !BSON_ITER_HOLDS_INT64(&it)) {
+    return Error(14, "getMore: the cursor id must be an int64");
+  }
+  int64_t id = bson_iter_int64(&it);
+  if (!Lookup(cmd, "collection", &it) || !BSON_ITER_HOLDS_UTF8(&it)) {
+    return Error(14, "getMore: collection must be a string");
+  }
+  std::string ns = db + "." + bson_iter_utf8(&it, nullptr);
+  int64_t batch = 0;
+  if (Lookup(cmd, "batchSize", &it)) {
+    auto v = Int(&it);
+    if (!v || *v < 0) return Error(2, "getMore: batchSize must be a number >= 0");
+    batch = *v;
+  }
+  ServerCursor* c;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto found = cursors_.find(id);
+    if (found == cursors_.end()) {
+      return Error(43, "cursor id " + std::to_string(id) + " not found");
+    }
+    c = found->second.get();
+    if (c->ns != ns) {
+      return Error(
+          2, "getMore: cursor " + std::to_string(id) + " belongs to " + c->ns + ", not " + ns);
+    }
+    if (c->in_use) return Error(2, "getMore: cursor " + std::to_string(id) + " is in use");
+    c->in_use = true;
+  }
+  bson_t arr;
+  bson_init(&arr);
+  Status read_error;
+  bool done = FillBatch(c, batch, &arr, &read_error);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    c->in_use = false;
+    c->last_used = std::chrono::steady_clock::now();
+    if (done || !read_error.ok()) cursors_.erase(id);
+  }
+  if (!read_error.ok()) {
+    bson_destroy(&arr);
+    return ErrorFor(read_error);
+  }
+  bson_t b;
+  bson_init(&b);
+  AppendCursor(&b, done ? 0 : id, ns, "nextBatch", &arr);
+  bson_destroy(&arr);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::KillCursors(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  bson_iter_t it;
+  if (!Lookup(cmd, "cursors", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
+    return Error(14, "killCursors: cursors must be an array");
+  }
+  Document ids = Sub(&it);
+  bson_t arr;
+  ids.View(&arr);
+  std::vector<int64_t> killed;
+  std::vector<int64_t> not_found;
+  std::vector<std::unique_ptr<ServerCursor>> dead;  // destroyed outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    bson_iter_t c;
+    if (bson_iter_init(&c, &arr)) {
+      while (bson_iter_next(&c)) {
+        auto id = Int(&c);
+        if (!id) continue;
+        auto found = cursors_.find(*id);
+        if (found == cursors_.end() || found->second->ns != *ns || found->second->in_use) {
+          not_found.push_back(*id);
+          continue;
+        }
+        dead.push_back(std::move(found->second));
+        cursors_.erase(found);
+        killed.push_back(*id);
+      }
+    }
+  }
+  dead.clear();
+  bson_t b;
+  bson_init(&b);
+  for (const auto& [name, list] :
+       {std::pair<const char*, const std::vector<int64_t>*>{"cursorsKilled", &killed},
+        {"cursorsNotFound", &not_found}}) {
+    bson_t a;
+    BSON_APPEND_ARRAY_BEGIN(&b, name, &a);
+    for (size_t i = 0; i < list->size(); i++) {
+      std::string key = std::to_string(i);
+      BSON_APPEND_INT64(&a, key.c_str(), (*list)[i]);
+    }
+    bson_append_array_end(&b, &a);
+  }
+  bson_t empty;
+  BSON_APPEND_ARRAY_BEGIN(&b, "cursorsAlive", &empty);
+  bson_append_array_end(&b, &empty);
+  BSON_APPEND_ARRAY_BEGIN(&b, "cursorsUnknown", &empty);
+  bson_append_array_end(&b, &empty);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::Count(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  bson_iter_t it;
+  Document query;
+  if (Lookup(cmd, "query", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) query = Sub(&it);
+  int64_t skip = 0;
+  int64_t limit = 0;
+  if (Lookup(cmd, "skip", &it)) {
+    auto v = Int(&it);
+    if (!v || *v < 0) return Error(2, "count: skip must be a number >= 0");
+    skip = *v;
+  }
+  if (Lookup(cmd, "limit", &it)) {
+    auto v = Int(&it);
+    if (!v) return Error(2, "count: limit must be a number");
+    limit = *v < 0 ? -*v : *v;
+  }
+  auto n = db_->Count(*ns, query);
+  if (!n.ok()) return ErrorFor(n.status());
+  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(*n) - skip);
+  if (limit > 0) count = std::min(count, limit);
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT64(&b, "n", count);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  auto wo = WriteConcern(cmd);
+  if (!wo.ok()) return Error(2, wo.status().message());
+  bson_iter_t it;
+  Document query;
+  if (Lookup(cmd, "query", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) query = Sub(&it);
+  FindAndModifyOptions fo;
+  if (Lookup(cmd, "sort", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    Document sort = Sub(&it);
+    bson_t sv;
+    sort.View(&sv);
+    bson_iter_t k;
+    if (bson_iter_init(&k, &sv) && bson_iter_next(&k)) {
+      auto dir = Int(&k);
+      if (!dir || (*dir != 1 && *dir != -1) || bson_count_keys(&sv) != 1) {
+        return Error(2, "findAndModify: sort must be one field, 1 or -1");
+      }
+      fo.sort_field = bson_iter_key(&k);
+      fo.sort_direction = static_cast<int>(*dir);
+    }
+  }
+  if (Lookup(cmd, "fields", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    Document fields = Sub(&it);
+    bson_t fv;
+    fields.View(&fv);
+    if (bson_count_keys(&fv) != 0) return Error(2, "findAndModify: fields is not supported");
+  }
+  for (const char* opt : {"arrayFilters", "collation"}) {
+    if (Lookup(cmd, opt, &it))
+      return Error(2, std::string("findAndModify: ") + opt + " is not supported");
+  }
+  bool remove = Lookup(cmd, "remove", &it) && Truthy(&it);
+  fo.return_after = Lookup(cmd, "new", &it) && Truthy(&it);
+  fo.upsert = Lookup(cmd, "upsert", &it) && Truthy(&it);
+  Result<std::optional<Document>> r = std::optional<Document>();
+  bool upserted = false;
+  if (remove) {
+    if (Lookup(cmd, "update", &it)) return Error(9, "findAndModify: both remove and update");
+    r = db_->FindOneAndDelete(*ns, query, fo, *wo);
+  } else {
+    if (!Lookup(cmd, "update", &it)) return Error(9, "findAndModify: needs remove or update");
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+      return Error(2, "findAndModify: update must be a document (pipelines are not supported)");
+    }
+    Document update = Sub(&it);
+    // First without upsert, so that lastErrorObject can tell an update from
+    // an insert; then, when nothing matched, the upsert (itself atomic).
+    FindAndModifyOptions no_upsert = fo;
+    no_upsert.upsert = false;
+    r = db_->FindOneAndUpdate(*ns, query, update, no_upsert, *wo);
+    if (r.ok() && !r->has_value() && fo.upsert) {
+      r = db_->FindOneAndUpdate(*ns, query, update, fo, *wo);
+      upserted = true;
+    }
+  }
+  if (!r.ok()) {
+    const Status& s = r.status();
+    return Error(CodeFor(s), WriteErrorMessage(s, *ns));
+  }
+  bson_t b;
+  bson_init(&b);
+  bson_t last;
+  BSON_APPEND_DOCUMENT_BEGIN(&b, "lastErrorObject", &last);
+  BSON_APPEND_INT32(&last, "n", r->has_value() || upserted ? 1 : 0);
+  if (!remove) BSON_APPEND_BOOL(&last, "updatedExisting", r->has_value() && !upserted);
+  bson_append_document_end(&b, &last);
+  if (r->has_value()) {
+    bson_t v;
+    (*r)->View(&v);
+    BSON_APPEND_DOCUMENT(&b, "value", &v);
+  } else {
+    BSON_APPEND_NULL(&b, "value");
+  }
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::Distinct(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  bson_iter_t it;
+  if (!Lookup(cmd, "key", &it) || !BSON_ITER_HOLDS_UTF8(&it)) {
+    return Error(14, "distinct: key must be a string");
+  }
+  std::string key = bson_iter_utf8(&it, nullptr);
+  Document query;
+  if (Lookup(cmd, "query", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) query = Sub(&it);
+  auto values = db_->Distinct(*ns, key, query);
+  if (!values.ok()) return ErrorFor(values.status());
+  bson_t b;
+  bson_init(&b);
+  bson_t arr;
+  BSON_APPEND_ARRAY_BEGIN(&b, "values", &arr);
+  for (size_t i = 0; i < values->size(); i++) {
+    std::string k = std::to_string(i);
+    BSON_APPEND_VALUE(&arr, k.c_str(), (*values)[i].get());
+  }
+  bson_append_array_end(&b, &arr);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::Aggregate(const std::string& db, const bson_t* cmd) {
+  static const char* kSupported =
+      "mmdoc serve runs only countDocuments' pipeline: [{$match}, {$skip}, {$limit}, "
+      "{$group: {_id: <constant>, <name>: {$sum: 1}}}]";
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  bson_iter_t it;
+  if (!Lookup(cmd, "pipeline", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
+    return Error(14, "aggregate: pipeline must be an array");
+  }
+  Document pipeline = Sub(&it);
+  bson_t pv;
+  pipeline.View(&pv);
+  Document match;
+  int64_t skip = 0;
+  int64_t limit = 0;
+  std::optional<Document> group;
+  int stage_no = 0;  // $match, $skip, $limit, $group must come in this order
+  bson_iter_t s;
+  if (bson_iter_init(&s, &pv)) {
+    while (bson_iter_next(&s)) {
+      if (!BSON_ITER_HOLDS_DOCUMENT(&s)) return Error(14, "aggregate: a stage is not a document");
+      Document stage = Sub(&s);
+      bson_t sv;
+      stage.View(&sv);
+      bson_iter_t op;
+      if (!bson_iter_init(&op, &sv) || !bson_iter_next(&op)) return Error(2, kSupported);
+      std::string name = bson_iter_key(&op);
+      int order = name == "$match"   ? 1
+                  : name == "$skip"  ? 2
+                  : name == "$limit" ? 3
+                  : name == "$group" ? 4
+                                     : 0;
+      if (order <= stage_no || group) return Error(2, kSupported);
+      stage_no = order;
+      if (order == 1) {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&op)) return Error(14, "aggregate: $match not a document");
+        match = Sub(&op);
+      } else if (order == 2 || order == 3) {
+        auto v = Int(&op);
+        if (!v || *v < 0 || (order == 3 && *v == 0)) {
+          return Error(2, "aggregate: " + name + " must be a positive number");
+        }
+        (order == 2 ? skip : limit) = *v;
+      } else {
+        if (!BSON_ITER_HOLDS_DOCUMENT(&op)) return Error(2, kSupported);
+        group = Sub(&op);
+      }
+    }
+  }
+  if (!group) return Error(2, kSupported);
+  // {_id: <constant>, <name>: {$sum: 1}}
+  bson_t gv;
+  group->View(&gv);
+  bson_iter_t g;
+  const bson_value_t* id_value = nullptr;
+  std::string sum_name;
+  int fields = 0;
+  if (bson_iter_init(&g, &gv)) {
+    while (bson_iter_next(&g)) {
+      fields++;
+      std::string key = bson_iter_key(&g);
+      if (key == "_id") {
+        id_value = bson_iter_value(&g);
+        if (BSON_ITER_HOLDS_UTF8(&g) && bson_iter_utf8(&g, nullptr)[0] == '$') {
+          return Error(2, kSupported);  // grouping by a field
+        }
+        if (BSON_ITER_HOLDS_DOCUMENT(&g) || BSON_ITER_HOLDS_ARRAY(&g)) return Error(2, kSupported);
+      } else {
+        Document acc = BSON_ITER_HOLDS_DOCUMENT(&g) ? Sub(&g) : Document();
+        bson_t av;
+        acc.View(&av);
+        bson_iter_t a;
+        if (!bson_iter_init_find(&a, &av, "$sum") || Int(&a).value_or(0) != 1 ||
+            bson_count_keys(&av) != 1) {
+          return Error(2, kSupported);
+        }
+        sum_name = key;
+      }
+    }
+  }
+  if (id_value == nullptr || sum_name.empty() || fields != 2) return Error(2, kSupported);
+  auto n = db_->Count(*ns, match);
+  if (!n.ok()) return ErrorFor(n.status());
+  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(*n) - skip);
+  if (limit > 0) count = std::min(count, limit);
+  std::vector<std::string> docs;
+  if (count > 0) {  // MongoDB's $group gives no document for no input
+    bson_t d;
+    bson_init(&d);
+    BSON_APPEND_VALUE(&d, "_id", id_value);
+    if (count <= INT32_MAX) {
+      BSON_APPEND_INT32(&d, sum_name.c_str(), static_cast<int32_t>(count));
+    } else {
+      BSON_APPEND_INT64(&d, sum_name.c_str(), count);
+    }
+    docs.push_back(Finish(&d));
+  }
+  return OneBatch(*ns, docs);
+}
+
+std::string Commands::CreateIndexes(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  bson_iter_t it;
+  if (!Lookup(cmd, "indexes", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
+    return Error(14, "createIndexes: indexes must be an array");
+  }
+  Document specs = Sub(&it);
+  bson_t sv;
+  specs.View(&sv);
+  struct Want {
+    std::string field;
+    bool unique;
+  };
+  std::vector<Want> wants;
+  bson_iter_t s;
+  if (bson_iter_init(&s, &sv)) {
+    while (bson_iter_next(&s)) {
+      if (!BSON_ITER_HOLDS_DOCUMENT(&s)) return Error(14, "createIndexes: spec not a document");
+      Document spec = Sub(&s);
+      bson_t spv;
+      spec.View(&spv);
+      bson_iter_t f;
+      Want w{"", false};
+      bool have_key = false;
+      if (bson_iter_init(&f, &spv)) {
+        while (bson_iter_next(&f)) {
+          std::string key = bson_iter_key(&f);
+          if (key == "key") {
+            std::string problem;
+            w.field = KeyField(&f, &problem);
+            if (w.field.empty()) return Error(67, "createIndexes: " + problem);
+            have_key = true;
+          } else if (key == "unique") {
+            w.unique = Truthy(&f);
+          } else if (key != "name" && key != "v" && key != "background" && key != "ns") {
+            return Error(67, "createIndexes: index option " + key + " is not supported (" +
+                                 spec.ToJson() + ")");
+          }
+        }
+      }
+      if (!have_key) return Error(9, "createIndexes: index spec without key");
+      wants.push_back(w);
+    }
+  }
+  auto collections = db_->ListCollections();
+  if (!collections.ok()) return ErrorFor(collections.status());
+  bool existed = std::find(collections->begin(), collections->end(), *ns) != collections->end();
+  if (!existed) {
+    Status s = db_->CreateCollection(*ns);
+    if (!s.ok() && !s.IsAlreadyExists()) return ErrorFor(s);
+  }
+  auto before = db_->ListIndexes(*ns);
+  if (!before.ok()) return ErrorFor(before.status());
+  size_t n_before = before->size() + 1;
+  size_t created = 0;
+  for (const Want& w : wants) {
+    if (w.field == "_id") continue;  // always there
+    const IndexInfo* have = nullptr;
+    for (const IndexInfo& i : *before) {
+      if (i.field == w.field) have = &i;
+    }
+    if (have != nullptr) {
+      if (have->unique != w.unique) {
+        return Error(85, "an index on " + w.field + " exists with different options (unique: " +
+                             (have->unique ? "true" : "false") + ")");
+      }
+      continue;
+    }
+    Status s = db_->CreateIndex(*ns, w.field, IndexOptions{w.unique});
+    if (s.IsAlreadyExists()) {
+      return Error(11000, "E11000 duplicate key error collection: " + *ns +
+                              " index: " + IndexName(w.field) + " " + s.message());
+    }
+    if (!s.ok()) return Error(CodeFor(s) == 2 ? 67 : CodeFor(s), s.ToString());
+    created++;
+  }
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_BOOL(&b, "createdCollectionAutomatically", !existed);
+  BSON_APPEND_INT32(&b, "numIndexesBefore", static_cast<int32_t>(n_before));
+  BSON_APPEND_INT32(&b, "numIndexesAfter", static_cast<int32_t>(n_before + created));
+  if (created == 0) BSON_APPEND_UTF8(&b, "note", "all indexes already exist");
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::DropIndexes(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  auto indexes = db_->ListIndexes(*ns);
+  if (indexes.status().IsNotFound()) return Error(26, "ns not found " + *ns);
+  if (!indexes.ok()) return ErrorFor(indexes.status());
+  bson_iter_t it;
+  if (!Lookup(cmd, "index", &it)) return Error(9, "dropIndexes: index is missing");
+  // The fields to drop, from "*", a name, a list of names or a key pattern.
+  std::vector<std::string> fields;
+  auto by_name = [&](const std::string& name) -> std::string {
+    if (name == "_id_") return Error(72, "cannot drop _id index");
+    for (const IndexInfo& i : *indexes) {
+      // Drivers name an index "<field>_1" or "<field>_-1".
+      if (name == IndexName(i.field) || name == i.field + "_-1") {
+        fields.push_back(i.field);
+        return "";
+      }
+    }
+    return Error(27, "index not found with name [" + name + "]");
+  };
+  if (BSON_ITER_HOLDS_UTF8(&it) && std::strcmp(bson_iter_utf8(&it, nullptr), "*") == 0) {
+    for (const IndexInfo& i : *indexes) fields.push_back(i.field);
+  } else if (BSON_ITER_HOLDS_UTF8(&it)) {
+    std::string e = by_name(bson_iter_utf8(&it, nullptr));
+    if (!e.empty()) return e;
+  } else if (BSON_ITER_HOLDS_ARRAY(&it)) {
+    Document names = Sub(&it);
+    bson_t nv;
+    names.View(&nv);
+    bson_iter_t n;
+    if (bson_iter_init(&n, &nv)) {
+      while (bson_iter_next(&n)) {
+        if (!BSON_ITER_HOLDS_UTF8(&n)) return Error(14, "dropIndexes: names must be strings");
+        std::string e = by_name(bson_iter_utf8(&n, nullptr));
+        if (!e.empty()) return e;
+      }
+    }
+  } else if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    std::string problem;
+    std::string field = KeyField(&it, &problem);
+    if (field.empty()) return Error(27, "dropIndexes: " + problem);
+    bool found = false;
+    for (const IndexInfo& i : *indexes) found = found || i.field == field;
+    if (!found) return Error(27, "can't find index with key: {" + field + ": 1}");
+    fields.push_back(field);
+  } else {
+    return Error(14, "dropIndexes: index must be a name, a list of names, a key or \"*\"");
+  }
+  for (const std::string& f : fields) {
+    Status s = db_->DropIndex(*ns, f);
+    if (!s.ok() && !s.IsNotFound()) return ErrorFor(s);
+  }
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT32(&b, "nIndexesWas", static_cast<int32_t>(indexes->size() + 1));
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::ListIndexes(const std::string& db, const bson_t* cmd) {
+  std::string error;
+  auto ns = Namespace(db, cmd, &error);
+  if (!ns) return error;
+  auto indexes = db_->ListIndexes(*ns);
+  if (indexes.status().IsNotFound()) return Error(26, "ns does not exist: " + *ns);
+  if (!indexes.ok()) return ErrorFor(indexes.status());
+  std::vector<std::string> docs;
+  docs.push_back(IndexSpec(*ns, "_id", false));
+  for (const IndexInfo& i : *indexes) docs.push_back(IndexSpec(*ns, i.field, i.unique));
+  return OneBatch(*ns, docs);
+}
+
+size_t Commands::ReapIdleCursors() {
+  auto now = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<ServerCursor>> dead;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = cursors_.begin(); it != cursors_.end();) {
+      if (!it->second->in_use && now - it->second->last_used >= options_.cursor_timeout) {
+        dead.push_back(std::move(it->second));
+        it = cursors_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return dead.size();
+}
+
+void Commands::CloseAllCursors() {
+  std::map<int64_t, std::unique_ptr<ServerCursor>> dead;
+  std::lock_guard<std::mutex> lock(mu_);
+  dead.swap(cursors_);
+}
+
+size_t Commands::open_cursors() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cursors_.size();
+}
+
+}  // namespace mmdoc::server
