@@ -8,6 +8,10 @@ namespace mmdoc::bench {
 // Built without the engine: the mmdoc adapter is absent.
 std::unique_ptr<Backend> NewMmdocBackend(bool) { return nullptr; }
 #endif
+#ifndef MMDOC_BENCH_WITH_REMOTE
+// Built without libmongoc or the server: the remote adapter is absent.
+std::unique_ptr<Backend> NewRemoteBackend(bool) { return nullptr; }
+#endif
 #ifndef MMDOC_BENCH_WITH_POSTGRES
 // Built without libpq: the PostgreSQL adapter is absent.
 std::unique_ptr<Backend> NewPostgresBackend() { return nullptr; }
@@ -32,6 +36,13 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
     b = NewSqliteBackend(true);
   } else if (name == "sqlite-norowid") {
     b = NewSqliteBackend(false);
+  } else if (name == "mmdoc-remote" || name == "mmdoc-remote-w0") {
+    b = NewRemoteBackend(name == "mmdoc-remote-w0");
+    if (b == nullptr) {
+      return Status::NotSupported(
+          "mmdoc-remote: mmdoc-bench was built without libmongoc (tools/setup installs "
+          "libmongoc-dev)");
+    }
   } else if (name == "postgres") {
     b = NewPostgresBackend();
     if (b == nullptr) {
@@ -53,8 +64,8 @@ std::string PrefixEnd(std::string_view prefix) {
 }
 
 std::vector<std::string> BackendNames() {
-  return {"mmdoc",           "lmdb",           "rocksdb",        "sqlite",
-          "lmdb-nowritemap", "lmdb-nordahead", "sqlite-norowid", "postgres"};
+  return {"mmdoc",          "lmdb",           "rocksdb",  "sqlite",       "lmdb-nowritemap",
+          "lmdb-nordahead", "sqlite-norowid", "postgres", "mmdoc-remote", "mmdoc-remote-w0"};
 }
 
 std::vector<std::string> DefaultBackendNames() {

@@ -211,7 +211,9 @@ class Backend {
 // "mmdoc", "lmdb", "rocksdb", "sqlite", and variants: "mmdoc-replace"
 // (update by Get + Replace), "lmdb-nowritemap" (LMDB's default),
 // "lmdb-nordahead" (MDB_NORDAHEAD: no readahead, like mmdoc's data map),
-// "sqlite-norowid" (a WITHOUT ROWID table).
+// "sqlite-norowid" (a WITHOUT ROWID table); "mmdoc-remote" and
+// "mmdoc-remote-w0": mmdoc through `mmdoc serve` and libmongoc, writes w:1
+// or w:0.
 // NotSupported for a name not built in, InvalidArgument for an unknown one.
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name);
 // The smallest string above every string that starts with prefix (the

@@ -21,6 +21,10 @@ std::unique_ptr<Backend> NewMmdocBackend(bool replace);
 // mmdoc-bench was built without libpq (MMDOC_BENCH_WITH_POSTGRES) or the
 // server's binaries are not installed.
 std::unique_ptr<Backend> NewPostgresBackend();
+// mmdoc through `mmdoc serve` and libmongoc (remote_backend.cc), writes w:1
+// or (w0) w:0. nullptr when mmdoc-bench was built without libmongoc
+// (MMDOC_BENCH_WITH_REMOTE).
+std::unique_ptr<Backend> NewRemoteBackend(bool w0);
 
 // Which RocksDB library the process loaded, e.g. "rocksdb 7.8.3 release
 // build (/var/cache/mmdoc/rocksdb-release/lib/librocksdb.so.7.8)" or

@@ -14,6 +14,9 @@
 //                                                 # what the key index costs
 //   mmdoc-bench --engines mmdoc --phases mapping  # typed layer vs raw API
 //   mmdoc-bench --engines mmdoc,sqlite,postgres   # the relational server too
+//   mmdoc-bench --engines mmdoc --clients local,remote
+//                                                 # mmdoc in-process and through
+//                                                 # `mmdoc serve` + libmongoc
 //                                                 # (opt-in: its server is
 //                                                 # started per store, and
 //                                                 # 500k docs take ~55 s more)
@@ -120,6 +123,13 @@ int Main(int argc, char** argv) {
       "minute to a 500k run); known:";
   for (const auto& n : BackendNames()) engine_help += " " + n;
   app.add_option("--engines", engines_arg, engine_help);
+  std::string clients_arg = "local";
+  app.add_option("--clients", clients_arg,
+                 "local (each engine in-process), remote (through a socket: mmdoc as "
+                 "mmdoc-remote, `mmdoc serve` on loopback driven by libmongoc with w:1 writes, and "
+                 "mmdoc-remote-w0, w:0 writes as the seed's driver; postgres as it is; engines "
+                 "without a server are left out), or local,remote")
+      ->capture_default_str();
   app.add_option("--docs", docs_arg, "documents, or a list: 1M,2M,4M (k/M suffixes)")
       ->capture_default_str();
   app.add_option("--batch", batch, "documents per write transaction")
@@ -182,6 +192,38 @@ int Main(int argc, char** argv) {
   RunInfo run;
   for (int i = 0; i < argc; ++i) run.command += (i ? " " : "") + std::string(argv[i]);
   run.engines = engines_arg.empty() ? DefaultBackendNames() : SplitList(engines_arg);
+  {
+    bool local = false, remote = false;
+    for (const auto& c : SplitList(clients_arg)) {
+      if (c == "local") {
+        local = true;
+      } else if (c == "remote") {
+        remote = true;
+      } else {
+        std::fprintf(stderr, "mmdoc-bench: bad --clients '%s' (local, remote)\n", c.c_str());
+        return 2;
+      }
+    }
+    std::vector<std::string> engines;
+    auto add = [&engines](const std::string& e) {
+      if (std::find(engines.begin(), engines.end(), e) == engines.end()) engines.push_back(e);
+    };
+    for (const auto& e : run.engines) {
+      bool served = e == "postgres" || e.rfind("mmdoc-remote", 0) == 0;
+      if (local || (remote && served)) add(e);
+      if (remote && e == "mmdoc") {
+        add("mmdoc-remote");
+        add("mmdoc-remote-w0");
+      }
+    }
+    if (engines.empty()) {
+      std::fprintf(stderr,
+                   "mmdoc-bench: no engine left for --clients %s (remote: mmdoc, postgres)\n",
+                   clients_arg.c_str());
+      return 2;
+    }
+    run.engines = engines;
+  }
   for (const auto& e : run.engines) {
     auto b = NewBackend(e);
     if (!b.ok()) {

@@ -781,6 +781,34 @@ TEST_CASE("mmdoc-bench refuses bad arguments", "[bench]") {
   CHECK(Run(bench + "--engines lmdb --docs 1x 2>/dev/null") == 2);
   CHECK(Run(bench + "--engines lmdb --docs 100 --durability sometimes 2>/dev/null") == 2);
   CHECK(Run(bench + "--engines lmdb --docs 100 --phases nosuch 2>/dev/null") == 2);
+  CHECK(Run(bench + "--engines lmdb --docs 100 --clients nosuch 2>/dev/null") == 2);
+  // lmdb has no server: nothing is left to run remotely.
+  CHECK(Run(bench + "--engines lmdb --docs 100 --clients remote 2>/dev/null") == 2);
+}
+
+TEST_CASE("mmdoc-bench --clients remote runs mmdoc through mmdoc serve, w:1 and w:0", "[bench]") {
+  if (!NewBackend("mmdoc-remote").ok()) return;  // built without libmongoc
+  test::TempDir dir;
+  std::string json = dir.File("out.json");
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-bench --engines mmdoc,lmdb --clients local,remote --docs 500 "
+              "--phases insert,search_id,update --quiet --dir " +
+              dir.File("data") + " --json " + json) == 0);
+  std::string text = ReadFile(json);
+  for (const char* engine : {"mmdoc", "lmdb", "mmdoc-remote", "mmdoc-remote-w0"}) {
+    INFO(engine);
+    CHECK(text.find("\"engine\" : \"" + std::string(engine) + "\"") != std::string::npos);
+  }
+  CHECK(text.find("libmongoc") != std::string::npos);  // the remote settings line
+  json = dir.File("remote.json");
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-bench --engines mmdoc,lmdb --clients remote --docs 200 "
+              "--phases insert --quiet --dir " +
+              dir.File("data2") + " --json " + json) == 0);
+  text = ReadFile(json);
+  CHECK(text.find("\"engine\" : \"mmdoc-remote\"") != std::string::npos);
+  CHECK(text.find("\"engine\" : \"lmdb\"") == std::string::npos);
+  CHECK(text.find("\"engine\" : \"mmdoc\"") == std::string::npos);
 }
 
 TEST_CASE("mmdoc-layoutbench reads a loaded and a compacted store", "[bench]") {
