@@ -407,6 +407,7 @@ class RemoteBackend : public Backend {
                                      "--max-connections",
                                      std::to_string(config.max_sessions + 8)};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     // Opened before fork: the child of a threaded process may only make
