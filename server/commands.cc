@@ -371,6 +371,10 @@ std::string Commands::ListDatabases(const bson_t* cmd) {
   auto stats = db_->Stats();
   if (!stats.ok()) return ErrorFor(stats.status());
   bson_iter_t it;
+  if (Lookup(cmd, "filter", &it) && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+      Sub(&it).size() > 5) {  // 5 bytes: the empty document
+    return Error(2, "listDatabases: filter is not supported");
+  }
   bool name_only = Lookup(cmd, "nameOnly", &it) && Truthy(&it);
   std::map<std::string, uint64_t> sizes;  // database -> bytes of its pages
   for (const CollectionStats& c : stats->collections) {

@@ -166,6 +166,11 @@ def test_databases_and_collections(srv):
     c.dbs_b.three.insert_one({})
     names = c.list_database_names()
     assert "dbs_a" in names and "dbs_b" in names, names
+    try:
+        c.admin.command("listDatabases", filter={"name": "dbs_a"})
+        raise AssertionError("a listDatabases filter was ignored")
+    except errors.OperationFailure as e:
+        assert e.code == 2, e.details
     assert sorted(c.dbs_a.list_collection_names()) == ["one", "two"]
     c.dbs_a.create_collection("made")
     try:
