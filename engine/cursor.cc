@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "engine/db_impl.h"
+#include "engine/index_plan.h"
 
 namespace mmdoc {
 
@@ -109,23 +110,53 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
     cur->intervals_ = std::move(*id_bounds);
     cur->explain_.plan = "IDHACK";
     cur->explain_.index = "_id";
+    cur->explain_.bounds = DescribeBounds("_id", cur->intervals_);
     best = 0;
   } else {
+    // Best first: a unique index pinned on all its fields; then the most
+    // fields bounded; then points before ranges (PlanScore).
+    size_t best_bounded = 0;
     for (size_t i = 0; i < c->meta.indexes.size(); i++) {
-      auto b = cur->filter_.IndexBounds(c->meta.indexes[i].field, c->meta.indexes[i].multikey);
-      if (!b) continue;
-      int score = PlanScore(*b, c->meta.indexes[i].unique);
-      if (score < best) {
-        best = score;
-        cur->mode_ = Mode::kIndex;
-        cur->index_tree_ = c->index_trees[i].get();
-        cur->index_unique_ = c->meta.indexes[i].unique;
-        cur->index_is_primary_ = false;
-        cur->dedup_ = c->meta.indexes[i].multikey;
-        cur->intervals_ = std::move(*b);
-        cur->explain_.plan = "IXSCAN";
-        cur->explain_.index = c->meta.indexes[i].field;
+      const IndexMeta& m = c->meta.indexes[i];
+      std::optional<IndexScanPlan> plan;
+      int score;
+      if (m.simple()) {
+        auto b = cur->filter_.IndexBounds(m.field, m.multikey);
+        if (!b) continue;
+        score = PlanScore(*b, m.unique);
+        plan.emplace();
+        plan->bounded = 1;
+        plan->bounds = DescribeBounds(m.field, *b);
+        plan->intervals = std::move(*b);
+      } else {
+        plan = PlanIndexScan(m, cur->filter_);
+        if (!plan) continue;
+        score = plan->points && plan->bounded == m.keys.size() && m.unique ? 0
+                : plan->points                                             ? 1
+                                                                           : 2;
       }
+      bool better;
+      if (best == 3 || (score == 0) != (best == 0)) {
+        better = score < best;
+      } else if (plan->bounded != best_bounded) {
+        better = plan->bounded > best_bounded;
+      } else {
+        better = score < best;
+      }
+      if (!better) continue;
+      best = score;
+      best_bounded = plan->bounded;
+      cur->mode_ = Mode::kIndex;
+      cur->index_tree_ = c->index_trees[i].get();
+      cur->index_unique_ = m.unique;
+      cur->index_is_primary_ = false;
+      cur->dedup_ = m.multikey;
+      cur->spec_index_ = m.simple() ? -1 : static_cast<int>(i);
+      cur->spec_pinned_ = plan->pinned;
+      cur->intervals_ = std::move(plan->intervals);
+      cur->explain_.plan = "IXSCAN";
+      cur->explain_.index = m.field;
+      cur->explain_.bounds = std::move(plan->bounds);
     }
     if (best == 3 && id_bounds) {
       cur->mode_ = Mode::kIndex;
@@ -135,6 +166,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
       cur->intervals_ = std::move(*id_bounds);
       cur->explain_.plan = "IXSCAN";
       cur->explain_.index = "_id";
+      cur->explain_.bounds = DescribeBounds("_id", cur->intervals_);
       best = 2;
     }
   }
@@ -145,7 +177,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   // A document can show up under several keys of a multikey index (in one
   // interval or several); otherwise it has one key and intervals do not
   // overlap.
-  const bool in_order = cur->sort_.empty() || cur->PlanIndexSort();
+  const bool in_order = cur->sort_.empty() || cur->PlanIndexSort() || cur->PlanSpecSort();
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
   cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary.get());
   if (!in_order) {
@@ -175,7 +207,7 @@ bool CursorImpl::PlanIndexSort() {
       const IndexMeta& m = c_->meta.indexes[i];
       // A multikey index holds a document under several keys; the sort
       // takes one of them (the smallest or largest), which the walk cannot.
-      if (m.field != field || m.multikey) continue;
+      if (m.field != field || m.multikey || !m.simple()) continue;
       tree = c_->index_trees[i].get();
       unique = m.unique;
     }
@@ -190,6 +222,7 @@ bool CursorImpl::PlanIndexSort() {
     intervals_.assign(1, engine::KeyInterval());
     explain_.plan = "IXSCAN";
     explain_.index = field;
+    explain_.bounds = DescribeBounds(field, intervals_);
   } else if (mode_ != Mode::kIndex || index_tree_ != tree) {
     // EOF needs no sort; another index's bounds are kept (a sort of what
     // they find is cheaper than walking every key of this one).
@@ -251,6 +284,50 @@ bool CursorImpl::PlanIndexSort() {
   return true;
 }
 
+bool CursorImpl::PlanSpecSort() {
+  if (mode_ == Mode::kEmpty) return true;
+  int dir = 1;
+  if (mode_ == Mode::kIndex) {
+    if (spec_index_ < 0 ||
+        !IndexGivesSort(c_->meta.indexes[spec_index_], spec_pinned_, sort_, &dir))
+      return false;
+  } else if (mode_ == Mode::kScan) {
+    // No index bounds the filter: walk an index whose key pattern gives
+    // the sort and that holds every document the filter can match.
+    size_t i = 0;
+    for (; i < c_->meta.indexes.size(); i++) {
+      const IndexMeta& m = c_->meta.indexes[i];
+      if (!m.simple() && IndexHoldsAllMatches(m, filter_) && IndexGivesSort(m, 0, sort_, &dir))
+        break;
+    }
+    if (i == c_->meta.indexes.size()) return false;
+    const IndexMeta& m = c_->meta.indexes[i];
+    mode_ = Mode::kIndex;
+    index_tree_ = c_->index_trees[i].get();
+    index_unique_ = m.unique;
+    index_is_primary_ = false;
+    dedup_ = false;  // not multikey
+    spec_index_ = static_cast<int>(i);
+    intervals_.assign(1, engine::KeyInterval());
+    explain_.plan = "IXSCAN";
+    explain_.index = m.field;
+    explain_.bounds = "{";
+    for (const IndexKey& k : m.keys) {
+      if (explain_.bounds.size() > 1) explain_.bounds += ", ";
+      explain_.bounds += Value::String(k.field).ToJson() + ": [\"[MinKey, MaxKey]\"]";
+    }
+    explain_.bounds += "}";
+  } else {
+    return false;
+  }
+  // The intervals are sorted and disjoint (PlanIndexScan).
+  if (dir < 0) {
+    walk_dir_ = -1;
+    std::reverse(intervals_.begin(), intervals_.end());
+  }
+  return true;
+}
+
 bool PointMatches(std::string_view doc, std::string_view field, std::string_view value) {
   bson_iter_t it;
   if (!bson_iter_init_from_data(&it, reinterpret_cast<const uint8_t*>(doc.data()), doc.size()) ||
@@ -294,7 +371,9 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
     cur->explain_.plan = "IDHACK";
   } else {
     size_t i = 0;
-    while (i < c->meta.indexes.size() && c->meta.indexes[i].field != field) i++;
+    while (i < c->meta.indexes.size() &&
+           (c->meta.indexes[i].field != field || !c->meta.indexes[i].simple()))
+      i++;
     if (i == c->meta.indexes.size()) return nullptr;
     cur->index_tree_ = c->index_trees[i].get();
     cur->index_unique_ = c->meta.indexes[i].unique;
@@ -447,26 +526,27 @@ bool CursorImpl::NextFromScan(std::string_view* doc) {
 
 Status CursorImpl::StartInterval() {
   const engine::KeyInterval& iv = intervals_[interval_];
-  // Whether key k's value part is `bound`. For a non-unique index the entry
-  // key is value + pk, so compare prefixes.
-  auto value_is = [this](std::string_view k, const std::string& bound) {
-    return index_unique_ ? k == bound
-                         : (k.size() >= bound.size() &&
-                            std::memcmp(k.data(), bound.data(), bound.size()) == 0);
+  // Bounds are read as prefixes (index_plan.h): an entry "is" bound when it
+  // starts with it. A non-unique entry is value + pk, a compound key one
+  // field's encoding after another; for a whole single value both
+  // readings agree, encodings being prefix-free.
+  auto value_is = [](std::string_view k, const std::string& bound) {
+    return k.size() >= bound.size() && std::memcmp(k.data(), bound.data(), bound.size()) == 0;
   };
   if (walk_dir_ < 0) {
     if (iv.hi.empty()) return cursor_->SeekToLast();
-    // Past every entry whose value is hi: values are prefix-free, and the
-    // pk after a value starts with a rank byte, below 0xFF.
+    // The last entry below `past`: below hi (exclusive), or below every
+    // entry starting with hi (inclusive): hi with trailing 0xFF bytes
+    // dropped and the last one incremented (a descending field's bytes
+    // may be 0xFF anywhere).
     std::string past = iv.hi;
-    past.push_back('\xff');
-    MMDOC_RETURN_IF_ERROR(cursor_->Seek(past));
-    MMDOC_RETURN_IF_ERROR(cursor_->Valid() ? cursor_->Prev() : cursor_->SeekToLast());
-    if (!iv.hi_inclusive) {
-      while (cursor_->Valid() && value_is(cursor_->key(), iv.hi))
-        MMDOC_RETURN_IF_ERROR(cursor_->Prev());
+    if (iv.hi_inclusive) {
+      while (!past.empty() && static_cast<unsigned char>(past.back()) == 0xFF) past.pop_back();
+      if (past.empty()) return cursor_->SeekToLast();
+      past.back() = static_cast<char>(static_cast<unsigned char>(past.back()) + 1);
     }
-    return Status::OK();
+    MMDOC_RETURN_IF_ERROR(cursor_->Seek(past));
+    return cursor_->Valid() ? cursor_->Prev() : cursor_->SeekToLast();
   }
   if (iv.lo.empty()) return cursor_->SeekToFirst();
   MMDOC_RETURN_IF_ERROR(cursor_->Seek(iv.lo));
@@ -501,7 +581,7 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
       // Compare the value part only (a non-unique entry is value + pk).
       // Key encodings are prefix-free, so an equal prefix means an equal
       // value.
-      std::string_view kv = index_unique_ ? k : k.substr(0, std::min(k.size(), end.size()));
+      std::string_view kv = k.substr(0, std::min(k.size(), end.size()));
       int c = kv.compare(std::string_view(end)) * walk_dir_;
       if (c > 0 || (c == 0 && !end_inclusive)) in_range = false;
     }

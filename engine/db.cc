@@ -50,10 +50,14 @@ std::string JsonString(std::string_view s) {
 
 std::string ExplainInfo::ToJson() const {
   return "{\"plan\": " + JsonString(plan) + ", \"index\": " + JsonString(index) +
+         (bounds.empty() ? std::string() : ", \"indexBounds\": " + bounds) +
          ", \"keysExamined\": " + std::to_string(keys_examined) +
          ", \"docsExamined\": " + std::to_string(docs_examined) +
          ", \"returned\": " + std::to_string(returned) +
-         ", \"sortedInMemory\": " + (sorted_in_memory ? "true" : "false") + "}";
+         ", \"sortedInMemory\": " + (sorted_in_memory ? "true" : "false") +
+         ", \"totalKeysExamined\": " + std::to_string(keys_examined) +
+         ", \"totalDocsExamined\": " + std::to_string(docs_examined) +
+         ", \"nReturned\": " + std::to_string(returned) + "}";
 }
 
 std::string DBStats::ToJson() const {
@@ -305,8 +309,12 @@ Status DBImpl::Check(CheckReport* report) {
                   ": document stored under the wrong key: " + Value::FromBsonValue(&id).ToJson());
         for (size_t i = 0; i < c->meta.indexes.size(); i++) {
           const IndexMeta& m = c->meta.indexes[i];
-          keys.clear();
-          engine::IndexKeys(doc.value().data(), doc.value().size(), m.field, &keys);
+          Status ks = IndexEntryKeys(m, doc.value().data(), doc.value().size(), &keys);
+          if (!ks.ok()) {
+            problem("collection " + name + ": document " + Value::FromBsonValue(&id).ToJson() +
+                    " cannot be in index '" + m.field + "': " + ks.ToString());
+            continue;
+          }
           for (std::string& k : keys) {
             expected[i]++;
             if (!m.unique) k.append(pk);
@@ -376,8 +384,7 @@ Result<DBStats> DBImpl::Stats() {
       index::TreeStats is;
       MMDOC_RETURN_IF_ERROR(c->index_trees[i]->tree()->Verify(nullptr, &is));
       IndexInfo info;
-      info.field = c->meta.indexes[i].field;
-      info.unique = c->meta.indexes[i].unique;
+      FillIndexInfo(c->meta.indexes[i], &info);
       info.entries = is.entries;
       cs.indexes.push_back(info);
       cs.index_pages.push_back(is.branch_pages + is.leaf_pages + is.overflow_pages);
@@ -426,9 +433,7 @@ Status DBImpl::CopyInto(TransactionImpl* src, const std::string& tmp,
     for (const IndexMeta& m : c->meta.indexes) {
       auto wi = dst.value()->Begin(WriteOptions());
       if (!wi.ok()) return wi.status();
-      IndexOptions io;
-      io.unique = m.unique;
-      MMDOC_RETURN_IF_ERROR(wi.value()->CreateIndex(name, m.field, io));
+      MMDOC_RETURN_IF_ERROR(wi.value()->CreateIndex(name, m.keys, IndexMetaOptions(m)));
       MMDOC_RETURN_IF_ERROR(wi.value()->Commit());
     }
   }
@@ -574,6 +579,10 @@ Status Transaction::CreateCollection(std::string_view c) { return impl_->CreateC
 Status Transaction::DropCollection(std::string_view c) { return impl_->DropCollection(c); }
 Status Transaction::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
   return impl_->CreateIndex(c, f, o);
+}
+Status Transaction::CreateIndex(std::string_view c, const std::vector<IndexKey>& keys,
+                                const IndexOptions& o) {
+  return impl_->CreateIndex(c, keys, o);
 }
 Status Transaction::DropIndex(std::string_view c, std::string_view f) {
   return impl_->DropIndex(c, f);
@@ -789,6 +798,12 @@ Result<std::vector<std::string>> DB::ListCollections() {
 Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, f, o); });
+}
+
+Status DB::CreateIndex(std::string_view c, const std::vector<IndexKey>& keys,
+                       const IndexOptions& o) {
+  return InWrite(impl_.get(), WriteOptions(),
+                 [&](TransactionImpl* t) { return t->CreateIndex(c, keys, o); });
 }
 
 Status DB::DropIndex(std::string_view c, std::string_view f) {

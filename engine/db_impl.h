@@ -22,8 +22,9 @@
 // with the lengths little-endian (storage/coding.h)
 // where op is one of LogOp and arg is the document (insert, replace: the
 // complete new document, so updates replay exactly), the pk (delete), the
-// field name (index create/drop; the create's unique flag is the first arg
-// byte).
+// index name (index create/drop; a create's first arg byte holds the
+// kUniqueFlag and kSpecFlag bits, and with kSpecFlag the index's spec
+// follows instead of the name: engine/index_spec.h).
 //
 // Thread safety: DBImpl is thread-safe (the pager serializes writers);
 // TransactionImpl and CursorImpl belong to one thread.
@@ -40,6 +41,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/index_spec.h"
 #include "engine/query.h"
 #include "engine/update.h"
 #include "index/btree.h"
@@ -62,18 +64,9 @@ enum class LogOp : uint8_t {
   kDropIndex = 7,
 };
 
-struct IndexMeta {
-  std::string field;
-  bool unique = false;
-  // Some document has had more than one key in this index (an array), so
-  // predicates ANDed on the field may be met by different elements and
-  // their bounds cannot be intersected (MongoDB tracks the same flag).
-  // Set on the first such document; cleared only by rebuilding the index.
-  bool multikey = false;
-};
-
 // Catalog metadata of a collection: u64 count | u32 n | n x (u8 flags:
-// 1 unique, 2 multikey | u32 length | field).
+// 1 unique, 2 multikey, 4 spec | u32 length | name | with flag 4: the
+// index's spec, engine/index_spec.h).
 struct CollectionMeta {
   uint64_t count = 0;
   std::vector<IndexMeta> indexes;
@@ -281,6 +274,8 @@ class TransactionImpl {
   Status CreateCollection(std::string_view coll);
   Status DropCollection(std::string_view coll);
   Status CreateIndex(std::string_view coll, std::string_view field, const IndexOptions& o);
+  Status CreateIndex(std::string_view coll, const std::vector<IndexKey>& keys,
+                     const IndexOptions& o);
   Status DropIndex(std::string_view coll, std::string_view field);
 
   Status Commit();
@@ -347,8 +342,9 @@ class TransactionImpl {
   // The index keys of `doc` (none for an empty doc), per index of c.
   using KeySets = std::vector<std::vector<std::string>>;
   // Indexes i with (*skip)[i] set get no keys.
-  void ComputeKeys(CollState* c, std::string_view doc, KeySets* out,
-                   const std::vector<char>* skip = nullptr);
+  // InvalidArgument for a document an index cannot take (parallel arrays).
+  Status ComputeKeys(CollState* c, std::string_view doc, KeySets* out,
+                     const std::vector<char>* skip = nullptr);
   // InvalidArgument when a key of new_keys is over index::kMaxKeySize.
   Status CheckKeySizes(CollState* c, std::string_view pk, const KeySets& new_keys);
   // Takes back what InsertPrepared wrote before it found a duplicate in
@@ -432,6 +428,9 @@ class CursorImpl {
   // plan's own, or, for a COLLSCAN, the sort field's); if so, sets the walk
   // up (direction, the null key split) and returns true.
   bool PlanIndexSort();
+  // PlanIndexSort for an index that is not simple (index_plan.h): the
+  // plan's own, or for a COLLSCAN one whose key pattern gives the sort.
+  bool PlanSpecSort();
 
   TransactionImpl* t_ = nullptr;
   CollState* c_ = nullptr;
@@ -450,6 +449,10 @@ class CursorImpl {
   // values elsewhere), so its documents are read one by one.
   const char* checked_leaf_ = nullptr;
   index::BufferedTree* index_tree_ = nullptr;
+  // The plan's index in c_->meta.indexes when it is not simple, else -1;
+  // and how many of its leading fields the bounds pin to one value.
+  int spec_index_ = -1;
+  size_t spec_pinned_ = 0;
   bool index_unique_ = false;
   bool index_is_primary_ = false;
   std::vector<engine::KeyInterval> intervals_;

@@ -1470,6 +1470,7 @@ Result<Filter> Filter::Parse(const bson_t* filter) {
   Filter f;
   f.root_ = std::move(root).value();
   FindNeedle(*f.root_, &f.needle_);
+  f.source_.assign(reinterpret_cast<const char*>(bson_get_data(filter)), filter->len);
   return f;
 }
 

@@ -578,4 +578,77 @@ void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,
   keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
 }
 
+std::string DescribeKey(std::string_view key) {
+  if (key.empty()) return "\"<none>\"";
+  static const char* const kNames[] = {
+      "",          "MinKey", "undefined", "null",     "number",        "string",
+      "object",    "array",  "binary",    "objectId", "bool",          "date",
+      "timestamp", "regex",  "dbPointer", "code",     "codeWithScope", "MaxKey"};
+  const int rank = static_cast<unsigned char>(key[0]) - 0x0F;
+  if (rank < kRankMinKey || rank > kRankMaxKey) return "\"<key>\"";
+  std::string_view body = key.substr(1);
+  switch (rank) {
+    case kRankMinKey:
+      return "{\"$minKey\": 1}";
+    case kRankMaxKey:
+      return "{\"$maxKey\": 1}";
+    case kRankNull:
+      return "null";
+    case kRankUndefined:
+      return "{\"$undefined\": true}";
+    default:
+      break;
+  }
+  if (body.empty()) return "\"<first " + std::string(kNames[rank]) + ">\"";
+  if (rank == kRankNumber) {
+    switch (body[0]) {
+      case kNaN:
+        return "NaN";
+      case kNegInf:
+        return "-Infinity";
+      case kPosInf:
+        return "Infinity";
+      case kZero:
+        return "0";
+      default:
+        break;
+    }
+    if (body.size() < 11) return "\"<key>\"";
+    const bool neg = body[0] == kNegative;
+    uint16_t e = static_cast<uint16_t>((static_cast<unsigned char>(body[1]) << 8) |
+                                       static_cast<unsigned char>(body[2]));
+    uint64_t frac = 0;
+    for (int i = 0; i < 8; i++) frac = (frac << 8) | static_cast<unsigned char>(body[3 + i]);
+    if (neg) {
+      e = static_cast<uint16_t>(~e);
+      frac = ~frac;
+    }
+    const double mag = std::ldexp(1.0 + std::ldexp(static_cast<double>(frac), -64),
+                                  static_cast<int>(e) - kExpBias);
+    const double d = neg ? -mag : mag;
+    // Whole numbers print as integers: the key does not say which type.
+    if (std::trunc(d) == d && std::fabs(d) < 9.2e18) return std::to_string(static_cast<int64_t>(d));
+    bson_value_t v;
+    v.value_type = BSON_TYPE_DOUBLE;
+    v.value.v_double = d;
+    return Value::FromBsonValue(&v).ToJson();
+  }
+  if (rank == kRankString) {
+    std::string s;
+    for (size_t i = 0; i < body.size(); i++) {
+      if (body[i] != '\0') {
+        s.push_back(body[i]);
+      } else if (i + 1 < body.size() && body[i + 1] == '\xFF') {
+        s.push_back('\0');
+        i++;
+      } else {
+        break;  // the terminator
+      }
+    }
+    return Value::String(s).ToJson();
+  }
+  if (rank == kRankBool && body.size() == 1) return body[0] != 0 ? "true" : "false";
+  return "\"<" + std::string(kNames[rank]) + ">\"";
+}
+
 }  // namespace mmdoc::engine

@@ -39,6 +39,11 @@ int CompareValues(const bson_value_t* a, const bson_value_t* b);
 void AppendKey(const bson_value_t* v, std::string* out);
 // The key of a null value (missing fields are indexed as null).
 void AppendNullKey(std::string* out);
+// A key or interval bound (AppendKey's bytes, or a prefix of them) as
+// Extended JSON for Explain: the value for the common types; a bound that
+// is only a type's first byte as "<first string>" and the like; "<key>"
+// for types it does not decode.
+std::string DescribeKey(std::string_view key);
 
 // Finds the value at a dotted path ("a.b.c"; a numeric part indexes into an
 // array, "a.0"). Returns false when absent. *out points into `doc`.
@@ -107,6 +112,9 @@ class Filter {
   bool Matches(const uint8_t* doc, size_t len) const;
   // True when the filter is {} (matches all).
   bool MatchesAll() const;
+  // The BSON the filter was parsed from (empty for Filter()), which
+  // partial indexes compare with their own filter (partial_filter.h).
+  std::string_view source() const { return source_; }
   // Whether the filter has bytes every match contains (see needle_), and
   // whether they occur in [bytes, bytes + len). When they do not, no
   // document lying wholly inside those bytes matches: a scan rejects a
@@ -138,6 +146,7 @@ class Filter {
   // Matches rejects a document lacking it with one memmem before parsing:
   // a full scan then costs about what reading the bytes does.
   std::string needle_;
+  std::string source_;
   std::unique_ptr<Node> root_;  // null: matches everything (no allocation
                                 // for the filter a point cursor never uses)
   const Node& Root() const;

@@ -38,15 +38,6 @@ Status CheckCollectionName(std::string_view coll) {
   return Status::OK();
 }
 
-Status CheckFieldPath(std::string_view field) {
-  if (field.empty()) return Status::InvalidArgument("index field must not be empty");
-  if (field.find('\0') != std::string_view::npos || field[0] == '$' || field.front() == '.' ||
-      field.back() == '.' || field.find("..") != std::string_view::npos)
-    return Status::InvalidArgument("invalid index field path", field);
-  if (field.size() > 200) return Status::InvalidArgument("index field path longer than 200 bytes");
-  return Status::OK();
-}
-
 std::string KeyTooLarge(std::string_view what, size_t n) {
   return std::string(what) + " key is " + std::to_string(n) + " bytes; the limit is " +
          std::to_string(index::kMaxKeySize);
@@ -77,13 +68,6 @@ bool IdEquality(const Document& filter, bson_value_t* v) {
   }
   *v = *bson_iter_value(&it);
   return !bson_iter_next(&it);
-}
-
-std::string DescribeKeyValue(std::string_view doc, std::string_view field) {
-  bson_value_t v;
-  if (!engine::LookupPath(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), field, &v))
-    return "null";
-  return Value::FromBsonValue(&v).ToJson();
 }
 
 // A field name the point plan takes: not empty, not an operator, not a
@@ -130,9 +114,12 @@ std::string CollectionMeta::Encode() const {
   PutFixed64(&out, count);
   PutFixed32(&out, static_cast<uint32_t>(indexes.size()));
   for (const IndexMeta& i : indexes) {
-    out.push_back(static_cast<char>((i.unique ? 1 : 0) | (i.multikey ? 2 : 0)));
+    out.push_back(static_cast<char>((i.unique ? kUniqueFlag : 0) |
+                                    (i.multikey ? kMultikeyFlag : 0) |
+                                    (i.simple() ? 0 : kSpecFlag)));
     PutFixed32(&out, static_cast<uint32_t>(i.field.size()));
     out.append(i.field);
+    if (!i.simple()) EncodeIndexSpec(i, &out);
   }
   return out;
 }
@@ -144,12 +131,15 @@ bool CollectionMeta::Decode(std::string_view in, CollectionMeta* out) {
   for (uint32_t i = 0; i < n; i++) {
     if (in.empty()) return false;
     IndexMeta m;
-    m.unique = (in[0] & 1) != 0;
-    m.multikey = (in[0] & 2) != 0;
+    const uint8_t flags = static_cast<uint8_t>(in[0]);
+    m.unique = (flags & kUniqueFlag) != 0;
+    m.multikey = (flags & kMultikeyFlag) != 0;
     in.remove_prefix(1);
     std::string_view f;
     if (!GetBytes(&in, &f)) return false;
     m.field.assign(f);
+    m.keys.assign(1, IndexKey{m.field, 1});  // a simple index, as files before specs hold
+    if ((flags & kSpecFlag) != 0 && (!DecodeIndexSpec(&in, &m) || m.field != f)) return false;
     out->indexes.push_back(std::move(m));
   }
   return in.empty();
@@ -227,7 +217,7 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
   if (cc != nullptr && value.type() == BSON_TYPE_UTF8 && PlainField(field)) {
     const std::vector<IndexMeta>& indexes = cc->meta.indexes;
     for (size_t i = 0; i < indexes.size(); i++) {
-      if (indexes[i].field != field || !indexes[i].unique) continue;
+      if (indexes[i].field != field || !indexes[i].unique || !indexes[i].simple()) continue;
       thread_local std::string key;
       key.clear();
       engine::AppendKey(value.get(), &key);
@@ -594,8 +584,7 @@ Result<std::vector<IndexInfo>> TransactionImpl::ListIndexes(std::string_view col
   std::vector<IndexInfo> out;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     IndexInfo info;
-    info.field = c->meta.indexes[i].field;
-    info.unique = c->meta.indexes[i].unique;
+    FillIndexInfo(c->meta.indexes[i], &info);
     index::TreeStats st;
     MMDOC_RETURN_IF_ERROR(c->index_trees[i]->tree()->Verify(nullptr, &st));
     info.entries = st.entries;
@@ -613,15 +602,29 @@ void TransactionImpl::NoteKeyCount(CollState* c, size_t i, size_t nkeys) {
   }
 }
 
-void TransactionImpl::ComputeKeys(CollState* c, std::string_view doc, KeySets* out,
-                                  const std::vector<char>* skip) {
+Status TransactionImpl::ComputeKeys(CollState* c, std::string_view doc, KeySets* out,
+                                    const std::vector<char>* skip) {
   if (out->size() < c->meta.indexes.size()) out->resize(c->meta.indexes.size());
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     (*out)[i].clear();
     if (doc.empty() || (skip != nullptr && (*skip)[i])) continue;
-    engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(),
-                      c->meta.indexes[i].field, &(*out)[i]);
+    IndexMeta& m = c->meta.indexes[i];
+    if (m.simple()) {  // the common case, without IndexEntryKeys' checks
+      engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), m.field,
+                        &(*out)[i]);
+      continue;
+    }
+    bool array = false;
+    MMDOC_RETURN_IF_ERROR(IndexEntryKeys(m, reinterpret_cast<const uint8_t*>(doc.data()),
+                                         doc.size(), &(*out)[i], &array));
+    // Set early (an insert that then fails leaves it set): a multikey flag
+    // too many only costs plan quality, one too few gives wrong answers.
+    if (array && !m.multikey) {
+      m.multikey = true;
+      c->meta_dirty = true;
+    }
   }
+  return Status::OK();
 }
 
 Status TransactionImpl::CheckKeySizes(CollState* c, std::string_view pk, const KeySets& new_keys) {
@@ -630,7 +633,7 @@ Status TransactionImpl::CheckKeySizes(CollState* c, std::string_view pk, const K
     for (const std::string& k : new_keys[i]) {
       size_t n = m.unique ? k.size() : k.size() + pk.size();
       if (n > index::kMaxKeySize)
-        return Status::InvalidArgument("index key too large on field '" + m.field + "'",
+        return Status::InvalidArgument("index key too large on index '" + m.field + "'",
                                        KeyTooLarge("index", n));
     }
   }
@@ -651,7 +654,7 @@ Status TransactionImpl::CheckKeys(CollState* c, std::string_view pk, std::string
       Status s = c->index_trees[i]->Get(k, &owner);
       if (s.ok() && owner != pk)
         return Status::AlreadyExists("duplicate key in unique index '" + m.field + "'",
-                                     DescribeKeyValue(new_doc, m.field));
+                                     DescribeIndexKey(m, new_doc));
       if (!s.ok() && !s.IsNotFound()) return s;
     }
   }
@@ -663,7 +666,7 @@ Status TransactionImpl::CheckKeys(CollState* c, std::string_view pk, std::string
 // second time. A Put that finds a duplicate changes nothing, so only the entries this
 // insert wrote before it are taken back out (UndoInsert).
 Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std::string_view pk) {
-  ComputeKeys(c, bson, &buf_.new_keys);
+  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, bson, &buf_.new_keys));
   MMDOC_RETURN_IF_ERROR(CheckKeySizes(c, pk, buf_.new_keys));
   Status s = c->primary->Put(pk, bson, index::PutMode::kInsert);
   if (s.IsAlreadyExists()) {
@@ -684,7 +687,7 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
       if (s.IsAlreadyExists()) {
         MMDOC_RETURN_IF_ERROR(UndoInsert(c, pk, i, j));
         return Status::AlreadyExists("duplicate key in unique index '" + m.field + "'",
-                                     DescribeKeyValue(bson, m.field));
+                                     DescribeIndexKey(m, bson));
       }
       if (!s.ok()) return Poison(s);
     }
@@ -736,12 +739,12 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
   if (update != nullptr) {
     skip_index_.assign(c->meta.indexes.size(), 0);
     for (size_t i = 0; i < c->meta.indexes.size(); i++)
-      skip_index_[i] = !update->MayChange(c->meta.indexes[i].field);
+      skip_index_[i] = !IndexMayChange(c->meta.indexes[i], *update);
     skip = &skip_index_;
   }
   // Keys first: old_doc may point into a page the primary Put rewrites.
-  ComputeKeys(c, old_doc, &buf_.old_keys, skip);
-  ComputeKeys(c, new_doc, &buf_.new_keys, skip);
+  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, old_doc, &buf_.old_keys, skip));
+  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, new_doc, &buf_.new_keys, skip));
   MMDOC_RETURN_IF_ERROR(CheckKeys(c, pk, new_doc, buf_.new_keys, &buf_.old_keys));
   std::string& entry = buf_.entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
@@ -885,7 +888,7 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
 }
 
 Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc) {
-  ComputeKeys(c, old_doc, &buf_.old_keys);
+  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, old_doc, &buf_.old_keys));
   std::string& entry = buf_.entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
@@ -1063,21 +1066,27 @@ Status TransactionImpl::DropCollection(std::string_view coll) {
 
 Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view field,
                                     const IndexOptions& o) {
+  return CreateIndex(coll, std::vector<IndexKey>{IndexKey{std::string(field), 1}}, o);
+}
+
+Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<IndexKey>& keys,
+                                    const IndexOptions& o) {
   MMDOC_RETURN_IF_ERROR(Writable());
-  MMDOC_RETURN_IF_ERROR(CheckFieldPath(field));
-  if (field == "_id") return Status::AlreadyExists("_id is always indexed (the primary index)");
+  IndexMeta spec;
+  MMDOC_RETURN_IF_ERROR(MakeIndexMeta(keys, o, &spec));
+  const std::string name = spec.field;
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, true, &c));
   for (const IndexMeta& m : c->meta.indexes)
-    if (m.field == field) return Status::AlreadyExists("index exists on field", field);
-  const std::string tree_name = IndexTreeName(coll, field);
+    if (m.field == name) return Status::AlreadyExists("index exists", name);
+  const std::string tree_name = IndexTreeName(coll, name);
   ddl_ = true;
   Status s = Cat()->Create(tree_name, {});
   if (!s.ok()) return Poison(s);
   index::BTree* tree;
   s = Cat()->Open(tree_name, &tree);
   if (!s.ok()) return Poison(s);
-  c->meta.indexes.push_back(IndexMeta{std::string(field), o.unique});
+  c->meta.indexes.push_back(spec);
   c->index_trees.push_back(Layer(tree, tree_name));
   const size_t i = c->meta.indexes.size() - 1;
   // Build from the documents already there. On a violation, drop the
@@ -1089,7 +1098,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
     if (!d.ok()) return Poison(d);
     return err;
   };
-  std::vector<std::string> keys;
+  std::vector<std::string> doc_keys;
   index::BufferedTree::Cursor cur(c->primary.get());
   // Gather (key, pk) first: writing the index while a cursor walks the
   // primary tree is fine (different trees), but collecting keeps the
@@ -1097,16 +1106,21 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
   std::vector<std::pair<std::string, std::string>> entries;
   for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
     std::string_view doc = cur.value();
-    keys.clear();
-    engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), field, &keys);
-    NoteKeyCount(c, i, keys.size());
-    for (std::string& k : keys) {
+    bool array = false;
+    Status k = IndexEntryKeys(spec, reinterpret_cast<const uint8_t*>(doc.data()), doc.size(),
+                              &doc_keys, &array);
+    if (!k.ok()) return undo(k);
+    if (spec.simple()) {
+      NoteKeyCount(c, i, doc_keys.size());
+    } else if (array) {
+      c->meta.indexes[i].multikey = true;
+    }
+    for (std::string& k : doc_keys) {
       std::string pk(cur.key());
       if (!o.unique) k.append(pk);
       if (k.size() > index::kMaxKeySize)
-        return undo(
-            Status::InvalidArgument("index key too large on field '" + std::string(field) + "'",
-                                    KeyTooLarge("index", k.size())));
+        return undo(Status::InvalidArgument("index key too large on index '" + name + "'",
+                                            KeyTooLarge("index", k.size())));
       entries.emplace_back(std::move(k), std::move(pk));
     }
   }
@@ -1116,9 +1130,9 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
     if (o.unique && j > 0 && entries[j].first == entries[j - 1].first) {
       std::string_view doc;
       Status g = c->primary->Get(entries[j].second, &doc);
-      std::string val = g.ok() ? DescribeKeyValue(doc, field) : "?";
+      std::string val = g.ok() ? DescribeIndexKey(spec, doc) : "?";
       return undo(Status::AlreadyExists(
-          "cannot build unique index on '" + std::string(field) + "': duplicate value", val));
+          "cannot build unique index on '" + name + "': duplicate value", val));
     }
   }
   for (auto& [k, pk] : entries) {
@@ -1126,8 +1140,13 @@ Status TransactionImpl::CreateIndex(std::string_view coll, std::string_view fiel
     if (!s.ok()) return Poison(s);
   }
   c->meta_dirty = true;
-  std::string arg(1, o.unique ? '\1' : '\0');
-  arg.append(field);
+  std::string arg(
+      1, static_cast<char>((o.unique ? kUniqueFlag : 0) | (spec.simple() ? 0 : kSpecFlag)));
+  if (spec.simple()) {
+    arg.append(name);
+  } else {
+    EncodeIndexSpec(spec, &arg);
+  }
   Log(LogOp::kCreateIndex, coll, arg);
   return Status::OK();
 }
@@ -1305,9 +1324,20 @@ Status TransactionImpl::ApplyLog(std::string_view payload) {
         break;
       case LogOp::kCreateIndex: {
         if (arg.empty()) return Status::Corruption("log record create index without field");
-        IndexOptions o;
-        o.unique = arg[0] != 0;
-        s = CreateIndex(coll, arg.substr(1), o);
+        const uint8_t flags = static_cast<uint8_t>(arg[0]);
+        if ((flags & kSpecFlag) == 0) {
+          IndexOptions o;
+          o.unique = flags != 0;
+          s = CreateIndex(coll, arg.substr(1), o);
+          break;
+        }
+        IndexMeta m;
+        std::string_view spec = arg.substr(1);
+        if (!DecodeIndexSpec(&spec, &m) || !spec.empty())
+          return Status::Corruption("log record create index with a bad spec");
+        IndexOptions o = IndexMetaOptions(m);
+        o.unique = (flags & kUniqueFlag) != 0;
+        s = CreateIndex(coll, m.keys, o);
         break;
       }
       case LogOp::kDropIndex:

@@ -4,10 +4,12 @@
 // collections of BSON documents. Every document has an _id (any BSON value
 // but an array; an ObjectId is generated when a document has none) and
 // lives in its collection's B+tree keyed by _id. Secondary indexes on a
-// dotted field path, unique or not, are kept in step with the documents in
-// the same transaction. Queries take MongoDB's filter syntax and use an index
-// when one constrains the filter, a full scan otherwise (Explain says which);
-// a sort on _id or on a single-key indexed field walks that index.
+// dotted field path or a compound key pattern, unique or not, sparse or
+// partial, are kept in step with the documents in the same transaction.
+// Queries take MongoDB's filter syntax and use an index when one constrains
+// the filter, a full scan otherwise (Explain says which, its bounds and what
+// it examined); a sort on _id, on a single-key indexed field or on a
+// compound index's fields walks that index.
 //
 //   auto db = mmdoc::DB::Open("app.mmdb").value();
 //   auto doc = mmdoc::Document::FromJson(R"({"name": "ada", "age": 36})").value();
@@ -117,20 +119,33 @@ struct UpdateResult {
 // How a query ran (Explain, or a Cursor after it finished).
 struct ExplainInfo {
   std::string plan;   // "IDHACK" (_id lookup), "IXSCAN" or "COLLSCAN"
-  std::string index;  // field of the index used; "" for COLLSCAN
+  std::string index;  // name of the index used (IndexInfo::field); "" for COLLSCAN
+  // The index key ranges scanned, per field of the index, as MongoDB's
+  // indexBounds: {"a": ["[5, 5]"], "b": ["(3, MaxKey]"]}; "" without an
+  // index.
+  std::string bounds;
   uint64_t keys_examined = 0;
   uint64_t docs_examined = 0;
   uint64_t returned = 0;
   // The matches were collected and sorted in memory (a sort the plan's
   // index order does not give); false when unsorted or walked in order.
   bool sorted_in_memory = false;
-  // {"plan": ..., "index": ..., "keysExamined": ..., ..., "sortedInMemory": ...}
+  // {"plan": ..., "index": ..., "indexBounds": ..., "keysExamined": ...,
+  // "docsExamined": ..., "returned": ..., "sortedInMemory": ...,
+  // "totalKeysExamined": ..., "totalDocsExamined": ..., "nReturned": ...}
+  // (the last three are MongoDB's names for the same counts).
   std::string ToJson() const;
 };
 
 struct IndexInfo {
-  std::string field;  // dotted path
+  // The index's name, which DropIndex takes: for an index on one field,
+  // ascending, the field's dotted path; otherwise MongoDB's default name,
+  // each field and direction joined by '_' ("a_1_b_-1").
+  std::string field;
+  std::vector<IndexKey> keys;  // the key pattern, first field first
   bool unique = false;
+  bool sparse = false;
+  std::string partial_filter;  // Extended JSON; "" when none
   uint64_t entries = 0;
 };
 
@@ -307,7 +322,20 @@ class Transaction {
   // bytes.
   Status CreateIndex(std::string_view collection, std::string_view field,
                      const IndexOptions& options = IndexOptions());
-  // NotFound when the collection has no index on `field`.
+  // Builds an index on the key pattern `keys` ({{"a", 1}, {"b", -1}}: a
+  // compound index, MongoDB's {a: 1, b: -1}), named as IndexInfo::field
+  // says; one ascending key is the same index as CreateIndex(field). A
+  // document gets one entry per combination of its fields' keys; at most
+  // one of the fields may hold an array (fields under one array, "a.x" and
+  // "a.y", count as one), as MongoDB: a document with arrays in two is
+  // refused, on insert or update too ("cannot index parallel arrays").
+  // Errors as above, and InvalidArgument for no keys, over 32 of them, a
+  // field given twice, a direction other than 1 or -1, or a bad
+  // options.partial_filter (naming the operator).
+  Status CreateIndex(std::string_view collection, const std::vector<IndexKey>& keys,
+                     const IndexOptions& options = IndexOptions());
+  // Drops the index named `field` (IndexInfo::field). NotFound when the
+  // collection has no such index.
   Status DropIndex(std::string_view collection, std::string_view field);
 
   // Commits (write) or ends (read). After Commit the transaction is
@@ -324,6 +352,10 @@ class Transaction {
   explicit Transaction(std::unique_ptr<TransactionImpl> impl);
   std::unique_ptr<TransactionImpl> impl_;
 };
+
+// The name CreateIndex gives an index on `keys` (IndexInfo::field): the
+// field for one ascending key, else MongoDB's default ("a_1_b_-1").
+std::string IndexName(const std::vector<IndexKey>& keys);
 
 // What DB::Check found.
 struct CheckReport {
@@ -407,6 +439,8 @@ class DB {
   Status DropCollection(std::string_view collection);
   Result<std::vector<std::string>> ListCollections();
   Status CreateIndex(std::string_view collection, std::string_view field,
+                     const IndexOptions& options = IndexOptions());
+  Status CreateIndex(std::string_view collection, const std::vector<IndexKey>& keys,
                      const IndexOptions& options = IndexOptions());
   Status DropIndex(std::string_view collection, std::string_view field);
   Result<std::vector<IndexInfo>> ListIndexes(std::string_view collection);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "mmdoc/document.h"
 #include "mmdoc/durability.h"
 
 namespace mmdoc {
@@ -77,7 +78,12 @@ struct SortSpec {
 // with a single-field index that holds no document under two keys (no
 // array of two or more elements was ever indexed on it), walks that index
 // in the sort's direction and stops at skip + limit, when the filter gives
-// no index bounds or its bounds are on that same index. Every other sort
+// no index bounds or its bounds are on that same index. A sort on the fields
+// of a compound index (IndexKey) that follow the fields the filter pins to
+// one value each, in the index's directions or all reversed, walks that
+// index likewise, when no indexed document held an array at its fields
+// (and, with no bounds on it, the index is not sparse and any partial
+// filter is implied by the query's). Every other sort
 // collects the matches and sorts them in memory
 // (ExplainInfo::sorted_in_memory): with a limit it holds only the first
 // skip + limit documents, and it refuses (InvalidArgument "sort exceeded
@@ -108,10 +114,34 @@ struct FindOptions {
   std::vector<std::string> projection;
 };
 
+// One field of an index's key pattern (MongoDB's {a: 1, b: -1}): a dotted
+// path and 1 (ascending) or -1 (descending).
+struct IndexKey {
+  std::string field;
+  int direction = 1;
+};
+
 struct IndexOptions {
-  // Reject two documents with the same value at the field (AlreadyExists).
+  // Reject two indexed documents with the same key (AlreadyExists): the
+  // same value at the field, or for a compound index the same values at
+  // all its fields (a missing field counts as null). With sparse or
+  // partial_filter, documents left out of the index are not compared.
   // Default: false.
   bool unique = false;
+  // Leave out documents that have none of the index's fields (a field that
+  // is null is there). Queries that could match a document without them
+  // ({a: null}, {a: {$exists: false}}, no bound on the fields, a sort
+  // alone) do not use the index. Default: false.
+  bool sparse = false;
+  // MongoDB's partialFilterExpression: index only the documents matching
+  // it. It may hold equalities ({f: v}, {f: {$eq: v}}; v not a document,
+  // array or regex), {$exists: true}, $gt $gte $lt $lte, $type, and a
+  // top-level $and of these; anything else is InvalidArgument. A query
+  // uses the index only when its filter implies this one: each condition
+  // appears in the query's top-level conjunction identically, or as a
+  // stricter range or an equality inside it on the same field.
+  // Default: {} (every document).
+  Document partial_filter = Document();
 };
 
 }  // namespace mmdoc
