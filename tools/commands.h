@@ -79,7 +79,13 @@ int RunCount(const CommonArgs& c, const std::string& filter);
 // One JSON value per line (DB::Distinct).
 int RunDistinct(const CommonArgs& c, const std::string& field, const std::string& filter,
                 const std::string& json_mode);
-int RunIndexCreate(const CommonArgs& c, const std::string& field, bool unique);
+struct IndexCreateArgs {
+  std::string keys;  // a dotted path, "a,-b" or a JSON key pattern
+  bool unique = false;
+  bool sparse = false;
+  std::string partial;  // the partial filter as JSON; "" for none
+};
+int RunIndexCreate(const CommonArgs& c, const IndexCreateArgs& a);
 int RunIndexDrop(const CommonArgs& c, const std::string& field);
 int RunIndexList(const CommonArgs& c);
 int RunImport(const CommonArgs& c, const ImportArgs& a);

@@ -203,23 +203,31 @@ int Main(int argc, char** argv) {
   AddJsonMode(distinct, &distinct_json_mode);
 
   std::string field;
-  bool unique = false;
+  IndexCreateArgs index_args;
   CLI::App* index = app.add_subcommand("index", "Create, drop or list secondary indexes.");
   index->require_subcommand(1);
-  CLI::App* index_create =
-      index->add_subcommand("create",
-                            "Index FIELD (a dotted path), built from the documents already there. "
-                            "With --unique, "
-                            "fails (exit 2, naming the value) if two documents share a value. "
-                            "Compound indexes (a,b) are not supported.");
+  CLI::App* index_create = index->add_subcommand(
+      "create",
+      "Index FIELD, built from the documents already there. FIELD is a dotted path, "
+      "several in order for a compound index (a,-b: a ascending, then b descending), "
+      "or MongoDB's key pattern as JSON ('{\"a\": 1, \"b\": -1}'). With --unique, "
+      "fails (exit 2, naming the value) if two indexed documents share a key.");
   AddCommon(index_create, &c);
-  index_create->add_option("FIELD", field, "Dotted field path")->required();
-  index_create->add_flag("--unique", unique, "Reject duplicate values");
-  CLI::App* index_drop = index->add_subcommand("drop", "Drop the index on FIELD.");
+  index_create->add_option("FIELD", index_args.keys, "a.b, a,-b or {\"a\": 1, \"b\": -1}");
+  index_create->add_option("--fields", index_args.keys, "The same as FIELD");
+  index_create->add_flag("--unique", index_args.unique, "Reject duplicate keys");
+  index_create->add_flag("--sparse", index_args.sparse,
+                         "Leave out documents that have none of the fields");
+  index_create->add_option("--partial", index_args.partial,
+                           "Index only documents matching this filter (MongoDB's "
+                           "partialFilterExpression: equality, $exists: true, $gt $gte $lt "
+                           "$lte, $type, $and)");
+  CLI::App* index_drop =
+      index->add_subcommand("drop", "Drop the index named FIELD (or on that key pattern).");
   AddCommon(index_drop, &c);
-  index_drop->add_option("FIELD", field, "Dotted field path")->required();
-  CLI::App* index_list =
-      index->add_subcommand("list", "List the indexes as JSON lines (field, unique, entries).");
+  index_drop->add_option("FIELD", field, "Index name, dotted path or key pattern")->required();
+  CLI::App* index_list = index->add_subcommand(
+      "list", "List the indexes as JSON lines (field: the name, key, unique, entries).");
   AddCommon(index_list, &c);
 
   ImportArgs import_args;
@@ -360,7 +368,7 @@ int Main(int argc, char** argv) {
   if (del->parsed()) return RunDelete(c, filter, many);
   if (count->parsed()) return RunCount(c, filter);
   if (distinct->parsed()) return RunDistinct(c, distinct_field, filter, distinct_json_mode);
-  if (index_create->parsed()) return RunIndexCreate(c, field, unique);
+  if (index_create->parsed()) return RunIndexCreate(c, index_args);
   if (index_drop->parsed()) return RunIndexDrop(c, field);
   if (index_list->parsed()) return RunIndexList(c);
   if (import->parsed()) return RunImport(c, import_args);

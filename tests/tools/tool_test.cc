@@ -919,13 +919,19 @@ TEST_CASE("tool: export of a missing collection exits 1, salvage or not", "[tool
   CHECK(salvage.out == "{ \"_id\" : 1 }\n");
 }
 
-// 'a,b' made an index on a field named "a,b".
+// 'a,b' made an index on a field named "a,b"; it is now the compound index.
 TEST_CASE("tool: index create refuses what is not one dotted field path", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
   MustRun({"insert", db}, "{\"_id\": 1, \"a\": 1, \"b\": 2}\n");
-  ExpectError(RunTool({"index", "create", db, "a,b"}), 2,
-              {"a,b", "compound indexes are not supported"});
+  ExpectError(RunTool({"index", "create", db, "a,,b"}), 2, {"a,,b"});
+  ExpectError(RunTool({"index", "create", db, "a,$b"}), 2, {"$b"});
+  ExpectError(RunTool({"index", "create", db, R"({"a": 1, "b": "text"})"}), 2, {"1 or -1", "b"});
+  ExpectError(RunTool({"index", "create", db, R"({"a": 1)"}), 2, {"key pattern"});
+  ExpectError(RunTool({"index", "create", db, "a,a"}), 2, {"twice"});
+  ExpectError(RunTool({"index", "create", db, "a", "--partial", R"({"a": {"$ne": 1}})"}), 2,
+              {"$ne"});
+  ExpectError(RunTool({"index", "create", db, "a", "--partial", "{bad"}), 2, {"--partial"});
   ExpectError(RunTool({"index", "create", db, "a.$b"}), 2, {"a.$b"});
   ExpectError(RunTool({"index", "create", db, "$a"}), 2, {"$a"});
   ExpectError(RunTool({"index", "create", db, "a..b"}), 2, {"a..b"});
@@ -933,6 +939,38 @@ TEST_CASE("tool: index create refuses what is not one dotted field path", "[tool
   CHECK(MustRun({"index", "list", db}).out.empty());
   MustRun({"index", "create", db, "a.b"});
   CHECK(Contains(MustRun({"index", "list", db}).out, "\"a.b\""));
+}
+
+TEST_CASE("tool: compound, sparse and partial indexes", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db},
+          "{\"_id\": 1, \"a\": 1, \"b\": 2}\n{\"_id\": 2, \"a\": 1, \"b\": 3}\n"
+          "{\"_id\": 3, \"a\": 2}\n");
+  MustRun({"index", "create", db, "a,-b"});
+  MustRun({"index", "create", db, R"({"b": 1, "a": -1})", "--unique", "--sparse"});
+  MustRun({"index", "create", db, "--fields", "_id,b", "--partial", R"({"b": {"$gt": 2}})"});
+  Run list = MustRun({"index", "list", db});
+  CHECK(Contains(list.out, R"("field" : "a_1_b_-1", "key" : { "a" : 1, "b" : -1 })"));
+  CHECK(Contains(list.out, R"("field" : "b_1_a_-1")"));
+  CHECK(Contains(list.out, R"("sparse" : true)"));
+  CHECK(Contains(list.out, R"("partialFilterExpression" : { "b" : { "$gt" : 2 } })"));
+  Run e = MustRun({"find", db, R"({"a": 1, "b": {"$gt": 2}})", "--explain"});
+  CHECK(Contains(e.out, R"("index": "a_1_b_-1")"));
+  CHECK(Contains(e.out, R"("totalKeysExamined": 1)"));
+  CHECK(Contains(e.out, R"("nReturned": 1)"));
+  Run f = MustRun({"find", db, "{}", "--sort", "a,-b", "--limit", "1"});
+  CHECK(Contains(f.out, R"("_id" : 2)"));
+  // The unique sparse index: a second {b: 2, a: 1} is refused, exit 2.
+  ExpectError(RunTool({"insert", db}, "{\"_id\": 4, \"a\": 1, \"b\": 2}\n"), 2, {"b_1_a_-1"});
+  ExpectError(RunTool({"insert", db}, "{\"_id\": 5, \"a\": [1], \"b\": [2]}\n"), 2,
+              {"parallel arrays"});
+  // Dropped by key pattern or by name.
+  MustRun({"index", "drop", db, "a,-b"});
+  MustRun({"index", "drop", db, "b_1_a_-1"});
+  MustRun({"index", "drop", db, R"({"_id": 1, "b": 1})"});
+  CHECK(MustRun({"index", "list", db}).out.empty());
+  ExpectCheckOk(db);
 }
 
 // stats ignored -c.
