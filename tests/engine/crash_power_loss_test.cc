@@ -1,5 +1,6 @@
 // Simulated power loss at the engine level: a random
 // workload of transactions over a collection with a unique secondary index
+// (and a compound partial one)
 // runs on tests/support/fault_fs.h; at a random crash point the disk stops
 // taking writes (FailNth on a write, sync or msync somewhere in a commit or
 // a checkpoint, or FailAll after K commits), the DB is closed without a
@@ -139,6 +140,11 @@ RunResult Workload(const std::string& path, Durability mode, FaultFileSystem* fs
     IndexOptions unique;
     unique.unique = true;
     REQUIRE(t.value()->CreateIndex(kColl, "k", unique).ok());
+    // A compound, descending, partial index: replayed and checked too.
+    IndexOptions partial;
+    partial.partial_filter = Document::FromJson(R"({"k": {"$gte": 3}})").value();
+    REQUIRE(
+        t.value()->CreateIndex(kColl, std::vector<IndexKey>{{"k", -1}, {"_id", 1}}, partial).ok());
     REQUIRE(t.value()->Commit().ok());
   }
   State model;
