@@ -110,7 +110,6 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
     cur->intervals_ = std::move(*id_bounds);
     cur->explain_.plan = "IDHACK";
     cur->explain_.index = "_id";
-    cur->explain_.bounds = DescribeBounds("_id", cur->intervals_);
     best = 0;
   } else {
     // Best first: a unique index pinned on all its fields; then the most
@@ -126,7 +125,6 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
         score = PlanScore(*b, m.unique);
         plan.emplace();
         plan->bounded = 1;
-        plan->bounds = DescribeBounds(m.field, *b);
         plan->intervals = std::move(*b);
       } else {
         plan = PlanIndexScan(m, cur->filter_);
@@ -156,7 +154,12 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
       cur->intervals_ = std::move(plan->intervals);
       cur->explain_.plan = "IXSCAN";
       cur->explain_.index = m.field;
-      cur->explain_.bounds = std::move(plan->bounds);
+      // A simple index's bounds are intervals_ (explain()).
+      cur->explain_keys_.clear();
+      if (!m.simple()) {
+        cur->explain_keys_ = m.keys;
+        cur->explain_bounds_ = std::move(plan->field_bounds);
+      }
     }
     if (best == 3 && id_bounds) {
       cur->mode_ = Mode::kIndex;
@@ -166,7 +169,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
       cur->intervals_ = std::move(*id_bounds);
       cur->explain_.plan = "IXSCAN";
       cur->explain_.index = "_id";
-      cur->explain_.bounds = DescribeBounds("_id", cur->intervals_);
+      cur->explain_keys_.clear();
       best = 2;
     }
   }
@@ -222,7 +225,6 @@ bool CursorImpl::PlanIndexSort() {
     intervals_.assign(1, engine::KeyInterval());
     explain_.plan = "IXSCAN";
     explain_.index = field;
-    explain_.bounds = DescribeBounds(field, intervals_);
   } else if (mode_ != Mode::kIndex || index_tree_ != tree) {
     // EOF needs no sort; another index's bounds are kept (a sort of what
     // they find is cheaper than walking every key of this one).
@@ -237,6 +239,9 @@ bool CursorImpl::PlanIndexSort() {
     int c = b.lo.compare(a.hi);
     if (c < 0 || (c == 0 && a.hi_inclusive && b.lo_inclusive)) return false;
   }
+  // explain() describes these bounds, not the walk's split and order.
+  explain_keys_ = {IndexKey{field, 1}};
+  explain_bounds_ = {intervals_};
   if (!primary) {
     // [] is indexed as null but sorts below it (as undefined): walk the
     // null key twice, the [] documents first (ascending), then the rest.
@@ -311,12 +316,8 @@ bool CursorImpl::PlanSpecSort() {
     intervals_.assign(1, engine::KeyInterval());
     explain_.plan = "IXSCAN";
     explain_.index = m.field;
-    explain_.bounds = "{";
-    for (const IndexKey& k : m.keys) {
-      if (explain_.bounds.size() > 1) explain_.bounds += ", ";
-      explain_.bounds += Value::String(k.field).ToJson() + ": [\"[MinKey, MaxKey]\"]";
-    }
-    explain_.bounds += "}";
+    explain_keys_ = m.keys;
+    explain_bounds_.clear();
   } else {
     return false;
   }
@@ -326,6 +327,25 @@ bool CursorImpl::PlanSpecSort() {
     std::reverse(intervals_.begin(), intervals_.end());
   }
   return true;
+}
+
+const ExplainInfo& CursorImpl::explain() const {
+  if (!explain_.bounds.empty() || explain_.index.empty()) return explain_;
+  if (!explain_keys_.empty()) {
+    explain_.bounds = DescribeBounds(explain_keys_, explain_bounds_);
+  } else {
+    // A simple index or _id, its bounds as planned: intervals_, or the
+    // point plan's key.
+    std::vector<std::optional<std::vector<engine::KeyInterval>>> b(1);
+    if (mode_ == Mode::kPoint) {
+      b[0].emplace(1);
+      (*b[0])[0].lo = (*b[0])[0].hi = point_key_;
+    } else {
+      b[0] = intervals_;
+    }
+    explain_.bounds = DescribeBounds({IndexKey{explain_.index, 1}}, b);
+  }
+  return explain_;
 }
 
 bool PointMatches(std::string_view doc, std::string_view field, std::string_view value) {

@@ -410,7 +410,9 @@ class CursorImpl {
   bool Next();
   std::string_view raw() const { return current_; }
   Status status() const { return status_; }
-  const ExplainInfo& explain() const { return explain_; }
+  // Describes the bounds (ExplainInfo::bounds) on first use: planning
+  // does not pay for it.
+  const ExplainInfo& explain() const;
 
  private:
   CursorImpl() = default;
@@ -439,7 +441,10 @@ class CursorImpl {
   // The sort: options_.sort, or options_.sort_field as its one key.
   std::vector<SortSpec> sort_;
   engine::Projection projection_;
-  ExplainInfo explain_;
+  mutable ExplainInfo explain_;
+  // The plan's index fields and value intervals, for explain().
+  std::vector<IndexKey> explain_keys_;
+  std::vector<std::optional<std::vector<engine::KeyInterval>>> explain_bounds_;
   Status status_;
 
   // kPoint: CreatePoint on _id or a unique index, one key (point_key_).

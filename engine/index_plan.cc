@@ -72,8 +72,15 @@ std::string DescribeField(const std::string& field, const Intervals* v) {
 
 }  // namespace
 
-std::string DescribeBounds(const std::string& field, const Intervals& intervals) {
-  return "{" + DescribeField(field, &intervals) + "}";
+std::string DescribeBounds(const std::vector<IndexKey>& keys,
+                           const std::vector<std::optional<Intervals>>& field_bounds) {
+  std::string s = "{";
+  for (size_t f = 0; f < keys.size(); f++) {
+    if (f > 0) s += ", ";
+    const bool bounded = f < field_bounds.size() && field_bounds[f];
+    s += DescribeField(keys[f].field, bounded ? &*field_bounds[f] : nullptr);
+  }
+  return s + "}";
 }
 
 bool IndexHoldsAllMatches(const IndexMeta& m, const engine::Filter& filter) {
@@ -139,12 +146,8 @@ std::optional<IndexScanPlan> PlanIndexScan(const IndexMeta& m, const engine::Fil
     if (k.lo.empty()) k.lo_inclusive = true;
     if (k.hi.empty()) k.hi_inclusive = true;
   }
-  plan.bounds = "{";
-  for (size_t f = 0; f < m.keys.size(); f++) {
-    if (f > 0) plan.bounds += ", ";
-    plan.bounds += DescribeField(m.keys[f].field, f < plan.bounded ? &*bounds[f] : nullptr);
-  }
-  plan.bounds += "}";
+  bounds.resize(plan.bounded);
+  plan.field_bounds = std::move(bounds);
   return plan;
 }
 

@@ -30,7 +30,9 @@ struct IndexScanPlan {
   size_t bounded = 0;                          // leading fields the intervals bound
   size_t pinned = 0;                           // leading fields bounded to exactly one value
   bool points = false;                         // every bounded field is bounded by points only
-  std::string bounds;                          // ExplainInfo::bounds
+  // Per field of the index, its value intervals (the first `bounded`;
+  // the rest nullopt), for DescribeBounds.
+  std::vector<std::optional<std::vector<engine::KeyInterval>>> field_bounds;
 };
 
 // The scan of index m that finds every document `filter` can match, or
@@ -52,9 +54,11 @@ bool IndexHoldsAllMatches(const IndexMeta& m, const engine::Filter& filter);
 bool IndexGivesSort(const IndexMeta& m, size_t pinned, const std::vector<SortSpec>& sort,
                     int* direction);
 
-// ExplainInfo::bounds for a simple index's intervals on `field`.
-std::string DescribeBounds(const std::string& field,
-                           const std::vector<engine::KeyInterval>& intervals);
+// ExplainInfo::bounds: per field, its value intervals as MongoDB's
+// indexBounds writes them ("[MinKey, MaxKey]" for a field without).
+std::string DescribeBounds(
+    const std::vector<IndexKey>& keys,
+    const std::vector<std::optional<std::vector<engine::KeyInterval>>>& field_bounds);
 
 }  // namespace mmdoc
 

@@ -163,7 +163,7 @@ bool DecodeIndexSpec(std::string_view* in, IndexMeta* m) {
     k.direction = (*in)[0] != 0 ? 1 : -1;
     in->remove_prefix(1);
     std::string_view f;
-    if (!GetLengthPrefixed(in, &f)) return false;
+    if (!GetLengthPrefixed(in, &f) || !CheckIndexFieldPath(f).ok()) return false;
     k.field.assign(f);
     m->keys.push_back(std::move(k));
   }

@@ -178,8 +178,9 @@ bool Implies(const Cond& q, const Cond& p) {
   const bson_value_t* w = &q.value;
   const bson_value_t* v = &p.value;
   switch (p.op) {
-    case Op::kEq:
-      return q.op == Op::kEq && Identical(w, v);
+    case Op::kEq:  // 1 and 1.0 match the same documents
+      return q.op == Op::kEq && CanonicalRank(w->value_type) == CanonicalRank(v->value_type) &&
+             CompareValues(w, v) == 0;
     case Op::kType:
       return q.op == Op::kType && Identical(w, v);
     case Op::kExists:

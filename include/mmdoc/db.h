@@ -329,6 +329,9 @@ class Transaction {
   // one of the fields may hold an array (fields under one array, "a.x" and
   // "a.y", count as one), as MongoDB: a document with arrays in two is
   // refused, on insert or update too ("cannot index parallel arrays").
+  // One index per key pattern: a sparse or partial index takes the
+  // pattern's name too, so a second index on it (MongoDB would take one
+  // under another name) is AlreadyExists.
   // Errors as above, and InvalidArgument for no keys, over 32 of them, a
   // field given twice, a direction other than 1 or -1, or a bad
   // options.partial_filter (naming the operator).

@@ -340,7 +340,7 @@ TEST_CASE("compound, sparse and partial indexes agree with a scan and a model (r
     if (r <= 2) return pick(arrays);
     return pick(scalars);
   };
-  for (const std::string& coll : {"ix", "plain"}) REQUIRE(db->CreateCollection(coll).ok());
+  for (const char* coll : {"ix", "plain"}) REQUIRE(db->CreateCollection(coll).ok());
   REQUIRE(db->CreateIndex("ix", std::vector<IndexKey>{{"a", 1}, {"b", -1}}).ok());
   IndexOptions sparse;
   sparse.sparse = true;
