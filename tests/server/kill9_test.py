@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """kill -9 of `mmdoc serve` in the middle of writes: every insert the
 server acknowledged with j: true must be there when the database is opened
-again (by a new server), and the file must pass `mmdoc check`. The server
-runs with --durability none, so j: true alone (the group commit it maps
-to) stands between an acknowledgement and the disk. Three rounds on one
-database, 6 writer threads each. Usage: kill9_test.py MMDOC"""
+again (by a new server), and the file must pass `mmdoc check`. A killed
+process leaves the OS page cache behind, so what this proves is that the
+server acknowledges a write only after its commit, and that recovery
+replays every committed one (a power cut is the engine's crash tests'
+concern). The server runs with --durability none and j: true maps to a
+group commit. Three rounds on one database, 6 writer threads each.
+Usage: kill9_test.py MMDOC"""
 import os
 import random
 import subprocess
