@@ -208,52 +208,77 @@ std::string OneBatch(const std::string& ns, const std::vector<std::string>& docs
   return Finish(&b);
 }
 
-// The index name drivers give a one-field index: "<field>_1".
-std::string IndexName(const std::string& field) { return field + "_1"; }
+// MongoDB's default index name, "<field>_<dir>" joined by '_' ("a_1_b_-1").
+std::string MongoIndexName(const std::vector<IndexKey>& keys) {
+  std::string name;
+  for (const IndexKey& k : keys) {
+    if (!name.empty()) name += "_";
+    name += k.field + "_" + std::to_string(k.direction);
+  }
+  return name;
+}
 
-std::string IndexSpec(const std::string& ns, const std::string& field, bool unique) {
+// The listIndexes entry of an index ({v, key, name, unique, sparse,
+// partialFilterExpression}); keys empty: the _id index.
+std::string IndexSpec(const std::string& ns, const IndexInfo* info) {
   bson_t b;
   bson_init(&b);
   BSON_APPEND_INT32(&b, "v", 2);
   bson_t key;
   BSON_APPEND_DOCUMENT_BEGIN(&b, "key", &key);
-  BSON_APPEND_INT32(&key, field.c_str(), 1);
+  if (info == nullptr) {
+    BSON_APPEND_INT32(&key, "_id", 1);
+  } else {
+    for (const IndexKey& k : info->keys) BSON_APPEND_INT32(&key, k.field.c_str(), k.direction);
+  }
   bson_append_document_end(&b, &key);
-  BSON_APPEND_UTF8(&b, "name", field == "_id" ? "_id_" : IndexName(field).c_str());
-  if (unique) BSON_APPEND_BOOL(&b, "unique", true);
+  BSON_APPEND_UTF8(&b, "name", info == nullptr ? "_id_" : MongoIndexName(info->keys).c_str());
+  if (info != nullptr && info->unique) BSON_APPEND_BOOL(&b, "unique", true);
+  if (info != nullptr && info->sparse) BSON_APPEND_BOOL(&b, "sparse", true);
+  if (info != nullptr && !info->partial_filter.empty()) {
+    auto pf = Document::FromJson(info->partial_filter);
+    if (pf.ok()) {
+      bson_t v;
+      pf->View(&v);
+      BSON_APPEND_DOCUMENT(&b, "partialFilterExpression", &v);
+    }
+  }
   BSON_APPEND_UTF8(&b, "ns", ns.c_str());
   return Finish(&b);
 }
 
-// The field of a one-field key pattern {field: 1 or -1}; "" with *error set
-// otherwise.
-std::string KeyField(const bson_iter_t* key_it, std::string* error) {
+// The key pattern {field: 1 or -1, ...}; empty with *error set otherwise
+// (text, 2dsphere, hashed and other special keys are refused).
+std::vector<IndexKey> KeyPattern(const bson_iter_t* key_it, std::string* error) {
   if (!BSON_ITER_HOLDS_DOCUMENT(key_it)) {
     *error = "index key must be a document";
-    return "";
+    return {};
   }
   Document key = Sub(key_it);
   bson_t k;
   key.View(&k);
   bson_iter_t it;
-  std::string field;
-  int n = 0;
+  std::vector<IndexKey> keys;
   if (bson_iter_init(&it, &k)) {
     while (bson_iter_next(&it)) {
-      n++;
-      field = bson_iter_key(&it);
       auto dir = Int(&it);
       if (!dir || (*dir != 1 && *dir != -1)) {
-        *error = "only ascending (1) or descending (-1) indexes are supported, not " + key.ToJson();
-        return "";
+        *error = "only ascending (1) and descending (-1) keys are supported, not " + key.ToJson();
+        return {};
       }
+      keys.push_back(IndexKey{bson_iter_key(&it), static_cast<int>(*dir)});
     }
   }
-  if (n != 1) {
-    *error = "only single-field indexes are supported, not " + key.ToJson();
-    return "";
+  if (keys.empty()) *error = "index key is empty";
+  return keys;
+}
+
+bool SameKeys(const std::vector<IndexKey>& a, const std::vector<IndexKey>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); i++) {
+    if (a[i].field != b[i].field || a[i].direction != b[i].direction) return false;
   }
-  return field;
+  return true;
 }
 
 }  // namespace
@@ -1310,8 +1335,8 @@ std::string Commands::CreateIndexes(const std::string& db, const bson_t* cmd) {
   bson_t sv;
   specs.View(&sv);
   struct Want {
-    std::string field;
-    bool unique;
+    std::vector<IndexKey> keys;
+    IndexOptions options;
   };
   std::vector<Want> wants;
   bson_iter_t s;
@@ -1322,58 +1347,63 @@ std::string Commands::CreateIndexes(const std::string& db, const bson_t* cmd) {
       bson_t spv;
       spec.View(&spv);
       bson_iter_t f;
-      Want w{"", false};
-      bool have_key = false;
+      Want w;
       if (bson_iter_init(&f, &spv)) {
         while (bson_iter_next(&f)) {
           std::string key = bson_iter_key(&f);
           if (key == "key") {
             std::string problem;
-            w.field = KeyField(&f, &problem);
-            if (w.field.empty()) return Error(67, "createIndexes: " + problem);
-            have_key = true;
+            w.keys = KeyPattern(&f, &problem);
+            if (w.keys.empty()) return Error(67, "createIndexes: " + problem);
           } else if (key == "unique") {
-            w.unique = Truthy(&f);
+            w.options.unique = Truthy(&f);
+          } else if (key == "sparse") {
+            w.options.sparse = Truthy(&f);
+          } else if (key == "partialFilterExpression" && BSON_ITER_HOLDS_DOCUMENT(&f)) {
+            w.options.partial_filter = Sub(&f);
           } else if (key != "name" && key != "v" && key != "background" && key != "ns") {
             return Error(67, "createIndexes: index option " + key + " is not supported (" +
                                  spec.ToJson() + ")");
           }
         }
       }
-      if (!have_key) return Error(9, "createIndexes: index spec without key");
-      wants.push_back(w);
+      if (w.keys.empty()) return Error(9, "createIndexes: index spec without key");
+      wants.push_back(std::move(w));
     }
   }
   auto collections = db_->ListCollections();
   if (!collections.ok()) return ErrorFor(collections.status());
   bool existed = std::find(collections->begin(), collections->end(), *ns) != collections->end();
   if (!existed) {
-    Status s = db_->CreateCollection(*ns);
-    if (!s.ok() && !s.IsAlreadyExists()) return ErrorFor(s);
+    Status st = db_->CreateCollection(*ns);
+    if (!st.ok() && !st.IsAlreadyExists()) return ErrorFor(st);
   }
   auto before = db_->ListIndexes(*ns);
   if (!before.ok()) return ErrorFor(before.status());
   size_t n_before = before->size() + 1;
   size_t created = 0;
   for (const Want& w : wants) {
-    if (w.field == "_id") continue;  // always there
+    if (w.keys.size() == 1 && w.keys[0].field == "_id") continue;  // always there
     const IndexInfo* have = nullptr;
     for (const IndexInfo& i : *before) {
-      if (i.field == w.field) have = &i;
+      if (SameKeys(i.keys, w.keys)) have = &i;
     }
     if (have != nullptr) {
-      if (have->unique != w.unique) {
-        return Error(85, "an index on " + w.field + " exists with different options (unique: " +
-                             (have->unique ? "true" : "false") + ")");
+      // The engine gives the partial filter back as Extended JSON.
+      auto had = Document::FromJson(have->partial_filter.empty() ? "{}" : have->partial_filter);
+      bool same_partial = had.ok() && had->ToJson() == w.options.partial_filter.ToJson();
+      if (have->unique != w.options.unique || have->sparse != w.options.sparse || !same_partial) {
+        return Error(85, "an index on " + MongoIndexName(w.keys) +
+                             " exists with different options (unique, sparse or partial)");
       }
       continue;
     }
-    Status s = db_->CreateIndex(*ns, w.field, IndexOptions{w.unique});
-    if (s.IsAlreadyExists()) {
+    Status st = db_->CreateIndex(*ns, w.keys, w.options);
+    if (st.IsAlreadyExists()) {
       return Error(11000, "E11000 duplicate key error collection: " + *ns +
-                              " index: " + IndexName(w.field) + " " + s.message());
+                              " index: " + MongoIndexName(w.keys) + " " + st.message());
     }
-    if (!s.ok()) return Error(CodeFor(s) == 2 ? 67 : CodeFor(s), s.ToString());
+    if (!st.ok()) return Error(CodeFor(st) == 2 ? 67 : CodeFor(st), st.ToString());
     created++;
   }
   bson_t b;
@@ -1400,8 +1430,8 @@ std::string Commands::DropIndexes(const std::string& db, const bson_t* cmd) {
   auto by_name = [&](const std::string& name) -> std::string {
     if (name == "_id_") return Error(72, "cannot drop _id index");
     for (const IndexInfo& i : *indexes) {
-      // Drivers name an index "<field>_1" or "<field>_-1".
-      if (name == IndexName(i.field) || name == i.field + "_-1") {
+      // MongoDB's default name ("a_1_b_-1"), or mmdoc's own (IndexInfo::field).
+      if (name == MongoIndexName(i.keys) || name == i.field) {
         fields.push_back(i.field);
         return "";
       }
@@ -1427,12 +1457,12 @@ std::string Commands::DropIndexes(const std::string& db, const bson_t* cmd) {
     }
   } else if (BSON_ITER_HOLDS_DOCUMENT(&it)) {
     std::string problem;
-    std::string field = KeyField(&it, &problem);
-    if (field.empty()) return Error(27, "dropIndexes: " + problem);
-    bool found = false;
-    for (const IndexInfo& i : *indexes) found = found || i.field == field;
-    if (!found) return Error(27, "can't find index with key: {" + field + ": 1}");
-    fields.push_back(field);
+    std::vector<IndexKey> keys = KeyPattern(&it, &problem);
+    if (keys.empty()) return Error(27, "dropIndexes: " + problem);
+    for (const IndexInfo& i : *indexes) {
+      if (SameKeys(i.keys, keys)) fields.push_back(i.field);
+    }
+    if (fields.empty()) return Error(27, "can't find index with key " + MongoIndexName(keys));
   } else {
     return Error(14, "dropIndexes: index must be a name, a list of names, a key or \"*\"");
   }
@@ -1455,8 +1485,8 @@ std::string Commands::ListIndexes(const std::string& db, const bson_t* cmd) {
   if (indexes.status().IsNotFound()) return Error(26, "ns does not exist: " + *ns);
   if (!indexes.ok()) return ErrorFor(indexes.status());
   std::vector<std::string> docs;
-  docs.push_back(IndexSpec(*ns, "_id", false));
-  for (const IndexInfo& i : *indexes) docs.push_back(IndexSpec(*ns, i.field, i.unique));
+  docs.push_back(IndexSpec(*ns, nullptr));
+  for (const IndexInfo& i : *indexes) docs.push_back(IndexSpec(*ns, &i));
   return OneBatch(*ns, docs);
 }
 

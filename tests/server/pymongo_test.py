@@ -159,6 +159,43 @@ def test_duplicate_keys(srv):
         assert e.code == 27, e.details
 
 
+def test_compound_sparse_partial_indexes(srv):
+    coll = client(srv).idx.people
+    coll.drop()
+    name = coll.create_index([("last", 1), ("first", -1)], unique=True)
+    assert name == "last_1_first_-1", name
+    coll.create_index("nick", sparse=True, unique=True)
+    coll.create_index("age", partialFilterExpression={"age": {"$gte": 18}})
+    specs = {i["name"]: i for i in coll.list_indexes()}
+    assert list(specs["last_1_first_-1"]["key"].items()) == [("last", 1), ("first", -1)], specs
+    assert specs["last_1_first_-1"]["unique"] is True
+    assert specs["nick_1"]["sparse"] is True, specs["nick_1"]
+    assert specs["age_1"]["partialFilterExpression"] == {"age": {"$gte": 18}}, specs["age_1"]
+    coll.insert_one({"last": "lovelace", "first": "ada"})
+    coll.insert_one({"last": "lovelace", "first": "byron"})  # another first: fine
+    try:
+        coll.insert_one({"last": "lovelace", "first": "ada"})
+        raise AssertionError("a duplicate compound key was accepted")
+    except errors.DuplicateKeyError as e:
+        assert e.code == 11000, e.details
+    coll.insert_one({"last": "x", "first": "y"})  # no nick twice: sparse leaves them out
+    # the same index again is fine; with other options it is a conflict
+    coll.create_index([("last", 1), ("first", -1)], unique=True)
+    try:
+        coll.create_index([("last", 1), ("first", -1)])
+        raise AssertionError("an index with other options was accepted")
+    except errors.OperationFailure as e:
+        assert e.code == 85, e.details
+    try:
+        coll.create_index([("body", "text")])
+        raise AssertionError("a text index was accepted")
+    except errors.OperationFailure as e:
+        assert e.code == 67, e.details
+    coll.drop_index([("last", 1), ("first", -1)])
+    coll.drop_index("nick_1")
+    assert sorted(coll.index_information()) == ["_id_", "age_1"]
+
+
 def test_databases_and_collections(srv):
     c = client(srv)
     c.dbs_a.one.insert_one({})
