@@ -113,8 +113,10 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
     best = 0;
   } else {
     // Best first: a unique index pinned on all its fields; then the most
-    // fields bounded; then points before ranges (PlanScore).
+    // fields bounded; then one that gives the sort's order; then points
+    // before ranges (PlanScore).
     size_t best_bounded = 0;
+    bool best_sorts = false;
     for (size_t i = 0; i < c->meta.indexes.size(); i++) {
       const IndexMeta& m = c->meta.indexes[i];
       std::optional<IndexScanPlan> plan;
@@ -133,17 +135,26 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
                 : plan->points                                             ? 1
                                                                            : 2;
       }
+      // As PlanIndexSort and PlanSpecSort will judge it.
+      int dir;
+      const bool sorts = !cur->sort_.empty() &&
+                         (m.simple() ? cur->sort_.size() == 1 && cur->sort_[0].field == m.field &&
+                                           !m.multikey && m.field.find('.') == std::string::npos
+                                     : IndexGivesSort(m, plan->pinned, cur->sort_, &dir));
       bool better;
       if (best == 3 || (score == 0) != (best == 0)) {
         better = score < best;
       } else if (plan->bounded != best_bounded) {
         better = plan->bounded > best_bounded;
+      } else if (sorts != best_sorts) {
+        better = sorts;
       } else {
         better = score < best;
       }
       if (!better) continue;
       best = score;
       best_bounded = plan->bounded;
+      best_sorts = sorts;
       cur->mode_ = Mode::kIndex;
       cur->index_tree_ = c->index_trees[i].get();
       cur->index_unique_ = m.unique;

@@ -142,6 +142,14 @@ TEST_CASE("compound index: equality prefix plus a range, bounds and counts in Ex
   REQUIRE(docs.size() == 3);
   CHECK(docs[0].Get("_id").value().ToJson() == "9");
   CHECK(docs[1].Get("_id").value().ToJson() == "19");
+  // Of two indexes bounding the same fields, the one giving the sort.
+  REQUIRE(db->CreateIndex("c", "a").ok());
+  o.sort = {{"b", 1}};
+  e = Explain(db.get(), "c", R"({"a": 4})", o);
+  CHECK(e.index == "a_1_b_-1");
+  CHECK_FALSE(e.sorted_in_memory);
+  CHECK(e.keys_examined == 3);
+  REQUIRE(db->DropIndex("c", "a").ok());
   // Mixed directions the index does not have: in memory.
   o.sort = {{"a", 1}, {"b", 1}};
   CHECK(Explain(db.get(), "c", "{}", o).sorted_in_memory);
