@@ -186,6 +186,11 @@ class PagerImpl final : public Pager {
   Status RecoverIntoMemory(const ReplayFn& apply) override;
   Status PrepareCommits() override;
   Status AppendCommit(std::string_view payload, Durability d, uint64_t* txid) override;
+  Status AppendUnsynced(std::string_view payload, Durability d, uint64_t* txid,
+                        CommitTicket* ticket) override;
+  Status SyncCommit(Durability d, const CommitTicket& ticket) override {
+    return log_.Sync(d, Log::Position{ticket.offset, ticket.length, ticket.lsn_end});
+  }
   LogPosition LogHead() override {
     const Log::Cursor h = log_.head();
     return LogPosition{h.offset, h.epoch};
@@ -1067,24 +1072,26 @@ Status PagerImpl::PrepareCommits() {
 }
 
 Status PagerImpl::AppendCommit(std::string_view payload, Durability d, uint64_t* txid) {
+  CommitTicket ticket;
+  MMDOC_RETURN_IF_ERROR(AppendUnsynced(payload, d, txid, &ticket));
+  return SyncCommit(d, ticket);  // outside log_mu_, so that others append meanwhile
+}
+
+Status PagerImpl::AppendUnsynced(std::string_view payload, Durability d, uint64_t* txid,
+                                 CommitTicket* ticket) {
   if (HasError()) return BackgroundError();
+  MutexLock l(&log_mu_);
+  if (!in_use_) return Status::InvalidArgument(path_, "AppendUnsynced before PrepareCommits");
+  const uint64_t next = last_txid_ + 1;
   Log::Position pos;
   bool fits;
-  {
-    MutexLock l(&log_mu_);
-    if (!in_use_) {
-      return Status::InvalidArgument(path_, "AppendCommit before PrepareCommits");
-    }
-    const uint64_t next = last_txid_ + 1;
-    MMDOC_RETURN_IF_ERROR(log_.Append(next, payload, d, &pos, &fits));
-    if (!fits) return Status::Busy(log_.path(), "the log is full until a merge and checkpoint");
-    last_txid_ = next;
-    *txid = next;
-    if (d == Durability::kPeriodic) log_.StartFlusher(opts_.sync_interval_ms);
-    // kGroup syncs outside the lock, so that others append meanwhile.
-    if (d != Durability::kGroup) return log_.Sync(d, pos);
-  }
-  return log_.Sync(d, pos);
+  MMDOC_RETURN_IF_ERROR(log_.Append(next, payload, d, &pos, &fits));
+  if (!fits) return Status::Busy(log_.path(), "the log is full until a merge and checkpoint");
+  last_txid_ = next;
+  *txid = next;
+  *ticket = CommitTicket{pos.offset, pos.length, pos.lsn_end};
+  if (d == Durability::kPeriodic) log_.StartFlusher(opts_.sync_interval_ms);
+  return Status::OK();
 }
 
 Status PagerImpl::CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next) {

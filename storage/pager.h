@@ -320,6 +320,18 @@ class Pager {
   // PrepareCommits or a write txn ran this session; the caller serializes
   // these with its own write txns that log records.
   virtual Status AppendCommit(std::string_view payload, Durability durability, uint64_t* txid) = 0;
+  // AppendCommit in two steps, so that a caller may let its next writer in
+  // before the sync (group commit): AppendUnsynced appends the record as
+  // `durability` writes it and fills *ticket; SyncCommit then makes it
+  // durable as `durability` says. The record is not durable until then.
+  struct CommitTicket {
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint64_t lsn_end = 0;
+  };
+  virtual Status AppendUnsynced(std::string_view payload, Durability durability, uint64_t* txid,
+                                CommitTicket* ticket) = 0;
+  virtual Status SyncCommit(Durability durability, const CommitTicket& ticket) = 0;
   // Where the next log record will go (for CommitMerge).
   struct LogPosition {
     uint64_t offset = 0;
