@@ -96,7 +96,15 @@ DBImpl::DBImpl(std::string path, const Options& options)
   paranoid_ = options.paranoid_checks || (v != nullptr && std::strcmp(v, "1") == 0);
 }
 
-DBImpl::~DBImpl() = default;
+DBImpl::~DBImpl() {
+  if (!buffered()) return;
+  // Everything buffered goes into the pages, so the pager's closing
+  // checkpoint leaves the database clean; if that fails, the log keeps it.
+  StopMerger();
+  AcquireWriterToken();
+  (void)MergeAll(/*checkpoint=*/false);
+  ReleaseWriterToken();
+}
 
 Status DBImpl::OpenPager() {
   storage::PagerOptions po;
@@ -131,6 +139,18 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
     return Status::InvalidArgument("sync_interval_ms must be positive");
   std::unique_ptr<DBImpl> db(new DBImpl(path, options));
   MMDOC_RETURN_IF_ERROR(db->OpenPager());
+  uint64_t budget = options.write_buffer_size;
+  if (const char* env = std::getenv("MMDOC_WRITE_BUFFER"); env != nullptr && budget == 0)
+    budget = std::strtoull(env, nullptr, 10);
+  if (budget > 0) {
+    {
+      storage::MutexLock l(&db->cache_mu_);
+      db->wbuf_ = std::make_shared<index::WriteBuffer>();
+    }
+    db->buffer_budget_ = budget;
+    DBImpl* raw = db.get();
+    db->merger_ = std::thread([raw] { raw->MergerLoop(); });
+  }
   return db;
 }
 
@@ -156,6 +176,27 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, b
     }
     turn_cv_.SignalAll();
   };
+  if (buffered() && !replaying) {
+    // A buffered write txn reads a snapshot and writes no page until it
+    // must (TransactionImpl::ToPages); writers take turns with the token.
+    AcquireWriterToken();
+    served();
+    std::shared_ptr<storage::Pager> p;
+    std::unique_ptr<storage::Txn> txn;
+    index::BufferView view;
+    std::shared_ptr<const CatalogCache> cache;
+    Status s = Snapshot(&p, &txn, &view, &cache);
+    if (s.ok()) s = p->BackgroundError();
+    if (!s.ok()) {
+      ReleaseWriterToken();
+      return s;
+    }
+    writer_thread_.store(std::this_thread::get_id());
+    auto t = std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn), false, d, false);
+    t->HoldToken();
+    t->SetView(std::move(view));
+    return t;
+  }
   for (;;) {
     std::shared_ptr<storage::Pager> p = pager();
     auto txn = p->BeginWrite();
@@ -172,6 +213,29 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, b
 }
 
 Result<std::unique_ptr<TransactionImpl>> DBImpl::BeginRead() {
+  if (buffered()) {
+    std::shared_ptr<storage::Pager> p;
+    std::unique_ptr<storage::Txn> txn;
+    index::BufferView view;
+    std::shared_ptr<const CatalogCache> cache;
+    MMDOC_RETURN_IF_ERROR(Snapshot(&p, &txn, &view, &cache));
+    std::unique_ptr<TransactionImpl> t;
+    {
+      storage::MutexLock l(&cache_mu_);
+      if (!spare_reads_.empty()) {
+        t = std::move(spare_reads_.back());
+        spare_reads_.pop_back();
+      }
+    }
+    if (t && t->pager() == p.get()) {
+      t->Renew(std::move(txn), std::move(cache));
+    } else {
+      t = std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn), true,
+                                            Durability::kNone, false);
+    }
+    t->SetView(std::move(view));
+    return t;
+  }
   std::shared_ptr<storage::Pager> pager;
   std::unique_ptr<TransactionImpl> spare;
   std::shared_ptr<const CatalogCache> cache;
@@ -220,6 +284,21 @@ Status DBImpl::Check(CheckReport* report) {
   CheckReport& r = report ? *report : local;
   r = CheckReport();
   MMDOC_RETURN_IF_ERROR(NotWriting("Check"));
+  if (buffered()) {
+    // The pages alone, with every buffered change merged into them and
+    // none arriving meanwhile.
+    AcquireWriterToken();
+    // A merge that finds the disk full leaves the pages as they were.
+    Status m = MergeAll(/*checkpoint=*/false);
+    Status s = m.ok() || m.IsFull() ? CheckPages(&r) : m;
+    ReleaseWriterToken();
+    return s;
+  }
+  return CheckPages(&r);
+}
+
+Status DBImpl::CheckPages(CheckReport* report) {
+  CheckReport& r = *report;
   // A snapshot that keeps writers out, so the pager's free and pending lists
   // describe exactly the state the trees are walked in; it writes nothing.
   std::shared_ptr<storage::Pager> pager = this->pager();
@@ -385,7 +464,8 @@ Result<DBStats> DBImpl::Stats() {
       MMDOC_RETURN_IF_ERROR(c->index_trees[i]->tree()->Verify(nullptr, &is));
       IndexInfo info;
       FillIndexInfo(c->meta.indexes[i], &info);
-      info.entries = is.entries;
+      info.entries =
+          static_cast<uint64_t>(static_cast<int64_t>(is.entries) + c->index_trees[i]->CountDelta());
       cs.indexes.push_back(info);
       cs.index_pages.push_back(is.branch_pages + is.leaf_pages + is.overflow_pages);
       used += is.used_bytes;
@@ -405,6 +485,7 @@ Status DBImpl::CopyInto(TransactionImpl* src, const std::string& tmp,
   o.create_if_missing = true;
   o.durability = Durability::kNone;
   o.accept_log_loss = false;
+  o.write_buffer_size = 0;
   auto dst = DBImpl::Open(tmp, o);
   if (!dst.ok()) return dst.status();
   auto names = src->ListCollections();
@@ -449,6 +530,20 @@ Status DBImpl::Compact() {
     const uint64_t waiting = writers_asked_;
     while (writers_served_ < waiting) turn_cv_.Wait();
   }
+  if (!buffered()) return CompactPages();
+  // Every buffered change into the pages, and writers kept out until the
+  // copy has replaced the file.
+  AcquireWriterToken();
+  Status s = MergeAll(/*checkpoint=*/false);
+  if (s.ok()) {
+    storage::MutexLock m(&merge_mu_);
+    s = CompactPages();
+  }
+  ReleaseWriterToken();
+  return s;
+}
+
+Status DBImpl::CompactPages() {
   std::shared_ptr<storage::Pager> old = pager();
   MMDOC_RETURN_IF_ERROR(old->BackgroundError());
   // Writers wait from here until the copy has replaced the file; readers go
@@ -484,6 +579,9 @@ Status DBImpl::Compact() {
     storage::MutexLock l(&cache_mu_);
     pager_ = copy;
     cache_ = nullptr;
+    // The copy counts txids afresh; the old buffer is empty.
+    if (wbuf_) wbuf_ = std::make_shared<index::WriteBuffer>();
+    prepared_ = nullptr;
     spares.swap(spare_reads_);
     kept = std::move(kept_write_);
   }

@@ -47,6 +47,7 @@
 #include "index/btree.h"
 #include "index/buffered_tree.h"
 #include "index/catalog.h"
+#include "index/write_buffer.h"
 #include "mmdoc/db.h"
 #include "storage/mutex.h"
 #include "storage/pager.h"
@@ -102,6 +103,7 @@ const index::KeyCodec& TreeKeyCodec();
 std::string IndexTreeName(std::string_view collection, std::string_view field);
 
 struct WriteState;  // below
+struct PointRead;   // transaction.cc
 
 class DBImpl {
  public:
@@ -121,15 +123,68 @@ class DBImpl {
   // (whose catalog and collection objects cost more than the lookup).
   Result<Document> Get(std::string_view coll, const Value& id);
   Result<Document> GetBy(std::string_view coll, std::string_view field, const Value& value);
+  // The snapshot a point read (Get, GetBy) reads, and a read transaction on
+  // it for the general path.
+  Status BeginPointRead(PointRead* r);
+  std::unique_ptr<TransactionImpl> ReadOn(PointRead* r);
 
   Status Check(CheckReport* report);
   Result<DBStats> Stats();
+
+  // --- The write buffer (Options::write_buffer_size > 0; merger.cc) ---
+  //
+  // A buffered write transaction reads a snapshot of the pages and of the
+  // buffer, writes into its trees' overlays, and commits by appending its
+  // log record (Pager::AppendUnsynced) and publishing its changes into the
+  // buffer: it writes no page. The merger thread writes each full
+  // generation into the pages in key order, in one write txn committed
+  // with Pager::CommitMerge, then checkpoints. A transaction that must
+  // change pages itself (a definition, a new collection, an index turning
+  // multikey, deleting everything) first has every generation merged, then
+  // redoes its own operations in a page-writing txn (TransactionImpl::
+  // ToPages).
+  //
+  // Lock order: the writer token (buffered writers, one at a time, from
+  // Begin to Commit/Abort) -> merge_mu_ (merges, and checkpoints that may
+  // restart the log) -> the pager's writer gate -> cache_mu_ (a snapshot
+  // of the pages and the buffer is taken, and a merge published with its
+  // generation dropped, under it, so the two always match).
+  bool buffered() const { return buffer_budget_ > 0; }
+  // A read snapshot: the pager, its read txn, the buffer's view and the
+  // catalog cache, taken together.
+  Status Snapshot(std::shared_ptr<storage::Pager>* p, std::unique_ptr<storage::Txn>* txn,
+                  index::BufferView* view, std::shared_ptr<const CatalogCache>* cache)
+      MMDOC_EXCLUDES(cache_mu_);
+  // Publishes buffered commit `txid` (REQUIRES: the writer token).
+  void PublishBuffered(uint64_t txid, const std::vector<index::BufferChange>& changes)
+      MMDOC_EXCLUDES(cache_mu_, merge_mu_);
+  // Merges every change in the buffer into the pages; with `checkpoint`,
+  // then checkpoints (which may start the log over). REQUIRES: the writer
+  // token, so that nothing is published meanwhile.
+  Status MergeAll(bool checkpoint) MMDOC_EXCLUDES(merge_mu_);
+  // Commits merge txn `txn` of generation `gen`, whose next record starts
+  // at `next_record`, drops the generation and publishes `next`, the
+  // catalog cache the merge leaves: at once for every new snapshot.
+  Status PublishMerge(storage::Txn* txn, const index::BufferGeneration* gen,
+                      storage::Pager::LogPosition next_record,
+                      std::shared_ptr<const CatalogCache> next) MMDOC_EXCLUDES(cache_mu_);
+  // Takes the writer token of a buffered DB, for a write transaction.
+  void AcquireWriterToken() MMDOC_EXCLUDES(token_mu_);
+  // Ends a write transaction's hold: the writer token of a buffered DB.
+  void ReleaseWriterToken() MMDOC_EXCLUDES(token_mu_);
+  // After a merge failed (a full disk), merges everything now: OK when it
+  // succeeds (the merger goes on), else its error, which fails the commit
+  // that asked. REQUIRES: the writer token.
+  Status RetryFailedMerge() MMDOC_EXCLUDES(gen_mu_, merge_mu_);
+  // Marks the database in use before its first buffered commit on `p`.
+  Status PrepareCommits(storage::Pager* p);
   // Waits for the writer and keeps writers out while it copies; readers go
   // on, and a reader that began before the swap keeps reading the old file
   // until it ends. Busy when this thread has a write transaction open.
   Status Compact();
   Status Flush() { return pager()->Flush(); }
-  Status Checkpoint() { return pager()->Checkpoint(); }
+  // With a write buffer, merges it first.
+  Status Checkpoint();
   const std::string& path() const { return path_; }
   const Options& options() const { return options_; }
   // The pager of the file open now. Compact replaces it; a transaction keeps
@@ -169,6 +224,21 @@ class DBImpl {
  private:
   DBImpl(std::string path, const Options& options);
   Status OpenPager();
+  bool TryAcquireWriterToken() MMDOC_EXCLUDES(token_mu_);
+  // Merges the oldest frozen generation, if any.
+  Status MergeOldest() MMDOC_REQUIRES(merge_mu_) MMDOC_EXCLUDES(gen_mu_, cache_mu_);
+  // Freezes the active generation for a merge. REQUIRES: the writer token.
+  void FreezeActive() MMDOC_REQUIRES(gen_mu_) MMDOC_EXCLUDES(cache_mu_);
+  std::shared_ptr<index::WriteBuffer> buffer() MMDOC_EXCLUDES(cache_mu_) {
+    storage::MutexLock l(&cache_mu_);
+    return wbuf_;
+  }
+  // The merger thread's loop.
+  void MergerLoop() MMDOC_EXCLUDES(merge_mu_, gen_mu_);
+  void StopMerger() MMDOC_EXCLUDES(gen_mu_);
+  // Checkpoints after a merge when that cannot race a commit's append
+  // (the log starts over only when every record is merged).
+  Status CheckpointAfterMerge() MMDOC_REQUIRES(merge_mu_);
   Status Replay(uint64_t txid, std::string_view payload);
 
   // OK unless this thread holds the write transaction (Busy naming `what`).
@@ -176,6 +246,9 @@ class DBImpl {
   // Builds the compacted copy of the snapshot `src` at `tmp`.
   Status CopyInto(TransactionImpl* src, const std::string& tmp,
                   std::shared_ptr<storage::Pager>* copy);
+  // Check and Compact of the pages alone (the buffer merged first).
+  Status CheckPages(CheckReport* report);
+  Status CompactPages();
 
   // Set by Open, read-only afterwards.
   std::string path_;
@@ -199,6 +272,32 @@ class DBImpl {
   static constexpr size_t kSpareReads = 8;
   std::vector<std::unique_ptr<TransactionImpl>> spare_reads_ MMDOC_GUARDED_BY(cache_mu_);
   std::unique_ptr<WriteState> kept_write_ MMDOC_GUARDED_BY(cache_mu_);
+
+  // The write buffer, when on; replaced (empty) by Compact, whose copy
+  // counts txids afresh.
+  std::shared_ptr<index::WriteBuffer> wbuf_ MMDOC_GUARDED_BY(cache_mu_);
+  uint64_t buffer_budget_ = 0;  // Options::write_buffer_size; set by Open
+  storage::Mutex token_mu_;
+  storage::CondVar token_cv_{&token_mu_};
+  bool token_held_ MMDOC_GUARDED_BY(token_mu_) = false;
+  uint64_t token_next_ MMDOC_GUARDED_BY(token_mu_) = 0;     // the next ticket
+  uint64_t token_serving_ MMDOC_GUARDED_BY(token_mu_) = 0;  // whose turn it is
+  // Merges and the checkpoints after them, one at a time.
+  storage::Mutex merge_mu_;
+  // The frozen generations' bookkeeping, and the merger's wake-ups.
+  storage::Mutex gen_mu_;
+  storage::CondVar merge_cv_{&gen_mu_};   // a generation froze, or stop
+  storage::CondVar merged_cv_{&gen_mu_};  // a generation merged, or failed to
+  // Where the records after each frozen generation start (the log's head
+  // when it froze, with the writer token held), for CommitMerge.
+  std::map<const index::BufferGeneration*, storage::Pager::LogPosition> next_record_
+      MMDOC_GUARDED_BY(gen_mu_);
+  bool stop_merger_ MMDOC_GUARDED_BY(gen_mu_) = false;
+  // A merge that failed: the merger stops; writes fail on the pager's
+  // sticky error.
+  Status merge_error_ MMDOC_GUARDED_BY(gen_mu_);
+  const storage::Pager* prepared_ = nullptr;  // PrepareCommits ran on it (writer token)
+  std::thread merger_;
 };
 
 // The state of one collection inside a transaction.
@@ -212,6 +311,10 @@ struct CollState {
   CollectionMeta meta;
   std::vector<std::unique_ptr<index::BufferedTree>> index_trees;  // parallel to meta.indexes
   bool meta_dirty = false;
+  // What the buffer added to meta.count when the state was loaded (its
+  // net change at the snapshot): meta.count counts every layer, the
+  // catalog only the pages.
+  int64_t buffered_count = 0;
   // A read-only transaction's trees from the catalog cache: owned here, as
   // nothing is flushed back to the catalog (cheaper than Catalog::Adopt).
   std::vector<std::unique_ptr<index::BTree>> owned;
@@ -281,8 +384,22 @@ class TransactionImpl {
   Status Commit();
   void Abort();
 
-  // Redoes one logged transaction (DBImpl::Replay).
-  Status ApplyLog(std::string_view payload);
+  // Redoes one logged transaction (DBImpl::Replay); with `own`, this
+  // transaction's own operations (ToPages), whose errors are returned as
+  // they are rather than as a damaged log.
+  Status ApplyLog(std::string_view payload, bool own = false);
+
+  // Reads (and, for a write txn, writes) through the buffer at `view`:
+  // set before the first collection is loaded.
+  void SetView(index::BufferView view);
+  bool buffered() const { return has_view_ && !read_only_; }
+  // A merge txn: writes every change of `gen` into the pages (each tree's
+  // keys in order) and the collections' counts; Commit publishes it with
+  // CommitMerge.
+  Status MergeGeneration(const index::BufferGeneration* gen,
+                         storage::Pager::LogPosition next_record);
+  // A buffered DB's write txn holds the writer token until it ends.
+  void HoldToken() { holds_token_ = true; }
 
   // Loads (and caches) the collection's state; with create, creates it when
   // missing (write transactions only).
@@ -302,6 +419,16 @@ class TransactionImpl {
 
  private:
   Status Writable();
+  // A buffered write txn that must change pages: merges the buffer, begins
+  // a page-writing txn and redoes its own operations so far in it (from
+  // its log record). The CollState pointers it held are gone.
+  Status ToPages();
+  Status CommitBuffered();
+  // Adds the buffer's net change at the snapshot to a loaded collection's
+  // count (CollState::buffered_count).
+  void CountBuffered(CollState* c);
+  Status CommitPages();
+  void ReleaseToken();
   // Whether Abort may keep the collection state for a later Renew:
   // everything it loaded came from the catalog cache, so it owns its trees
   // and names the cache's state.
@@ -390,6 +517,12 @@ class TransactionImpl {
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls_;
   WriteBuffers buf_;              // log record, scratch strings, index keys
   std::vector<char> skip_index_;  // ReplaceAt: indexes the update cannot change
+  // The buffer at this txn's snapshot (SetView); BufferedTrees point at it.
+  index::BufferView view_;
+  bool has_view_ = false;
+  bool holds_token_ = false;                          // a buffered DB's write txn: the writer token
+  bool shape_changed_ = false;                        // an index turned multikey (needs pages)
+  const index::BufferGeneration* merging_ = nullptr;  // a merge txn's generation
 };
 
 // Executes one query over a transaction's trees.

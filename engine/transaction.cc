@@ -176,41 +176,70 @@ const CachedColl* CachedFor(storage::Txn* txn, const CatalogCache* c, std::strin
 
 }  // namespace
 
-Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
+// A point read on a snapshot's pages and write buffer together.
+struct PointRead {
   std::shared_ptr<storage::Pager> pager;
-  std::shared_ptr<const CatalogCache> c;
-  PagerAndCache(&pager, &c);
-  auto read = pager->BeginRead();
+  std::shared_ptr<const CatalogCache> cache;
+  std::unique_ptr<storage::Txn> txn;
+  index::BufferView view;
+
+  // Looks `key` up in tree `name` (root `root`): the newest buffered change
+  // first, then the pages. NotFound when absent or erased.
+  Status Lookup(std::string_view name, storage::PageId root, std::string_view key,
+                std::string_view* value) {
+    if (!view.generations.empty()) {
+      if (const index::BufferVersion* v = view.Find(name, key)) {
+        if (v->erased()) return Status::NotFound("");
+        *value = v->value();
+        return Status::OK();
+      }
+    }
+    index::BTree tree(txn.get(), root, TreeKeyCodec());
+    return tree.Get(key, value);  // NotFound for an oversized key too
+  }
+};
+
+Status DBImpl::BeginPointRead(PointRead* r) {
+  if (buffered()) return Snapshot(&r->pager, &r->txn, &r->view, &r->cache);
+  PagerAndCache(&r->pager, &r->cache);
+  auto read = r->pager->BeginRead();
   if (!read.ok()) return read.status();
-  storage::Txn* txn = read.value().get();
-  if (const CachedColl* cc = CachedFor(txn, c.get(), coll)) {
-    // The key is built in a buffer each thread keeps, so that a lookup
-    // allocates only the document it returns.
-    thread_local std::string pk;
+  r->txn = std::move(read.value());
+  return Status::OK();
+}
+
+std::unique_ptr<TransactionImpl> DBImpl::ReadOn(PointRead* r) {
+  auto t = std::make_unique<TransactionImpl>(this, std::move(r->pager), std::move(r->txn), true,
+                                             Durability::kNone, false);
+  if (buffered()) t->SetView(std::move(r->view));
+  return t;
+}
+
+Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
+  PointRead r;
+  MMDOC_RETURN_IF_ERROR(BeginPointRead(&r));
+  if (const CachedColl* cc = CachedFor(r.txn.get(), r.cache.get(), coll)) {
+    // The key and tree name are built in buffers each thread keeps, so
+    // that a lookup allocates only the document it returns.
+    thread_local std::string pk, name;
     pk.clear();
     engine::AppendKey(id.get(), &pk);
+    name.assign("c:").append(coll);
     std::string_view doc;
-    index::BTree primary(txn, cc->primary_root, TreeKeyCodec());
-    Status s = primary.Get(pk, &doc);  // NotFound for an oversized key too
+    Status s = r.Lookup(name, cc->primary_root, pk, &doc);
     if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
     if (!s.ok()) return s;
     return Document::FromTrustedBytes(std::string(doc));
   }
   // A collection the cache does not know (or none): the general path.
-  auto t = std::make_unique<TransactionImpl>(this, std::move(pager), std::move(read.value()), true,
-                                             Durability::kNone, false);
-  return t->Get(coll, id);
+  return ReadOn(&r)->Get(coll, id);
 }
 
 Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, const Value& value) {
   if (field == "_id") return Get(coll, value);
-  std::shared_ptr<storage::Pager> pager;
-  std::shared_ptr<const CatalogCache> c;
-  PagerAndCache(&pager, &c);
-  auto read = pager->BeginRead();
-  if (!read.ok()) return read.status();
-  storage::Txn* txn = read.value().get();
-  const CachedColl* cc = CachedFor(txn, c.get(), coll);
+  PointRead r;
+  MMDOC_RETURN_IF_ERROR(BeginPointRead(&r));
+  const CachedColl* cc = CachedFor(r.txn.get(), r.cache.get(), coll);
   // A string looked up through a unique index on a plain field name: what
   // CursorImpl::CreatePoint and NextFromPoint do for {field: "string"},
   // without the transaction, the filter and the cursor.
@@ -221,12 +250,15 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
       thread_local std::string key;
       key.clear();
       engine::AppendKey(value.get(), &key);
+      thread_local std::string index_name, coll_name;  // read only when buffered
+      if (!r.view.generations.empty()) {
+        index_name = IndexTreeName(coll, field);
+        coll_name = CollectionTreeName(coll);
+      }
       std::string_view pk, doc;
-      index::BTree tree(txn, cc->index_roots[i], TreeKeyCodec());
-      Status s = tree.Get(key, &pk);  // NotFound for an oversized key too
+      Status s = r.Lookup(index_name, cc->index_roots[i], key, &pk);
       if (s.ok()) {
-        index::BTree primary(txn, cc->primary_root, TreeKeyCodec());
-        s = primary.Get(pk, &doc);
+        s = r.Lookup(coll_name, cc->primary_root, pk, &doc);
         if (s.IsNotFound())
           return Status::Corruption("index entry points at a missing document", field);
       }
@@ -240,9 +272,7 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
       return Document::FromTrustedBytes(std::string(doc));
     }
   }
-  auto t = std::make_unique<TransactionImpl>(this, std::move(pager), std::move(read.value()), true,
-                                             Durability::kNone, false);
-  return t->GetBy(coll, field, value);
+  return ReadOn(&r)->GetBy(coll, field, value);
 }
 
 TransactionImpl::TransactionImpl(DBImpl* db, std::shared_ptr<storage::Pager> pager,
@@ -313,8 +343,11 @@ void TransactionImpl::Renew(std::unique_ptr<storage::Txn> txn,
   cache_miss_ = false;
   poisoned_ = Status::OK();
   AdoptCache(std::move(cache));
-  if (cache_ == nullptr || cache_ != old) {
+  // Trees over the buffer read the old view: the caller sets a new one.
+  if (cache_ == nullptr || cache_ != old || has_view_) {
     colls_.clear();
+    has_view_ = false;
+    view_ = index::BufferView();
     return;
   }
   // The same catalog state (AdoptCache checked this snapshot's catalog
@@ -325,8 +358,20 @@ void TransactionImpl::Renew(std::unique_ptr<storage::Txn> txn,
 
 TransactionImpl::~TransactionImpl() { Abort(); }
 
+void TransactionImpl::SetView(index::BufferView view) {
+  assert(colls_.empty());
+  view_ = std::move(view);
+  has_view_ = true;
+}
+
 void TransactionImpl::EndWrite() {
-  if (!read_only_) db_->WriterDone();
+  if (!read_only_ && merging_ == nullptr) db_->WriterDone();
+}
+
+void TransactionImpl::ReleaseToken() {
+  if (!holds_token_) return;
+  holds_token_ = false;
+  db_->ReleaseWriterToken();
 }
 
 Status TransactionImpl::Writable() {
@@ -351,8 +396,8 @@ void TransactionImpl::Log(LogOp op, std::string_view coll, std::string_view arg)
 
 std::unique_ptr<index::BufferedTree> TransactionImpl::Layer(index::BTree* t,
                                                             std::string_view name) {
-  (void)name;
-  return std::make_unique<index::BufferedTree>(t);
+  if (!has_view_) return std::make_unique<index::BufferedTree>(t);
+  return std::make_unique<index::BufferedTree>(t, &view_, name, /*order=*/nullptr, !read_only_);
 }
 
 Status TransactionImpl::Collection(std::string_view coll, bool create, CollState** out) {
@@ -370,7 +415,7 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
     if (hit != cache_->colls.end()) {
       c->exists = true;
       c->meta = hit->second.meta;
-      if (read_only_) {
+      if (read_only_ || has_view_) {
         auto own = [&](storage::PageId root) {
           c->owned.push_back(std::make_unique<index::BTree>(txn_.get(), root, TreeKeyCodec()));
           return c->owned.back().get();
@@ -386,6 +431,7 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
           c->index_trees.push_back(Layer(Cat()->Adopt(name, hit->second.index_roots[i]), name));
         }
       }
+      CountBuffered(c.get());
       *out = (colls_[c->name] = std::move(c)).get();
       return Status::OK();
     }
@@ -398,6 +444,10 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
       return Status::OK();
     }
     if (read_only_) return Status::NotSupported("write in a read-only transaction");
+    if (buffered()) {  // a new collection's catalog entry is a page change
+      MMDOC_RETURN_IF_ERROR(ToPages());
+      return Collection(coll, create, out);
+    }
     ddl_ = true;
     c->meta = CollectionMeta();
     s = Cat()->Create(tree_name, c->meta.Encode());
@@ -419,8 +469,15 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
     MMDOC_RETURN_IF_ERROR(Cat()->Open(name, &t));
     c->index_trees.push_back(Layer(t, name));
   }
+  CountBuffered(c.get());
   *out = (colls_[c->name] = std::move(c)).get();
   return Status::OK();
+}
+
+void TransactionImpl::CountBuffered(CollState* c) {
+  if (!has_view_) return;
+  c->buffered_count = c->primary->CountDelta();
+  c->meta.count = static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) + c->buffered_count);
 }
 
 Status TransactionImpl::ListedCollection(std::string_view coll, CollState** out) {
@@ -587,7 +644,8 @@ Result<std::vector<IndexInfo>> TransactionImpl::ListIndexes(std::string_view col
     FillIndexInfo(c->meta.indexes[i], &info);
     index::TreeStats st;
     MMDOC_RETURN_IF_ERROR(c->index_trees[i]->tree()->Verify(nullptr, &st));
-    info.entries = st.entries;
+    info.entries =
+        static_cast<uint64_t>(static_cast<int64_t>(st.entries) + c->index_trees[i]->CountDelta());
     out.push_back(std::move(info));
   }
   return out;
@@ -599,6 +657,7 @@ void TransactionImpl::NoteKeyCount(CollState* c, size_t i, size_t nkeys) {
   if (nkeys > 1 && !c->meta.indexes[i].multikey) {
     c->meta.indexes[i].multikey = true;
     c->meta_dirty = true;
+    shape_changed_ = true;  // a buffered commit has to write it into the catalog
   }
 }
 
@@ -622,6 +681,7 @@ Status TransactionImpl::ComputeKeys(CollState* c, std::string_view doc, KeySets*
     if (array && !m.multikey) {
       m.multikey = true;
       c->meta_dirty = true;
+      shape_changed_ = true;
     }
   }
   return Status::OK();
@@ -1001,6 +1061,7 @@ Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Docume
 }
 
 Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
+  if (buffered()) MMDOC_RETURN_IF_ERROR(ToPages());  // frees whole trees
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
   if (!c->exists) return uint64_t{0};
@@ -1033,6 +1094,7 @@ Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
 
 Status TransactionImpl::CreateCollection(std::string_view coll) {
   MMDOC_RETURN_IF_ERROR(Writable());
+  if (buffered()) MMDOC_RETURN_IF_ERROR(ToPages());
   MMDOC_RETURN_IF_ERROR(CheckCollectionName(coll));
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
@@ -1056,6 +1118,7 @@ Status TransactionImpl::DropCollectionState(CollState* c) {
 
 Status TransactionImpl::DropCollection(std::string_view coll) {
   MMDOC_RETURN_IF_ERROR(Writable());
+  if (buffered()) MMDOC_RETURN_IF_ERROR(ToPages());
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
   if (!c->exists) return Status::NotFound("no such collection", coll);
@@ -1074,6 +1137,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
   MMDOC_RETURN_IF_ERROR(Writable());
   IndexMeta spec;
   MMDOC_RETURN_IF_ERROR(MakeIndexMeta(keys, o, &spec));
+  if (buffered()) MMDOC_RETURN_IF_ERROR(ToPages());
   const std::string name = spec.field;
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, true, &c));
@@ -1153,6 +1217,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
 
 Status TransactionImpl::DropIndex(std::string_view coll, std::string_view field) {
   MMDOC_RETURN_IF_ERROR(Writable());
+  if (buffered()) MMDOC_RETURN_IF_ERROR(ToPages());
   ddl_ = true;
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
@@ -1183,6 +1248,156 @@ Status TransactionImpl::Commit() {
     Abort();
     return s;
   }
+  if (buffered()) return CommitBuffered();
+  return CommitPages();
+}
+
+Status TransactionImpl::CommitBuffered() {
+  if (shape_changed_) {
+    // An index turned multikey: the catalog records it, in pages.
+    Status s = ToPages();
+    if (!s.ok()) {
+      Abort();
+      return s;
+    }
+    return CommitPages();
+  }
+  EndWrite();
+  Status s;
+  std::vector<index::BufferChange> changes;
+  for (auto& [name, c] : colls_) {
+    if (!c->exists) continue;
+    c->primary->AppendChanges(&changes);
+    for (auto& t : c->index_trees) t->AppendChanges(&changes);
+  }
+  // Operations that undid each other leave nothing to log: a record that
+  // no generation holds would never be merged.
+  if (!changes.empty()) {
+    uint64_t txid = 0;
+    storage::Pager::CommitTicket ticket;
+    s = db_->RetryFailedMerge();
+    if (s.ok()) s = db_->PrepareCommits(pager_.get());
+    if (s.ok()) s = pager_->AppendUnsynced(buf_.log, durability_, &txid, &ticket);
+    if (s.IsBusy()) {
+      // The log is full of records waiting for their merge: merge them all
+      // and checkpoint, then append again.
+      s = db_->MergeAll(/*checkpoint=*/true);
+      if (s.ok()) s = pager_->AppendUnsynced(buf_.log, durability_, &txid, &ticket);
+      if (s.IsBusy()) {
+        // Larger than the whole log: committed by a checkpoint instead.
+        s = ToPages();
+        if (!s.ok()) {
+          Abort();
+          return s;
+        }
+        return CommitPages();
+      }
+    }
+    // Group commit publishes first and lets the next writer append while it
+    // syncs; the other modes publish only what is durable as they promise.
+    const bool group = durability_ == Durability::kGroup;
+    if (s.ok() && !group) s = pager_->SyncCommit(durability_, ticket);
+    if (s.ok()) db_->PublishBuffered(txid, changes);
+    finished_ = true;
+    colls_.clear();
+    catalog_.reset();
+    txn_.reset();
+    ReleaseToken();
+    if (s.ok() && group) s = pager_->SyncCommit(durability_, ticket);
+  } else {
+    finished_ = true;
+    colls_.clear();
+    catalog_.reset();
+    txn_.reset();
+    ReleaseToken();
+  }
+  if (!s.ok()) return s;
+  if (db_->paranoid()) return db_->Check(nullptr);
+  return Status::OK();
+}
+
+Status TransactionImpl::ToPages() {
+  assert(buffered());
+  const std::string payload = std::move(buf_.log);
+  buf_.log.clear();
+  colls_.clear();
+  catalog_.reset();
+  cache_.reset();
+  txn_.reset();  // the read snapshot
+  has_view_ = false;
+  view_ = index::BufferView();
+  shape_changed_ = false;
+  Status s = db_->MergeAll(/*checkpoint=*/false);
+  if (!s.ok()) return Poison(s);
+  auto w = pager_->BeginWrite();
+  if (!w.ok()) return Poison(w.status());
+  txn_ = std::move(w.value());
+  std::shared_ptr<storage::Pager> current;
+  std::shared_ptr<const CatalogCache> c;
+  db_->PagerAndCache(&current, &c);
+  if (current == pager_) AdoptCache(std::move(c));
+  catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
+  s = ApplyLog(payload, /*own=*/true);
+  if (!s.ok()) return Poison(s);
+  return Status::OK();
+}
+
+Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
+                                        storage::Pager::LogPosition next_record) {
+  merging_ = gen;
+  const uint64_t through = gen->last_txid();
+  Status s;
+  for (const auto& [name, table] : gen->Tables()) {
+    const std::string_view n = name;
+    index::BTree* tree = nullptr;
+    CollState* c = nullptr;
+    const size_t nul = n.find('\0');
+    const std::string_view coll = n.substr(2, nul == n.npos ? n.npos : nul - 2);
+    if (n.size() > 2 && (n.substr(0, 2) == "c:" || n.substr(0, 2) == "i:")) {
+      s = Collection(coll, false, &c);
+      if (!s.ok()) return Poison(s);
+    }
+    if (c != nullptr && c->exists && n[0] == 'c') {
+      tree = c->primary->tree();
+      c->meta.count =
+          static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) + table->CountDelta(through));
+      c->meta_dirty = true;
+    } else if (c != nullptr && c->exists && nul != n.npos) {
+      for (size_t i = 0; i < c->meta.indexes.size(); i++)
+        if (c->meta.indexes[i].field == n.substr(nul + 1)) tree = c->index_trees[i]->tree();
+    }
+    if (tree == nullptr)
+      return Poison(Status::Corruption("write buffer holds changes of a tree that is gone", coll));
+    index::BufferTable::Iterator it(table, through);
+    for (it.SeekToFirst(); it.Valid(); it.Next()) {
+      const index::BufferVersion* v = it.version();
+      if (v->erased()) {
+        s = tree->Delete(it.key());
+        if (s.IsNotFound()) s = Status::OK();  // put and erased again within the generation
+      } else {
+        s = tree->Put(it.key(), v->value(), index::PutMode::kUpsert);
+      }
+      if (!s.ok()) return Poison(s);
+    }
+  }
+  for (auto& [name, c] : colls_) {
+    if (!c->exists || !c->meta_dirty) continue;
+    s = Cat()->SetMeta(CollectionTreeName(name), c->meta.Encode());
+    if (!s.ok()) return Poison(s);
+  }
+  s = Cat()->Flush();
+  if (!s.ok()) return Poison(s);
+  std::shared_ptr<CatalogCache> next = NextCache();
+  s = db_->PublishMerge(txn_.get(), gen, next_record, std::move(next));
+  finished_ = true;
+  colls_.clear();
+  catalog_.reset();
+  if (!s.ok()) txn_->Abort();
+  txn_.reset();
+  return s;
+}
+
+Status TransactionImpl::CommitPages() {
   EndWrite();
   Status s;
   for (auto& [name, c] : colls_) {
@@ -1206,6 +1421,7 @@ Status TransactionImpl::Commit() {
     catalog_.reset();
     txn_->Abort();
     txn_.reset();
+    ReleaseToken();
     return s;
   }
   txn_.reset();
@@ -1213,7 +1429,8 @@ Status TransactionImpl::Commit() {
     db_->PublishCache(next, pager_.get());
     // A commit that created or dropped nothing leaves its trees to the next
     // write txn (ReuseWriteState); the states hold what this txn committed.
-    if (!ddl_) {
+    // (A buffered DB's next write txn reads through the buffer instead.)
+    if (!ddl_ && !db_->buffered()) {
       auto keep = std::make_unique<WriteState>();
       keep->cache = std::move(next);
       for (auto it = colls_.begin(); it != colls_.end();) {
@@ -1232,6 +1449,7 @@ Status TransactionImpl::Commit() {
   }
   colls_.clear();
   catalog_.reset();
+  ReleaseToken();
   if (db_->paranoid() && !replaying_) {
     Status c = db_->Check(nullptr);
     if (!c.ok()) return c;
@@ -1251,6 +1469,7 @@ std::shared_ptr<CatalogCache> TransactionImpl::NextCache() {
     CachedColl& e = next->colls[name];
     e.primary_root = c->primary->tree()->root();
     e.meta = c->meta;
+    e.meta.count = static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) - c->buffered_count);
     e.index_roots.clear();
     for (const auto& t : c->index_trees) e.index_roots.push_back(t->tree()->root());
   }
@@ -1275,9 +1494,10 @@ void TransactionImpl::Abort() {
     txn_->Abort();
     txn_.reset();
   }
+  ReleaseToken();
 }
 
-Status TransactionImpl::ApplyLog(std::string_view payload) {
+Status TransactionImpl::ApplyLog(std::string_view payload, bool own) {
   while (!payload.empty()) {
     auto op = static_cast<LogOp>(static_cast<uint8_t>(payload[0]));
     payload.remove_prefix(1);
@@ -1305,6 +1525,7 @@ Status TransactionImpl::ApplyLog(std::string_view payload) {
           return Status::Corruption("log replays a replace into a missing collection");
         MMDOC_RETURN_IF_ERROR(c->primary->Get(pk, &old));
         s = ReplaceAt(c, pk, old, arg);
+        if (s.ok()) Log(LogOp::kReplace, coll, arg);  // ToPages redoes its own log
         break;
       }
       case LogOp::kDelete: {
@@ -1314,6 +1535,7 @@ Status TransactionImpl::ApplyLog(std::string_view payload) {
         if (!c->exists) return Status::Corruption("log replays a delete from a missing collection");
         MMDOC_RETURN_IF_ERROR(c->primary->Get(arg, &old));
         s = DeleteAt(c, arg, old);
+        if (s.ok()) Log(LogOp::kDelete, coll, arg);
         break;
       }
       case LogOp::kCreateCollection:
@@ -1347,7 +1569,7 @@ Status TransactionImpl::ApplyLog(std::string_view payload) {
         return Status::Corruption("log record has unknown operation",
                                   std::to_string(static_cast<int>(op)));
     }
-    if (!s.ok()) return Status::Corruption("log replay failed", s.ToString());
+    if (!s.ok()) return own ? s : Status::Corruption("log replay failed", s.ToString());
   }
   return Status::OK();
 }

@@ -52,6 +52,15 @@ struct Options {
   uint64_t log_size = 64ull << 20;
   // Background log flush interval for Durability::kPeriodic. Default: 100.
   uint32_t sync_interval_ms = 100;
+  // Memory for commits not yet written into pages (docs/write-path.md). A
+  // commit then appends its log record and puts its changes in this
+  // buffer; a background thread merges a full buffer into the pages, one
+  // copy of each leaf for all its changes, while commits fill the next.
+  // The buffer holds at most about twice this (one generation merging, one
+  // filling). 0: every commit writes its pages itself, unless the
+  // environment variable MMDOC_WRITE_BUFFER gives a size (for running a
+  // program's or a test suite's databases buffered). Default: 0.
+  uint64_t write_buffer_size = 0;
 };
 
 struct WriteOptions {

@@ -1,0 +1,193 @@
+// DBImpl's write buffer (docs/write-path.md): the writer token, snapshots
+// of the pages and the buffer taken together, merges of frozen generations
+// into the pages, and the merger thread. See engine/db_impl.h for the
+// design and the lock order.
+
+#include <utility>
+
+#include "engine/db_impl.h"
+
+namespace mmdoc {
+
+// First come, first served: a writer that commits in a loop cannot keep
+// Compact or Check waiting.
+void DBImpl::AcquireWriterToken() {
+  storage::MutexLock l(&token_mu_);
+  const uint64_t ticket = token_next_++;
+  while (token_held_ || token_serving_ != ticket) token_cv_.Wait();
+  token_held_ = true;
+}
+
+bool DBImpl::TryAcquireWriterToken() {
+  storage::MutexLock l(&token_mu_);
+  if (token_held_ || token_serving_ != token_next_) return false;
+  token_next_++;
+  token_held_ = true;
+  return true;
+}
+
+void DBImpl::ReleaseWriterToken() {
+  {
+    storage::MutexLock l(&token_mu_);
+    token_held_ = false;
+    token_serving_++;
+  }
+  token_cv_.SignalAll();
+}
+
+Status DBImpl::Snapshot(std::shared_ptr<storage::Pager>* p, std::unique_ptr<storage::Txn>* txn,
+                        index::BufferView* view, std::shared_ptr<const CatalogCache>* cache) {
+  storage::MutexLock l(&cache_mu_);
+  auto r = pager_->BeginRead();
+  if (!r.ok()) return r.status();
+  *p = pager_;
+  *txn = std::move(r.value());
+  *cache = cache_;
+  if (wbuf_) *view = wbuf_->View(wbuf_->last_txid());
+  return Status::OK();
+}
+
+Status DBImpl::PrepareCommits(storage::Pager* p) {
+  if (prepared_ == p) return Status::OK();
+  MMDOC_RETURN_IF_ERROR(p->PrepareCommits());
+  prepared_ = p;
+  return Status::OK();
+}
+
+void DBImpl::FreezeActive() {
+  std::shared_ptr<index::WriteBuffer> wb = buffer();
+  // With the writer token held no record is being appended, so the head
+  // is where the first record after this generation goes.
+  const storage::Pager::LogPosition next = pager()->LogHead();
+  std::shared_ptr<const index::BufferGeneration> gen = wb->Freeze();
+  if (gen == nullptr) return;
+  next_record_[gen.get()] = next;
+  merge_cv_.Signal();
+}
+
+void DBImpl::PublishBuffered(uint64_t txid, const std::vector<index::BufferChange>& changes) {
+  std::shared_ptr<index::WriteBuffer> wb = buffer();
+  wb->Publish(txid, changes);
+  if (wb->active_bytes() < buffer_budget_) return;
+  // Full: hand it to the merger, once the one before it is merged, so the
+  // buffer holds at most two generations (twice the budget).
+  storage::MutexLock l(&gen_mu_);
+  while (!wb->Frozen().empty() && merge_error_.ok() && !stop_merger_) merged_cv_.Wait();
+  if (!merge_error_.ok() || stop_merger_) return;
+  FreezeActive();
+}
+
+Status DBImpl::MergeOldest() {
+  std::shared_ptr<storage::Pager> p = pager();
+  std::shared_ptr<index::WriteBuffer> wb = buffer();
+  std::vector<std::shared_ptr<const index::BufferGeneration>> frozen = wb->Frozen();
+  if (frozen.empty()) return Status::OK();
+  const index::BufferGeneration* gen = frozen.front().get();
+  storage::Pager::LogPosition next;
+  {
+    storage::MutexLock l(&gen_mu_);
+    auto it = next_record_.find(gen);
+    if (it == next_record_.end())
+      return Status::Corruption("write buffer: a frozen generation without its log position");
+    next = it->second;
+  }
+  auto w = p->BeginWrite();
+  if (!w.ok()) return w.status();
+  TransactionImpl t(this, p, std::move(w.value()), /*read_only=*/false, Durability::kNone,
+                    /*replaying=*/false);
+  MMDOC_RETURN_IF_ERROR(t.MergeGeneration(gen, next));
+  storage::MutexLock l(&gen_mu_);
+  next_record_.erase(gen);
+  return Status::OK();
+}
+
+Status DBImpl::PublishMerge(storage::Txn* txn, const index::BufferGeneration* gen,
+                            storage::Pager::LogPosition next_record,
+                            std::shared_ptr<const CatalogCache> next) {
+  storage::MutexLock l(&cache_mu_);
+  MMDOC_RETURN_IF_ERROR(pager_->CommitMerge(txn, gen->last_txid(), next_record));
+  cache_ = std::move(next);
+  return wbuf_->Drop(gen);
+}
+
+Status DBImpl::CheckpointAfterMerge() {
+  std::shared_ptr<index::WriteBuffer> wb = buffer();
+  std::shared_ptr<storage::Pager> p = pager();
+  // While any record is unmerged the checkpoint keeps the log from it, and
+  // commits append beside it. With none, it starts the log over, which
+  // must not race an append: take the writer token, or leave it for later.
+  if (!wb->Frozen().empty() || wb->active_bytes() > 0) return p->Checkpoint();
+  if (!TryAcquireWriterToken()) return Status::OK();
+  Status s = p->Checkpoint();
+  ReleaseWriterToken();
+  return s;
+}
+
+Status DBImpl::MergeAll(bool checkpoint) {
+  storage::MutexLock m(&merge_mu_);
+  {
+    storage::MutexLock l(&gen_mu_);
+    FreezeActive();
+  }
+  std::shared_ptr<index::WriteBuffer> wb = buffer();
+  Status s;
+  while (s.ok() && !wb->Frozen().empty()) s = MergeOldest();
+  merged_cv_.SignalAll();
+  if (s.ok() && checkpoint) s = pager()->Checkpoint();
+  return s;
+}
+
+Status DBImpl::Checkpoint() {
+  if (!buffered()) return pager()->Checkpoint();
+  MMDOC_RETURN_IF_ERROR(NotWriting("Checkpoint"));
+  AcquireWriterToken();
+  Status s = MergeAll(/*checkpoint=*/true);
+  ReleaseWriterToken();
+  return s;
+}
+
+Status DBImpl::RetryFailedMerge() {
+  {
+    storage::MutexLock l(&gen_mu_);
+    if (merge_error_.ok()) return Status::OK();
+  }
+  MMDOC_RETURN_IF_ERROR(MergeAll(/*checkpoint=*/false));
+  storage::MutexLock l(&gen_mu_);
+  merge_error_ = Status::OK();
+  return Status::OK();
+}
+
+void DBImpl::MergerLoop() {
+  for (;;) {
+    {
+      // After a failed merge it waits for a commit to merge successfully
+      // (RetryFailedMerge) before it merges again.
+      storage::MutexLock l(&gen_mu_);
+      while (!stop_merger_ && (!merge_error_.ok() || buffer()->Frozen().empty())) merge_cv_.Wait();
+      if (stop_merger_) return;
+    }
+    Status s;
+    {
+      storage::MutexLock m(&merge_mu_);
+      s = MergeOldest();
+      if (s.ok()) s = CheckpointAfterMerge();
+    }
+    {
+      storage::MutexLock l(&gen_mu_);
+      if (!s.ok()) merge_error_ = s;
+    }
+    merged_cv_.SignalAll();
+  }
+}
+
+void DBImpl::StopMerger() {
+  {
+    storage::MutexLock l(&gen_mu_);
+    stop_merger_ = true;
+  }
+  merge_cv_.SignalAll();
+  merged_cv_.SignalAll();
+  if (merger_.joinable()) merger_.join();
+}
+
+}  // namespace mmdoc

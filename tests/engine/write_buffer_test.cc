@@ -1,0 +1,248 @@
+// The write buffer (Options::write_buffer_size, engine/merger.cc): commits
+// that write no pages, merges that run behind them, and the transactions
+// that must move to pages part way (definitions, a new collection, an index
+// turning multikey, deleting everything). The rest of the engine's suites
+// run with the buffer on too when MMDOC_WRITE_BUFFER is set (.ci/run).
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mmdoc/db.h"
+#include "tests/support/test_db.h"
+#include "tests/support/test_env.h"
+
+namespace mmdoc::test {
+namespace {
+
+Options Buffered(uint64_t budget) {
+  Options o;
+  o.durability = Durability::kNone;
+  o.write_buffer_size = budget;
+  return o;
+}
+
+Document Doc(int id, int k, const std::string& v) {
+  return J("{\"_id\": " + std::to_string(id) + ", \"k\": " + std::to_string(k) + ", \"v\": \"" + v +
+           "\"}");
+}
+
+std::set<int> Ids(DB* db, const std::string& coll, const std::string& filter) {
+  auto r = db->Find(coll, J(filter));
+  INFO(filter << ": " << r.status().ToString());
+  REQUIRE(r.ok());
+  std::set<int> ids;
+  for (const Document& d : r.value()) ids.insert(std::stoi(d.Get("_id").value().ToJson()));
+  return ids;
+}
+
+TEST_CASE("write buffer: reads see the buffer and the pages as one, across merges and reopens") {
+  const uint64_t seed = Seed("write buffer model");
+  std::mt19937_64 rng(seed);
+  // A small budget: a merge every few dozen commits.
+  TestDB db(Buffered(16 << 10));
+  REQUIRE(db->CreateIndex("c", "k").ok());
+  std::map<int, int> model;  // _id -> k
+  const int rounds = static_cast<int>(2000 * Scale());
+  for (int i = 0; i < rounds; i++) {
+    const int id = static_cast<int>(rng() % 300);
+    const int k = static_cast<int>(rng() % 50);
+    const int what = static_cast<int>(rng() % 10);
+    if (what < 5) {
+      Status s = db->Insert("c", Doc(id, k, std::string(rng() % 200, 'x')));
+      CHECK((s.ok() || s.IsAlreadyExists()));
+      if (s.ok()) model[id] = k;
+    } else if (what < 8) {
+      auto r = db->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
+                             J("{\"$set\": {\"k\": " + std::to_string(k) + "}}"));
+      REQUIRE(r.ok());
+      if (model.count(id)) model[id] = k;
+    } else {
+      Status s = db->Delete("c", V(std::to_string(id)));
+      CHECK((s.ok() || s.IsNotFound()));
+      model.erase(id);
+    }
+    if (i % 97 == 0) {
+      const int q = static_cast<int>(rng() % 50);
+      std::set<int> want;
+      for (auto& [mid, mk] : model)
+        if (mk == q) want.insert(mid);
+      CHECK(Ids(db.get(), "c", "{\"k\": " + std::to_string(q) + "}") == want);  // the index
+      CHECK(db->Count("c").value() == model.size());
+      auto g = db->Get("c", V(std::to_string(id)));
+      CHECK(g.ok() == (model.count(id) == 1));
+    }
+    if (i % 701 == 700) db.Reopen();  // close merges everything
+  }
+  std::set<int> all;
+  for (auto& [mid, mk] : model) all.insert(mid);
+  CHECK(Ids(db.get(), "c", "{}") == all);
+  CHECK(Ids(db.get(), "c", "{\"k\": {\"$gte\": 0}}") == all);
+  db.Reopen();
+  CHECK(Ids(db.get(), "c", "{}") == all);
+}
+
+TEST_CASE("write buffer: a snapshot keeps its view while merges write the pages") {
+  TestDB db(Buffered(4 << 10));
+  for (int i = 0; i < 50; i++) REQUIRE(db->Insert("c", Doc(i, i, "before")).ok());
+  auto snap = db->BeginRead();
+  REQUIRE(snap.ok());
+  // Enough to freeze and merge many generations behind the snapshot.
+  for (int i = 0; i < 50; i++) {
+    REQUIRE(db->UpdateOne("c", J("{\"_id\": " + std::to_string(i) + "}"),
+                          J("{\"$set\": {\"v\": \"after\"}}"))
+                .ok());
+  }
+  for (int i = 50; i < 400; i++) REQUIRE(db->Insert("c", Doc(i, i, std::string(100, 'y'))).ok());
+  REQUIRE(db->Checkpoint().ok());  // merges all, then checkpoints
+  Transaction* t = snap.value().get();
+  CHECK(t->Count("c", Document()).value() == 50);
+  for (int i = 0; i < 50; i++) {
+    auto d = t->Get("c", V(std::to_string(i)));
+    REQUIRE(d.ok());
+    CHECK(d.value().Get("v").value().ToJson() == "\"before\"");
+  }
+  snap.value().reset();
+  CHECK(db->Count("c").value() == 400);
+  CHECK(db->Get("c", V("7")).value().Get("v").value().ToJson() == "\"after\"");
+}
+
+TEST_CASE("write buffer: a transaction that must write pages moves there with what it did") {
+  TestDB db(Buffered(1 << 20));
+  for (int i = 0; i < 20; i++) REQUIRE(db->Insert("c", Doc(i, i, "a")).ok());
+  auto tr = db->Begin();
+  REQUIRE(tr.ok());
+  Transaction* t = tr.value().get();
+  // Buffered so far: an insert, an update, a delete.
+  REQUIRE(t->Insert("c", Doc(100, 100, "new")).ok());
+  REQUIRE(t->UpdateOne("c", J("{\"_id\": 1}"), J("{\"$set\": {\"k\": 1000}}")).ok());
+  REQUIRE(t->Delete("c", V("2")).ok());
+  // A definition: the transaction goes on in pages, its changes with it.
+  REQUIRE(t->CreateIndex("c", "k", IndexOptions{true}).ok());
+  CHECK(t->Get("c", V("100")).ok());
+  CHECK(t->Get("c", V("2")).status().IsNotFound());
+  auto by_k = t->GetBy("c", "k", V("1000"));
+  REQUIRE(by_k.ok());
+  CHECK(by_k.value().Get("_id").value().ToJson() == "1");
+  // A new collection and an array on an indexed field.
+  REQUIRE(t->Insert("other", Doc(1, 1, "x")).ok());
+  REQUIRE(t->Insert("c", J("{\"_id\": 200, \"k\": [7001, 7002], \"v\": \"arr\"}")).ok());
+  REQUIRE(t->Commit().ok());
+  CHECK(db->Count("c").value() == 21);
+  CHECK(db->Count("other").value() == 1);
+  CHECK(Ids(db.get(), "c", "{\"k\": 7002}") == std::set<int>{200});
+  CHECK(db->Insert("c", Doc(300, 1000, "dup")).IsAlreadyExists());  // the unique index holds
+
+  // A buffered transaction that turns an index multikey commits through
+  // the pages; one that fails to is rolled back whole.
+  auto t2 = db->Begin();
+  REQUIRE(t2.ok());
+  REQUIRE(t2.value()->Insert("c", Doc(400, 400, "m")).ok());
+  REQUIRE(t2.value()->Insert("c", J("{\"_id\": 401, \"k\": [8001, 8002]}")).ok());
+  REQUIRE(t2.value()->Commit().ok());
+  CHECK(Ids(db.get(), "c", "{\"k\": {\"$in\": [400, 8001]}}") == std::set<int>{400, 401});
+  auto t3 = db->Begin();
+  REQUIRE(t3.ok());
+  REQUIRE(t3.value()->Insert("c", Doc(500, 500, "gone")).ok());
+  REQUIRE(t3.value()->CreateCollection("gone").ok());
+  t3.value()->Abort();
+  CHECK(db->Get("c", V("500")).status().IsNotFound());
+  auto names = db->ListCollections();
+  REQUIRE(names.ok());
+  CHECK(names.value() == std::vector<std::string>{"c", "other"});
+  // Deleting everything frees whole trees: also through the pages.
+  CHECK(db->DeleteMany("other", Document()).value() == 1);
+  db.Reopen();
+  CHECK(db->Count("c").value() == 23);
+  CHECK(db->Count("other").value() == 0);
+}
+
+TEST_CASE("write buffer: a log full of unmerged records merges and goes on") {
+  Options o = Buffered(64 << 20);  // never full by itself: the log fills first
+  o.log_size = 64 << 10;
+  o.durability = Durability::kFsync;
+  TestDB db(o);
+  std::string big(20000, 'b');
+  for (int i = 0; i < 60; i++) REQUIRE(db->Insert("c", Doc(i, i, big)).ok());
+  // A record larger than the whole log commits by a checkpoint.
+  REQUIRE(db->Insert("c", Doc(1000, 1000, std::string(200000, 'h'))).ok());
+  CHECK(db->Count("c").value() == 61);
+  db.Reopen();
+  CHECK(db->Count("c").value() == 61);
+  CHECK(db->Get("c", V("1000")).value().Get("v").value().ToJson().size() == 200002);
+}
+
+TEST_CASE("concurrency: write buffer: writers, readers and merges agree on every snapshot") {
+  const uint64_t seed = Seed("concurrency write buffer");
+  TestDB db(Buffered(32 << 10));
+  const int per = static_cast<int>(300 * Scale());
+  std::atomic<bool> done{false};
+  std::atomic<int> problems{0};
+  // Each writer moves one unit from one account to another: the total
+  // never changes, in any snapshot, whichever layer holds the accounts.
+  for (int i = 0; i < 20; i++) REQUIRE(db->Insert("acc", Doc(i, 100, "")).ok());
+  auto writer = [&](int w) {
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(w));
+    for (int n = 0; n < per; n++) {
+      const int a = static_cast<int>(rng() % 20), b = static_cast<int>(rng() % 20);
+      if (a == b) continue;
+      auto t = db->Begin();
+      if (!t.ok()) {
+        problems++;
+        return;
+      }
+      bool ok = t.value()
+                    ->UpdateOne("acc", J("{\"_id\": " + std::to_string(a) + "}"),
+                                J("{\"$inc\": {\"k\": -1}}"))
+                    .ok() &&
+                t.value()
+                    ->UpdateOne("acc", J("{\"_id\": " + std::to_string(b) + "}"),
+                                J("{\"$inc\": {\"k\": 1}}"))
+                    .ok() &&
+                t.value()->Insert("log", Doc(w * 100000 + n, a, std::string(50, 'l'))).ok();
+      if (!ok || !t.value()->Commit().ok()) problems++;
+    }
+  };
+  auto reader = [&] {
+    while (!done.load()) {
+      auto t = db->BeginRead();
+      if (!t.ok()) {
+        problems++;
+        return;
+      }
+      auto docs = t.value()->Find("acc", Document());
+      if (!docs.ok()) {
+        problems++;
+        return;
+      }
+      int64_t sum = 0;
+      int n = 0;
+      while (docs.value()->Next()) {
+        sum += docs.value()->document().Get("k").value().get()->value.v_int32;
+        n++;
+      }
+      auto counted = t.value()->Count("log", Document());
+      const uint64_t logged = counted.ok() ? counted.value() : 0;
+      uint64_t scanned = 0;
+      auto all = t.value()->Find("log", Document());
+      if (all.ok())
+        while (all.value()->Next()) scanned++;
+      if (sum != 2000 || n != 20 || logged != scanned) problems++;
+    }
+  };
+  std::thread r1(reader), r2(reader);
+  std::thread w1(writer, 1), w2(writer, 2);
+  w1.join();
+  w2.join();
+  done.store(true);
+  r1.join();
+  r2.join();
+  CHECK(problems.load() == 0);
+}
+
+}  // namespace
+}  // namespace mmdoc::test
