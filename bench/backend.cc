@@ -6,7 +6,7 @@ namespace mmdoc::bench {
 
 #ifndef MMDOC_BENCH_WITH_MMDOC
 // Built without the engine: the mmdoc adapter is absent.
-std::unique_ptr<Backend> NewMmdocBackend(bool) { return nullptr; }
+std::unique_ptr<Backend> NewMmdocBackend(bool, bool) { return nullptr; }
 #endif
 #ifndef MMDOC_BENCH_WITH_REMOTE
 // Built without libmongoc or the server: the remote adapter is absent.
@@ -19,8 +19,8 @@ std::unique_ptr<Backend> NewPostgresBackend() { return nullptr; }
 
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
   std::unique_ptr<Backend> b;
-  if (name == "mmdoc" || name == "mmdoc-replace") {
-    b = NewMmdocBackend(name == "mmdoc-replace");
+  if (name == "mmdoc" || name == "mmdoc-replace" || name == "mmdoc-buffer") {
+    b = NewMmdocBackend(name == "mmdoc-replace", name == "mmdoc-buffer");
     if (b == nullptr) {
       return Status::NotSupported("mmdoc-bench was built without the mmdoc engine");
     }
@@ -64,13 +64,14 @@ std::string PrefixEnd(std::string_view prefix) {
 }
 
 std::vector<std::string> BackendNames() {
-  return {"mmdoc",          "lmdb",           "rocksdb",  "sqlite",       "lmdb-nowritemap",
-          "lmdb-nordahead", "sqlite-norowid", "postgres", "mmdoc-remote", "mmdoc-remote-w0"};
+  return {"mmdoc",          "lmdb",          "rocksdb",         "sqlite",
+          "mmdoc-buffer",   "mmdoc-replace", "lmdb-nowritemap", "lmdb-nordahead",
+          "sqlite-norowid", "postgres",      "mmdoc-remote",    "mmdoc-remote-w0"};
 }
 
 std::vector<std::string> DefaultBackendNames() {
   std::vector<std::string> names;
-  if (NewMmdocBackend(false) != nullptr) names.push_back("mmdoc");
+  if (NewMmdocBackend(false, false) != nullptr) names.push_back("mmdoc");
   for (const char* n : {"lmdb", "rocksdb", "sqlite"}) names.push_back(n);
   return names;
 }

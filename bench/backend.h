@@ -70,6 +70,8 @@ struct BackendConfig {
   uint64_t mmdoc_log_bytes = 0;
   // mmdoc only: Options::page_size (0 = the library's default).
   uint32_t mmdoc_page_size = 0;
+  // mmdoc-buffer only: Options::write_buffer_size.
+  uint64_t mmdoc_buffer_bytes = 64ull << 20;
   // Whether the store has the unique index on `key` from the start. false:
   // the documents alone (what insert_noindex measures); BuildKeyIndex adds
   // the index later.
@@ -209,11 +211,11 @@ class Backend {
 };
 
 // "mmdoc", "lmdb", "rocksdb", "sqlite", and variants: "mmdoc-replace"
-// (update by Get + Replace), "lmdb-nowritemap" (LMDB's default),
-// "lmdb-nordahead" (MDB_NORDAHEAD: no readahead, like mmdoc's data map),
-// "sqlite-norowid" (a WITHOUT ROWID table); "mmdoc-remote" and
-// "mmdoc-remote-w0": mmdoc through `mmdoc serve` and libmongoc, writes w:1
-// or w:0.
+// (update by Get + Replace), "mmdoc-buffer" (with a write buffer),
+// "lmdb-nowritemap" (LMDB's default), "lmdb-nordahead" (MDB_NORDAHEAD: no
+// readahead, like mmdoc's data map), "sqlite-norowid" (a WITHOUT ROWID
+// table); "mmdoc-remote" and "mmdoc-remote-w0": mmdoc through `mmdoc serve`
+// and libmongoc, writes w:1 or w:0.
 // NotSupported for a name not built in, InvalidArgument for an unknown one.
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name);
 // The smallest string above every string that starts with prefix (the

@@ -115,6 +115,7 @@ int Main(int argc, char** argv) {
   uint64_t lookups = 0;
   uint32_t sync_interval_ms = 100;
   uint64_t mmdoc_log_mib = 0;
+  uint64_t mmdoc_buffer_mib = 64;
   uint32_t mmdoc_page_kib = 0;
   bool keep = false, quiet = false, flush_before_writes = false;
   std::string engine_help = "engines, comma-separated (default: the four of the seed test bed";
@@ -169,6 +170,10 @@ int Main(int argc, char** argv) {
   app.add_option("--mmdoc-log-mib", mmdoc_log_mib,
                  "mmdoc's log size in MiB (Options::log_size; a checkpoint "
                  "runs each time it fills; default: the library's, 64)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  app.add_option("--mmdoc-buffer-mib", mmdoc_buffer_mib,
+                 "mmdoc-buffer's write buffer in MiB (Options::write_buffer_size)")
+      ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--mmdoc-page-kib", mmdoc_page_kib,
                  "mmdoc's page size in KiB (Options::page_size: 4, 8, 16, "
@@ -338,6 +343,7 @@ int Main(int argc, char** argv) {
         config.sync_interval_ms = sync_interval_ms;
         config.mmdoc_log_bytes = mmdoc_log_mib << 20;
         config.mmdoc_page_size = mmdoc_page_kib << 10;
+        config.mmdoc_buffer_bytes = mmdoc_buffer_mib << 20;
         config.dir = parent;
         config.keep_data = keep;
         config.flush_before_writes = flush_before_writes;

@@ -342,10 +342,13 @@ class MmdocSession : public Session {
 
 class MmdocBackend : public Backend {
  public:
-  explicit MmdocBackend(bool replace) : replace_(replace) {}
+  MmdocBackend(bool replace, bool buffered) : replace_(replace), buffered_(buffered) {}
   ~MmdocBackend() override { Close().ok(); }
 
-  std::string name() const override { return replace_ ? "mmdoc-replace" : "mmdoc"; }
+  std::string name() const override {
+    if (buffered_) return "mmdoc-buffer";
+    return replace_ ? "mmdoc-replace" : "mmdoc";
+  }
   bool Supports(Durability) const override { return true; }
 
   Status Open(const std::string& dir, const BackendConfig& config) override {
@@ -355,6 +358,8 @@ class MmdocBackend : public Backend {
     options.sync_interval_ms = config.sync_interval_ms;
     if (config.mmdoc_log_bytes != 0) options.log_size = config.mmdoc_log_bytes;
     if (config.mmdoc_page_size != 0) options.page_size = config.mmdoc_page_size;
+    if (buffered_) options.write_buffer_size = config.mmdoc_buffer_bytes;
+    buffer_bytes_ = options.write_buffer_size;
     durability_ = config.durability;
     sync_interval_ms_ = config.sync_interval_ms;
     auto db = DB::Open(dir + "/bench.mmdb", options);
@@ -384,6 +389,7 @@ class MmdocBackend : public Backend {
     }
     s += ", log " + std::to_string(log_size_ >> 20) + " MiB";
     s += ", page " + std::to_string(page_size_);
+    if (buffer_bytes_ != 0) s += ", write buffer " + std::to_string(buffer_bytes_ >> 20) + " MiB";
     s += replace_ ? ", update = Get + Replace" : ", update = UpdateOne($set)";
     s += ", search_key = DB::GetBy, search_prefix = Find({key: {$regex: ^prefix}}) (an index "
          "range), sort_limit = Find({key: {$gte}}, sort key, limit 10) (an index walk), push = "
@@ -405,6 +411,8 @@ class MmdocBackend : public Backend {
 
  private:
   const bool replace_;
+  const bool buffered_;
+  uint64_t buffer_bytes_ = 0;
   bool key_index_ = true;
   std::unique_ptr<DB> db_;
   Durability durability_ = Durability::kFsync;
@@ -415,8 +423,8 @@ class MmdocBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> NewMmdocBackend(bool replace) {
-  return std::make_unique<MmdocBackend>(replace);
+std::unique_ptr<Backend> NewMmdocBackend(bool replace, bool buffered) {
+  return std::make_unique<MmdocBackend>(replace, buffered);
 }
 
 }  // namespace mmdoc::bench

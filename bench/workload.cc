@@ -495,6 +495,7 @@ Status Runner::OpenStore(const std::string& name, bool key_index) {
   bc.sync_interval_ms = config_.sync_interval_ms;
   bc.mmdoc_log_bytes = config_.mmdoc_log_bytes;
   bc.mmdoc_page_size = config_.mmdoc_page_size;
+  bc.mmdoc_buffer_bytes = config_.mmdoc_buffer_bytes;
   bc.key_index = key_index;
   Status s = backend_->Open(store_dir_, bc);
   if (s.ok()) {

@@ -23,6 +23,7 @@ struct CommonArgs {
   bool collection_given = false;       // -c was on the command line
   std::string durability = "fsync";    // --durability
   bool accept_log_loss = false;        // --accept-log-loss
+  uint64_t write_buffer_mib = 0;       // --write-buffer-mib
 };
 
 struct InsertArgs {

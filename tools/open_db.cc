@@ -78,6 +78,7 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
   Options options;
   options.create_if_missing = create;
   options.accept_log_loss = c.accept_log_loss;
+  options.write_buffer_size = c.write_buffer_mib << 20;
   // mmdoc.cc checks the name; fsync is the default either way.
   options.durability = ParseDurability(c.durability).value_or(Durability::kFsync);
   auto db = DB::Open(c.db, options);
