@@ -63,6 +63,22 @@ std::string PrefixEnd(std::string_view prefix) {
   return end;
 }
 
+namespace {
+void PutOrdered32(std::string* out, int32_t v) {
+  const uint32_t u = static_cast<uint32_t>(v) ^ 0x80000000u;
+  for (int shift = 24; shift >= 0; shift -= 8) out->push_back(static_cast<char>(u >> shift));
+}
+}  // namespace
+
+std::string GroupKey(int32_t g, int32_t n, std::string_view id) {
+  std::string key;
+  key.reserve(8 + id.size());
+  PutOrdered32(&key, g);
+  PutOrdered32(&key, n);
+  key.append(id);
+  return key;
+}
+
 std::vector<std::string> BackendNames() {
   return {"mmdoc",          "lmdb",          "rocksdb",         "sqlite",
           "mmdoc-buffer",   "mmdoc-replace", "lmdb-nowritemap", "lmdb-nordahead",

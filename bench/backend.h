@@ -20,6 +20,12 @@
 // BuildKeyIndex) run inside Begin/Commit; reads run each in a snapshot of
 // their own (as an auto-committed single read does).
 //
+// The compound phase's store (BackendConfig::group_index) holds other
+// documents, {_id, g, n, payload} (GroupDocRef), with a compound index on
+// (g asc, n asc) instead of the key index: InsertGrouped stores them and
+// FindGroupRange is the query {g: G, n: {$gte: A, $lt: B}} sorted by n with
+// a limit, through that index.
+//
 // Seed 002's operations: a store opened with BackendConfig::key_index =
 // false keeps the documents without the `key` index (insert_noindex), and
 // BuildKeyIndex builds it over what is stored (build_index); DeleteByValue
@@ -54,6 +60,16 @@ struct DocRef {
   std::string_view bson;
 };
 
+// One document of the compound phase, {_id: id, g: g, n: n, payload: p}
+// (g and n int32), its BSON bytes (MakeGroupDocument) built once and handed
+// to every engine unchanged.
+struct GroupDocRef {
+  std::string_view id;
+  int32_t g = 0;
+  int32_t n = 0;
+  std::string_view bson;
+};
+
 struct BackendConfig {
   // What a commit waits for; an engine that lacks the mode reports it
   // through Backend::Supports and is never opened with it.
@@ -76,6 +92,9 @@ struct BackendConfig {
   // the documents alone (what insert_noindex measures); BuildKeyIndex adds
   // the index later.
   bool key_index = true;
+  // The compound phase's store (key_index false): it holds GroupDocRef
+  // documents with a compound index on (g asc, n asc) from the start.
+  bool group_index = false;
 };
 
 // One document of the mapping phase as an application's own struct.
@@ -167,6 +186,37 @@ class Session {
   // entries of the key index (0 when the store has no key index).
   virtual Status Count(uint64_t* docs, uint64_t* key_entries) = 0;
 
+  // --- compound: a store opened with BackendConfig::group_index ---
+  // Stores doc under doc.id and indexes it by (g, n), between Begin and
+  // Commit. NotSupported from an engine without the phase (then n/a).
+  virtual Status InsertGrouped(const GroupDocRef& doc) {
+    (void)doc;
+    return Status::NotSupported("no compound index");
+  }
+  // The whole documents (their BSON bytes) with g == g and lo <= n < hi,
+  // in n order, the first `limit` of them: a range of the (g, n) index,
+  // then each document, in one snapshot. *docs is replaced.
+  virtual Status FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                                std::vector<std::string>* docs) {
+    (void)g;
+    (void)lo;
+    (void)hi;
+    (void)limit;
+    (void)docs;
+    return Status::NotSupported("no compound index");
+  }
+  // How the engine runs FindGroupRange(g, lo, hi, limit), in its own words
+  // (mmdoc: Explain's JSON). NotSupported for an engine that does not say.
+  virtual Status ExplainGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                                   std::string* plan) {
+    (void)g;
+    (void)lo;
+    (void)hi;
+    (void)limit;
+    (void)plan;
+    return Status::NotSupported("no query plans to explain");
+  }
+
   // --- seed 003: the typed mapping layer (Backend::HasMapping) ---
   // Creates the mapping phase's two collections empty (dropping earlier
   // ones): one written and read through the raw API, one through the typed
@@ -223,6 +273,11 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name);
 // 0xff incremented and what follows dropped; "" when there is none (all
 // 0xff: the range runs to the end).
 std::string PrefixEnd(std::string_view prefix);
+// The (g, n) index key of the compound phase's peers (LMDB, RocksDB):
+// g and n as big-endian uint32 with the sign bit flipped, so bytewise order
+// is numeric order, then id (which keeps keys unique). Without id: the
+// start of that (g, n).
+std::string GroupKey(int32_t g, int32_t n, std::string_view id = "");
 // Every engine name NewBackend knows (the default set comes first).
 std::vector<std::string> BackendNames();
 // The engines a plain run compares: mmdoc (when built), lmdb, rocksdb, sqlite.

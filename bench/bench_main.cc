@@ -33,6 +33,9 @@
 //   seed 002, on a fresh store: insert_noindex (the same inserts without
 //     the key index; the tables show its ratio to insert) and build_index
 //     (the unique key index built over them, one op, docs/s);
+//   issue 25, on a fresh store: compound (--compound-docs documents {_id, g,
+//     n, payload} with a compound index on (g, n), loaded untimed, then
+//     queries {g, n: {$gte, $lt}} sorted by n, limit 10, whole documents);
 //   seed 003: mapping (mmdoc's typed layer against its raw BSON API,
 //     --mapping-docs inserts + reads through each, overhead in percent of
 //     CPU time; n/a for the peers).
@@ -111,7 +114,7 @@ int Main(int argc, char** argv) {
   std::string engines_arg, docs_arg = "500k", durability_arg = "none", phases_arg;
   std::string dir_arg, json_path, csv_path;
   int batch = 1000, threads = 1, scans = 0;
-  uint64_t seed = 1, max_durable_ops = 10000, mapping_docs = 50000;
+  uint64_t seed = 1, max_durable_ops = 10000, mapping_docs = 50000, compound_docs = 100000;
   uint64_t lookups = 0;
   uint32_t sync_interval_ms = 100;
   uint64_t mmdoc_log_mib = 0;
@@ -162,6 +165,11 @@ int Main(int argc, char** argv) {
                  "(at most --docs)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
+  app.add_option("--compound-docs", compound_docs,
+                 "documents the compound phase loads (untimed) into its own store (at most "
+                 "--docs)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{10}, uint64_t{100000000}));
   app.add_option("--max-durable-ops", max_durable_ops,
                  "in a durable mode, time at most this many writes per phase (0 = all)")
       ->capture_default_str();
@@ -276,6 +284,7 @@ int Main(int argc, char** argv) {
   run.seed = seed;
   run.scans = scans > 0 ? scans : 20;
   run.mapping_docs = mapping_docs;
+  run.compound_docs = compound_docs;
   run.lookups = lookups;
   run.flush_before_writes = flush_before_writes;
   run.rocksdb_build = RocksDbBuild();
@@ -339,6 +348,7 @@ int Main(int argc, char** argv) {
             scans > 0 ? scans : static_cast<int>(std::clamp<uint64_t>(20000000 / n, 5, 20));
         config.max_durable_ops = max_durable_ops;
         config.mapping_docs = mapping_docs;
+        config.compound_docs = compound_docs;
         config.lookups = lookups;
         config.sync_interval_ms = sync_interval_ms;
         config.mmdoc_log_bytes = mmdoc_log_mib << 20;

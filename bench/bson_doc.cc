@@ -20,6 +20,18 @@ std::string MakeDocument(std::string_view id, std::string_view key, std::string_
   return out;
 }
 
+std::string MakeGroupDocument(std::string_view id, int32_t g, int32_t n, std::string_view payload) {
+  bson_t b;
+  bson_init(&b);
+  bson_append_utf8(&b, "_id", 3, id.data(), static_cast<int>(id.size()));
+  bson_append_int32(&b, "g", 1, g);
+  bson_append_int32(&b, "n", 1, n);
+  bson_append_utf8(&b, "payload", 7, payload.data(), static_cast<int>(payload.size()));
+  std::string out(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  return out;
+}
+
 bool FieldOf(const void* data, size_t size, const char* name, std::string_view* out) {
   bson_t b;
   if (!bson_init_static(&b, static_cast<const uint8_t*>(data), size)) return false;

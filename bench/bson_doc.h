@@ -19,6 +19,10 @@ namespace mmdoc::bench {
 // that order).
 std::string MakeDocument(std::string_view id, std::string_view key, std::string_view value);
 
+// BSON bytes of the compound phase's {_id: id, g: g, n: n, payload:
+// payload} (g and n int32, the strings UTF-8), in that order.
+std::string MakeGroupDocument(std::string_view id, int32_t g, int32_t n, std::string_view payload);
+
 // The string field `name` of the BSON document at data; false when the
 // bytes are not a document, the field is absent or not a string. *out
 // points into data.

@@ -22,6 +22,12 @@
 // sort_limit = MDB_SET_RANGE(from), then MDB_NEXT, 10 documents so. push =
 // mdb_get of the document, WithTagPushed, mdb_put, in the write transaction.
 //
+// compound (its own store): the key db holds GroupKey(g, n, _id) -> _id
+// (bench/backend.h: order-preserving big-endian g and n), put with the
+// document in the write transaction; a query is a cursor on it from
+// MDB_SET_RANGE(GroupKey(G, A)), MDB_NEXT while below GroupKey(G, B),
+// `limit` entries, each document fetched by mdb_get.
+//
 // Seed 002's operations, each in the session's write transaction:
 //   build_index   one cursor pass over docs collecting (key, _id), sort,
 //                 then mdb_cursor_put(MDB_APPEND) into the empty key db
@@ -81,15 +87,19 @@ class LmdbSession : public Session {
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
   Status Count(uint64_t* docs, uint64_t* key_entries) override;
+  Status InsertGrouped(const GroupDocRef& doc) override;
+  Status FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                        std::vector<std::string>* docs) override;
 
  private:
   // Starts (or renews) this session's read transaction.
   Status StartRead();
   void EndRead() { mdb_txn_reset(read_txn_); }
   // The `value` of each document of the key range [from, end) (end ""
-  // = no end), at most limit (0 = no limit), in key order.
+  // = no end), at most limit (0 = no limit), in key order; whole: the
+  // documents' bytes instead.
   Status KeyRange(std::string_view from, std::string_view end, int limit,
-                  std::vector<std::string>* values);
+                  std::vector<std::string>* values, bool whole = false);
 
   LmdbBackend* const backend_;
   MDB_txn* write_txn_ = nullptr;
@@ -139,6 +149,7 @@ class LmdbBackend : public Backend {
     if (nordahead_) flags |= MDB_NORDAHEAD;
     flags_ = flags;
     key_index_ = config.key_index;
+    group_index_ = config.group_index;
     rc = mdb_env_open(env_, dir.c_str(), flags, 0644);
     if (rc != 0) return LmdbError("mdb_env_open", rc);
     MDB_txn* txn;
@@ -168,7 +179,12 @@ class LmdbBackend : public Backend {
     s += "|MDB_NOTLS, map " + std::to_string(map_size_ >> 20) +
          " MiB, dbs docs(_id->bson)+key(key->_id) in one txn, read txns "
          "reset/renewed";
-    if (!key_index_) s += ", no key index (until build_index)";
+    if (group_index_) {
+      s += ", compound store: key db = (g, n, _id) -> _id, query = cursor from "
+           "MDB_SET_RANGE((g, lo)) while below (g, hi), limit entries + mdb_get of each doc";
+    } else if (!key_index_) {
+      s += ", no key index (until build_index)";
+    }
     s += ", scan = cursor + byte pre-check + BSON parse, search_prefix/sort_limit = cursor "
          "on key db from MDB_SET_RANGE + mdb_get of each doc, push = mdb_get + append + "
          "mdb_put, build_index = scan + "
@@ -201,6 +217,7 @@ class LmdbBackend : public Backend {
   const bool writemap_;
   const bool nordahead_;
   std::atomic<bool> key_index_{true};
+  bool group_index_ = false;
   MDB_env* env_ = nullptr;
   MDB_dbi docs_ = 0;
   MDB_dbi keys_ = 0;
@@ -345,7 +362,7 @@ Status LmdbSession::ScanByValue(std::string_view value, bool* found, uint64_t* s
 }
 
 Status LmdbSession::KeyRange(std::string_view from, std::string_view end, int limit,
-                             std::vector<std::string>* values) {
+                             std::vector<std::string>* values, bool whole) {
   values->clear();
   MMDOC_RETURN_IF_ERROR(StartRead());
   MDB_cursor* cur;
@@ -364,6 +381,10 @@ Status LmdbSession::KeyRange(std::string_view from, std::string_view end, int li
     if (limit > 0 && values->size() == static_cast<size_t>(limit)) break;
     rc = mdb_get(read_txn_, backend_->docs(), &id, &doc);
     if (rc != 0) break;
+    if (whole) {
+      values->emplace_back(View(doc));
+      continue;
+    }
     if (!FieldOf(doc.mv_data, doc.mv_size, "value", &field)) {
       s = Status::Corruption("bad BSON");
       break;
@@ -384,6 +405,25 @@ Status LmdbSession::FindKeyPrefix(std::string_view prefix, std::vector<std::stri
 Status LmdbSession::FindKeysFrom(std::string_view from, int limit,
                                  std::vector<std::string>* values) {
   return KeyRange(from, "", limit, values);
+}
+
+Status LmdbSession::InsertGrouped(const GroupDocRef& doc) {
+  MDB_val k = Val(doc.id), v = Val(doc.bson);
+  int rc = mdb_put(write_txn_, backend_->docs(), &k, &v, MDB_NOOVERWRITE);
+  if (rc != 0) return LmdbError("insert _id", rc);
+  const std::string key = GroupKey(doc.g, doc.n, doc.id);
+  MDB_val ik = Val(key), iv = Val(doc.id);
+  rc = mdb_put(write_txn_, backend_->keys(), &ik, &iv, 0);
+  return rc == 0 ? Status::OK() : LmdbError("insert (g, n)", rc);
+}
+
+Status LmdbSession::FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                                   std::vector<std::string>* docs) {
+  if (lo >= hi) {
+    docs->clear();
+    return Status::OK();
+  }
+  return KeyRange(GroupKey(g, lo), GroupKey(g, hi), limit, docs, true);
 }
 
 Status LmdbSession::GetDocument(std::string_view id, std::string* bson) {

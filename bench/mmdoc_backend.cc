@@ -22,6 +22,12 @@
 //   delete_value  Transaction::DeleteMany({value: v}) (a full scan)
 //   delete_all    Transaction::DeleteMany({}) (mmdoc has no truncate: each
 //                 document and its index entry is deleted)
+//   compound      its own store: collection docs with the compound index
+//                 CreateIndex({{g, 1}, {n, 1}}) from the start, inserts by
+//                 Transaction::Insert; the query Find({g: G, n: {$gte: A,
+//                 $lt: B}}, sort n, limit) in a read transaction walks that
+//                 index from (G, A) and stops at the limit (Explain:
+//                 IXSCAN on g_1_n_1, not sorted in memory)
 //   mapping       TypedCollection<MappedItem> (mmdoc/mapping.h) against the
 //                 same work written by hand with libbson +
 //                 Transaction::Insert / DB::Get
@@ -92,6 +98,27 @@ Document PrefixFilter(std::string_view prefix) {
 FindOptions SortByKey(int limit) {
   FindOptions o;
   o.sort_field = "key";
+  o.limit = limit;
+  return o;
+}
+
+// {g: g, n: {$gte: lo, $lt: hi}}: the compound phase's query.
+Document GroupRangeFilter(int32_t g, int32_t lo, int32_t hi) {
+  bson_t b, child;
+  bson_init(&b);
+  bson_append_int32(&b, "g", 1, g);
+  bson_append_document_begin(&b, "n", 1, &child);
+  bson_append_int32(&child, "$gte", 4, lo);
+  bson_append_int32(&child, "$lt", 3, hi);
+  bson_append_document_end(&b, &child);
+  std::string bytes(reinterpret_cast<const char*>(bson_get_data(&b)), b.len);
+  bson_destroy(&b);
+  return Document::FromTrustedBytes(std::move(bytes));
+}
+
+FindOptions SortByN(int limit) {
+  FindOptions o;
+  o.sort_field = "n";
   o.limit = limit;
   return o;
 }
@@ -236,6 +263,32 @@ class MmdocSession : public Session {
     return Status::OK();
   }
 
+  Status InsertGrouped(const GroupDocRef& doc) override {
+    return txn_->Insert(kCollection, Document::FromTrustedBytes(std::string(doc.bson)));
+  }
+
+  Status FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                        std::vector<std::string>* docs) override {
+    docs->clear();
+    auto txn = db_->BeginRead();
+    if (!txn.ok()) return txn.status();
+    auto cursor = txn.value()->Find(kCollection, GroupRangeFilter(g, lo, hi), SortByN(limit));
+    if (!cursor.ok()) return cursor.status();
+    Cursor& c = *cursor.value();
+    while (c.Next()) docs->emplace_back(c.raw());
+    return c.status();
+  }
+
+  Status ExplainGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                           std::string* plan) override {
+    auto txn = db_->BeginRead();
+    if (!txn.ok()) return txn.status();
+    auto e = txn.value()->Explain(kCollection, GroupRangeFilter(g, lo, hi), SortByN(limit));
+    if (!e.ok()) return e.status();
+    *plan = e.value().ToJson();
+    return Status::OK();
+  }
+
   Status PushTag(std::string_view id, std::string_view tag) override {
     auto r = txn_->UpdateOne(kCollection, StringFilter("_id", id), PushTagUpdate(tag));
     if (!r.ok()) return r.status();
@@ -371,6 +424,10 @@ class MmdocBackend : public Backend {
     log_size_ = stats.value().log_size;
     page_size_ = stats.value().page_size;
     MMDOC_RETURN_IF_ERROR(db_->CreateCollection(kCollection));
+    group_index_ = config.group_index;
+    if (group_index_) {
+      MMDOC_RETURN_IF_ERROR(db_->CreateIndex(kCollection, {{"g", 1}, {"n", 1}}));
+    }
     key_index_ = config.key_index;
     if (!key_index_) return Status::OK();
     IndexOptions unique;
@@ -379,9 +436,11 @@ class MmdocBackend : public Backend {
   }
 
   std::string settings() const override {
-    std::string s = key_index_ ? "mmdoc: collection docs, unique index on key"
-                               : "mmdoc: collection docs, no index on key (until "
-                                 "build_index)";
+    std::string s = key_index_     ? "mmdoc: collection docs, unique index on key"
+                    : group_index_ ? "mmdoc: collection docs {_id, g, n, payload}, compound "
+                                     "index g_1_n_1"
+                                   : "mmdoc: collection docs, no index on key (until "
+                                     "build_index)";
     s += ", durability=";
     s += DurabilityName(durability_);
     if (durability_ == Durability::kPeriodic) {
@@ -394,7 +453,8 @@ class MmdocBackend : public Backend {
     s += ", search_key = DB::GetBy, search_prefix = Find({key: {$regex: ^prefix}}) (an index "
          "range), sort_limit = Find({key: {$gte}}, sort key, limit 10) (an index walk), push = "
          "UpdateOne($push), build_index = CreateIndex(unique), "
-         "delete_value = DeleteMany({value}), delete_all = DeleteMany({})";
+         "delete_value = DeleteMany({value}), delete_all = DeleteMany({}), compound = "
+         "Find({g, n: {$gte, $lt}}, sort n, limit) (a walk of g_1_n_1)";
     return s;
   }
 
@@ -414,6 +474,7 @@ class MmdocBackend : public Backend {
   const bool buffered_;
   uint64_t buffer_bytes_ = 0;
   bool key_index_ = true;
+  bool group_index_ = false;
   std::unique_ptr<DB> db_;
   Durability durability_ = Durability::kFsync;
   uint32_t sync_interval_ms_ = 100;

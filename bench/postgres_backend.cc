@@ -65,6 +65,11 @@
 //   build_index   CREATE UNIQUE INDEX docs_key ON docs(key) inside a
 //                 savepoint, so a duplicate key fails the build, not the
 //                 transaction
+//   compound      its own store: grouped(id text COLLATE "C" PRIMARY KEY,
+//                 g int4, n int4, doc bytea) with a btree index grouped_g_n
+//                 on (g, n); a query is SELECT doc FROM grouped WHERE g = $1
+//                 AND n >= $2 AND n < $3 ORDER BY n LIMIT $4 (an index scan
+//                 in n order, stopped at the limit)
 #include <libpq-fe.h>
 #include <unistd.h>
 
@@ -143,8 +148,17 @@ class PgSession : public Session {
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
   Status Count(uint64_t* docs, uint64_t* key_entries) override;
+  Status InsertGrouped(const GroupDocRef& doc) override;
+  Status FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                        std::vector<std::string>* docs) override;
+  Status ExplainGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                           std::string* plan) override;
 
  private:
+  // The compound store's statements, prepared on first use: the main
+  // store has no table `grouped`.
+  Status PrepareGrouped();
+
   // A statement without parameters or rows (simple protocol).
   Status Exec(const char* sql) {
     Result_ res(PQexec(conn_, sql));
@@ -154,9 +168,9 @@ class PgSession : public Session {
   // A prepared statement with binary parameters and binary results; *res
   // gets the result of a statement that succeeded.
   Status Run(const char* name, std::initializer_list<std::string_view> params, Result_* res) {
-    const char* values[3];
-    int lengths[3];
-    const int formats[3] = {1, 1, 1};
+    const char* values[4];
+    int lengths[4];
+    const int formats[4] = {1, 1, 1, 1};
     int n = 0;
     for (std::string_view p : params) {
       values[n] = p.data();
@@ -193,7 +207,18 @@ class PgSession : public Session {
     return Status::OK();
   }
   PGconn* conn_ = nullptr;
+  bool grouped_prepared_ = false;
   std::string scratch_;
+};
+
+// A binary int4 parameter: 4 bytes, big-endian.
+struct Int4 {
+  explicit Int4(int32_t v) {
+    const uint32_t u = static_cast<uint32_t>(v);
+    for (int i = 0; i < 4; ++i) bytes[i] = static_cast<char>(u >> (24 - 8 * i));
+  }
+  std::string_view view() const { return std::string_view(bytes, 4); }
+  char bytes[4];
 };
 
 Status PgSession::Init(const std::string& conninfo) {
@@ -316,6 +341,67 @@ Status PgSession::FindKeysFrom(std::string_view from, int limit, std::vector<std
   return ValuesOf(res.get(), values);
 }
 
+Status PgSession::PrepareGrouped() {
+  if (grouped_prepared_) return Status::OK();
+  struct {
+    const char* name;
+    const char* sql;
+    Oid types[4];
+  } stmts[] = {
+      {"insert_grouped",
+       "INSERT INTO grouped(id, g, n, doc) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+       {kTextOid, kInt4Oid, kInt4Oid, kByteaOid}},
+      {"group_range",
+       "SELECT doc FROM grouped WHERE g = $1 AND n >= $2 AND n < $3 ORDER BY n LIMIT $4",
+       {kInt4Oid, kInt4Oid, kInt4Oid, kInt4Oid}},
+  };
+  for (const auto& s : stmts) {
+    Result_ res(PQprepare(conn_, s.name, s.sql, 4, s.types));
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) return PgError(s.sql, conn_, res.get());
+  }
+  grouped_prepared_ = true;
+  return Status::OK();
+}
+
+Status PgSession::InsertGrouped(const GroupDocRef& doc) {
+  MMDOC_RETURN_IF_ERROR(PrepareGrouped());
+  const Int4 g(doc.g), n(doc.n);
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(Run("insert_grouped", {doc.id, g.view(), n.view(), doc.bson}, &res));
+  if (RowsOf(res.get()) == 0) return Status::AlreadyExists("insert grouped", "duplicate _id");
+  return Status::OK();
+}
+
+Status PgSession::FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                                 std::vector<std::string>* docs) {
+  MMDOC_RETURN_IF_ERROR(PrepareGrouped());
+  const Int4 pg(g), plo(lo), phi(hi), plimit(limit);
+  Result_ res;
+  MMDOC_RETURN_IF_ERROR(
+      Run("group_range", {pg.view(), plo.view(), phi.view(), plimit.view()}, &res));
+  docs->clear();
+  for (int i = 0; i < PQntuples(res.get()); ++i) {
+    docs->emplace_back(PQgetvalue(res.get(), i, 0),
+                       static_cast<size_t>(PQgetlength(res.get(), i, 0)));
+  }
+  return Status::OK();
+}
+
+Status PgSession::ExplainGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                                    std::string* plan) {
+  const std::string sql = "EXPLAIN SELECT doc FROM grouped WHERE g = " + std::to_string(g) +
+                          " AND n >= " + std::to_string(lo) + " AND n < " + std::to_string(hi) +
+                          " ORDER BY n LIMIT " + std::to_string(limit);
+  Result_ res(PQexec(conn_, sql.c_str()));
+  if (PQresultStatus(res.get()) != PGRES_TUPLES_OK) return PgError("explain", conn_, res.get());
+  plan->clear();
+  for (int i = 0; i < PQntuples(res.get()); ++i) {
+    if (!plan->empty()) *plan += "\n";
+    *plan += PQgetvalue(res.get(), i, 0);
+  }
+  return Status::OK();
+}
+
 Status PgSession::GetDocument(std::string_view id, std::string* bson) {
   Result_ res;
   MMDOC_RETURN_IF_ERROR(Run("by_id", {id}, &res));
@@ -430,11 +516,13 @@ class PgBackend : public Backend {
   PgServer server_;
   std::vector<std::pair<std::string, std::string>> settings_;
   bool key_index_ = true;
+  bool group_index_ = false;
   int version_ = 0;  // PQserverVersion: 150018 for 15.18
 };
 
 Status PgBackend::Open(const std::string& dir, const BackendConfig& config) {
   key_index_ = config.key_index;
+  group_index_ = config.group_index;
   // shared_buffers: room for the whole store (BSON bytes, row overhead and
   // two indexes: about 3x the documents' bytes), at least 256 MB (the
   // usual small-server setting), at most a quarter of memory (PostgreSQL's
@@ -478,6 +566,15 @@ Status PgBackend::Open(const std::string& dir, const BackendConfig& config) {
                                "COLLATE \"C\" NOT NULL, doc bytea NOT NULL)";
     Result_ res(PQexec(conn, schema));
     if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) s = PgError("create table", conn, res.get());
+    if (s.ok() && group_index_) {
+      res.reset(PQexec(conn,
+                       "CREATE TABLE grouped (id text COLLATE \"C\" PRIMARY KEY, g int4 NOT NULL, "
+                       "n int4 NOT NULL, doc bytea NOT NULL); CREATE INDEX grouped_g_n ON "
+                       "grouped(g, n)"));
+      if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+        s = PgError("create table grouped", conn, res.get());
+      }
+    }
   }
   PQfinish(conn);
   if (!s.ok()) (void)server_.Stop();
@@ -488,7 +585,13 @@ std::string PgBackend::settings() const {
   std::string s = "PostgreSQL " + std::to_string(version_ / 10000) + "." +
                   std::to_string(version_ % 10000) + ", " + server_.Describe() + ": ";
   s += "docs(id text PRIMARY KEY, key text UNIQUE, doc bytea) COLLATE \"C\"";
-  if (!key_index_) s += ", key not UNIQUE (until build_index)";
+  if (group_index_) {
+    s += ", compound store: grouped(id text PRIMARY KEY, g int4, n int4, doc bytea) with btree "
+         "INDEX grouped_g_n(g, n), query = SELECT doc WHERE g = $1 AND n >= $2 AND n < $3 ORDER "
+         "BY n LIMIT $4";
+  } else if (!key_index_) {
+    s += ", key not UNIQUE (until build_index)";
+  }
   for (const auto& [name, value] : settings_) s += ", " + name + "=" + value;
   s += ", libpq prepared statements with binary parameters and results, one connection per "
        "thread, BEGIN/COMMIT per batch, insert = INSERT ... ON CONFLICT DO NOTHING (0 rows = "

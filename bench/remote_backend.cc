@@ -14,6 +14,9 @@
 //   delete        delete_one({_id: id})
 //   build_index   createIndexes {key: 1} unique
 //   delete_value  delete_many({value: v}); delete_all delete_many({})
+//   compound      its own store: createIndexes {g: 1, n: 1} at Open,
+//                 insert_one of each document, then find({g: G, n: {$gte:
+//                 A, $lt: B}}, sort n, limit) (the server's walk of g_1_n_1)
 //
 // There are no transactions over the wire: each write is one command and
 // one server-side commit, acknowledged (w:1, "mmdoc-remote": one round
@@ -214,6 +217,32 @@ class RemoteSession : public Session {
     return FindOne("_id", id, bson);
   }
 
+  Status InsertGrouped(const GroupDocRef& doc) override {
+    return Insert(DocRef{doc.id, "", doc.bson});
+  }
+
+  Status FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                        std::vector<std::string>* docs) override {
+    bson_t* q =
+        BCON_NEW("g", BCON_INT32(g), "n", "{", "$gte", BCON_INT32(lo), "$lt", BCON_INT32(hi), "}");
+    bson_t* opts = BCON_NEW("sort", "{", "n", BCON_INT32(1), "}", "limit", BCON_INT64(limit));
+    docs->clear();
+    Status s = Query(q, opts, docs);
+    bson_destroy(opts);
+    bson_destroy(q);
+    return s;
+  }
+
+  Status CreateGroupIndex() {
+    bson_t* cmd =
+        BCON_NEW("createIndexes", BCON_UTF8(kCollection), "indexes", "[", "{", "key", "{", "g",
+                 BCON_INT32(1), "n", BCON_INT32(1), "}", "name", BCON_UTF8("g_1_n_1"), "}", "]");
+    bson_error_t e;
+    bool ok = mongoc_collection_write_command_with_opts(coll_, cmd, nullptr, nullptr, &e);
+    bson_destroy(cmd);
+    return ok ? Status::OK() : ErrorOf(e, "createIndexes");
+  }
+
   Status BuildKeyIndex() override {
     bson_t* cmd = BCON_NEW("createIndexes", BCON_UTF8(kCollection), "indexes", "[", "{", "key", "{",
                            "key", BCON_INT32(1), "}", "name", BCON_UTF8("key_1"), "unique",
@@ -353,10 +382,11 @@ class RemoteBackend : public Backend {
     std::call_once(init, [] { mongoc_init(); });
     durability_ = config.durability;
     MMDOC_RETURN_IF_ERROR(StartServer(dir, config));
-    if (config.key_index) {
+    if (config.key_index || config.group_index) {
       RemoteSession s(uri_, false);
       if (!s.ok()) return Status::IOError("libmongoc client", uri_);
-      MMDOC_RETURN_IF_ERROR(s.BuildKeyIndex());
+      if (config.key_index) MMDOC_RETURN_IF_ERROR(s.BuildKeyIndex());
+      if (config.group_index) MMDOC_RETURN_IF_ERROR(s.CreateGroupIndex());
     }
     return Status::OK();
   }

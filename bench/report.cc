@@ -191,6 +191,7 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
   bson_append_int64(&config, "seed", -1, static_cast<int64_t>(run.seed));
   bson_append_int32(&config, "scans", -1, run.scans);
   bson_append_int64(&config, "mapping_docs", -1, static_cast<int64_t>(run.mapping_docs));
+  bson_append_int64(&config, "compound_docs", -1, static_cast<int64_t>(run.compound_docs));
   bson_append_int64(&config, "lookups", -1, static_cast<int64_t>(run.lookups));
   bson_append_bool(&config, "flush_before_writes", -1, run.flush_before_writes);
   AppendStrings(&config, "engines", run.engines);

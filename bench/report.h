@@ -7,6 +7,7 @@
 //                "mem_read_gb_per_sec", "dataset_bytes", "dataset_to_memory"},
 //    "config": {"docs": N (or a list), "durability": "none" (or "all"),
 //               "batch", "threads", "seed", "scans", "mapping_docs",
+//               "compound_docs",
 //               "engines", "phases", "rocksdb_build", "command"},
 //    "results": [{"engine", "phase", "durability", "docs", "batch",
 //                 "threads", "available", "ops", "seconds", "ops_per_sec",
@@ -53,6 +54,7 @@ struct RunInfo {
   uint64_t seed = 0;
   int scans = 0;
   uint64_t mapping_docs = 0;
+  uint64_t compound_docs = 0;
   uint64_t lookups = 0;              // --lookups; 0: N/10 per search phase
   bool flush_before_writes = false;  // --flush-before-writes
   std::vector<std::string> engines;

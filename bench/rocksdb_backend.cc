@@ -21,6 +21,12 @@
 // document at most once per batch: the batch does not read its own
 // writes, as for update).
 //
+// compound (its own store): the key family holds GroupKey(g, n, _id) ->
+// _id (bench/backend.h: order-preserving big-endian g and n), written in
+// the insert's WriteBatch; a query is an iterator from Seek(GroupKey(G, A))
+// bounded by iterate_upper_bound = GroupKey(G, B), taking `limit` entries,
+// then one MultiGet of the documents, as the key ranges above.
+//
 // Seed 002's operations:
 //   build_index   one iterator pass over docs collecting (key, _id), sort,
 //                 write them with SstFileWriter and IngestExternalFile (move)
@@ -91,12 +97,16 @@ class RocksDbSession : public Session {
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
   Status Count(uint64_t* docs, uint64_t* key_entries) override;
+  Status InsertGrouped(const GroupDocRef& doc) override;
+  Status FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                        std::vector<std::string>* docs) override;
 
  private:
   // The `value` of each document of the key range [from, end) (end ""
-  // = no end), at most limit (0 = no limit), in key order.
+  // = no end), at most limit (0 = no limit), in key order; whole: the
+  // documents' bytes instead.
   Status KeyRange(std::string_view from, std::string_view end, int limit,
-                  std::vector<std::string>* values);
+                  std::vector<std::string>* values, bool whole = false);
 
   RocksDbBackend* const backend_;
   rocksdb::WriteBatch batch_;
@@ -144,6 +154,7 @@ class RocksDbBackend : public Backend {
     options_ = options;
     dir_ = dir;
     key_index_ = config.key_index;
+    group_index_ = config.group_index;
 
     std::vector<rocksdb::ColumnFamilyDescriptor> families = {
         {rocksdb::kDefaultColumnFamilyName, cf}, {"docs", cf}, {"key", cf}};
@@ -168,7 +179,12 @@ class RocksDbBackend : public Backend {
          "unique checks by Get, WAL on, sync=";
     s += write_options_.sync ? "true" : "false";
     if (durability_ == Durability::kGroup) s += " with concurrent writers (write groups)";
-    if (!key_index_) s += ", no key index (until build_index)";
+    if (group_index_) {
+      s += ", compound store: key CF = (g, n, _id) -> _id, query = iterator from Seek((g, lo)) "
+           "bounded by (g, hi), limit entries + one MultiGet";
+    } else if (!key_index_) {
+      s += ", no key index (until build_index)";
+    }
     s += ", scan = iterator + byte pre-check + BSON parse";
     s += ", search_prefix/sort_limit = iterator on key CF from Seek (iterate_upper_bound = the "
          "prefix's end) + one MultiGet of the docs, from one snapshot, push = Get + append + Put";
@@ -207,6 +223,7 @@ class RocksDbBackend : public Backend {
   rocksdb::Options options_;
   std::string dir_;
   std::atomic<bool> key_index_{true};
+  bool group_index_ = false;
   std::unique_ptr<rocksdb::DB> db_;
   std::shared_ptr<rocksdb::Cache> cache_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
@@ -324,7 +341,7 @@ Status RocksDbSession::ScanByValue(std::string_view value, bool* found, uint64_t
 }
 
 Status RocksDbSession::KeyRange(std::string_view from, std::string_view end, int limit,
-                                std::vector<std::string>* values) {
+                                std::vector<std::string>* values, bool whole) {
   values->clear();
   rocksdb::DB* db = backend_->db();
   const rocksdb::Snapshot* snap = db->GetSnapshot();
@@ -353,6 +370,8 @@ Status RocksDbSession::KeyRange(std::string_view from, std::string_view end, int
     for (size_t i = 0; i < n && st.ok(); ++i) {
       if (!statuses_[i].ok()) {
         st = RocksError("key range get", statuses_[i]);
+      } else if (whole) {
+        values->emplace_back(docs_[i].data(), docs_[i].size());
       } else if (!FieldOf(docs_[i].data(), docs_[i].size(), "value", &field)) {
         st = Status::Corruption("bad BSON");
       } else {
@@ -373,6 +392,27 @@ Status RocksDbSession::FindKeyPrefix(std::string_view prefix, std::vector<std::s
 Status RocksDbSession::FindKeysFrom(std::string_view from, int limit,
                                     std::vector<std::string>* values) {
   return KeyRange(from, "", limit, values);
+}
+
+Status RocksDbSession::InsertGrouped(const GroupDocRef& doc) {
+  pinned_.Reset();
+  rocksdb::Status s =
+      backend_->db()->Get(backend_->read_options(), backend_->docs(), Sl(doc.id), &pinned_);
+  if (s.ok()) return Status::AlreadyExists("_id", doc.id);
+  if (!s.IsNotFound()) return RocksError("insert check _id", s);
+  pinned_.Reset();
+  batch_.Put(backend_->docs(), Sl(doc.id), Sl(doc.bson));
+  batch_.Put(backend_->keys(), GroupKey(doc.g, doc.n, doc.id), Sl(doc.id));
+  return Status::OK();
+}
+
+Status RocksDbSession::FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                                      std::vector<std::string>* docs) {
+  if (lo >= hi) {
+    docs->clear();
+    return Status::OK();
+  }
+  return KeyRange(GroupKey(g, lo), GroupKey(g, hi), limit, docs, true);
 }
 
 Status RocksDbSession::GetDocument(std::string_view id, std::string* bson) {

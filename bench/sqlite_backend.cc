@@ -24,6 +24,12 @@
 // key LIMIT ?2 (the index gives the order: no sort step); push = the
 // document by id, WithTagPushed, UPDATE docs SET doc.
 //
+// compound (its own store): a table grouped(id TEXT PRIMARY KEY, g INTEGER,
+// n INTEGER, doc BLOB) (or WITHOUT ROWID) with an index grouped_g_n on
+// (g, n); a query is SELECT doc WHERE g = ?1 AND n >= ?2 AND n < ?3 ORDER
+// BY n LIMIT ?4, which SQLite runs as a range of that index in n order (no
+// sort step), each row then read from the table by rowid (or id).
+//
 // Seed 002's operations, each a statement in the session's transaction:
 //   build_index   CREATE UNIQUE INDEX docs_key ON docs(key) (the table was
 //                 created without UNIQUE on key; SQLite sorts, then builds)
@@ -110,6 +116,11 @@ class SqliteSession : public Session {
   Status DeleteByValue(std::string_view value, uint64_t* deleted) override;
   Status DeleteAll() override;
   Status Count(uint64_t* docs, uint64_t* key_entries) override;
+  Status InsertGrouped(const GroupDocRef& doc) override;
+  Status FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                        std::vector<std::string>* docs) override;
+  Status ExplainGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                           std::string* plan) override;
 
  private:
   Status Exec(Stmt* stmt, const char* what) {
@@ -131,6 +142,9 @@ class SqliteSession : public Session {
   sqlite3*& db_ = holder_.db;
   Stmt begin_, commit_, insert_, select_by_id_, select_by_key_, update_, delete_, scan_,
       delete_by_value_, delete_all_, key_prefix_, keys_from_;
+  // The compound store's, prepared on first use: the main store has no
+  // table `grouped`.
+  Stmt insert_grouped_, group_range_;
   std::string scratch_;
 };
 
@@ -317,6 +331,60 @@ Status SqliteSession::FindKeysFrom(std::string_view from, int limit,
   return SelectValues(&keys_from_, "keys from", values);
 }
 
+constexpr char kGroupRangeSql[] =
+    "SELECT doc FROM grouped WHERE g = ?1 AND n >= ?2 AND n < ?3 ORDER BY n LIMIT ?4";
+
+Status SqliteSession::InsertGrouped(const GroupDocRef& doc) {
+  if (insert_grouped_.get() == nullptr) {
+    const char* sql = "INSERT INTO grouped(id, g, n, doc) VALUES (?1, ?2, ?3, ?4)";
+    if (insert_grouped_.Prepare(db_, sql) != SQLITE_OK) return SqliteError(sql, db_);
+  }
+  insert_grouped_.BindText(1, doc.id);
+  sqlite3_bind_int(insert_grouped_.get(), 2, doc.g);
+  sqlite3_bind_int(insert_grouped_.get(), 3, doc.n);
+  insert_grouped_.BindBlob(4, doc.bson);
+  return Exec(&insert_grouped_, "insert grouped");
+}
+
+Status SqliteSession::FindGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                                     std::vector<std::string>* docs) {
+  if (group_range_.get() == nullptr && group_range_.Prepare(db_, kGroupRangeSql) != SQLITE_OK) {
+    return SqliteError(kGroupRangeSql, db_);
+  }
+  sqlite3_stmt* st = group_range_.get();
+  sqlite3_bind_int(st, 1, g);
+  sqlite3_bind_int(st, 2, lo);
+  sqlite3_bind_int(st, 3, hi);
+  sqlite3_bind_int(st, 4, limit);
+  docs->clear();
+  int rc;
+  while ((rc = group_range_.Step()) == SQLITE_ROW) docs->emplace_back(group_range_.Blob(0));
+  Status s = rc == SQLITE_DONE ? Status::OK() : SqliteError("group range", db_);
+  group_range_.Reset();
+  return s;
+}
+
+Status SqliteSession::ExplainGroupRange(int32_t g, int32_t lo, int32_t hi, int limit,
+                                        std::string* plan) {
+  // EXPLAIN QUERY PLAN's detail column, one line per step; SQLite's plan
+  // does not depend on the bound values.
+  (void)g;
+  (void)lo;
+  (void)hi;
+  (void)limit;
+  Stmt stmt;
+  const std::string sql = std::string("EXPLAIN QUERY PLAN ") + kGroupRangeSql;
+  if (stmt.Prepare(db_, sql.c_str()) != SQLITE_OK) return SqliteError(sql.c_str(), db_);
+  plan->clear();
+  int rc;
+  while ((rc = stmt.Step()) == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(stmt.get(), 3);
+    if (!plan->empty()) *plan += "\n";
+    if (t != nullptr) *plan += reinterpret_cast<const char*>(t);
+  }
+  return rc == SQLITE_DONE ? Status::OK() : SqliteError("explain", db_);
+}
+
 Status SqliteSession::GetDocument(std::string_view id, std::string* bson) {
   select_by_id_.BindText(1, id);
   int rc = select_by_id_.Step();
@@ -420,6 +488,7 @@ class SqliteBackend : public Backend {
       return s;
     }
     key_index_ = config.key_index;
+    group_index_ = config.group_index;
     std::string schema = "PRAGMA journal_mode=WAL; CREATE TABLE docs(";
     schema += key_index_ ? "id TEXT PRIMARY KEY NOT NULL, key TEXT NOT NULL "
                            "UNIQUE, doc BLOB NOT NULL)"
@@ -427,6 +496,13 @@ class SqliteBackend : public Backend {
                            "doc BLOB NOT NULL)";
     if (!rowid_) schema += " WITHOUT ROWID";
     schema += ";";
+    if (group_index_) {
+      schema +=
+          " CREATE TABLE grouped(id TEXT PRIMARY KEY NOT NULL, g INTEGER NOT NULL, n INTEGER "
+          "NOT NULL, doc BLOB NOT NULL)";
+      if (!rowid_) schema += " WITHOUT ROWID";
+      schema += "; CREATE INDEX grouped_g_n ON grouped(g, n);";
+    }
     Status s;
     if (sqlite3_exec(db, schema.c_str(), nullptr, nullptr, nullptr) != SQLITE_OK) {
       s = SqliteError("create table", db);
@@ -445,7 +521,13 @@ class SqliteBackend : public Backend {
          "IMMEDIATE, "
          "one connection per thread, scan = SELECT doc + byte pre-check + BSON "
          "parse in C++";
-    if (!key_index_) s += ", key not UNIQUE (until build_index)";
+    if (group_index_) {
+      s += ", compound store: grouped(id TEXT PRIMARY KEY, g INTEGER, n INTEGER, doc BLOB) with "
+           "INDEX grouped_g_n(g, n), query = SELECT doc WHERE g = ? AND n >= ? AND n < ? ORDER "
+           "BY n LIMIT ?";
+    } else if (!key_index_) {
+      s += ", key not UNIQUE (until build_index)";
+    }
     s += ", search_prefix = SELECT doc WHERE key >= prefix AND key < its end ORDER BY key, "
          "sort_limit = SELECT doc WHERE key >= ? ORDER BY key LIMIT 10, push = SELECT doc + "
          "append + UPDATE";
@@ -466,6 +548,7 @@ class SqliteBackend : public Backend {
  private:
   const bool rowid_;
   bool key_index_ = true;
+  bool group_index_ = false;
   std::string path_;
   std::string synchronous_;
 };

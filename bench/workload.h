@@ -33,6 +33,17 @@
 //                     against insert, what the index costs a write
 //     build_index     one op building the unique key index over those N
 //                     documents (seed 002's ensureIndex); ops = documents
+//   on a fresh store of other documents, {_id, g, n, payload} (g an int
+//   group, about 100 documents each up to 1000 groups; n a distinct int32)
+//   with a compound index on (g asc, n asc):
+//     compound        min(N, --compound-docs) documents loaded untimed
+//                     (batches of 1000; the notes give the load's rate),
+//                     then max(10, lookups/10) queries {g: G, n: {$gte: A,
+//                     $lt: B}} sorted by n, limit 10, whole documents (the
+//                     range holds about 20: most queries stop at the
+//                     limit): mmdoc's compound index, SQLite's and
+//                     PostgreSQL's index on (g, n), LMDB and RocksDB a range
+//                     of (g, n, _id) keys then each document
 //   on a fresh store, engines with a typed mapping layer (mmdoc) only:
 //     mapping         M inserts (batches of `batch`) + M reads by _id through
 //                     the typed layer and through the raw BSON API, taking
@@ -124,6 +135,9 @@ struct WorkloadConfig {
   uint64_t lookups = 0;
   // Documents the mapping phase inserts and reads per round (at most N).
   uint64_t mapping_docs = 50000;
+  // Documents the compound phase loads (at most N): its load is untimed
+  // but not free (SQLite loads some 40k/s), so the default run stays short.
+  uint64_t compound_docs = 100000;
   // In a durable mode (not none), write phases time at most this many
   // operations: inserts beyond them are preloaded in batches of 1000 first,
   // so the timed ones run against a full store. 0 = no cap.
