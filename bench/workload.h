@@ -38,10 +38,10 @@
 //   with a compound index on (g asc, n asc):
 //     compound        min(N, --compound-docs) documents loaded untimed
 //                     (batches of 1000; the notes give the load's rate),
-//                     then max(10, lookups/10) queries {g: G, n: {$gte: A,
-//                     $lt: B}} sorted by n, limit 10, whole documents (the
-//                     range holds about 20: most queries stop at the
-//                     limit): mmdoc's compound index, SQLite's and
+//                     then `lookups` queries (N/10, at least 10) {g: G,
+//                     n: {$gte: A, $lt: B}} sorted by n, limit 10, whole
+//                     documents (the range holds about 20: most queries
+//                     stop at the limit): mmdoc's compound index, SQLite's and
 //                     PostgreSQL's index on (g, n), LMDB and RocksDB a range
 //                     of (g, n, _id) keys then each document
 //   on a fresh store, engines with a typed mapping layer (mmdoc) only:
