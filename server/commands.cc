@@ -605,7 +605,9 @@ class Commands::Reply {
   std::vector<Entry> errors_;
 };
 
-std::string Commands::Insert(const std::string& db, const bson_t* cmd) {
+std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, const char* command,
+                                      const char* field, const Statement& statement,
+                                      const std::function<void(bson_t* reply)>& counts) {
   std::string error;
   auto ns = Namespace(db, cmd, &error);
   if (!ns) return error;
@@ -613,115 +615,27 @@ std::string Commands::Insert(const std::string& db, const bson_t* cmd) {
   if (!wo.ok()) return Error(2, wo.status().message());
   bson_iter_t it;
   bool ordered = !Lookup(cmd, "ordered", &it) || Truthy(&it);
-  if (!Lookup(cmd, "documents", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
-    return Error(9, "insert: documents must be an array");
+  if (!Lookup(cmd, field, &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
+    return Error(9, std::string(command) + ": " + field + " must be an array");
   }
-  Document docs = Sub(&it);
+  Document statements = Sub(&it);
   bson_t arr;
-  docs.View(&arr);
-  // One transaction and one commit for the whole batch: a failed insert
+  statements.View(&arr);
+  // One transaction and one commit for the whole batch: a failed statement
   // changes nothing, so the ones before it (and, unordered, after) stand.
   auto txn = db_->Begin(*wo);
   if (!txn.ok()) return ErrorFor(txn.status());
   Reply reply;
-  int64_t n = 0;
   size_t index = 0;
-  bson_iter_t d;
-  if (bson_iter_init(&d, &arr)) {
-    for (; bson_iter_next(&d); index++) {
+  bson_iter_t e;
+  if (bson_iter_init(&e, &arr)) {
+    for (; bson_iter_next(&e); index++) {
       Status s;
-      if (!BSON_ITER_HOLDS_DOCUMENT(&d)) {
-        s = Status::InvalidArgument("insert: documents[" + std::to_string(index) +
-                                    "] is not a document");
+      if (!BSON_ITER_HOLDS_DOCUMENT(&e)) {
+        s = Status::InvalidArgument(std::string(command) + ": " + field + "[" +
+                                    std::to_string(index) + "] is not a document");
       } else {
-        s = (*txn)->Insert(*ns, Sub(&d));
-      }
-      if (s.ok()) {
-        n++;
-        continue;
-      }
-      reply.AddError(index, s, *ns);
-      if (ordered) break;
-    }
-  }
-  Status s = (*txn)->Commit();
-  if (!s.ok()) return ErrorFor(s);
-  bson_t b;
-  bson_init(&b);
-  BSON_APPEND_INT32(&b, "n", static_cast<int32_t>(n));
-  reply.AppendErrors(&b);
-  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
-  return Finish(&b);
-}
-
-std::string Commands::Update(const std::string& db, const bson_t* cmd) {
-  std::string error;
-  auto ns = Namespace(db, cmd, &error);
-  if (!ns) return error;
-  auto wo = WriteConcern(cmd);
-  if (!wo.ok()) return Error(2, wo.status().message());
-  bson_iter_t it;
-  bool ordered = !Lookup(cmd, "ordered", &it) || Truthy(&it);
-  if (!Lookup(cmd, "updates", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
-    return Error(9, "update: updates must be an array");
-  }
-  Document updates = Sub(&it);
-  bson_t arr;
-  updates.View(&arr);
-  auto txn = db_->Begin(*wo);
-  if (!txn.ok()) return ErrorFor(txn.status());
-  Reply reply;
-  int64_t n = 0;
-  int64_t modified = 0;
-  std::vector<std::pair<size_t, Value>> upserted;
-  size_t index = 0;
-  bson_iter_t u;
-  if (bson_iter_init(&u, &arr)) {
-    for (; bson_iter_next(&u); index++) {
-      Status s;
-      if (!BSON_ITER_HOLDS_DOCUMENT(&u)) {
-        s = Status::InvalidArgument("update: updates[" + std::to_string(index) +
-                                    "] is not a document");
-      } else {
-        Document stmt = Sub(&u);
-        bson_t sv;
-        stmt.View(&sv);
-        bson_iter_t f;
-        Document q;
-        Document change;
-        UpdateOptions uo;
-        bool multi = false;
-        if (bson_iter_init_find(&f, &sv, "q") && BSON_ITER_HOLDS_DOCUMENT(&f)) q = Sub(&f);
-        if (!bson_iter_init_find(&f, &sv, "u")) {
-          s = Status::InvalidArgument("update: statement without u");
-        } else if (BSON_ITER_HOLDS_ARRAY(&f)) {
-          s = Status::InvalidArgument("update: aggregation pipelines as updates are not supported");
-        } else if (!BSON_ITER_HOLDS_DOCUMENT(&f)) {
-          s = Status::InvalidArgument("update: u must be a document");
-        } else {
-          change = Sub(&f);
-        }
-        if (bson_iter_init_find(&f, &sv, "upsert")) uo.upsert = Truthy(&f);
-        if (bson_iter_init_find(&f, &sv, "multi")) multi = Truthy(&f);
-        for (const char* opt : {"arrayFilters", "collation"}) {
-          if (s.ok() && bson_iter_init_find(&f, &sv, opt)) {
-            s = Status::InvalidArgument(std::string("update: ") + opt + " is not supported");
-          }
-        }
-        if (s.ok()) {
-          auto r = multi ? (*txn)->UpdateMany(*ns, q, change, uo)
-                         : (*txn)->UpdateOne(*ns, q, change, uo);
-          if (r.ok()) {
-            n += static_cast<int64_t>(r->matched);
-            modified += static_cast<int64_t>(r->modified);
-            if (r->upserted_id) {
-              n++;
-              upserted.emplace_back(index, *r->upserted_id);
-            }
-          } else {
-            s = r.status();
-          }
-        }
+        s = statement(txn->get(), *ns, index, Sub(&e));
       }
       if (!s.ok()) {
         reply.AddError(index, s, *ns);
@@ -733,11 +647,72 @@ std::string Commands::Update(const std::string& db, const bson_t* cmd) {
   if (!s.ok()) return ErrorFor(s);
   bson_t b;
   bson_init(&b);
-  BSON_APPEND_INT32(&b, "n", static_cast<int32_t>(n));
-  BSON_APPEND_INT32(&b, "nModified", static_cast<int32_t>(modified));
-  if (!upserted.empty()) {
+  counts(&b);
+  reply.AppendErrors(&b);
+  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+  return Finish(&b);
+}
+
+std::string Commands::Insert(const std::string& db, const bson_t* cmd) {
+  int64_t n = 0;
+  return WriteStatements(
+      db, cmd, "insert", "documents",
+      [&](Transaction* txn, const std::string& ns, size_t, const Document& doc) {
+        Status s = txn->Insert(ns, doc);
+        if (s.ok()) n++;
+        return s;
+      },
+      [&](bson_t* b) { BSON_APPEND_INT32(b, "n", static_cast<int32_t>(n)); });
+}
+
+std::string Commands::Update(const std::string& db, const bson_t* cmd) {
+  int64_t n = 0;
+  int64_t modified = 0;
+  std::vector<std::pair<size_t, Value>> upserted;
+  auto statement = [&](Transaction* txn, const std::string& ns, size_t index,
+                       const Document& stmt) {
+    Status s;
+    bson_t sv;
+    stmt.View(&sv);
+    bson_iter_t f;
+    Document q;
+    Document change;
+    UpdateOptions uo;
+    bool multi = false;
+    if (bson_iter_init_find(&f, &sv, "q") && BSON_ITER_HOLDS_DOCUMENT(&f)) q = Sub(&f);
+    if (!bson_iter_init_find(&f, &sv, "u")) {
+      s = Status::InvalidArgument("update: statement without u");
+    } else if (BSON_ITER_HOLDS_ARRAY(&f)) {
+      s = Status::InvalidArgument("update: aggregation pipelines as updates are not supported");
+    } else if (!BSON_ITER_HOLDS_DOCUMENT(&f)) {
+      s = Status::InvalidArgument("update: u must be a document");
+    } else {
+      change = Sub(&f);
+    }
+    if (bson_iter_init_find(&f, &sv, "upsert")) uo.upsert = Truthy(&f);
+    if (bson_iter_init_find(&f, &sv, "multi")) multi = Truthy(&f);
+    for (const char* opt : {"arrayFilters", "collation"}) {
+      if (s.ok() && bson_iter_init_find(&f, &sv, opt)) {
+        s = Status::InvalidArgument(std::string("update: ") + opt + " is not supported");
+      }
+    }
+    if (!s.ok()) return s;
+    auto r = multi ? txn->UpdateMany(ns, q, change, uo) : txn->UpdateOne(ns, q, change, uo);
+    if (!r.ok()) return r.status();
+    n += static_cast<int64_t>(r->matched);
+    modified += static_cast<int64_t>(r->modified);
+    if (r->upserted_id) {
+      n++;
+      upserted.emplace_back(index, *r->upserted_id);
+    }
+    return Status::OK();
+  };
+  auto counts = [&](bson_t* b) {
+    BSON_APPEND_INT32(b, "n", static_cast<int32_t>(n));
+    BSON_APPEND_INT32(b, "nModified", static_cast<int32_t>(modified));
+    if (upserted.empty()) return;
     bson_t ua;
-    BSON_APPEND_ARRAY_BEGIN(&b, "upserted", &ua);
+    BSON_APPEND_ARRAY_BEGIN(b, "upserted", &ua);
     for (size_t i = 0; i < upserted.size(); i++) {
       std::string key = std::to_string(i);
       bson_t e;
@@ -746,41 +721,16 @@ std::string Commands::Update(const std::string& db, const bson_t* cmd) {
       BSON_APPEND_VALUE(&e, "_id", upserted[i].second.get());
       bson_append_document_end(&ua, &e);
     }
-    bson_append_array_end(&b, &ua);
-  }
-  reply.AppendErrors(&b);
-  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
-  return Finish(&b);
+    bson_append_array_end(b, &ua);
+  };
+  return WriteStatements(db, cmd, "update", "updates", statement, counts);
 }
 
 std::string Commands::Delete(const std::string& db, const bson_t* cmd) {
-  std::string error;
-  auto ns = Namespace(db, cmd, &error);
-  if (!ns) return error;
-  auto wo = WriteConcern(cmd);
-  if (!wo.ok()) return Error(2, wo.status().message());
-  bson_iter_t it;
-  bool ordered = !Lookup(cmd, "ordered", &it) || Truthy(&it);
-  if (!Lookup(cmd, "deletes", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
-    return Error(9, "delete: deletes must be an array");
-  }
-  Document deletes = Sub(&it);
-  bson_t arr;
-  deletes.View(&arr);
-  auto txn = db_->Begin(*wo);
-  if (!txn.ok()) return ErrorFor(txn.status());
-  Reply reply;
   int64_t n = 0;
-  size_t index = 0;
-  bson_iter_t d;
-  if (bson_iter_init(&d, &arr)) {
-    for (; bson_iter_next(&d); index++) {
-      Status s;
-      if (!BSON_ITER_HOLDS_DOCUMENT(&d)) {
-        s = Status::InvalidArgument("delete: deletes[" + std::to_string(index) +
-                                    "] is not a document");
-      } else {
-        Document stmt = Sub(&d);
+  return WriteStatements(
+      db, cmd, "delete", "deletes",
+      [&](Transaction* txn, const std::string& ns, size_t, const Document& stmt) {
         bson_t sv;
         stmt.View(&sv);
         bson_iter_t f;
@@ -789,32 +739,17 @@ std::string Commands::Delete(const std::string& db, const bson_t* cmd) {
         if (bson_iter_init_find(&f, &sv, "q") && BSON_ITER_HOLDS_DOCUMENT(&f)) q = Sub(&f);
         if (bson_iter_init_find(&f, &sv, "limit")) limit = Int(&f);
         if (!limit || (*limit != 0 && *limit != 1)) {
-          s = Status::InvalidArgument("delete: limit must be 0 (all) or 1");
-        } else if (bson_iter_init_find(&f, &sv, "collation")) {
-          s = Status::InvalidArgument("delete: collation is not supported");
-        } else {
-          auto r = *limit == 1 ? (*txn)->DeleteOne(*ns, q) : (*txn)->DeleteMany(*ns, q);
-          if (r.ok()) {
-            n += static_cast<int64_t>(*r);
-          } else {
-            s = r.status();
-          }
+          return Status::InvalidArgument("delete: limit must be 0 (all) or 1");
         }
-      }
-      if (!s.ok()) {
-        reply.AddError(index, s, *ns);
-        if (ordered) break;
-      }
-    }
-  }
-  Status s = (*txn)->Commit();
-  if (!s.ok()) return ErrorFor(s);
-  bson_t b;
-  bson_init(&b);
-  BSON_APPEND_INT32(&b, "n", static_cast<int32_t>(n));
-  reply.AppendErrors(&b);
-  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
-  return Finish(&b);
+        if (bson_iter_init_find(&f, &sv, "collation")) {
+          return Status::InvalidArgument("delete: collation is not supported");
+        }
+        auto r = *limit == 1 ? txn->DeleteOne(ns, q) : txn->DeleteMany(ns, q);
+        if (!r.ok()) return r.status();
+        n += static_cast<int64_t>(*r);
+        return Status::OK();
+      },
+      [&](bson_t* b) { BSON_APPEND_INT32(b, "n", static_cast<int32_t>(n)); });
 }
 
 bool Commands::FillBatch(ServerCursor* c, int64_t batch_size, bson_t* arr, Status* error) {

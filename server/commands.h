@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,6 +99,19 @@ class Commands {
   std::string DropIndexes(const std::string& db, const bson_t* cmd);
   std::string ListIndexes(const std::string& db, const bson_t* cmd);
 
+  // The statement loop insert, update and delete share: cmd's `field` (an
+  // array) runs statement by statement in one write transaction, each
+  // element (or InvalidArgument for one that is not a document) given to
+  // `statement` with its index; a failure becomes a writeError and stops
+  // an ordered command; then one commit. The reply is {<counts appends>,
+  // writeErrors, ok: 1}, or the error of the namespace, the writeConcern,
+  // the field, the Begin or the Commit. `command` names the command in
+  // messages ("insert: documents must be an array").
+  using Statement = std::function<Status(Transaction* txn, const std::string& ns, size_t index,
+                                         const Document& element)>;
+  std::string WriteStatements(const std::string& db, const bson_t* cmd, const char* command,
+                              const char* field, const Statement& statement,
+                              const std::function<void(bson_t* reply)>& counts);
   // The write options a command's writeConcern asks for.
   Result<WriteOptions> WriteConcern(const bson_t* cmd) const;
   // Registers an open cursor; its id, or an error past max_cursors.
