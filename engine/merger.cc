@@ -91,7 +91,10 @@ Status DBImpl::MergeOldest() {
       return Status::Corruption("write buffer: a frozen generation without its log position");
     next = it->second;
   }
-  auto w = p->BeginWrite();
+  // Its pages are written with WriteAt, not stores through the map: the
+  // checkpoint's writeback then takes no TLB shootdown from the readers'
+  // cores (storage::PageWrites).
+  auto w = p->BeginWrite(storage::PageWrites::kWriteAt);
   if (!w.ok()) return w.status();
   TransactionImpl t(this, p, std::move(w.value()), /*read_only=*/false, Durability::kNone,
                     /*replaying=*/false);

@@ -22,6 +22,9 @@ using storage::GetFixed64;
 using storage::PutFixed32;
 using storage::PutFixed64;
 
+// A merge writes its changed pages out once they take this much memory.
+constexpr uint64_t kMergePrivateBytes = 16ull << 20;
+
 bool GetBytes(std::string_view* in, std::string_view* out) {
   uint32_t n;
   if (!GetFixed32(in, &n) || in->size() < n) return false;
@@ -1377,6 +1380,9 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
       } else {
         s = tree->Put(it.key(), v->value(), index::PutMode::kUpsert);
       }
+      // The merge's private page copies are bounded: written out between
+      // two changes, when no page pointer is held.
+      if (s.ok() && txn_->private_bytes() > kMergePrivateBytes) s = txn_->WriteBack();
       if (!s.ok()) return Poison(s);
     }
   }

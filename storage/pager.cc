@@ -27,6 +27,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -117,7 +118,7 @@ struct WriteLists {
 class WriteTxnImpl final : public Txn {
  public:
   // A write txn over `base` that commits as `txid`.
-  WriteTxnImpl(PagerImpl* p, const Snapshot& base, uint64_t txid);
+  WriteTxnImpl(PagerImpl* p, const Snapshot& base, uint64_t txid, PageWrites how);
   ~WriteTxnImpl() override { Abort(); }
 
   bool writable() const override { return true; }
@@ -142,10 +143,16 @@ class WriteTxnImpl final : public Txn {
   bool IsDirty(PageId id) const override;
   Status Commit(std::string_view log_payload, Durability durability) override;
   void Abort() override;
+  uint64_t private_bytes() const override { return private_bytes_; }
+  Status WriteBack() override;
 
  private:
   friend class PagerImpl;
   Status FreeRun(PageId id, uint32_t run, uint64_t born);
+  // kWriteAt: a private copy of run `id` (n pages) holding `from` (or
+  // zeros when from is null), replacing any copy it had.
+  uint8_t* PrivateCopy(PageId id, uint32_t n, const uint8_t* from);
+  void DropPrivate(PageId id);
 
   PagerImpl* const p_;
   const uint64_t txid_;
@@ -154,6 +161,11 @@ class WriteTxnImpl final : public Txn {
   uint64_t page_count_;
   bool done_ = false;
   WriteLists lists_;
+  // kWriteAt: the private copies of the runs this txn changed and has not
+  // written back yet, by first page.
+  const bool write_at_;
+  std::unordered_map<PageId, std::unique_ptr<uint8_t[]>> private_;
+  uint64_t private_bytes_ = 0;
 };
 
 // Writer-owned bookkeeping per page, indexed by page id (grown with the
@@ -182,6 +194,7 @@ class PagerImpl final : public Pager {
   Result<std::unique_ptr<Txn>> BeginRead() override MMDOC_EXCLUDES(state_mu_);
   Result<std::unique_ptr<Txn>> BeginQuiescent() override MMDOC_EXCLUDES(state_mu_);
   Result<std::unique_ptr<Txn>> BeginWrite() override;
+  Result<std::unique_ptr<Txn>> BeginWrite(PageWrites how) override;
   Status CommitReplayed(Txn* txn) override;
   Status RecoverIntoMemory(const ReplayFn& apply) override;
   Status PrepareCommits() override;
@@ -465,8 +478,12 @@ Status ReadTxnImpl::Get(PageId id, const uint8_t** page) {
   return p_->CheckPage(id, snap_.base, snap_.page_count, page);
 }
 
-WriteTxnImpl::WriteTxnImpl(PagerImpl* p, const Snapshot& base, uint64_t txid)
-    : p_(p), txid_(txid), serial_(p->NextWriteSerial()), page_count_(base.page_count) {
+WriteTxnImpl::WriteTxnImpl(PagerImpl* p, const Snapshot& base, uint64_t txid, PageWrites how)
+    : p_(p),
+      txid_(txid),
+      serial_(p->NextWriteSerial()),
+      page_count_(base.page_count),
+      write_at_(how == PageWrites::kWriteAt) {
   std::copy(base.roots, base.roots + kMetaRoots, roots_);
   MutexLock l(&p_->spare_mu_);
   std::swap(lists_, p_->spare_lists_);  // empty lists, or the last txn's
@@ -479,6 +496,14 @@ bool WriteTxnImpl::IsDirty(PageId id) const {
 }
 
 Status WriteTxnImpl::Get(PageId id, const uint8_t** page) {
+  if (write_at_ && IsDirty(id)) {
+    auto it = private_.find(id);
+    if (it != private_.end()) {
+      *page = it->second.get();
+      return Status::OK();
+    }
+    // Written back: the file (and so the map) holds it, summed.
+  }
   if (id >= 2 && id < page_count_) {
     const uint8_t* pg = p_->writer_base() + id * p_->ps_;
     // Cheap filter first: a page this txn wrote carries its txid.
@@ -511,10 +536,15 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero, PageId* i
     page_count_ += n;
   }
   const uint32_t ps = p_->ps_;
-  uint8_t* pg = p_->writer_base() + got * ps;
-  // Modify overwrites the whole run with a copy: zeroing it first would
-  // double the memory traffic of every copy-on-write.
-  if (zero) std::memset(pg, 0, uint64_t{n} * ps);
+  uint8_t* pg;
+  if (write_at_) {
+    pg = PrivateCopy(got, n, nullptr);
+  } else {
+    pg = p_->writer_base() + got * ps;
+    // Modify overwrites the whole run with a copy: zeroing it first would
+    // double the memory traffic of every copy-on-write.
+    if (zero) std::memset(pg, 0, uint64_t{n} * ps);
+  }
   EncodeFixed64(pg + kPageTxidOffset, txid_);
   pg[kPageTypeOffset] = static_cast<uint8_t>(type);
   EncodeFixed32(pg + kPageRunLengthOffset, n);
@@ -535,6 +565,10 @@ Status WriteTxnImpl::ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_
   MMDOC_RETURN_IF_ERROR(Get(id, &old));
   if (IsDirty(id)) {
     *new_id = id;
+    if (write_at_ && private_.count(id) == 0) {
+      // Written back earlier in this txn: changed again, so copied again.
+      old = PrivateCopy(id, DecodeFixed32(old + kPageRunLengthOffset), old);
+    }
     *page = const_cast<uint8_t*>(old);
     return Status::OK();
   }
@@ -563,6 +597,7 @@ Status WriteTxnImpl::ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_
 Status WriteTxnImpl::Free(PageId id) {
   if (done_) return Status::InvalidArgument("transaction already finished");
   if (IsDirty(id)) {
+    if (write_at_) DropPrivate(id);
     PageMark& m = p_->marks_[id];
     for (uint32_t i = 0; i < m.run; i++) lists_.freed_dirty.push_back(id + i);
     m.dirty = 0;
@@ -595,7 +630,58 @@ Status WriteTxnImpl::Commit(std::string_view log_payload, Durability durability)
 
 void WriteTxnImpl::Abort() {
   if (done_) return;
+  private_.clear();
+  private_bytes_ = 0;
   p_->AbortTxn(this);
+}
+
+uint8_t* WriteTxnImpl::PrivateCopy(PageId id, uint32_t n, const uint8_t* from) {
+  const uint64_t bytes = uint64_t{n} * p_->ps_;
+  std::unique_ptr<uint8_t[]> copy(new uint8_t[bytes]);
+  if (from != nullptr) {
+    std::memcpy(copy.get(), from, bytes);
+  } else {
+    std::memset(copy.get(), 0, bytes);
+  }
+  uint8_t* pg = copy.get();
+  DropPrivate(id);
+  private_.emplace(id, std::move(copy));
+  private_bytes_ += bytes;
+  return pg;
+}
+
+void WriteTxnImpl::DropPrivate(PageId id) {
+  auto it = private_.find(id);
+  if (it == private_.end()) return;
+  private_bytes_ -= uint64_t{DecodeFixed32(it->second.get() + kPageRunLengthOffset)} * p_->ps_;
+  private_.erase(it);
+}
+
+Status WriteTxnImpl::WriteBack() {
+  if (!write_at_ || private_.empty()) return Status::OK();
+  // In file order, so the writes are as sequential as the pages are.
+  std::vector<PageId> ids;
+  ids.reserve(private_.size());
+  for (const auto& [id, copy] : private_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  const uint32_t ps = p_->ps_;
+  for (PageId id : ids) {
+    uint8_t* pg = private_[id].get();
+    const uint32_t run = DecodeFixed32(pg + kPageRunLengthOffset);
+    // Summed now: the page is written once, not at the checkpoint.
+    EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{run} * ps, id));
+    Status s = p_->data_->WriteAt(id * ps, pg, uint64_t{run} * ps);
+    if (!s.ok()) {
+      // Into allocated blocks, so not a full disk: the device failed, and
+      // as every page write's, the error is sticky (rule 8).
+      p_->SetError(s);
+      return s;
+    }
+    p_->marks_[id].unsummed = 0;
+  }
+  private_.clear();
+  private_bytes_ = 0;
+  return Status::OK();
 }
 
 // ---------------------------------------------------------------------------
@@ -896,7 +982,9 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginQuiescent() {
   return std::unique_ptr<Txn>(new ReadTxnImpl(this, committed_, /*holds_writer=*/true));
 }
 
-Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {
+Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() { return BeginWrite(PageWrites::kThroughMap); }
+
+Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite(PageWrites how) {
   if (HasError()) return BackgroundError();
   AcquireWriter();
   if (HasError()) {
@@ -925,7 +1013,7 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() {
     MutexLock l(&log_mu_);
     txid = ++last_txid_;
   }
-  return std::unique_ptr<Txn>(new WriteTxnImpl(this, writer_committed(), txid));
+  return std::unique_ptr<Txn>(new WriteTxnImpl(this, writer_committed(), txid, how));
 }
 
 PageId PagerImpl::TakeRunLocked(uint32_t n) {
@@ -968,6 +1056,14 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durabil
     AbortTxn(txn);
     return BackgroundError();
   }
+  if (txn->write_at_) {
+    // Its pages reach the file before anything can refer to them.
+    Status s = txn->WriteBack();
+    if (!s.ok()) {
+      txn->Abort();
+      return s;
+    }
+  }
   // Pages this txn wrote are known good (rule 7). Their checksums are
   // computed when they become durable, at the next checkpoint: between
   // checkpoints the log, not these pages, carries the commit, and a page
@@ -979,7 +1075,9 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durabil
   for (const auto& [id, run] : txn->lists_.dirty) {
     PageMark& m = marks_[id];
     if (m.dirty != txn->serial_) continue;  // freed again by this txn
-    if (opts_.paranoid_checks) {
+    if (txn->write_at_) {
+      // Summed when written back.
+    } else if (opts_.paranoid_checks) {
       uint8_t* pg = writer_base() + id * ps_;
       EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{run} * ps_, id));
     } else {

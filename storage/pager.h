@@ -62,7 +62,8 @@
 // (7) Every page carries an XXH3-64 checksum (seeded with its page number,
 //     so a page written to the wrong place fails too), computed when the
 //     page becomes durable: at the checkpoint after it was written (rule
-//     3), or at commit with paranoid_checks. A page written and freed again
+//     3), at commit with paranoid_checks, or, for a PageWrites::kWriteAt
+//     txn, when it writes the page to the file. A page written and freed again
 //     between two checkpoints is never summed; the log carries its commit. A page is verified
 //     the first time this process reads it from the file (and on every read
 //     with paranoid_checks); pages this process wrote are known good.
@@ -216,8 +217,23 @@ struct PagerStats {
   uint64_t file_size = 0;
 };
 
+// How a write txn's changed pages reach the file.
+enum class PageWrites {
+  // Stores through the shared writable map: cheapest when pages are
+  // changed again and again between checkpoints. The checkpoint's
+  // writeback then write-protects each page again, which on x86 is a TLB
+  // shootdown interrupt to every core running the process.
+  kThroughMap,
+  // Private copies, written with File::WriteAt when the txn commits (or at
+  // Txn::WriteBack): the map's page-table entries stay clean, so writing
+  // the pages back costs other threads nothing. For large background
+  // writes that change each page about once: merges (docs/write-path.md).
+  kWriteAt,
+};
+
 // A transaction: a read snapshot, or the single writer's working state.
-// Page pointers it returns stay valid until the Txn ends.
+// Page pointers it returns stay valid until the Txn ends (in a kWriteAt
+// txn, until it ends or calls WriteBack).
 class Txn {
  public:
   virtual ~Txn() = default;  // an unfinished write Txn is aborted
@@ -270,6 +286,13 @@ class Txn {
   virtual Status Commit(std::string_view log_payload, Durability durability) = 0;
   // Discards everything the txn did. Idempotent.
   virtual void Abort() = 0;
+
+  // A kWriteAt write txn: the bytes of its private page copies, and
+  // WriteBack writes them to the file and frees them (page pointers it
+  // returned before are invalid afterwards; a page changed again is copied
+  // again). Other txns: 0, and nothing to do.
+  virtual uint64_t private_bytes() const { return 0; }
+  virtual Status WriteBack() { return Status::OK(); }
 };
 
 class Pager {
@@ -301,6 +324,8 @@ class Pager {
   // Blocks while another write txn is open. Fails with the sticky error
   // (rule 8) once a commit has failed.
   virtual Result<std::unique_ptr<Txn>> BeginWrite() = 0;
+  // BeginWrite of a txn whose pages reach the file as `how` says.
+  virtual Result<std::unique_ptr<Txn>> BeginWrite(PageWrites how) = 0;
   // Commit for a record being replayed by Recover (no new log record).
   virtual Status CommitReplayed(Txn* txn) = 0;
 
