@@ -21,6 +21,11 @@ struct MachineInfo {
   std::string mount_options;
   // One core reading memory sequentially (GB/s); 0 when not measured.
   double mem_read_gb_per_sec = 0;
+  // What the device allows a durable commit: the best rate of a loop of
+  // 512-byte appends to a preallocated file, each followed by fdatasync
+  // (mmdoc-syncbench's case), before and after the engines of a run with a
+  // durable log mode at batch 1; 0 when not measured.
+  double device_syncs_per_sec = 0;
 };
 
 // Describes this machine; dir is the data directory (must exist).

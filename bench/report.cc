@@ -166,6 +166,7 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
   AppendString(&machine, "mount_device", m.mount_device);
   AppendString(&machine, "mount_options", m.mount_options);
   bson_append_double(&machine, "mem_read_gb_per_sec", -1, m.mem_read_gb_per_sec);
+  bson_append_double(&machine, "device_syncs_per_sec", -1, m.device_syncs_per_sec);
   bson_append_int64(&machine, "dataset_bytes", -1, static_cast<int64_t>(run.dataset_bytes));
   bson_append_double(
       &machine, "dataset_to_memory", -1,

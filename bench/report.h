@@ -4,7 +4,8 @@
 // JSON:
 //   {"machine": {"cpu", "cores", "memory_bytes", "kernel", "filesystem",
 //                "mount_point", "mount_device", "mount_options",
-//                "mem_read_gb_per_sec", "dataset_bytes", "dataset_to_memory"},
+//                "mem_read_gb_per_sec", "device_syncs_per_sec" (0: not
+//                measured), "dataset_bytes", "dataset_to_memory"},
 //    "config": {"docs": N (or a list), "durability": "none" (or "all"),
 //               "batch", "threads", "seed", "scans", "mapping_docs",
 //               "compound_docs",

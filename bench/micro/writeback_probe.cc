@@ -234,16 +234,16 @@ int main(int argc, char** argv) {
   }
   std::printf("file %zu MiB, writer: %zu random pages then fdatasync per round, reader depth %d\n",
               a.mib, a.pages, a.depth);
-  std::printf("%-7s %5s %12s %12s %8s %12s %10s %14s\n", "mode", "round", "lookups/s",
-              "per cpu-s", "vs none", "shootdowns", "us/page", "ms/sync");
+  std::printf("%-7s %5s %12s %12s %8s %12s %10s %14s\n", "mode", "round", "lookups/s", "per cpu-s",
+              "vs none", "shootdowns", "us/page", "ms/sync");
   for (int r = 1; r <= a.rounds; r++) {
     double none = 0;
     for (const char* mode : {"none", "map", "pwrite"}) {
       const Outcome o = RunMode(mode, file, file_pages, a);
       if (std::string(mode) == "none") none = o.lookups_per_cpu_s;
-      std::printf("%-7s %5d %12.0f %12.0f %7.2fx %12.0f %10.2f %14.1f\n", mode, r,
-                  o.lookups_per_s, o.lookups_per_cpu_s, none > 0 ? o.lookups_per_cpu_s / none : 0.0,
-                  o.shootdowns, o.us_per_page_changed, o.sync_ms);
+      std::printf("%-7s %5d %12.0f %12.0f %7.2fx %12.0f %10.2f %14.1f\n", mode, r, o.lookups_per_s,
+                  o.lookups_per_cpu_s, none > 0 ? o.lookups_per_cpu_s / none : 0.0, o.shootdowns,
+                  o.us_per_page_changed, o.sync_ms);
       std::fflush(stdout);
     }
   }

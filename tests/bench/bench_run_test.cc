@@ -276,6 +276,37 @@ TEST_CASE("mmdoc-bench prints the scan rate as a share of memory bandwidth", "[b
   CHECK(rows == 3);
 }
 
+TEST_CASE("a durable run at batch 1 measures the device's sync rate beside the engines",
+          "[bench]") {
+  test::TempDir dir;
+  auto run = [&](const std::string& name, const std::string& flags, double* rate) {
+    const std::string json = dir.File(name + ".json");
+    const std::string out = dir.File(name + ".txt");
+    REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines mmdoc,lmdb --docs 200 --phases insert" +
+                flags + " --dir " + dir.File("data") + " --json " + json + " > " + out) == 0);
+    Json j(json);
+    REQUIRE(j.doc != nullptr);
+    bson_iter_t f;
+    REQUIRE(j.Find("machine.device_syncs_per_sec", &f));
+    *rate = Number(&f);
+    return ReadFile(out);
+  };
+  double rate = -1;
+  const std::string text = run("fsync", " --durability fsync --batch 1", &rate);
+  INFO(text);
+  CHECK(rate > 0);
+  // A line per engine, its commits as a share of the device's rate.
+  CHECK(text.find("the device: ") != std::string::npos);
+  CHECK(text.find("  mmdoc      fsync  insert") != std::string::npos);
+  CHECK(text.find("  lmdb       fsync  insert") != std::string::npos);
+  // Not measured where no commit waits for one sync of its own.
+  CHECK(run("none", " --durability none --batch 1", &rate).find("the device: ") ==
+        std::string::npos);
+  CHECK(rate == 0);
+  run("batch", " --durability fsync --batch 100", &rate);
+  CHECK(rate == 0);
+}
+
 // The first row of a run of mmdoc alone (500 documents, `phases`, extra
 // `flags`): its notes (the settings) and its store size.
 struct MmdocRow {
