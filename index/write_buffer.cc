@@ -148,11 +148,23 @@ class AppendArray {
 
 // One array of the hash index: open addressing, linear probing, never more
 // than half full, so a probe ends at an empty slot.
+// Beside each slot, a tag of its key's hash (0: empty): a probe for a key
+// the table lacks (most point reads, most unique checks) reads tags, two
+// bytes a slot, and follows no node pointer into the arena. A slot's tag is
+// published after its node, so a reader that sees the tag sees the node.
 struct HashSlots {
-  explicit HashSlots(size_t n) : mask(n - 1), slot(new std::atomic<const BufferKeyNode*>[n]) {
-    for (size_t i = 0; i < n; i++) slot[i].store(nullptr, std::memory_order_relaxed);
+  explicit HashSlots(size_t n)
+      : mask(n - 1),
+        tag(new std::atomic<uint16_t>[n]),
+        slot(new std::atomic<const BufferKeyNode*>[n]) {
+    for (size_t i = 0; i < n; i++) {
+      tag[i].store(0, std::memory_order_relaxed);
+      slot[i].store(nullptr, std::memory_order_relaxed);
+    }
   }
+  static uint16_t Tag(uint64_t hash) { return static_cast<uint16_t>(hash >> 48) | 1; }
   const size_t mask;
+  std::unique_ptr<std::atomic<uint16_t>[]> tag;
   std::unique_ptr<std::atomic<const BufferKeyNode*>[]> slot;
 };
 
@@ -177,9 +189,12 @@ struct BufferTable::Rep {
   const BufferKeyNode* Lookup(std::string_view key, uint64_t hash) const {
     const HashSlots* s = slots.load(std::memory_order_acquire);
     if (s == nullptr) return nullptr;
+    const uint16_t want = HashSlots::Tag(hash);
     for (size_t i = hash & s->mask;; i = (i + 1) & s->mask) {
+      const uint16_t t = s->tag[i].load(std::memory_order_acquire);
+      if (t == 0) return nullptr;
+      if (t != want) continue;
       const BufferKeyNode* n = s->slot[i].load(std::memory_order_acquire);
-      if (n == nullptr) return nullptr;
       if (n->hash == hash && n->key() == key) return n;
     }
   }
@@ -189,8 +204,9 @@ struct BufferTable::Rep {
     const HashSlots* s = slots.load(std::memory_order_relaxed);
     if (s == nullptr || (used + 1) * 2 > s->mask + 1) s = Grow(s);
     for (size_t i = node->hash & s->mask;; i = (i + 1) & s->mask) {
-      if (s->slot[i].load(std::memory_order_relaxed) == nullptr) {
-        s->slot[i].store(node, std::memory_order_release);
+      if (s->tag[i].load(std::memory_order_relaxed) == 0) {
+        s->slot[i].store(node, std::memory_order_relaxed);
+        s->tag[i].store(HashSlots::Tag(node->hash), std::memory_order_release);
         used++;
         return;
       }
@@ -207,10 +223,11 @@ struct BufferTable::Rep {
     for (size_t k = 0; k < count; k++) {
       const BufferKeyNode* node = keys[k];
       size_t i = node->hash & g->mask;
-      while (g->slot[i].load(std::memory_order_relaxed) != nullptr) i = (i + 1) & g->mask;
+      while (g->tag[i].load(std::memory_order_relaxed) != 0) i = (i + 1) & g->mask;
       g->slot[i].store(node, std::memory_order_relaxed);
+      g->tag[i].store(HashSlots::Tag(node->hash), std::memory_order_relaxed);
     }
-    slot_bytes += n * sizeof(std::atomic<const BufferKeyNode*>);
+    slot_bytes += n * (sizeof(std::atomic<const BufferKeyNode*>) + sizeof(std::atomic<uint16_t>));
     slots.store(g.get(), std::memory_order_release);
     slot_arrays.push_back(std::move(g));
     return slot_arrays.back().get();
