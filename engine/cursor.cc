@@ -7,14 +7,17 @@
 //            unique indexes and point intervals are preferred;
 //   COLLSCAN walk the _id tree and test every document in place.
 // Every candidate is re-checked with the full filter, so an index only has
-// to return a superset. Without a sort, documents stream. A one-key sort
-// that an index gives (PlanIndexSort: _id, or a non-multikey index on a
-// top-level field, when the plan is a COLLSCAN or already on that index)
-// streams too, the index walked in the sort's direction. Any other sort
-// collects the matches and sorts them by engine::SortKey (MongoDB's order
-// and array rule: an array sorts by its smallest element ascending, its
-// largest descending; missing = null; [] below null), keeping only skip +
-// limit of them with a limit, and refusing past max_sort_bytes.
+// to return a superset; except when the bounds are exact for the whole
+// filter (ExactBounds: the (g, n) query on a {g: 1, n: 1} index), where
+// the check would only repeat the walk's key comparisons. Without a sort,
+// documents stream. A one-key sort that an index gives (PlanIndexSort:
+// _id, or a non-multikey index on a top-level field, when the plan is a
+// COLLSCAN or already on that index) streams too, the index walked in the
+// sort's direction. Any other sort collects the matches and sorts them by
+// engine::SortKey (MongoDB's order and array rule: an array sorts by its
+// smallest element ascending, its largest descending; missing = null; []
+// below null), keeping only skip + limit of them with a limit, and
+// refusing past max_sort_bytes.
 
 #include <algorithm>
 #include <cstring>
@@ -52,6 +55,26 @@ int PlanScore(const std::vector<engine::KeyInterval>& iv, bool unique) {
   if (points && unique) return 0;
   if (points) return 1;
   return 2;
+}
+
+// Whether every document the bounds of index m's first `bounded` fields
+// lead to matches the filter (Filter::BoundsAreExact), so the walk need
+// not check them again. Not on a multikey index (a document's other keys
+// decide matches the walk does not see) nor with a descending field (kept
+// to the layout the randomized tests cover). A sparse or partial index is
+// fine: planning it already required that it holds every match.
+bool ExactBounds(const IndexMeta& m, size_t bounded, const engine::Filter& filter) {
+  if (m.multikey) return false;
+  std::vector<std::string_view> paths;
+  if (m.simple()) {
+    paths.push_back(m.field);
+  } else {
+    for (size_t i = 0; i < bounded && i < m.keys.size(); i++) {
+      if (m.keys[i].direction < 0) return false;
+      paths.push_back(m.keys[i].field);
+    }
+  }
+  return filter.BoundsAreExact(paths);
 }
 
 Status CheckCounts(const FindOptions& options) {
@@ -162,6 +185,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
       cur->dedup_ = m.multikey;
       cur->spec_index_ = m.simple() ? -1 : static_cast<int>(i);
       cur->spec_pinned_ = plan->pinned;
+      cur->exact_ = ExactBounds(m, plan->bounded, cur->filter_);
       cur->intervals_ = std::move(plan->intervals);
       cur->explain_.plan = "IXSCAN";
       cur->explain_.index = m.field;
@@ -173,6 +197,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
       }
     }
     if (best == 3 && id_bounds) {
+      cur->exact_ = false;
       cur->mode_ = Mode::kIndex;
       cur->index_tree_ = c->primary.get();
       cur->index_is_primary_ = true;
@@ -193,6 +218,8 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   // overlap.
   const bool in_order = cur->sort_.empty() || cur->PlanIndexSort() || cur->PlanSpecSort();
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
+  if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->exact_ = false;
+  cur->explain_.exact_bounds = cur->exact_;
   cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary.get());
   if (!in_order) {
     cur->explain_.sorted_in_memory = true;
@@ -638,8 +665,9 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
       const bool empty_array = v.value_type == BSON_TYPE_UNDEFINED;
       if (empty_array != (null_pass_[interval_] == kNullPassEmptyArrays)) continue;
     }
-    if (point_check_ ? PointMatches(d, point_field_, point_value_)
-                     : filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size())) {
+    if (exact_ ||
+        (point_check_ ? PointMatches(d, point_field_, point_value_)
+                      : filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size()))) {
       *doc = d;
       return true;
     }

@@ -55,6 +55,7 @@ std::string ExplainInfo::ToJson() const {
          ", \"docsExamined\": " + std::to_string(docs_examined) +
          ", \"returned\": " + std::to_string(returned) +
          ", \"sortedInMemory\": " + (sorted_in_memory ? "true" : "false") +
+         ", \"exactBounds\": " + (exact_bounds ? "true" : "false") +
          ", \"totalKeysExamined\": " + std::to_string(keys_examined) +
          ", \"totalDocsExamined\": " + std::to_string(docs_examined) +
          ", \"nReturned\": " + std::to_string(returned) + "}";

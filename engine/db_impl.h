@@ -615,6 +615,9 @@ class CursorImpl {
   bool point_done_ = false;
   std::unordered_set<std::string> seen_;
   bool dedup_ = false;
+  // kIndex on a secondary index whose bounds match exactly the filter's
+  // documents (ExactBounds in cursor.cc): no re-check per document.
+  bool exact_ = false;
 
   std::vector<std::string> materialized_;
   size_t mat_pos_ = 0;

@@ -1326,6 +1326,72 @@ std::optional<Intervals> NodeBounds(const Node& n, std::string_view path, bool m
   return std::nullopt;
 }
 
+// ---------------------------------------------------------------- exactness
+
+// An operand whose bounds hold exactly the values it matches: its key
+// keeps CompareValues' order and equality (keys.cc; a decimal128 is keyed
+// as a double), and it is none of null (its key is also []'s and
+// missing's), NaN, MinKey/MaxKey (ranges past their bracket), an array or
+// a document.
+bool ExactOperand(const bson_value_t* v) {
+  switch (v->value_type) {
+    case BSON_TYPE_INT32:
+    case BSON_TYPE_INT64:
+    case BSON_TYPE_UTF8:
+      return true;
+    case BSON_TYPE_DOUBLE:
+      return !std::isnan(v->value.v_double);
+    default:
+      return false;
+  }
+}
+
+// What the predicates on one path are, for Filter::BoundsAreExact.
+struct PathUse {
+  bool point = false;   // an $eq or $in: its points are the bounds
+  bool num_lo = false;  // a $gt/$gte on a number
+  bool num_hi = false;  // a $lt/$lte on a number
+};
+
+bool ExactNode(const Node& n, const std::vector<std::string_view>& paths,
+               std::vector<PathUse>* use) {
+  if (n.kind == Node::kAnd) {
+    for (const auto& c : n.children) {
+      if (!ExactNode(*c, paths, use)) return false;
+    }
+    return true;
+  }
+  if (n.kind != Node::kPred) return false;
+  // A dotted path may pass through arrays and numeric parts, which keys
+  // and matching read differently.
+  if (n.path.find('.') != std::string::npos) return false;
+  auto at = std::find(paths.begin(), paths.end(), std::string_view(n.path));
+  if (at == paths.end()) return false;
+  PathUse& u = (*use)[at - paths.begin()];
+  switch (n.op) {
+    case Node::kEq:
+      u.point = true;
+      return ExactOperand(n.operand.get());
+    case Node::kIn:
+      u.point = true;
+      if (!n.regexes.empty()) return false;
+      for (const Value& v : n.operands) {
+        if (!ExactOperand(v.get())) return false;
+      }
+      return true;
+    case Node::kGt:
+    case Node::kGte:
+      if (IsNumber(n.operand.get())) u.num_lo = true;
+      return ExactOperand(n.operand.get());
+    case Node::kLt:
+    case Node::kLte:
+      if (IsNumber(n.operand.get())) u.num_hi = true;
+      return ExactOperand(n.operand.get());
+    default:
+      return false;
+  }
+}
+
 // Bit k of mask: a candidate start at p + k (its first and next-to-last
 // bytes match). Whether any candidate is the needle.
 inline bool CheckCandidates(const uint8_t* p, uint32_t mask, const uint8_t* nd, size_t n) {
@@ -1506,6 +1572,18 @@ std::optional<std::vector<KeyInterval>> Filter::IndexBounds(std::string_view pat
 std::optional<std::vector<KeyInterval>> Filter::IndexBounds(std::string_view path,
                                                             bool multikey) const {
   return NodeBounds(Root(), path, multikey);
+}
+
+bool Filter::BoundsAreExact(const std::vector<std::string_view>& paths) const {
+  if (root_ == nullptr) return false;
+  std::vector<PathUse> use(paths.size());
+  if (!ExactNode(*root_, paths, &use)) return false;
+  for (const PathUse& u : use) {
+    // [number bracket start, x) holds NaN's key, which no range matches;
+    // a lower bound or a point leaves it out.
+    if (u.num_hi && !u.num_lo && !u.point) return false;
+  }
+  return true;
 }
 
 }  // namespace mmdoc::engine

@@ -136,6 +136,16 @@ class Filter {
   // With multikey == false (no document has more than one key in this
   // index) ANDed predicates on the path intersect their bounds.
   std::optional<std::vector<KeyInterval>> IndexBounds(std::string_view path, bool multikey) const;
+  // Whether every document whose value at each of `paths` (top-level
+  // fields) has its one key inside IndexBounds(path, false) matches the
+  // filter, so that an index walk of those bounds on a non-multikey index
+  // needs no re-check. Conservative: true only for ANDs of $eq, $in (no
+  // regex), $gt, $gte, $lt, $lte on those paths with int32, int64, double
+  // (not NaN) or string operands, whose key encodings keep CompareValues'
+  // order and equality (keys.cc), and whose bounds are their type's
+  // bracket; a number range with no lower bound is not exact (NaN sorts
+  // below every number but matches no range).
+  bool BoundsAreExact(const std::vector<std::string_view>& paths) const;
 
   struct Node;
 

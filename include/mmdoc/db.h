@@ -130,8 +130,14 @@ struct ExplainInfo {
   // The matches were collected and sorted in memory (a sort the plan's
   // index order does not give); false when unsorted or walked in order.
   bool sorted_in_memory = false;
+  // The index bounds are exact for the whole filter (a non-multikey index,
+  // equalities and one range on its leading fields, number or string
+  // operands): the documents the walk fetched were not checked against
+  // the filter again. False for any other plan.
+  bool exact_bounds = false;
   // {"plan": ..., "index": ..., "indexBounds": ..., "keysExamined": ...,
   // "docsExamined": ..., "returned": ..., "sortedInMemory": ...,
+  // "exactBounds": ...,
   // "totalKeysExamined": ..., "totalDocsExamined": ..., "nReturned": ...}
   // (the last three are MongoDB's names for the same counts).
   std::string ToJson() const;

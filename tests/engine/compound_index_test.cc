@@ -612,3 +612,195 @@ TEST_CASE("a database written before compound indexes opens and its indexes work
         "age_-1_email_1");
   CHECK(db->ListIndexes("people").value().size() == 4);
 }
+
+TEST_CASE("exact index bounds skip the re-check and agree with a scan and a model (randomized)",
+          "[engine][compound]") {
+  const uint64_t seed = mmdoc::test::Seed("exact bounds");
+  std::mt19937_64 rng(seed);
+  TestDB db(Fast());
+  // Numbers of every type with equal and nearly equal values (2^53 and
+  // 2^53 + 1 are one double apart from nothing), NaN and the infinities,
+  // strings, null, a decimal128 and a bool; arrays only in the second half.
+  const std::vector<std::string> scalars = {
+      "0",
+      "1",
+      "1.0",
+      R"({"$numberLong": "1"})",
+      "2",
+      "2.5",
+      "-1",
+      "-0.0",
+      R"({"$numberDouble": "NaN"})",
+      R"({"$numberDouble": "Infinity"})",
+      R"({"$numberDouble": "-Infinity"})",
+      R"({"$numberLong": "9007199254740993"})",
+      "9007199254740992.0",
+      R"({"$numberLong": "9007199254740992"})",
+      R"({"$numberDecimal": "2"})",
+      R"("")",
+      R"("x")",
+      R"("xy")",
+      R"("y")",
+      "null",
+      "true",
+  };
+  const std::vector<std::string> arrays = {"[]", "[1, 2]", "[3]", R"(["x", 0])", "[[1]]", "[null]"};
+  auto pick = [&](const std::vector<std::string>& v) { return v[rng() % v.size()]; };
+  bool with_arrays = false;
+  // g, h: a group (a few scalars); n, s: anything; h mostly missing.
+  auto random_field = [&](const std::string& name) -> std::string {
+    const int r = static_cast<int>(rng() % 12);
+    if (r == 0) return "";
+    if (name == "h" && r < 8) return "";
+    if (with_arrays && r == 1) return pick(arrays);
+    if (name == "g" || name == "h") return pick({"0", "1", "1.0", R"("a")", "null"});
+    return pick(scalars);
+  };
+  for (const char* coll : {"ix", "plain"}) REQUIRE(db->CreateCollection(coll).ok());
+  REQUIRE(db->CreateIndex("ix", std::vector<IndexKey>{{"g", 1}, {"n", 1}}).ok());
+  REQUIRE(db->CreateIndex("ix", "s").ok());
+  IndexOptions sparse;
+  sparse.sparse = true;
+  REQUIRE(db->CreateIndex("ix", std::vector<IndexKey>{{"h", 1}, {"n", 1}}, sparse).ok());
+
+  std::map<int, Document> model;
+  auto make = [&](int id) {
+    std::string d = "{\"_id\": " + std::to_string(id);
+    for (const char* f : {"g", "n", "s", "h", "x"}) {
+      const std::string v = random_field(f);
+      if (!v.empty()) d += std::string(", \"") + f + "\": " + v;
+    }
+    return J(d + "}");
+  };
+  auto write = [&](int id, const Document& doc) {
+    const bool exists = model.count(id) != 0;
+    Status s = exists ? db->Replace("ix", Value::Int32(id), doc) : db->Insert("ix", doc);
+    INFO(doc.ToJson() << ": " << s.ToString());
+    if (s.IsInvalidArgument() && s.ToString().find("parallel arrays") != std::string::npos) return;
+    REQUIRE(s.ok());
+    s = exists ? db->Replace("plain", Value::Int32(id), doc) : db->Insert("plain", doc);
+    REQUIRE(s.ok());
+    model[id] = doc;
+  };
+  const int n = static_cast<int>(300 * mmdoc::test::Scale());
+  for (int i = 0; i < n; i++) write(i, make(i));
+
+  const std::vector<std::string> templates = {
+      R"({"g": G, "n": {"$gte": V, "$lt": V}})",
+      R"({"g": G, "n": {"$gt": V}})",
+      R"({"g": G, "n": {"$lt": V}})",
+      R"({"g": G, "n": {"$lte": V}})",
+      R"({"g": G, "n": V})",
+      R"({"g": G, "n": {"$in": [V, V]}})",
+      R"({"g": {"$in": [G, G]}, "n": {"$gte": V}})",
+      R"({"g": G})",
+      R"({"g": G, "n": {"$gte": V}, "x": V})",
+      R"({"g": G, "n": {"$gt": V, "$lte": V}, "s": {"$gte": V}})",
+      R"({"$and": [{"g": G}, {"n": {"$gte": V}}, {"n": {"$lt": V}}]})",
+      R"({"g": G, "n": {"$regex": "^x"}})",
+      R"({"g": G, "n": {"$ne": V}})",
+      R"({"g": G, "n": {"$exists": false}})",
+      R"({"g": G, "n": {"$not": {"$lt": V}}})",
+      R"({"s": V})",
+      R"({"s": {"$gt": V}})",
+      R"({"s": {"$lte": V}})",
+      R"({"s": {"$gte": V, "$lt": V}})",
+      R"({"s": {"$in": [V, V, V]}})",
+      R"({"h": G, "n": {"$gte": V}})",
+      R"({"h": G, "n": {"$lt": V, "$gt": V}})",
+      R"({"n": {"$gte": V}})",
+  };
+  auto fill = [&](std::string t) {
+    for (size_t at; (at = t.find('V')) != std::string::npos;) t.replace(at, 1, pick(scalars));
+    for (size_t at; (at = t.find('G')) != std::string::npos;)
+      t.replace(at, 1, pick({"0", "1", "1.0", R"({"$numberLong": "1"})", R"("a")", "null"}));
+    return t;
+  };
+  int exact = 0, exact_after_arrays = 0;
+  const int rounds = static_cast<int>(600 * mmdoc::test::Scale());
+  for (int round = 0; round < rounds; round++) {
+    // Arrays from the second half on: the indexes turn multikey mid-run.
+    with_arrays = round >= rounds / 2;
+    for (int w = 0; w < 3; w++) {
+      const int id = static_cast<int>(rng() % (n + 20));
+      if (rng() % 4 == 0 && model.count(id)) {
+        REQUIRE(db->Delete("ix", Value::Int32(id)).ok());
+        REQUIRE(db->Delete("plain", Value::Int32(id)).ok());
+        model.erase(id);
+      } else {
+        write(id, make(id));
+      }
+    }
+    const std::string filter = fill(templates[rng() % templates.size()]);
+    FindOptions o;
+    if (rng() % 2) {
+      o.sort = {{"n", 1}};
+      o.limit = static_cast<int64_t>(1 + rng() % 10);
+    }
+    INFO("seed " << seed << " round " << round << " filter " << filter << " limit " << o.limit);
+    auto f = engine::Filter::Parse(J(filter));
+    REQUIRE(f.ok());
+    std::vector<Document> expected;
+    for (const auto& [id, d] : model)
+      if (f.value().Matches(d.data(), d.size())) expected.push_back(d);
+    const std::vector<Document> got = Find(db.get(), "ix", filter, o);
+    const std::vector<Document> scan = Find(db.get(), "plain", filter, o);
+    ExplainInfo e = Explain(db.get(), "ix", filter, o);
+    INFO("plan " << e.ToJson());
+    CHECK(e.returned == got.size());
+    if (e.exact_bounds) {
+      // Every document fetched was a match: returned, or (sorted in
+      // memory) one of the matches the limit drops.
+      CHECK(e.plan == "IXSCAN");
+      if (!e.sorted_in_memory) CHECK(e.docs_examined == e.returned);
+      if (o.limit == 0) CHECK(e.docs_examined == expected.size());
+      exact++;
+      if (with_arrays) exact_after_arrays++;
+    }
+    if (o.limit == 0) {
+      CHECK(Ids(got) == Ids(expected));
+      CHECK(Ids(scan) == Ids(expected));
+      continue;
+    }
+    REQUIRE(got.size() == std::min<size_t>(expected.size(), o.limit));
+    REQUIRE(got.size() == scan.size());
+    for (size_t i = 0; i < got.size(); i++)
+      CHECK(SortBytes(got[i], o.sort) == SortBytes(scan[i], o.sort));
+    std::set<std::string> all = Ids(expected);
+    for (const std::string& id : Ids(got)) CHECK(all.count(id) == 1);
+  }
+  INFO("seed " << seed << " exact " << exact << " after arrays " << exact_after_arrays);
+  CHECK(exact > rounds / 10);
+
+  // The bench's query takes the fast path while the index is not
+  // multikey, and not once it is.
+  REQUIRE(db->CreateCollection("q").ok());
+  REQUIRE(db->CreateIndex("q", std::vector<IndexKey>{{"g", 1}, {"n", 1}}).ok());
+  for (int i = 0; i < 100; i++) {
+    REQUIRE(db->Insert("q", J("{\"_id\": " + std::to_string(i) + ", \"g\": " +
+                              std::to_string(i % 4) + ", \"n\": " + std::to_string(i) + "}"))
+                .ok());
+  }
+  FindOptions o;
+  o.sort = {{"n", 1}};
+  o.limit = 10;
+  const std::string query = R"({"g": 1, "n": {"$gte": 20, "$lt": 60}})";
+  ExplainInfo e = Explain(db.get(), "q", query, o);
+  CHECK(e.exact_bounds);
+  CHECK_FALSE(e.sorted_in_memory);
+  CHECK(e.docs_examined == 10);
+  CHECK(e.returned == 10);
+  CHECK(e.ToJson().find("\"exactBounds\": true") != std::string::npos);
+  // Bounds of two types intersect to nothing, as the filter matches
+  // nothing (a number is never below a string for $lt).
+  CHECK(Find(db.get(), "q", R"({"g": 1, "n": {"$gte": 20, "$lt": "z"}})").empty());
+  // Anything the bounds do not express keeps the check.
+  CHECK_FALSE(Explain(db.get(), "q", R"({"g": 1, "n": {"$gte": 20}, "x": 1})").exact_bounds);
+  CHECK_FALSE(Explain(db.get(), "q", R"({"g": 1, "n": {"$lt": 20}})").exact_bounds);
+  CHECK_FALSE(Explain(db.get(), "q", R"({"g": null, "n": {"$gte": 20}})").exact_bounds);
+  CHECK_FALSE(Explain(db.get(), "q", R"({"g": 1, "n": {"$regex": "^x"}})").exact_bounds);
+  REQUIRE(db->Insert("q", J(R"({"_id": 100, "g": 1, "n": [30, 70]})")).ok());
+  e = Explain(db.get(), "q", query, o);
+  CHECK_FALSE(e.exact_bounds);
+  CHECK(Find(db.get(), "q", query, o).size() == 10);
+}
