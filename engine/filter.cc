@@ -1032,6 +1032,9 @@ bool Touches(const KeyInterval& a, const KeyInterval& b) {
 
 // Sorts and merges into non-overlapping intervals.
 Intervals Normalize(Intervals v) {
+  // One interval (an $eq, a range) is already sorted and merged: no second
+  // vector, which every query's planning paid for each bound.
+  if (v.size() == 1 && NonEmpty(v[0])) return v;
   v.erase(std::remove_if(v.begin(), v.end(), [](const KeyInterval& i) { return !NonEmpty(i); }),
           v.end());
   std::sort(v.begin(), v.end(),
