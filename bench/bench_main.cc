@@ -114,7 +114,8 @@ int Main(int argc, char** argv) {
       "peers, one run, one machine"};
   std::string engines_arg, docs_arg = "500k", durability_arg = "none", phases_arg;
   std::string dir_arg, json_path, csv_path;
-  int batch = 1000, threads = 1, scans = 0;
+  int batch = 1000, scans = 0;
+  std::string threads_arg = "1";
   uint64_t seed = 1, max_durable_ops = 10000, mapping_docs = 50000, compound_docs = 100000;
   uint64_t lookups = 0;
   uint32_t sync_interval_ms = 100;
@@ -142,10 +143,11 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   app.add_option("--durability", durability_arg, "none|periodic|msync|fsync|group|all")
       ->capture_default_str();
-  app.add_option("--threads", threads,
-                 "threads for the read phases, and writer threads for durable inserts")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+  app.add_option("--threads", threads_arg,
+                 "threads for the read phases, and writer threads for durable inserts; a list "
+                 "(1,2,4,8) times each read phase once per count, a row each, and the write "
+                 "phases once with the lowest")
+      ->capture_default_str();
   app.add_option("--seed", seed, "seed of the GUIDs (the same for every engine)")
       ->capture_default_str();
   app.add_option("--scans", scans,
@@ -257,6 +259,25 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "mmdoc-bench: --docs is empty\n");
     return 2;
   }
+  // Ascending and distinct: the lowest count is the writers' (and the only
+  // one, as before lists, when one is given).
+  for (const auto& t : SplitList(threads_arg)) {
+    const bool digits = t.size() <= 3 && t.find_first_not_of("0123456789") == std::string::npos;
+    const int n = digits ? std::stoi(t) : 0;
+    if (n < 1 || n > 256) {
+      std::fprintf(stderr, "mmdoc-bench: bad --threads value '%s' (1..256)\n", t.c_str());
+      return 2;
+    }
+    run.thread_list.push_back(n);
+  }
+  std::sort(run.thread_list.begin(), run.thread_list.end());
+  run.thread_list.erase(std::unique(run.thread_list.begin(), run.thread_list.end()),
+                        run.thread_list.end());
+  if (run.thread_list.empty()) {
+    std::fprintf(stderr, "mmdoc-bench: --threads is empty\n");
+    return 2;
+  }
+  const int threads = run.thread_list[0];
   if (durability_arg == "all") {
     run.durabilities = {"none", "periodic", "msync", "fsync", "group"};
   } else if (ParseDurability(durability_arg)) {
@@ -367,6 +388,7 @@ int Main(int argc, char** argv) {
         config.durability = *ParseDurability(mode);
         config.batch = batch;
         config.threads = threads;
+        if (run.thread_list.size() > 1) config.read_threads = run.thread_list;
         config.phases = run.phases;
         config.scans =
             scans > 0 ? scans : static_cast<int>(std::clamp<uint64_t>(20000000 / n, 5, 20));
@@ -392,8 +414,11 @@ int Main(int argc, char** argv) {
           // A line per phase: on a terminal under the bars, in a log the
           // only sign of progress.
           if (!quiet) {
+            std::string phase = row.phase;
+            if (run.thread_list.size() > 1 && ThreadedPhase(phase))
+              phase += " x" + std::to_string(row.threads);
             std::fprintf(stderr, "%s %s %s %s: %s ops/s\n", engine.c_str(), mode.c_str(),
-                         std::to_string(n).c_str(), row.phase.c_str(),
+                         std::to_string(n).c_str(), phase.c_str(),
                          row.available ? FormatRate(row.ops_per_sec).c_str() : "n/a");
           }
           results.push_back(std::move(row));

@@ -30,14 +30,37 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
+// threads: the row with that many workers (0: the first of any).
 const PhaseResult* FindRow(const std::vector<PhaseResult>& results, const std::string& engine,
-                           const std::string& durability, uint64_t docs, const std::string& phase) {
+                           const std::string& durability, uint64_t docs, const std::string& phase,
+                           int threads = 0) {
   for (const auto& r : results) {
-    if (r.engine == engine && r.durability == durability && r.docs == docs && r.phase == phase) {
+    if (r.engine == engine && r.durability == durability && r.docs == docs && r.phase == phase &&
+        (threads == 0 || r.threads == threads)) {
       return &r;
     }
   }
   return nullptr;
+}
+
+// A row of the tables: a phase, or a read phase at one thread count when
+// the run has several ("search_id x4").
+struct Line {
+  std::string phase;
+  int threads = 0;  // 0: whatever the phase ran with
+  std::string label;
+};
+
+std::vector<Line> Lines(const RunInfo& run) {
+  std::vector<Line> lines;
+  for (const auto& phase : run.phases) {
+    if (run.thread_list.size() > 1 && ThreadedPhase(phase)) {
+      for (int n : run.thread_list) lines.push_back({phase, n, phase + " x" + std::to_string(n)});
+    } else {
+      lines.push_back({phase, 0, phase});
+    }
+  }
+  return lines;
 }
 
 std::string Cell(const PhaseResult* r) {
@@ -189,6 +212,13 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
   AppendStrings(&config, "durabilities", run.durabilities);
   bson_append_int32(&config, "batch", -1, run.batch);
   bson_append_int32(&config, "threads", -1, run.threads);
+  {
+    bson_t list;
+    bson_append_array_begin(&config, "read_threads", -1, &list);
+    for (size_t i = 0; i < run.thread_list.size(); ++i)
+      bson_append_int32(&list, std::to_string(i).c_str(), -1, run.thread_list[i]);
+    bson_append_array_end(&config, &list);
+  }
   bson_append_int64(&config, "seed", -1, static_cast<int64_t>(run.seed));
   bson_append_int32(&config, "scans", -1, run.scans);
   bson_append_int64(&config, "mapping_docs", -1, static_cast<int64_t>(run.mapping_docs));
@@ -308,6 +338,13 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
       engines.push_back(r.engine);
     }
   }
+  const std::vector<Line> lines = Lines(run);
+  // The label column: 16 wide, wider for a long "search_prefix x10".
+  int label_w = 16;
+  for (const auto& l : lines) label_w = std::max(label_w, static_cast<int>(l.label.size()) + 1);
+  std::string threads;
+  for (int n : run.thread_list) threads += (threads.empty() ? "" : ",") + std::to_string(n);
+  if (threads.empty()) threads = std::to_string(run.threads);
   const uint64_t largest =
       run.docs.empty() ? 0 : *std::max_element(run.docs.begin(), run.docs.end());
   for (const auto& mode : run.durabilities) {
@@ -320,30 +357,32 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
         if (any == nullptr || (!any->available && r.available)) any = &r;
       }
       if (any == nullptr) continue;
-      std::fprintf(out, "\n%s, durability %s, batch %d, threads %d (ops/s)\n", engine.c_str(),
-                   mode.c_str(), run.batch, run.threads);
+      std::fprintf(out, "\n%s, durability %s, batch %d, threads %s (ops/s)\n", engine.c_str(),
+                   mode.c_str(), run.batch, threads.c_str());
       std::string settings = any->notes.substr(0, any->notes.find("; "));
       std::fprintf(out, "  %s\n", settings.c_str());
-      std::fprintf(out, "%-16s", "phase");
+      std::fprintf(out, "%-*s", label_w, "phase");
       for (uint64_t n : run.docs) std::fprintf(out, " %10s", DocsLabel(n).c_str());
       std::fprintf(out, " %10s %10s\n", "p50 us", "p99 us");
-      for (const auto& phase : run.phases) {
-        std::fprintf(out, "%-16s", phase.c_str());
+      for (const auto& line : lines) {
+        const std::string& phase = line.phase;
+        std::fprintf(out, "%-*s", label_w, line.label.c_str());
         for (uint64_t n : run.docs) {
-          std::fprintf(out, " %10s", Cell(FindRow(results, engine, mode, n, phase)).c_str());
+          std::fprintf(out, " %10s",
+                       Cell(FindRow(results, engine, mode, n, phase, line.threads)).c_str());
         }
-        const PhaseResult* r = FindRow(results, engine, mode, largest, phase);
+        const PhaseResult* r = FindRow(results, engine, mode, largest, phase, line.threads);
         if (r != nullptr && r->available) {
           std::fprintf(out, " %10.1f %10.1f", r->p50_us, r->p99_us);
         }
         std::fprintf(out, "\n");
         const auto& subs = SubRows(phase);
         for (size_t i = 0; i < subs.size(); ++i) {
-          std::fprintf(out, "%-16s", subs[i].c_str());
+          std::fprintf(out, "%-*s", label_w, subs[i].c_str());
           for (uint64_t n : run.docs) {
             std::fprintf(
                 out, " %10s",
-                SubCell(phase, i, FindRow(results, engine, mode, n, phase),
+                SubCell(phase, i, FindRow(results, engine, mode, n, phase, line.threads),
                         FindRow(results, engine, mode, n, "insert"), run.mem_read_gb_per_sec)
                     .c_str());
           }
@@ -357,10 +396,11 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
         // before writeback when there were any.
         if (!WritePhase(phase)) continue;
         std::vector<const PhaseResult*> rows;
-        for (uint64_t n : run.docs) rows.push_back(FindRow(results, engine, mode, n, phase));
+        for (uint64_t n : run.docs)
+          rows.push_back(FindRow(results, engine, mode, n, phase, line.threads));
         for (bool cancelled : {false, true}) {
           if (cancelled && !AnyCancelled(rows)) continue;
-          std::fprintf(out, "%-16s", cancelled ? "  cancelled/op" : "  written/op");
+          std::fprintf(out, "%-*s", label_w, cancelled ? "  cancelled/op" : "  written/op");
           for (const PhaseResult* w : rows)
             std::fprintf(out, " %10s", WriteCell(w, cancelled).c_str());
           std::fprintf(out, "\n");
@@ -372,24 +412,27 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
   // What each durability mode costs: one table per phase and count.
   if (run.durabilities.size() > 1) {
     for (uint64_t n : run.docs) {
-      for (const auto& phase : run.phases) {
-        std::fprintf(out, "\n%s by durability mode, %s docs, batch %d (ops/s)\n", phase.c_str(),
-                     DocsLabel(n).c_str(), run.batch);
-        std::fprintf(out, "%-16s", "mode");
+      for (const auto& line : lines) {
+        const std::string& phase = line.phase;
+        std::fprintf(out, "\n%s by durability mode, %s docs, batch %d (ops/s)\n",
+                     line.label.c_str(), DocsLabel(n).c_str(), run.batch);
+        std::fprintf(out, "%-*s", label_w, "mode");
         for (const auto& e : engines) std::fprintf(out, " %14s", e.c_str());
         std::fprintf(out, "\n");
         for (const auto& mode : run.durabilities) {
-          std::fprintf(out, "%-16s", mode.c_str());
+          std::fprintf(out, "%-*s", label_w, mode.c_str());
           for (const auto& e : engines) {
-            std::fprintf(out, " %14s", Cell(FindRow(results, e, mode, n, phase)).c_str());
+            std::fprintf(out, " %14s",
+                         Cell(FindRow(results, e, mode, n, phase, line.threads)).c_str());
           }
           std::fprintf(out, "\n");
           if (!WritePhase(phase)) continue;
           std::vector<const PhaseResult*> rows;
-          for (const auto& e : engines) rows.push_back(FindRow(results, e, mode, n, phase));
+          for (const auto& e : engines)
+            rows.push_back(FindRow(results, e, mode, n, phase, line.threads));
           for (bool cancelled : {false, true}) {
             if (cancelled && !AnyCancelled(rows)) continue;
-            std::fprintf(out, "%-16s", cancelled ? "  cancelled/op" : "  written/op");
+            std::fprintf(out, "%-*s", label_w, cancelled ? "  cancelled/op" : "  written/op");
             for (const PhaseResult* w : rows) {
               std::fprintf(out, " %14s", WriteCell(w, cancelled).c_str());
             }
@@ -407,14 +450,15 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
     for (uint64_t n : run.docs) {
       std::fprintf(out, "\ncomparison, %s docs, durability %s: ops/s (ratio to %s)\n",
                    DocsLabel(n).c_str(), mode.c_str(), base.c_str());
-      std::fprintf(out, "%-16s", "phase");
+      std::fprintf(out, "%-*s", label_w, "phase");
       for (const auto& e : engines) std::fprintf(out, " %20s", e.c_str());
       std::fprintf(out, "\n");
-      for (const auto& phase : run.phases) {
-        std::fprintf(out, "%-16s", phase.c_str());
-        const PhaseResult* b = FindRow(results, base, mode, n, phase);
+      for (const auto& line : lines) {
+        const std::string& phase = line.phase;
+        std::fprintf(out, "%-*s", label_w, line.label.c_str());
+        const PhaseResult* b = FindRow(results, base, mode, n, phase, line.threads);
         for (const auto& e : engines) {
-          const PhaseResult* r = FindRow(results, e, mode, n, phase);
+          const PhaseResult* r = FindRow(results, e, mode, n, phase, line.threads);
           std::string cell = Cell(r);
           if (r != nullptr && r->available && b != nullptr && b->available && b->ops_per_sec > 0 &&
               e != base) {
@@ -427,10 +471,10 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
         std::fprintf(out, "\n");
         const auto& subs = SubRows(phase);
         for (size_t i = 0; i < subs.size(); ++i) {
-          std::fprintf(out, "%-16s", subs[i].c_str());
+          std::fprintf(out, "%-*s", label_w, subs[i].c_str());
           for (const auto& e : engines) {
             std::fprintf(out, " %20s",
-                         SubCell(phase, i, FindRow(results, e, mode, n, phase),
+                         SubCell(phase, i, FindRow(results, e, mode, n, phase, line.threads),
                                  FindRow(results, e, mode, n, "insert"), run.mem_read_gb_per_sec)
                              .c_str());
           }
@@ -440,10 +484,11 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
         // is less write amplification).
         if (!WritePhase(phase)) continue;
         std::vector<const PhaseResult*> rows;
-        for (const auto& e : engines) rows.push_back(FindRow(results, e, mode, n, phase));
+        for (const auto& e : engines)
+          rows.push_back(FindRow(results, e, mode, n, phase, line.threads));
         for (bool cancelled : {false, true}) {
           if (cancelled && !AnyCancelled(rows)) continue;
-          std::fprintf(out, "%-16s", cancelled ? "  cancelled/op" : "  written/op");
+          std::fprintf(out, "%-*s", label_w, cancelled ? "  cancelled/op" : "  written/op");
           for (size_t k = 0; k < engines.size(); ++k) {
             const PhaseResult* r = rows[k];
             std::string cell = WriteCell(r, cancelled);
@@ -486,7 +531,7 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
           std::snprintf(col, sizeof col, " %20s", cell.c_str());
           line += col;
         }
-        if (any) std::fprintf(out, "%-16s%s\n", label, line.c_str());
+        if (any) std::fprintf(out, "%-*s%s\n", label_w, label, line.c_str());
       };
       space_row("disk (insert)", [](const PhaseResult& r) { return r.store_bytes; });
       space_row("peak memory", [](const PhaseResult& r) { return r.peak_rss_bytes; });

@@ -7,11 +7,13 @@
 //                "mem_read_gb_per_sec", "device_syncs_per_sec" (0: not
 //                measured), "dataset_bytes", "dataset_to_memory"},
 //    "config": {"docs": N (or a list), "durability": "none" (or "all"),
-//               "batch", "threads", "seed", "scans", "mapping_docs",
-//               "compound_docs",
+//               "batch", "threads" (the lowest of --threads),
+//               "read_threads" (every count, ascending), "seed", "scans",
+//               "mapping_docs", "compound_docs",
 //               "engines", "phases", "rocksdb_build", "command"},
 //    "results": [{"engine", "phase", "durability", "docs", "batch",
-//                 "threads", "available", "ops", "seconds", "ops_per_sec",
+//                 "threads" (a read phase's workers; each read phase has
+//                 a row per count of read_threads), "available", "ops", "seconds", "ops_per_sec",
 //                 "p50_us", "p99_us", "store_bytes", "notes"
 //                 [, "gb_per_sec", "mem_bw_fraction" for search_value]
 //                 [, "raw_ops_per_sec", "raw_p50_us", "raw_p99_us",
@@ -51,7 +53,8 @@ struct RunInfo {
   std::vector<uint64_t> docs;
   std::vector<std::string> durabilities;
   int batch = 0;
-  int threads = 0;
+  int threads = 0;               // the lowest of thread_list: the writers'
+  std::vector<int> thread_list;  // --threads, ascending; read phases run at each
   uint64_t seed = 0;
   int scans = 0;
   uint64_t mapping_docs = 0;
@@ -71,7 +74,8 @@ std::string ResultsToJson(const MachineInfo& machine, const RunInfo& run,
 std::string ResultsToCsv(const std::vector<PhaseResult>& results);
 
 // One table per durability mode and engine (rows = phases, columns = doc
-// counts, ops/s; p50/p99 of the largest count), then a comparison table per
+// counts, ops/s; p50/p99 of the largest count; with several thread counts
+// a read phase has a row per count, "search_id x4"), then a comparison table per
 // mode and count with each engine's ratio to the baseline (mmdoc, or the
 // first engine when mmdoc did not run). Under search_value its GB/s and
 // that rate as a share of run.mem_read_gb_per_sec (when set); under

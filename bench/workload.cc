@@ -72,6 +72,12 @@ bool WritePhase(const std::string& phase) {
   return std::find(kWrites.begin(), kWrites.end(), phase) != kWrites.end();
 }
 
+bool ThreadedPhase(const std::string& phase) {
+  static const std::vector<std::string> kReads = {"search_id", "search_key", "search_value",
+                                                  "search_prefix", "sort_limit"};
+  return std::find(kReads.begin(), kReads.end(), phase) != kReads.end();
+}
+
 // --- Histogram ---
 
 Histogram::Histogram() : counts_(64 + 58 * kSub, 0) {}
@@ -289,15 +295,20 @@ class Runner {
   bool Wanted(const std::string& phase) const {
     return std::find(config_.phases.begin(), config_.phases.end(), phase) != config_.phases.end();
   }
-  PhaseResult Row(const std::string& phase) const {
+  // threads: the workers of a read phase's row (0: config_.threads).
+  PhaseResult Row(const std::string& phase, int threads = 0) const {
     PhaseResult r;
     r.engine = engine_;
     r.phase = phase;
     r.durability = DurabilityName(config_.durability);
     r.docs = data_.size();
     r.batch = config_.batch;
-    r.threads = config_.threads;
+    r.threads = threads > 0 ? threads : config_.threads;
     return r;
+  }
+  // The thread counts the read phases run at (WorkloadConfig::read_threads).
+  std::vector<int> ReadThreads() const {
+    return config_.read_threads.empty() ? std::vector<int>{config_.threads} : config_.read_threads;
   }
   void Record(PhaseResult r, uint64_t ops, const Timed& t, const std::string& notes) {
     r.ops = ops;
@@ -330,8 +341,10 @@ class Runner {
   void FlushBeforeWrites() const {
     if (config_.flush_before_writes) ::sync();
   }
-  std::string Label(const std::string& phase) const {
-    return engine_ + " " + phase + " (" + std::to_string(data_.size()) + ")";
+  std::string Label(const std::string& phase, int threads = 0) const {
+    std::string label = engine_ + " " + phase;
+    if (threads > 0 && config_.read_threads.size() > 1) label += " x" + std::to_string(threads);
+    return label + " (" + std::to_string(data_.size()) + ")";
   }
 
   // Opens a fresh store in dir_/name (with or without the key index, or
@@ -347,15 +360,16 @@ class Runner {
 
   // Loads the N documents, timing them as `phase` (insert, insert_noindex).
   Status Load(const std::string& phase);
-  Status SearchId();
-  Status SearchKey();
+  // The read phases, on `threads` workers.
+  Status SearchId(int threads);
+  Status SearchKey(int threads);
   // Point reads per search phase (WorkloadConfig::lookups).
   uint64_t Lookups() const {
     return config_.lookups != 0 ? config_.lookups : std::max<uint64_t>(1, data_.size() / 10);
   }
-  Status SearchValue();
-  Status SearchPrefix();
-  Status SortLimit();
+  Status SearchValue(int threads);
+  Status SearchPrefix(int threads);
+  Status SortLimit(int threads);
   Status Update();
   Status Push();
   // The documents' numbers in key order (bytewise), built on first use:
@@ -434,11 +448,18 @@ Result<std::vector<PhaseResult>> Runner::Run() {
     size_t first = results_.size();
     s = OpenStore("main", true);
     if (s.ok()) s = Load("insert");
-    if (s.ok() && Wanted("search_id")) s = SearchId();
-    if (s.ok() && Wanted("search_key")) s = SearchKey();
-    if (s.ok() && Wanted("search_value")) s = SearchValue();
-    if (s.ok() && Wanted("search_prefix")) s = SearchPrefix();
-    if (s.ok() && Wanted("sort_limit")) s = SortLimit();
+    // Each read phase once per thread count, on the same loaded store.
+    const std::vector<int> counts = ReadThreads();
+    for (int n : counts)
+      if (s.ok() && Wanted("search_id")) s = SearchId(n);
+    for (int n : counts)
+      if (s.ok() && Wanted("search_key")) s = SearchKey(n);
+    for (int n : counts)
+      if (s.ok() && Wanted("search_value")) s = SearchValue(n);
+    for (int n : counts)
+      if (s.ok() && Wanted("search_prefix")) s = SearchPrefix(n);
+    for (int n : counts)
+      if (s.ok() && Wanted("sort_limit")) s = SortLimit(n);
     if (s.ok() && Wanted("update")) s = Update();
     if (s.ok() && Wanted("push")) s = Push();
     if (s.ok() && Wanted("delete")) s = Delete();
@@ -500,7 +521,9 @@ Status Runner::OpenStore(const std::string& name, bool key_index, bool group_ind
   bc.durability = config_.durability;
   bc.expected_docs = data_.size();
   bc.expected_bytes = data_.bson_bytes();
-  bc.max_sessions = std::max(config_.threads, writers_);
+  int readers = 0;
+  for (int n : ReadThreads()) readers = std::max(readers, n);
+  bc.max_sessions = std::max(readers, writers_);
   bc.sync_interval_ms = config_.sync_interval_ms;
   bc.mmdoc_log_bytes = config_.mmdoc_log_bytes;
   bc.mmdoc_page_size = config_.mmdoc_page_size;
@@ -585,10 +608,10 @@ Status Runner::Load(const std::string& phase) {
   return Status::OK();
 }
 
-Status Runner::SearchId() {
+Status Runner::SearchId(int threads) {
   const uint64_t ops = Lookups();
-  Progress progress(config_.progress, Label("search_id"), ops);
-  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+  Progress progress(config_.progress, Label("search_id", threads), ops);
+  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
     std::mt19937_64 rng(data_.seed() * 31 + 1 + sh.thread);
     std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
     std::string value;
@@ -600,14 +623,14 @@ Status Runner::SearchId() {
     });
   });
   if (!t.status.ok()) return Status::IOError(engine_ + " search_id", t.status.ToString());
-  Record(Row("search_id"), ops, t, "");
+  Record(Row("search_id", threads), ops, t, "");
   return Status::OK();
 }
 
-Status Runner::SearchKey() {
+Status Runner::SearchKey(int threads) {
   const uint64_t ops = Lookups();
-  Progress progress(config_.progress, Label("search_key"), ops);
-  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+  Progress progress(config_.progress, Label("search_key", threads), ops);
+  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
     std::mt19937_64 rng(data_.seed() * 31 + 2 + sh.thread);
     std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
     std::string value;
@@ -619,14 +642,14 @@ Status Runner::SearchKey() {
     });
   });
   if (!t.status.ok()) return Status::IOError(engine_ + " search_key", t.status.ToString());
-  Record(Row("search_key"), ops, t, "");
+  Record(Row("search_key", threads), ops, t, "");
   return Status::OK();
 }
 
-Status Runner::SearchValue() {
+Status Runner::SearchValue(int threads) {
   uint64_t ops = static_cast<uint64_t>(std::max(1, config_.scans));
-  Progress progress(config_.progress, Label("search_value"), ops);
-  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+  Progress progress(config_.progress, Label("search_value", threads), ops);
+  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
     std::mt19937_64 rng(data_.seed() * 31 + 3 + sh.thread);
     std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
     uint64_t prev = NowNs();
@@ -643,7 +666,7 @@ Status Runner::SearchValue() {
     return Status::OK();
   });
   if (!t.status.ok()) return Status::IOError(engine_ + " search_value", t.status.ToString());
-  PhaseResult r = Row("search_value");
+  PhaseResult r = Row("search_value", threads);
   // Every engine scans the same stored BSON bytes: all N documents.
   double bytes = static_cast<double>(data_.bson_bytes()) * static_cast<double>(ops);
   r.gb_per_sec = t.seconds > 0 ? bytes / t.seconds / 1e9 : 0;
@@ -678,7 +701,7 @@ std::vector<std::string> Runner::ValuesInKeyOrder(size_t begin, size_t end) {
   return out;
 }
 
-Status Runner::SearchPrefix() {
+Status Runner::SearchPrefix(int threads) {
   // Random 3-hex-digit prefixes (a GUID starts with 8 hex digits): each
   // matches 1/4096 of the keys, about N/4096 documents.
   const uint64_t ops = std::max<uint64_t>(10, data_.size() / 1000);
@@ -691,8 +714,8 @@ Status Runner::SearchPrefix() {
     p = buf;
   }
   std::vector<uint64_t> found(ops, 0);
-  Progress progress(config_.progress, Label("search_prefix"), ops);
-  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+  Progress progress(config_.progress, Label("search_prefix", threads), ops);
+  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
     std::vector<std::string> values;
     return ReadLoop(sh, [&](Session* session, uint64_t k) {
       MMDOC_RETURN_IF_ERROR(session->FindKeyPrefix(prefixes[k], &values));
@@ -729,11 +752,11 @@ Status Runner::SearchPrefix() {
                 static_cast<unsigned long long>(ops),
                 static_cast<double>(total) / static_cast<double>(ops),
                 static_cast<unsigned long long>(least), static_cast<unsigned long long>(most));
-  Record(Row("search_prefix"), ops, t, notes);
+  Record(Row("search_prefix", threads), ops, t, notes);
   return Status::OK();
 }
 
-Status Runner::SortLimit() {
+Status Runner::SortLimit(int threads) {
   constexpr int kLimit = 10;
   // Pages of 10 by key from random GUIDs (not keys of the dataset).
   const uint64_t ops = std::max<uint64_t>(10, Lookups() / kLimit);
@@ -742,8 +765,8 @@ Status Runner::SortLimit() {
   boost::uuids::basic_random_generator<std::mt19937_64> gen(&rng);
   for (auto& g : from) g = boost::uuids::to_string(gen());
   std::vector<uint64_t> found(ops, 0);
-  Progress progress(config_.progress, Label("sort_limit"), ops);
-  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+  Progress progress(config_.progress, Label("sort_limit", threads), ops);
+  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
     std::vector<std::string> values;
     return ReadLoop(sh, [&](Session* session, uint64_t k) {
       MMDOC_RETURN_IF_ERROR(session->FindKeysFrom(from[k], kLimit, &values));
@@ -770,7 +793,7 @@ Status Runner::SortLimit() {
       if (!s.ok()) return Status::IOError(engine_ + " sort_limit check", s.ToString());
     }
   }
-  Record(Row("sort_limit"), ops, t,
+  Record(Row("sort_limit", threads), ops, t,
          "pages of the 10 docs with key >= a random GUID, in key order, through the key "
          "index");
   return Status::OK();

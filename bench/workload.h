@@ -116,6 +116,10 @@ const std::vector<std::string>& DefaultPhases();
 // delete_value, delete_all, insert_noindex, build_index, mapping): the phases whose rows
 // carry the bytes written per operation.
 bool WritePhase(const std::string& phase);
+// Whether a phase runs on WorkloadConfig::threads workers (search_id,
+// search_key, search_value, search_prefix, sort_limit): the phases timed
+// once per count of WorkloadConfig::read_threads.
+bool ThreadedPhase(const std::string& phase);
 
 struct WorkloadConfig {
   Durability durability = Durability::kNone;
@@ -124,6 +128,10 @@ struct WorkloadConfig {
   // Threads for the read phases, and writer threads for durable inserts
   // (group mode uses at least 4 writers).
   int threads = 1;
+  // When not empty: the thread counts each read phase (ThreadedPhase) is
+  // timed at, a row per count, in this order (the seed's threads
+  // experiment); `threads` still sets the writers. Empty: `threads` alone.
+  std::vector<int> read_threads;
   // Phases to time ("insert" always runs: it loads the data).
   std::vector<std::string> phases = AllPhases();
   // Number of search_value scans; delete_value does half as many ops

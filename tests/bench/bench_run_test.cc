@@ -846,6 +846,115 @@ TEST_CASE("mmdoc-bench --clients remote runs mmdoc through mmdoc serve, w:1 and 
   CHECK(text.find("\"engine\" : \"mmdoc\"") == std::string::npos);
 }
 
+// The (engine, phase, threads) of every row of a CSV, with its ops.
+std::map<std::string, double> CsvRows(const std::string& path) {
+  std::map<std::string, double> rows;
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);  // the header
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string field; f.size() < 8 && std::getline(ss, field, ',');) f.push_back(field);
+    if (f.size() == 8) rows[f[0] + "/" + f[1] + "/" + f[5]] = std::strtod(f[7].c_str(), nullptr);
+  }
+  return rows;
+}
+
+TEST_CASE("mmdoc-bench --threads with a list times each read phase per count", "[bench]") {
+  test::TempDir dir;
+  std::string engines = "lmdb";
+  if (NewBackend("mmdoc").ok()) engines = "mmdoc," + engines;
+  // Unsorted and repeated: the counts run ascending, once each.
+  const std::string out = dir.File("list.txt"), csv = dir.File("list.csv");
+  const std::string json = dir.File("list.json");
+  REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines " + engines +
+              " --docs 1000 --threads 3,1,3 --phases insert,search_id,search_key,sort_limit,update"
+              " --dir " +
+              dir.File("data") + " --csv " + csv + " --json " + json + " > " + out +
+              " 2>/dev/null") == 0);
+  std::map<std::string, double> rows = CsvRows(csv);
+  std::stringstream list(engines);
+  for (std::string engine; std::getline(list, engine, ',');) {
+    INFO(engine);
+    // A read phase per count, its ops the same; a write phase once, with
+    // the lowest count.
+    for (const char* phase : {"search_id", "search_key", "sort_limit"}) {
+      INFO(phase);
+      CHECK(rows.count(engine + "/" + phase + "/1") == 1);
+      CHECK(rows.count(engine + "/" + phase + "/3") == 1);
+      CHECK(rows[engine + "/" + phase + "/3"] == rows[engine + "/" + phase + "/1"]);
+    }
+    CHECK(rows[engine + "/search_id/1"] == 100);
+    CHECK(rows[engine + "/insert/1"] == 1000);
+    CHECK(rows[engine + "/update/1"] == 100);
+    CHECK(rows.count(engine + "/insert/3") == 0);
+    CHECK(rows.count(engine + "/update/3") == 0);
+  }
+  CHECK(rows.size() ==
+        8 * static_cast<size_t>(std::count(engines.begin(), engines.end(), ',') + 1));
+  const std::string text = ReadFile(out);
+  INFO(text);
+  CHECK(text.find("threads 1,3 (ops/s)") != std::string::npos);
+  CHECK(text.find("\nsearch_id x1 ") != std::string::npos);
+  CHECK(text.find("\nsearch_key x3 ") != std::string::npos);
+  CHECK(text.find("\nupdate ") != std::string::npos);
+  CHECK(text.find("update x") == std::string::npos);
+  Json j(json);
+  REQUIRE(j.doc != nullptr);
+  bson_iter_t it, sub;
+  REQUIRE(j.Find("config.read_threads", &sub));
+  REQUIRE(bson_iter_recurse(&sub, &it));
+  std::vector<int> counts;
+  while (bson_iter_next(&it)) counts.push_back(bson_iter_int32(&it));
+  CHECK(counts == std::vector<int>{1, 3});
+  REQUIRE(j.Find("config.threads", &sub));
+  CHECK(bson_iter_int32(&sub) == 1);
+
+  // One count: a row per phase, labelled as ever.
+  const std::string one = dir.File("one.txt"), one_csv = dir.File("one.csv");
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-bench --engines lmdb --docs 1000 --threads 2"
+              " --phases insert,search_id,update --dir " +
+              dir.File("data") + " --csv " + one_csv + " > " + one + " 2>/dev/null") == 0);
+  rows = CsvRows(one_csv);
+  CHECK(rows.size() == 3);
+  CHECK(rows.count("lmdb/search_id/2") == 1);
+  CHECK(rows.count("lmdb/insert/2") == 1);
+  const std::string one_text = ReadFile(one);
+  INFO(one_text);
+  CHECK(one_text.find("threads 2 (ops/s)") != std::string::npos);
+  CHECK(one_text.find("\nsearch_id        ") != std::string::npos);  // 16 wide
+  CHECK(one_text.find(" x2") == std::string::npos);
+
+  // Not a count: refused before anything runs.
+  const std::string bench = test::BuildDir() + "/mmdoc-bench --quiet --engines lmdb --docs 100 ";
+  for (const char* bad : {"0", "1,x", "257", "2k", ","}) {
+    INFO(bad);
+    CHECK(Run(bench + "--threads " + bad + " 2>/dev/null") == 2);
+  }
+}
+
+TEST_CASE("mmdoc-bench runs the served engines at several thread counts", "[bench]") {
+  if (!NewBackend("mmdoc-remote").ok()) return;  // built without libmongoc
+  test::TempDir dir;
+  const std::string csv = dir.File("remote.csv");
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-bench --engines mmdoc --clients remote --docs 500 --threads 1,4 "
+              "--phases insert,search_id,search_key --quiet --dir " +
+              dir.File("data") + " --csv " + csv) == 0);
+  std::map<std::string, double> rows = CsvRows(csv);
+  for (const char* engine : {"mmdoc-remote", "mmdoc-remote-w0"}) {
+    for (const char* phase : {"search_id", "search_key"}) {
+      for (const char* n : {"1", "4"}) {
+        const std::string row = std::string(engine) + "/" + phase + "/" + n;
+        INFO(row);
+        CHECK(rows[row] == 50);
+      }
+    }
+  }
+}
+
 TEST_CASE("mmdoc-layoutbench reads a loaded and a compacted store", "[bench]") {
   if (!NewBackend("mmdoc").ok()) return;  // built without the engine
   test::TempDir dir;
