@@ -14,7 +14,7 @@ std::unique_ptr<Backend> NewRemoteBackend(bool) { return nullptr; }
 #endif
 #ifndef MMDOC_BENCH_WITH_POSTGRES
 // Built without libpq: the PostgreSQL adapter is absent.
-std::unique_ptr<Backend> NewPostgresBackend() { return nullptr; }
+std::unique_ptr<Backend> NewPostgresBackend(bool) { return nullptr; }
 #endif
 
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
@@ -43,11 +43,12 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
           "mmdoc-remote: mmdoc-bench was built without libmongoc (tools/setup installs "
           "libmongoc-dev)");
     }
-  } else if (name == "postgres") {
-    b = NewPostgresBackend();
+  } else if (name == "postgres" || name == "postgres-tcp") {
+    b = NewPostgresBackend(name == "postgres-tcp");
     if (b == nullptr) {
       return Status::NotSupported(
-          "postgres: mmdoc-bench was built without libpq, or no PostgreSQL server is installed "
+          std::string(name) +
+          ": mmdoc-bench was built without libpq, or no PostgreSQL server is installed "
           "(tools/setup installs postgresql-15 and libpq-dev)");
     }
   } else {
@@ -82,7 +83,8 @@ std::string GroupKey(int32_t g, int32_t n, std::string_view id) {
 std::vector<std::string> BackendNames() {
   return {"mmdoc",          "lmdb",          "rocksdb",         "sqlite",
           "mmdoc-buffer",   "mmdoc-replace", "lmdb-nowritemap", "lmdb-nordahead",
-          "sqlite-norowid", "postgres",      "mmdoc-remote",    "mmdoc-remote-w0"};
+          "sqlite-norowid", "postgres",      "postgres-tcp",    "mmdoc-remote",
+          "mmdoc-remote-w0"};
 }
 
 std::vector<std::string> DefaultBackendNames() {

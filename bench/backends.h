@@ -20,8 +20,9 @@ std::unique_ptr<Backend> NewSqliteBackend(bool rowid);
 std::unique_ptr<Backend> NewMmdocBackend(bool replace, bool buffered);
 // A private PostgreSQL server per store (bench/pg_server.h). nullptr when
 // mmdoc-bench was built without libpq (MMDOC_BENCH_WITH_POSTGRES) or the
-// server's binaries are not installed.
-std::unique_ptr<Backend> NewPostgresBackend();
+// server's binaries are not installed. tcp: connect over TCP loopback
+// ("postgres-tcp") instead of the server's Unix socket ("postgres").
+std::unique_ptr<Backend> NewPostgresBackend(bool tcp);
 // mmdoc through `mmdoc serve` and libmongoc (remote_backend.cc), writes w:1
 // or (w0) w:0. nullptr when mmdoc-bench was built without libmongoc
 // (MMDOC_BENCH_WITH_REMOTE).

@@ -20,6 +20,11 @@
 //                                                 # (opt-in: its server is
 //                                                 # started per store, and
 //                                                 # 500k docs take ~55 s more)
+//   mmdoc-bench --engines mmdoc,postgres --clients local,remote --threads 1,2,4,8
+//                                                 # in-process, served (w:1, w:0),
+//                                                 # PostgreSQL on its Unix socket
+//                                                 # and on TCP; reads at 1..8
+//                                                 # threads, a row per count
 //
 // Phases, in run order (--phases picks some; insert runs whenever a phase
 // needs the loaded main store):
@@ -133,8 +138,9 @@ int Main(int argc, char** argv) {
   app.add_option("--clients", clients_arg,
                  "local (each engine in-process), remote (through a socket: mmdoc as "
                  "mmdoc-remote, `mmdoc serve` on loopback driven by libmongoc with w:1 writes, and "
-                 "mmdoc-remote-w0, w:0 writes as the seed's driver; postgres as it is; engines "
-                 "without a server are left out), or local,remote")
+                 "mmdoc-remote-w0, w:0 writes as the seed's driver; postgres as postgres-tcp, "
+                 "libpq over TCP on 127.0.0.1 instead of its Unix socket; engines without a "
+                 "server are left out), or local,remote")
       ->capture_default_str();
   app.add_option("--docs", docs_arg, "documents, or a list: 1M,2M,4M (k/M suffixes)")
       ->capture_default_str();
@@ -225,12 +231,15 @@ int Main(int argc, char** argv) {
       if (std::find(engines.begin(), engines.end(), e) == engines.end()) engines.push_back(e);
     };
     for (const auto& e : run.engines) {
-      bool served = e == "postgres" || e.rfind("mmdoc-remote", 0) == 0;
+      bool served = e == "postgres-tcp" || e.rfind("mmdoc-remote", 0) == 0;
       if (local || (remote && served)) add(e);
       if (remote && e == "mmdoc") {
         add("mmdoc-remote");
         add("mmdoc-remote-w0");
       }
+      // postgres's own socket is a Unix one: remote is TCP loopback, as
+      // mmdoc-remote's.
+      if (remote && e == "postgres") add("postgres-tcp");
     }
     if (engines.empty()) {
       std::fprintf(stderr,

@@ -4,9 +4,11 @@
 #include <glob.h>
 #include <grp.h>
 #include <libpq-fe.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -195,6 +197,25 @@ std::string ExitText(int status) {
   return "status " + std::to_string(status);
 }
 
+// A TCP port on 127.0.0.1 nothing listens on now: the kernel's pick for a
+// socket bound to port 0. 0 on failure.
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
 // Whether the postgres user can search directory path.
 bool Searchable(const struct stat& st, const RunAs& as) {
   if (st.st_uid == as.uid) return (st.st_mode & S_IXUSR) != 0;
@@ -229,7 +250,7 @@ std::string PgServer::FindBinDir() {
 }
 
 Status PgServer::Start(const std::string& dir,
-                       const std::vector<std::pair<std::string, std::string>>& settings) {
+                       const std::vector<std::pair<std::string, std::string>>& settings, bool tcp) {
   if (pid_ != 0) return Status::InvalidArgument("PgServer already started");
   bindir_ = FindBinDir();
   if (bindir_.empty()) {
@@ -309,13 +330,23 @@ Status PgServer::Start(const std::string& dir,
   }
 
   // The server, a child of the bench.
-  std::vector<std::string> args = {bindir_ + "/postgres",
-                                   "-D",
-                                   data_dir_,
-                                   "-c",
-                                   "listen_addresses=",
-                                   "-c",
-                                   "unix_socket_directories=" + socket_dir_};
+  std::vector<std::string> args = {bindir_ + "/postgres", "-D", data_dir_};
+  if (tcp) {
+    port_ = FreeLoopbackPort();
+    if (port_ == 0) return Status::IOError("no free TCP port on 127.0.0.1", std::strerror(errno));
+    // Only the bench's own connections: the one address, the one user. The
+    // file is initdb's (owned by the server's user), rewritten in place.
+    std::ofstream hba(data_dir_ + "/pg_hba.conf", std::ios::trunc);
+    hba << "# mmdoc-bench: TCP loopback only\nhost all postgres 127.0.0.1/32 trust\n";
+    hba.close();
+    if (!hba) return Status::IOError("write " + data_dir_ + "/pg_hba.conf");
+    args.insert(args.end(), {"-c", "listen_addresses=127.0.0.1", "-c",
+                             "port=" + std::to_string(port_), "-c", "unix_socket_directories="});
+  } else {
+    port_ = 0;
+    args.insert(args.end(),
+                {"-c", "listen_addresses=", "-c", "unix_socket_directories=" + socket_dir_});
+  }
   for (const auto& [name, value] : settings) {
     args.push_back("-c");
     args.push_back(name + "=" + value);
@@ -326,7 +357,11 @@ Status PgServer::Start(const std::string& dir,
     return Status::IOError("postgres", error);
   }
   slot_ = Register(pid_, false, data_dir_, socket_dir_);
-  conninfo_ = "host=" + socket_dir_ + " port=5432 user=postgres dbname=postgres";
+  // Over TCP, libpq would first ask for TLS and GSSAPI encryption, which
+  // this server does not have: a round trip per connection for nothing.
+  conninfo_ = tcp ? "host=127.0.0.1 port=" + std::to_string(port_) +
+                        " user=postgres dbname=postgres sslmode=disable gssencmode=disable"
+                  : "host=" + socket_dir_ + " port=5432 user=postgres dbname=postgres";
 
   // Ready when it accepts connections.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -393,7 +428,12 @@ Status PgServer::Stop() {
 
 std::string PgServer::Describe() const {
   std::string s = "server started by the bench (initdb --no-sync, then " + bindir_ +
-                  "/postgres as its child, Unix socket only, stopped with a fast shutdown";
+                  "/postgres as its child, " +
+                  (port_ != 0 ? "TCP on 127.0.0.1:" + std::to_string(port_) +
+                                    " only (no Unix socket, pg_hba: trust for postgres from "
+                                    "127.0.0.1/32 only)"
+                              : std::string("Unix socket only")) +
+                  ", stopped with a fast shutdown";
   s += ", also on SIGINT/SIGTERM/SIGHUP and, by PR_SET_PDEATHSIG, when the bench dies)";
   if (as_postgres_) {
     s += ", run as user postgres because the bench runs as root";

@@ -12,11 +12,14 @@
 // the cluster is created fresh for each store), then the server itself as a
 // child process of the bench, reachable only through a Unix socket in a
 // private directory (listen_addresses=''), and waits until it accepts
-// connections. PostgreSQL refuses to run as root: when the bench runs as
-// root, initdb and the server run as the `postgres` user Debian's package
-// creates, the directories they write are chowned to it, and the store's
-// ancestors that user cannot search get search permission (o+x, nothing
-// else) until Stop puts their modes back.
+// connections. With tcp, the server listens on 127.0.0.1 only, on a free
+// port the bench picks, with no Unix socket (unix_socket_directories=''),
+// and pg_hba.conf is replaced by one line: trust for user postgres from
+// 127.0.0.1/32. (A port taken between the bench's probe and the server's
+// bind fails the start with the server's log.) PostgreSQL refuses to run as root: when the bench
+// runs as root, initdb and the server run as the `postgres` user Debian's package creates, the
+// directories they write are chowned to it, and the store's ancestors that user cannot search get
+// search permission (o+x, nothing else) until Stop puts their modes back.
 //
 // The server never outlives the bench:
 //   - Stop (and the destructor) sends SIGINT, which is what `pg_ctl stop -m
@@ -71,8 +74,9 @@ class PgServer {
   // (dir/postgres.log) when initdb or the server fails; NotSupported when
   // there are no server binaries or the bench runs as root and there is no
   // `postgres` user.
+  // tcp: over TCP loopback instead of a Unix socket (see above).
   Status Start(const std::string& dir,
-               const std::vector<std::pair<std::string, std::string>>& settings);
+               const std::vector<std::pair<std::string, std::string>>& settings, bool tcp = false);
 
   // Fast shutdown (SIGINT) and wait; the socket directory is removed, the
   // data directory kept (the store's disk use is measured after Close).
@@ -80,16 +84,19 @@ class PgServer {
   Status Stop();
 
   // libpq connection string of the running server (its socket directory,
-  // user postgres, database postgres).
+  // or 127.0.0.1 and its port; user postgres, database postgres).
   const std::string& conninfo() const { return conninfo_; }
   // The server's process id (0 when none runs).
   pid_t pid() const { return pid_; }
+  // The TCP port (0: a Unix socket).
+  int port() const { return port_; }
   // How the server runs, for settings(): the binaries' directory and, as
   // root, the user it runs as and the permissions granted.
   std::string Describe() const;
 
  private:
   pid_t pid_ = 0;
+  int port_ = 0;
   int slot_ = -1;  // in the signal handler's table
   std::string bindir_;
   std::string data_dir_;

@@ -2,7 +2,10 @@
 // starts a private server for each store (bench/pg_server.h: initdb in the
 // store's directory, the server as the bench's child on a Unix socket,
 // stopped at Close, on Ctrl-C and when the bench dies) and talks to it
-// through libpq, one connection per session.
+// through libpq, one connection per session. "postgres" connects over the
+// server's private Unix socket; "postgres-tcp" (mmdoc-bench --clients
+// remote) over TCP on 127.0.0.1, a free port, the server listening there
+// only: the network stack's cost, as mmdoc-remote's driver pays it.
 //
 // Schema, in the `postgres` database of the fresh cluster:
 //   docs(id text COLLATE "C" PRIMARY KEY, key text COLLATE "C" UNIQUE,
@@ -491,10 +494,10 @@ Status PgSession::Count(uint64_t* docs, uint64_t* key_entries) {
 
 class PgBackend : public Backend {
  public:
-  PgBackend() = default;
+  explicit PgBackend(bool tcp) : tcp_(tcp) {}
   ~PgBackend() override { (void)Close(); }
 
-  std::string name() const override { return "postgres"; }
+  std::string name() const override { return tcp_ ? "postgres-tcp" : "postgres"; }
 
   bool Supports(Durability d) const override {
     return d == Durability::kNone || d == Durability::kFsync || d == Durability::kGroup;
@@ -513,6 +516,7 @@ class PgBackend : public Backend {
   Status Close() override { return server_.Stop(); }
 
  private:
+  const bool tcp_;
   PgServer server_;
   std::vector<std::pair<std::string, std::string>> settings_;
   bool key_index_ = true;
@@ -551,7 +555,7 @@ Status PgBackend::Open(const std::string& dir, const BackendConfig& config) {
       {"max_connections", std::to_string(std::max(20, config.max_sessions + 10))},
       {"autovacuum", "on"},
   };
-  MMDOC_RETURN_IF_ERROR(server_.Start(dir, settings_));
+  MMDOC_RETURN_IF_ERROR(server_.Start(dir, settings_, tcp_));
 
   PGconn* conn = PQconnectdb(server_.conninfo().c_str());
   Status s;
@@ -583,7 +587,10 @@ Status PgBackend::Open(const std::string& dir, const BackendConfig& config) {
 
 std::string PgBackend::settings() const {
   std::string s = "PostgreSQL " + std::to_string(version_ / 10000) + "." +
-                  std::to_string(version_ % 10000) + ", " + server_.Describe() + ": ";
+                  std::to_string(version_ % 10000) +
+                  (tcp_ ? " over TCP loopback (127.0.0.1:" + std::to_string(server_.port()) + ")"
+                        : std::string(" over a Unix socket")) +
+                  ", " + server_.Describe() + ": ";
   s += "docs(id text PRIMARY KEY, key text UNIQUE, doc bytea) COLLATE \"C\"";
   if (group_index_) {
     s += ", compound store: grouped(id text PRIMARY KEY, g int4, n int4, doc bytea) with btree "
@@ -608,9 +615,9 @@ std::string PgBackend::settings() const {
 
 }  // namespace
 
-std::unique_ptr<Backend> NewPostgresBackend() {
+std::unique_ptr<Backend> NewPostgresBackend(bool tcp) {
   if (PgServer::FindBinDir().empty()) return nullptr;
-  return std::make_unique<PgBackend>();
+  return std::make_unique<PgBackend>(tcp);
 }
 
 }  // namespace mmdoc::bench

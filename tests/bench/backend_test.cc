@@ -543,8 +543,9 @@ bool Built(const std::string& engine) {
 }
 
 TEST_CASE("bench adapters return the right documents", "[bench]") {
-  for (const char* engine : {"mmdoc", "lmdb", "lmdb-nowritemap", "lmdb-nordahead", "rocksdb",
-                             "sqlite", "sqlite-norowid", "postgres", "mmdoc-remote"}) {
+  for (const char* engine :
+       {"mmdoc", "lmdb", "lmdb-nowritemap", "lmdb-nordahead", "rocksdb", "sqlite", "sqlite-norowid",
+        "postgres", "postgres-tcp", "mmdoc-remote"}) {
     DYNAMIC_SECTION(engine) {
       if (Built(engine)) CheckEngine(engine, Durability::kNone);
     }

@@ -156,6 +156,106 @@ TEST_CASE("a postgres bench run leaves no server and no data behind", "[bench][p
   }
 }
 
+TEST_CASE("mmdoc-bench --clients remote runs postgres over TCP at several thread counts",
+          "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  test::TempDir dir;
+  const std::string data = dir.File("data");
+  const std::string csv = dir.File("out.csv");
+  const std::string cmd = test::BuildDir() +
+                          "/mmdoc-bench --engines postgres --clients local,remote --docs 1000"
+                          " --threads 1,3 --phases insert,search_id,search_key,update,delete"
+                          " --quiet --dir " +
+                          data + " --csv " + csv + " > " + dir.File("log") + " 2>&1";
+  INFO(cmd);
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  CHECK(ProcessesUnder(dir.path()).empty());
+  std::error_code ec;
+  CHECK(std::filesystem::is_empty(data, ec));
+  // engine/phase/threads -> ops and the settings (the notes up to "; ").
+  std::map<std::string, std::pair<double, std::string>> rows;
+  std::ifstream in(csv);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string field; f.size() < 15 && std::getline(ss, field, ',');) f.push_back(field);
+    if (f.size() < 8 || f[0] == "engine") continue;
+    // The notes are quoted (they hold commas): what follows the 14th comma.
+    const size_t at = line.find(",\"PostgreSQL ");
+    rows[f[0] + "/" + f[1] + "/" + f[5]] = {std::strtod(f[7].c_str(), nullptr),
+                                            at == std::string::npos ? "" : line.substr(at + 2)};
+  }
+  for (const char* engine : {"postgres", "postgres-tcp"}) {
+    INFO(engine);
+    CHECK(rows[std::string(engine) + "/insert/1"].first == 1000);
+    CHECK(rows[std::string(engine) + "/update/1"].first == 100);
+    CHECK(rows[std::string(engine) + "/delete/1"].first == 100);
+    for (const char* row : {"/search_id/1", "/search_id/3", "/search_key/1", "/search_key/3"}) {
+      INFO(row);
+      CHECK(rows[std::string(engine) + row].first == 100);
+    }
+  }
+  const std::string local = rows["postgres/insert/1"].second;
+  const std::string tcp = rows["postgres-tcp/insert/1"].second;
+  INFO(local);
+  INFO(tcp);
+  CHECK(local.find("PostgreSQL 1") == 0);
+  CHECK(local.find("over a Unix socket") != std::string::npos);
+  CHECK(local.find("TCP") == std::string::npos);
+  CHECK(tcp.find("over TCP loopback (127.0.0.1:") != std::string::npos);
+  CHECK(tcp.find("TCP on 127.0.0.1:") != std::string::npos);
+  CHECK(tcp.find("Unix socket only") == std::string::npos);
+
+  // remote alone: TCP only; local alone: the Unix socket, as ever.
+  const std::string remote_csv = dir.File("remote.csv");
+  REQUIRE(std::system((test::BuildDir() +
+                       "/mmdoc-bench --engines postgres --clients remote --docs 200"
+                       " --phases insert --quiet --dir " +
+                       data + " --csv " + remote_csv)
+                          .c_str()) == 0);
+  std::ifstream remote(remote_csv);
+  std::string text((std::istreambuf_iterator<char>(remote)), std::istreambuf_iterator<char>());
+  CHECK(text.find("\npostgres-tcp,insert,") != std::string::npos);
+  CHECK(text.find("\npostgres,") == std::string::npos);
+  CHECK(ProcessesUnder(dir.path()).empty());
+}
+
+TEST_CASE("a TCP postgres server listens on 127.0.0.1 only and has no Unix socket",
+          "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  test::TempDir dir;
+  auto b = NewBackend("postgres-tcp");
+  REQUIRE(b.ok());
+  std::unique_ptr<Backend> backend = std::move(b.value());
+  REQUIRE(backend->name() == "postgres-tcp");
+  Status s = backend->Open(dir.path(), BackendConfig{});
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  const std::string settings = backend->settings();
+  INFO(settings);
+  CHECK(settings.find("over TCP loopback (127.0.0.1:") != std::string::npos);
+  CHECK(Named(dir.path(), ".s.PGSQL.5432").empty());
+  // The server's own view: one address, TCP, a port; only loopback may
+  // connect (pg_hba).
+  std::ifstream hba(dir.File("pgdata/pg_hba.conf"));
+  std::string rules((std::istreambuf_iterator<char>(hba)), std::istreambuf_iterator<char>());
+  CHECK(rules.find("host all postgres 127.0.0.1/32 trust") != std::string::npos);
+  CHECK(rules.find("local") == std::string::npos);
+  CHECK(rules.find("::1") == std::string::npos);
+  auto session = backend->NewSession();
+  REQUIRE(session.ok());
+  const std::string doc = MakeDocument("id", "key", "v");
+  REQUIRE(session.value()->Begin().ok());
+  REQUIRE(session.value()->Insert(DocRef{"id", "key", doc}).ok());
+  REQUIRE(session.value()->Commit().ok());
+  std::string value;
+  CHECK(session.value()->GetById("id", &value).ok());
+  CHECK(value == "v");
+  session.value().reset();
+  CHECK(backend->Close().ok());
+  CHECK(ProcessesUnder(dir.path()).empty());
+}
+
 TEST_CASE("a server the adapter started stops with Close", "[bench][postgres]") {
   if (!PostgresBuilt()) return;
   test::TempDir dir;
