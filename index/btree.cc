@@ -409,6 +409,8 @@ struct BTree::Impl {
     for (uint32_t i = 0; i < n; i++) {
       uint32_t size = CellSize(s, ps, i);
       if (size == 0) return PageError(id, "cell out of bounds");
+      // Damaged slots that share cells add up to more than a page holds.
+      if (Gap(w) < size + kSlotSize) return PageError(id, "cells overlap");
       AppendCell(w, s + Slot(s, i), size);
     }
     return Status::OK();
@@ -418,9 +420,16 @@ struct BTree::Impl {
   Status TryInsert(uint8_t* w, PageId id, uint32_t i, const uint8_t* cell, uint32_t size,
                    bool* fitted) {
     *fitted = false;
+    // A damaged node (RemoveCell trusted its cell's size) must not turn
+    // Gap's subtraction or the slot shift below into a wild write.
+    if (i > Count(w) || Upper(w) > ps || Upper(w) < kSlotsOffset + kSlotSize * Count(w)) {
+      return PageError(id, "slot array and cell area overlap");
+    }
     if (Gap(w) < size + 2) {
       if (Gap(w) + Frag(w) < size + 2) return Status::OK();
       MMDOC_RETURN_IF_ERROR(Compact(w, id));
+      // Room the dead-byte count promised and compaction did not find.
+      if (Gap(w) < size + 2) return PageError(id, "dead bytes miscounted");
     }
     PlaceCell(w, i, cell, size);
     *fitted = true;

@@ -107,8 +107,9 @@ TEST_CASE("a damaged slot array is Corruption", "[btree][corruption]") {
   REQUIRE(t.Verify(nullptr, nullptr).ok());
 }
 
-TEST_CASE("random damage never crashes", "[btree][corruption]") {
-  uint64_t seed = mmdoc::test::Seed("btree corruption");
+// Flips random bytes of random pages (mostly node headers and slot
+// arrays), then reads, scans and writes each damaged tree.
+void RandomDamage(uint64_t seed) {
   std::mt19937_64 rng(seed);
   MemStore store;
   Build(&store);
@@ -159,10 +160,23 @@ TEST_CASE("random damage never crashes", "[btree][corruption]") {
     std::copy(saved.begin(), saved.end(), p);
   }
   INFO("Verify found damage in " << detected << " of " << trials << " trials");
-  CHECK(detected > trials / 3);
+  // About two in five trials damage what Verify reads (106-139 of 300 in
+  // 40 seeds; 97 in one of 300 seeds): a quarter is far below that and
+  // still fails a Verify that stopped looking.
+  CHECK(detected > trials / 4);
   auto r = store.BeginRead();
   BTree t(r.get(), r->root(0));
   REQUIRE(t.Verify(nullptr, nullptr).ok());
+}
+
+TEST_CASE("random damage never crashes", "[btree][corruption]") {
+  RandomDamage(mmdoc::test::Seed("btree corruption"));
+}
+
+TEST_CASE("random damage: seeds that once crashed", "[btree][corruption]") {
+  // An insert into a node whose dead-byte count lied compacted it and then
+  // placed its cell below the page (BTree::Impl::TryInsert).
+  RandomDamage(8061953507749748962u);
 }
 
 }  // namespace
