@@ -318,10 +318,12 @@ Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Positi
     off = start_;
   }
   const uint64_t epoch = epoch_.load();
-  // kFsync and kGroup write with pwrite: an fdatasync after stores through
-  // a shared map took ~10x longer on Linux/ext4 than after pwrite of the
-  // same bytes, and the first store after each writeback faults.
-  const bool via_write = d == Durability::kFsync || d == Durability::kGroup;
+  // Only kMsync stores through the map (its contract is msync): any later
+  // writeback of a page dirtied through a shared map write-protects it again
+  // (a TLB-shootdown interrupt to every core running the process, and a
+  // fault at the next store), and an fdatasync after such stores took ~10x
+  // longer on Linux/ext4 than after pwrite of the same bytes.
+  const bool via_write = d != Durability::kMsync;
   uint8_t* r = base_ + off;
   if (via_write) {
     buf_.resize(len);

@@ -120,8 +120,8 @@ class Log {
   // commit's later fdatasync still writes no file metadata and a crash
   // mid-growth leaves the old size. Otherwise it wraps to the start when
   // the start is free up to the tail.
-  // kFsync and kGroup write it with pwrite, the other modes through the
-  // log's map (kMsync's contract is msync of what it wrote there). *fits is
+  // kMsync writes it through the log's map (its contract is msync of what
+  // it wrote there), every other mode with pwrite. *fits is
   // false, and nothing is written, when the ring has no room for it.
   // REQUIRES: ready(); `txid` greater than every txid appended before.
   Status Append(uint64_t txid, std::string_view payload, Durability d, Position* pos, bool* fits)

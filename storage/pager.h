@@ -22,9 +22,11 @@
 //    write into the map is caught by page checksums (rule 7), and the file
 //    is grown (and a sparse copy's holes filled) with posix_fallocate, so a
 //    full disk is Status::Full, never SIGBUS.
-//  - Log records are written with pwrite for kFsync/kGroup (an fdatasync
-//    after stores through a map costs several times more on ext4) and
-//    through the log's map for kMsync, whose contract is msync.
+//  - Log records are written with pwrite (an fdatasync after stores
+//    through a map costs several times more on ext4, and every writeback of
+//    a page stored through a shared map interrupts each core running the
+//    process to flush its TLB), except in kMsync mode, whose contract is
+//    msync of the log's map.
 //  (The figures behind these choices are in docs/performance.md.)
 //
 // (1) A page reachable from the durable meta page (the last checkpoint) is
