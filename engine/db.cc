@@ -71,7 +71,10 @@ std::string DBStats::ToJson() const {
   std::snprintf(fill, sizeof fill, "%.3f", fill_factor);
   s += ", \"fill_factor\": " + std::string(fill) + ", \"txid\": " + std::to_string(txid) +
        ", \"readers\": " + std::to_string(readers) +
-       ", \"oldest_reader_txid\": " + std::to_string(oldest_reader_txid) + ", \"collections\": [";
+       ", \"oldest_reader_txid\": " + std::to_string(oldest_reader_txid) +
+       ", \"write_buffer_bytes\": " + std::to_string(write_buffer_bytes) +
+       ", \"key_filter_bytes\": " + std::to_string(key_filter_bytes) +
+       ", \"key_filters_ready\": " + std::to_string(key_filters_ready) + ", \"collections\": [";
   for (size_t i = 0; i < collections.size(); i++) {
     const CollectionStats& c = collections[i];
     if (i) s += ", ";
@@ -366,6 +369,18 @@ Status DBImpl::CheckPages(CheckReport* report) {
       }
       std::vector<uint64_t> expected(c->meta.indexes.size(), 0);
       uint64_t docs = 0;
+      // A key filter must hold every live key (a missing one lets a
+      // duplicate in): each key is looked up in its tree's ready filter.
+      std::vector<index::TreeFilters> filters(c->meta.indexes.size() + 1);
+      if (buffered()) {
+        filters[0] = KeyFilters(CollectionTreeName(name));
+        for (size_t i = 0; i < c->meta.indexes.size(); i++)
+          filters[i + 1] = KeyFilters(IndexTreeName(name, c->meta.indexes[i].field));
+      }
+      auto filtered = [&](size_t tree, std::string_view key) {
+        const index::KeyFilter* f = filters[tree].ready.get();
+        return f == nullptr || f->MayContain(key);
+      };
       index::BufferedTree::Cursor cur(c->primary.get());
       std::vector<std::string> keys;
       Status it;
@@ -387,6 +402,9 @@ Status DBImpl::CheckPages(CheckReport* report) {
         if (pk != cur.key())
           problem("collection " + name +
                   ": document stored under the wrong key: " + Value::FromBsonValue(&id).ToJson());
+        if (!filtered(0, cur.key()))
+          problem("collection " + name + ": the key filter lacks _id " +
+                  Value::FromBsonValue(&id).ToJson());
         for (size_t i = 0; i < c->meta.indexes.size(); i++) {
           const IndexMeta& m = c->meta.indexes[i];
           Status ks = IndexEntryKeys(m, doc.value().data(), doc.value().size(), &keys);
@@ -404,6 +422,9 @@ Status DBImpl::CheckPages(CheckReport* report) {
               problem("collection " + name + ": document " + Value::FromBsonValue(&id).ToJson() +
                       " missing from index '" + m.field + "'");
             }
+            if (!filtered(i + 1, k))
+              problem("collection " + name + ": the key filter of index '" + m.field +
+                      "' lacks the key of " + Value::FromBsonValue(&id).ToJson());
             r.index_entries_checked++;
           }
         }
@@ -446,6 +467,13 @@ Result<DBStats> DBImpl::Stats() {
   st.txid = ps.txid;
   st.readers = ps.readers;
   st.oldest_reader_txid = ps.oldest_reader_txid;
+  if (buffered()) {
+    std::shared_ptr<index::WriteBuffer> wb = buffer();
+    st.write_buffer_bytes = wb->active_bytes();
+    for (const auto& g : wb->Frozen()) st.write_buffer_bytes += g->bytes();
+    st.key_filter_bytes = wb->filter_bytes();
+    st.key_filters_ready = wb->filters_ready();
+  }
   uint64_t used = 0, cap = 0;
   auto names = t->ListCollections();
   if (!names.ok()) return names.status();

@@ -152,9 +152,10 @@ class DBImpl {
   bool buffered() const { return buffer_budget_ > 0; }
   // A read snapshot: the pager, its read txn, the buffer's view and the
   // catalog cache, taken together.
+  // `internal`: the library's own reader (Pager::BeginInternalRead).
   Status Snapshot(std::shared_ptr<storage::Pager>* p, std::unique_ptr<storage::Txn>* txn,
-                  index::BufferView* view, std::shared_ptr<const CatalogCache>* cache)
-      MMDOC_EXCLUDES(cache_mu_);
+                  index::BufferView* view, std::shared_ptr<const CatalogCache>* cache,
+                  bool internal = false) MMDOC_EXCLUDES(cache_mu_);
   // Publishes buffered commit `txid` (REQUIRES: the writer token).
   void PublishBuffered(uint64_t txid, const std::vector<index::BufferChange>& changes)
       MMDOC_EXCLUDES(cache_mu_, merge_mu_);
@@ -176,6 +177,15 @@ class DBImpl {
   // succeeds (the merger goes on), else its error, which fails the commit
   // that asked. REQUIRES: the writer token.
   Status RetryFailedMerge() MMDOC_EXCLUDES(gen_mu_, merge_mu_);
+  // Tree `name`'s key filters for a buffered write transaction
+  // (index/key_filter.h; built by the merger thread, BuildKeyFilters).
+  index::TreeFilters KeyFilters(std::string_view name) MMDOC_EXCLUDES(cache_mu_) {
+    return buffer()->Filters(name);
+  }
+  // Forgets the key filters before a transaction writes pages itself (its
+  // keys bypass them) and asks the merger thread for new ones. REQUIRES:
+  // the writer token.
+  void DropKeyFilters() MMDOC_EXCLUDES(cache_mu_, gen_mu_);
   // Marks the database in use before its first buffered commit on `p`.
   Status PrepareCommits(storage::Pager* p);
   // Waits for the writer and keeps writers out while it copies; readers go
@@ -233,6 +243,10 @@ class DBImpl {
     storage::MutexLock l(&cache_mu_);
     return wbuf_;
   }
+  // Builds every tree's key filter when the buffer asks (TakeFilterWork).
+  // REQUIRES: the merger thread, no generation frozen (it takes the writer
+  // token, which a writer may hold while it waits for a merge).
+  Status BuildKeyFilters() MMDOC_EXCLUDES(merge_mu_, gen_mu_, cache_mu_);
   // The merger thread's loop.
   void MergerLoop() MMDOC_EXCLUDES(merge_mu_, gen_mu_);
   void StopMerger() MMDOC_EXCLUDES(gen_mu_);
@@ -286,13 +300,14 @@ class DBImpl {
   storage::Mutex merge_mu_;
   // The frozen generations' bookkeeping, and the merger's wake-ups.
   storage::Mutex gen_mu_;
-  storage::CondVar merge_cv_{&gen_mu_};   // a generation froze, or stop
+  storage::CondVar merge_cv_{&gen_mu_};   // a generation froze, filters are due, or stop
   storage::CondVar merged_cv_{&gen_mu_};  // a generation merged, or failed to
   // Where the records after each frozen generation start (the log's head
   // when it froze, with the writer token held), for CommitMerge.
   std::map<const index::BufferGeneration*, storage::Pager::LogPosition> next_record_
       MMDOC_GUARDED_BY(gen_mu_);
   bool stop_merger_ MMDOC_GUARDED_BY(gen_mu_) = false;
+  bool filters_due_ MMDOC_GUARDED_BY(gen_mu_) = true;  // wakes the merger to build them
   // A merge that failed: the merger stops; writes fail on the pager's
   // sticky error.
   Status merge_error_ MMDOC_GUARDED_BY(gen_mu_);

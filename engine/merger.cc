@@ -3,11 +3,17 @@
 // into the pages, and the merger thread. See engine/db_impl.h for the
 // design and the lock order.
 
+#include <algorithm>
 #include <utility>
 
 #include "engine/db_impl.h"
 
 namespace mmdoc {
+
+namespace {
+// The smallest filter, in keys (about 20 KiB).
+constexpr uint64_t kMinFilterKeys = 16384;
+}  // namespace
 
 // First come, first served: a writer that commits in a loop cannot keep
 // Compact or Check waiting.
@@ -36,9 +42,10 @@ void DBImpl::ReleaseWriterToken() {
 }
 
 Status DBImpl::Snapshot(std::shared_ptr<storage::Pager>* p, std::unique_ptr<storage::Txn>* txn,
-                        index::BufferView* view, std::shared_ptr<const CatalogCache>* cache) {
+                        index::BufferView* view, std::shared_ptr<const CatalogCache>* cache,
+                        bool internal) {
   storage::MutexLock l(&cache_mu_);
-  auto r = pager_->BeginRead();
+  auto r = internal ? pager_->BeginInternalRead() : pager_->BeginRead();
   if (!r.ok()) return r.status();
   *p = pager_;
   *txn = std::move(r.value());
@@ -162,25 +169,109 @@ Status DBImpl::RetryFailedMerge() {
 
 void DBImpl::MergerLoop() {
   for (;;) {
+    bool merge;
     {
       // After a failed merge it waits for a commit to merge successfully
       // (RetryFailedMerge) before it merges again.
       storage::MutexLock l(&gen_mu_);
-      while (!stop_merger_ && (!merge_error_.ok() || buffer()->Frozen().empty())) merge_cv_.Wait();
-      if (stop_merger_) return;
+      for (;;) {
+        if (stop_merger_) return;
+        merge = merge_error_.ok() && !buffer()->Frozen().empty();
+        if (merge || filters_due_) break;
+        merge_cv_.Wait();
+      }
+      filters_due_ = false;
     }
-    Status s;
-    {
-      storage::MutexLock m(&merge_mu_);
-      s = MergeOldest();
-      if (s.ok()) s = CheckpointAfterMerge();
+    if (merge) {
+      Status s;
+      {
+        storage::MutexLock m(&merge_mu_);
+        s = MergeOldest();
+        if (s.ok()) s = CheckpointAfterMerge();
+      }
+      {
+        storage::MutexLock l(&gen_mu_);
+        if (!s.ok()) merge_error_ = s;
+      }
+      merged_cv_.SignalAll();
     }
-    {
-      storage::MutexLock l(&gen_mu_);
-      if (!s.ok()) merge_error_ = s;
-    }
-    merged_cv_.SignalAll();
+    // Merges come first: a writer may be waiting for one with the token.
+    if (buffer()->Frozen().empty()) (void)BuildKeyFilters();
   }
+}
+
+void DBImpl::DropKeyFilters() {
+  buffer()->DropFilters();
+  {
+    storage::MutexLock l(&gen_mu_);
+    filters_due_ = true;
+  }
+  merge_cv_.Signal();
+}
+
+Status DBImpl::BuildKeyFilters() {
+  if (!buffer()->TakeFilterWork()) return Status::OK();
+  // With the writer token no write txn is open: each one that begins after
+  // the filters start adds the keys it makes live, and the snapshot taken
+  // here holds every key made live before.
+  AcquireWriterToken();
+  std::shared_ptr<index::WriteBuffer> wb = buffer();
+  std::shared_ptr<storage::Pager> p;
+  std::unique_ptr<storage::Txn> txn;
+  index::BufferView view;
+  std::shared_ptr<const CatalogCache> cache;
+  Status s = Snapshot(&p, &txn, &view, &cache, /*internal=*/true);
+  if (!s.ok()) {
+    ReleaseWriterToken();
+    return s;
+  }
+  const uint64_t at = view.snapshot;
+  TransactionImpl t(this, std::move(p), std::move(txn), /*read_only=*/true, Durability::kNone,
+                    /*replaying=*/false);
+  t.SetView(std::move(view));
+  struct Job {
+    std::string name;
+    index::BufferedTree* tree;
+    std::shared_ptr<index::KeyFilter> filter;
+  };
+  std::vector<Job> jobs;
+  auto start = [&](std::string name, index::BufferedTree* tree, uint64_t keys) {
+    // Room for the tree to double; a full filter is rebuilt larger.
+    const index::TreeFilters old = wb->Filters(name);
+    uint64_t capacity = std::max<uint64_t>(kMinFilterKeys, 2 * keys);
+    if (old.ready != nullptr) capacity = std::max(capacity, 2 * old.ready->added());
+    auto f = std::make_shared<index::KeyFilter>(capacity);
+    wb->StartFilter(name, f);
+    jobs.push_back(Job{std::move(name), tree, std::move(f)});
+  };
+  auto names = t.ListCollections();
+  s = names.status();
+  for (size_t n = 0; s.ok() && n < names.value().size(); n++) {
+    const std::string& coll = names.value()[n];
+    CollState* c;
+    s = t.ListedCollection(coll, &c);
+    if (!s.ok() || !c->exists) continue;
+    start(CollectionTreeName(coll), c->primary.get(), c->meta.count);
+    for (size_t i = 0; i < c->meta.indexes.size(); i++)
+      start(IndexTreeName(coll, c->meta.indexes[i].field), c->index_trees[i].get(), c->meta.count);
+  }
+  ReleaseWriterToken();
+  // A filter not finished stays a building one: it proves nothing.
+  for (const Job& job : jobs) {
+    if (!s.ok()) break;
+    index::BufferedTree::Cursor cur(job.tree);
+    uint64_t n = 0;
+    for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
+      job.filter->Add(cur.key());
+      if (++n % 65536 == 0) {
+        storage::MutexLock l(&gen_mu_);
+        if (stop_merger_) s = Status::Busy("closing");
+      }
+    }
+    if (s.ok()) wb->FinishFilter(job.name, job.filter.get(), at);
+  }
+  t.Abort();
+  return s;
 }
 
 void DBImpl::StopMerger() {

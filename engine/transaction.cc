@@ -400,7 +400,10 @@ void TransactionImpl::Log(LogOp op, std::string_view coll, std::string_view arg)
 std::unique_ptr<index::BufferedTree> TransactionImpl::Layer(index::BTree* t,
                                                             std::string_view name) {
   if (!has_view_) return std::make_unique<index::BufferedTree>(t);
-  return std::make_unique<index::BufferedTree>(t, &view_, name, /*order=*/nullptr, !read_only_);
+  auto tree =
+      std::make_unique<index::BufferedTree>(t, &view_, name, /*order=*/nullptr, !read_only_);
+  if (!read_only_) tree->UseFilters(db_->KeyFilters(name));
+  return tree;
 }
 
 Status TransactionImpl::Collection(std::string_view coll, bool create, CollState** out) {
@@ -1330,6 +1333,7 @@ Status TransactionImpl::ToPages() {
   has_view_ = false;
   view_ = index::BufferView();
   shape_changed_ = false;
+  db_->DropKeyFilters();  // the keys this txn writes into pages bypass them
   Status s = db_->MergeAll(/*checkpoint=*/false);
   if (!s.ok()) return Poison(s);
   auto w = pager_->BeginWrite();

@@ -10,6 +10,7 @@
 // over like any key.
 #include "index/buffered_tree.h"
 
+#include <algorithm>
 #include <cassert>
 #include <utility>
 
@@ -51,44 +52,45 @@ class Layer {
   virtual bool erased() const = 0;
 };
 
-// The overlay (a std::map ordered by the tree's order).
-template <typename Map>
-class MapLayer final : public Layer {
+// The overlay, in the tree's order.
+class OverlayLayer final : public Layer {
  public:
-  explicit MapLayer(const Map* map) : map_(map), it_(map->end()) {}
+  OverlayLayer(const Overlay* overlay, Comparator order)
+      : overlay_(overlay), sorted_(&overlay->Sorted()), order_(order), pos_(sorted_->size()) {}
   Status Seek(std::string_view target) override {
-    it_ = map_->lower_bound(target);
+    auto it = std::lower_bound(sorted_->begin(), sorted_->end(), target,
+                               [this](const Overlay::Entry* e, std::string_view t) {
+                                 return CompareKeys(order_, overlay_->key(*e), t) < 0;
+                               });
+    pos_ = static_cast<size_t>(it - sorted_->begin());
     return Status::OK();
   }
   Status SeekToFirst() override {
-    it_ = map_->begin();
+    pos_ = 0;
     return Status::OK();
   }
   Status SeekToLast() override {
-    it_ = map_->end();
-    if (!map_->empty()) --it_;
+    pos_ = sorted_->empty() ? 0 : sorted_->size() - 1;
     return Status::OK();
   }
   Status Next() override {
-    ++it_;
+    pos_++;
     return Status::OK();
   }
   Status Prev() override {
-    if (it_ == map_->begin()) {
-      it_ = map_->end();
-    } else {
-      --it_;
-    }
+    pos_ = pos_ == 0 ? sorted_->size() : pos_ - 1;
     return Status::OK();
   }
-  bool Valid() const override { return it_ != map_->end(); }
-  std::string_view key() const override { return it_->first; }
-  std::string_view value() const override { return it_->second.value; }
-  bool erased() const override { return it_->second.erased; }
+  bool Valid() const override { return pos_ < sorted_->size(); }
+  std::string_view key() const override { return overlay_->key(*(*sorted_)[pos_]); }
+  std::string_view value() const override { return overlay_->value(*(*sorted_)[pos_]); }
+  bool erased() const override { return (*sorted_)[pos_]->erased; }
 
  private:
-  const Map* map_;
-  typename Map::const_iterator it_;
+  const Overlay* overlay_;
+  const std::vector<const Overlay::Entry*>* sorted_;
+  const Comparator order_;
+  size_t pos_;  // == size: not Valid()
 };
 
 // One buffer table at the snapshot.
@@ -155,20 +157,19 @@ BufferedTree::BufferedTree(BTree* tree, const BufferView* view, std::string_view
       order_(order),
       writable_(writable),
       tables_(view->Tables(name)),
-      overlay_(OverlayLess{order}) {}
+      overlay_(order) {}
 
 BufferedTree::BufferedTree(BTree* tree)
-    : tree_(tree), view_(nullptr), order_(nullptr), writable_(true), overlay_(OverlayLess{}) {}
+    : tree_(tree), view_(nullptr), order_(nullptr), writable_(true), overlay_(nullptr) {}
 
 BufferedTree::~BufferedTree() = default;
 
 Status BufferedTree::Get(std::string_view key, std::string_view* value) {
   if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
   if (!overlay_.empty()) {
-    auto it = overlay_.find(key);
-    if (it != overlay_.end()) {
-      if (it->second.erased) return KeyNotFound();
-      *value = it->second.value;
+    if (const Overlay::Entry* e = overlay_.Find(key); e != nullptr) {
+      if (e->erased) return KeyNotFound();
+      *value = overlay_.value(*e);
       return Status::OK();
     }
   }
@@ -191,6 +192,11 @@ Status BufferedTree::LiveBelow(std::string_view key, bool* live) {
       return Status::OK();
     }
   }
+  const KeyFilter* f = filters_.ready.get();
+  if (f != nullptr && view_->snapshot >= filters_.ready_at && !f->MayContain(key)) {
+    *live = false;  // never added, so never live since ready_at
+    return Status::OK();
+  }
   std::string_view unused;
   Status s = tree_->Get(key, &unused);
   *live = s.ok();
@@ -201,23 +207,24 @@ Status BufferedTree::Put(std::string_view key, std::string_view value, PutMode m
   if (direct()) return tree_->Put(key, value, mode);
   MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
   if (!writable_) return ReadOnly();
-  auto it = overlay_.find(key);
+  const Overlay::Entry* e = overlay_.Find(key);
   bool live;
   bool was_live;
-  if (it != overlay_.end()) {
-    live = !it->second.erased;
-    was_live = it->second.was_live;
+  if (e != nullptr) {
+    live = !e->erased;
+    was_live = e->was_live;
   } else {
     MMDOC_RETURN_IF_ERROR(LiveBelow(key, &live));
     was_live = live;
   }
   if (mode == PutMode::kInsert && live) return Status::AlreadyExists("key already exists");
   if (mode == PutMode::kUpdate && !live) return KeyNotFound();
-  if (it == overlay_.end()) it = overlay_.emplace(std::string(key), OverlayEntry{}).first;
-  it->second.value.assign(value.data(), value.size());
-  it->second.erased = false;
-  it->second.was_live = was_live;
-  if (!live) overlay_delta_++;
+  overlay_.Set(key, value, /*erased=*/false, was_live);
+  if (!live) {
+    overlay_delta_++;
+    if (filters_.ready != nullptr) filters_.ready->Add(key);
+    if (filters_.building != nullptr) filters_.building->Add(key);
+  }
   return Status::OK();
 }
 
@@ -225,16 +232,14 @@ Status BufferedTree::Delete(std::string_view key) {
   if (direct()) return tree_->Delete(key);
   if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
   if (!writable_) return ReadOnly();
-  auto it = overlay_.find(key);
-  if (it != overlay_.end()) {
-    if (it->second.erased) return KeyNotFound();
-    if (!it->second.was_live) {
+  if (const Overlay::Entry* e = overlay_.Find(key); e != nullptr) {
+    if (e->erased) return KeyNotFound();
+    if (!e->was_live) {
       // Absent below, so forgetting the change restores the same state
       // and spares the buffer a tombstone.
-      overlay_.erase(it);
+      overlay_.Remove(key);
     } else {
-      it->second.value.clear();
-      it->second.erased = true;
+      overlay_.Set(key, {}, /*erased=*/true, /*was_live=*/true);
     }
     overlay_delta_--;
     return Status::OK();
@@ -242,10 +247,7 @@ Status BufferedTree::Delete(std::string_view key) {
   bool live;
   MMDOC_RETURN_IF_ERROR(LiveBelow(key, &live));
   if (!live) return KeyNotFound();
-  OverlayEntry e;
-  e.erased = true;
-  e.was_live = true;
-  overlay_.emplace(std::string(key), std::move(e));
+  overlay_.Set(key, {}, /*erased=*/true, /*was_live=*/true);
   overlay_delta_--;
   return Status::OK();
 }
@@ -258,15 +260,15 @@ int64_t BufferedTree::CountDelta() const {
 
 void BufferedTree::AppendChanges(std::vector<BufferChange>* out) const {
   out->reserve(out->size() + overlay_.size());
-  for (const auto& [key, e] : overlay_) {
+  overlay_.ForEach([&](const Overlay::Entry& e) {
     BufferChange c;
     c.tree = name_;
-    c.key = key;
-    c.value = e.value;
+    c.key = overlay_.key(e);
+    c.value = overlay_.value(e);
     c.erased = e.erased;
     c.was_live = e.was_live;
     out->push_back(c);
-  }
+  });
 }
 
 // --- BufferedTree::Cursor ---
@@ -274,7 +276,7 @@ void BufferedTree::AppendChanges(std::vector<BufferChange>* out) const {
 class BufferedTree::Cursor::Merge {
  public:
   Merge(BufferedTree* t, BTree::Cursor* base) : order_(t->order_), base_(base) {
-    if (t->writable_) layers_.push_back(std::make_unique<MapLayer<Overlay>>(&t->overlay_));
+    if (t->writable_) layers_.push_back(std::make_unique<OverlayLayer>(&t->overlay_, t->order_));
     for (const BufferTable* table : t->tables_) {
       layers_.push_back(std::make_unique<TableLayer>(table, t->view_->snapshot, t->order_));
     }

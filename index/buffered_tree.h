@@ -46,6 +46,8 @@
 #include <vector>
 
 #include "index/btree.h"
+#include "index/key_filter.h"
+#include "index/overlay.h"
 #include "index/write_buffer.h"
 #include "mmdoc/status.h"
 
@@ -97,6 +99,12 @@ class BufferedTree {
   // a tree that is not writable.
   Status Delete(std::string_view key);
 
+  // Gives a writable tree its key filters (WriteBuffer::Filters): a key
+  // that Put makes live is added to both; `ready` then answers "not live"
+  // for a key it proves absent without a descent of the BTree, when the
+  // snapshot is at or after its `ready_at`. Call before the first Put.
+  void UseFilters(TreeFilters filters) { filters_ = std::move(filters); }
+
   // The net change in the number of live keys that the buffer (at the
   // snapshot) and the overlay make to the BTree's: the tree holds
   // BTree entries + CountDelta() live keys.
@@ -107,10 +115,12 @@ class BufferedTree {
   // Calls fn(key, value, erased, was_live) for each key the transaction
   // changed, with its final state (value is empty when erased) and whether
   // it was live before the transaction (the WriteBuffer's count delta needs
-  // it). In key order, though callers should not rely on any.
+  // it). In the order the keys were first changed.
   template <typename Fn>
   void ForEachChange(Fn&& fn) const {
-    for (const auto& [key, e] : overlay_) fn(std::string_view(key), e.value, e.erased, e.was_live);
+    overlay_.ForEach([&](const Overlay::Entry& e) {
+      fn(overlay_.key(e), overlay_.value(e), e.erased, e.was_live);
+    });
   }
   // Appends the overlay's changes as BufferChanges of this tree (views into
   // the overlay and name(): valid until the tree is next written or
@@ -120,21 +130,6 @@ class BufferedTree {
   class Cursor;
 
  private:
-  struct OverlayEntry {
-    std::string value;
-    bool erased = false;
-    bool was_live = false;  // live before this transaction
-  };
-  // Orders the overlay by `order`; transparent, so string_view finds.
-  struct OverlayLess {
-    using is_transparent = void;
-    Comparator order;
-    bool operator()(std::string_view a, std::string_view b) const {
-      return CompareKeys(order, a, b) < 0;
-    }
-  };
-  using Overlay = std::map<std::string, OverlayEntry, OverlayLess>;
-
   // Whether `key` is live in the buffer and the BTree (not the overlay).
   Status LiveBelow(std::string_view key, bool* live);
   // Whether a cursor must merge: the overlay or the buffer has a change.
@@ -150,6 +145,7 @@ class BufferedTree {
   const std::vector<const BufferTable*> tables_;
   Overlay overlay_;
   int64_t overlay_delta_ = 0;  // the overlay's share of CountDelta
+  TreeFilters filters_;        // UseFilters; none by default
 };
 
 // Iterates a BufferedTree in key order (its `order`), both ways, merging

@@ -645,4 +645,55 @@ size_t WriteBuffer::active_bytes() const {
   return active_->bytes();
 }
 
+TreeFilters WriteBuffer::Filters(std::string_view name) const {
+  storage::MutexLock l(&mu_);
+  auto it = filters_.find(name);
+  return it == filters_.end() ? TreeFilters() : it->second;
+}
+
+bool WriteBuffer::TakeFilterWork() {
+  storage::MutexLock l(&mu_);
+  bool want = filters_wanted_;
+  for (const auto& [name, f] : filters_) want = want || (f.ready != nullptr && f.ready->full());
+  filters_wanted_ = false;
+  return want;
+}
+
+void WriteBuffer::StartFilter(const std::string& name, std::shared_ptr<KeyFilter> f) {
+  storage::MutexLock l(&mu_);
+  filters_[name].building = std::move(f);
+}
+
+bool WriteBuffer::FinishFilter(const std::string& name, const KeyFilter* f, uint64_t at) {
+  storage::MutexLock l(&mu_);
+  auto it = filters_.find(name);
+  if (it == filters_.end() || it->second.building.get() != f) return false;
+  it->second.ready = std::move(it->second.building);
+  it->second.ready_at = at;
+  return true;
+}
+
+void WriteBuffer::DropFilters() {
+  storage::MutexLock l(&mu_);
+  filters_.clear();
+  filters_wanted_ = true;
+}
+
+size_t WriteBuffer::filter_bytes() const {
+  storage::MutexLock l(&mu_);
+  size_t n = 0;
+  for (const auto& [name, f] : filters_) {
+    if (f.ready != nullptr) n += f.ready->bytes();
+    if (f.building != nullptr) n += f.building->bytes();
+  }
+  return n;
+}
+
+size_t WriteBuffer::filters_ready() const {
+  storage::MutexLock l(&mu_);
+  size_t n = 0;
+  for (const auto& [name, f] : filters_) n += f.ready != nullptr ? 1 : 0;
+  return n;
+}
+
 }  // namespace mmdoc::index

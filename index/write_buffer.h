@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "index/btree.h"
+#include "index/key_filter.h"
 #include "mmdoc/status.h"
 #include "storage/mutex.h"
 
@@ -324,11 +325,40 @@ class WriteBuffer {
   // The last txid published (0: none).
   uint64_t last_txid() const { return last_txid_.load(std::memory_order_acquire); }
 
+  // --- Key filters (index/key_filter.h), one per tree name ---
+  //
+  // A ready filter holds every key live in its tree at its commit
+  // `ready_at` and every key that became live since: each write
+  // transaction adds the keys it makes live (BufferedTree::UseFilters), and
+  // a filter is started only while no write transaction is open. A
+  // transaction that writes pages itself bypasses them: it calls
+  // DropFilters first, and the builder starts over.
+
+  // Tree `name`'s filters, for a write transaction about to begin.
+  TreeFilters Filters(std::string_view name) const MMDOC_EXCLUDES(mu_);
+  // Whether the filters should be built again (none yet, DropFilters ran,
+  // or a ready one is over its capacity); true once per such state.
+  bool TakeFilterWork() MMDOC_EXCLUDES(mu_);
+  // Tree `name`'s building filter becomes `f` (the builder then adds the
+  // keys of the tree as of the newest commit). REQUIRES: no write
+  // transaction open (the engine's writer token).
+  void StartFilter(const std::string& name, std::shared_ptr<KeyFilter> f) MMDOC_EXCLUDES(mu_);
+  // `f`, built from its tree as of commit `at`, becomes the ready filter;
+  // false (and nothing changes) when it is no longer name's building one.
+  bool FinishFilter(const std::string& name, const KeyFilter* f, uint64_t at) MMDOC_EXCLUDES(mu_);
+  // Forgets every filter and asks for a new build. REQUIRES: the writer.
+  void DropFilters() MMDOC_EXCLUDES(mu_);
+  // Memory held by the filters, and how many are ready.
+  size_t filter_bytes() const MMDOC_EXCLUDES(mu_);
+  size_t filters_ready() const MMDOC_EXCLUDES(mu_);
+
  private:
   mutable storage::Mutex mu_;
   std::shared_ptr<BufferGeneration> active_ MMDOC_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<BufferGeneration>> frozen_ MMDOC_GUARDED_BY(mu_);  // newest first
   std::atomic<uint64_t> last_txid_{0};  // written by the writer only
+  std::map<std::string, TreeFilters, std::less<>> filters_ MMDOC_GUARDED_BY(mu_);
+  bool filters_wanted_ MMDOC_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace mmdoc::index

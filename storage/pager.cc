@@ -63,8 +63,8 @@ class PagerImpl;
 class ReadTxnImpl final : public Txn {
  public:
   // `holds_writer`: the txn holds the writer gate until it ends.
-  ReadTxnImpl(PagerImpl* p, const Snapshot& snap, bool holds_writer = false)
-      : p_(p), snap_(snap), holds_writer_(holds_writer) {}
+  ReadTxnImpl(PagerImpl* p, const Snapshot& snap, bool holds_writer = false, bool internal = false)
+      : p_(p), snap_(snap), holds_writer_(holds_writer), internal_(internal) {}
   ~ReadTxnImpl() override;
 
   bool writable() const override { return false; }
@@ -92,6 +92,7 @@ class ReadTxnImpl final : public Txn {
   PagerImpl* const p_;
   const Snapshot snap_;
   const bool holds_writer_;
+  const bool internal_;  // BeginInternalRead: not in PagerStats::readers
 };
 
 // What a write txn did to pages. The pager keeps the lists between write
@@ -192,6 +193,7 @@ class PagerImpl final : public Pager {
 
   Status Recover(const ReplayFn& apply) override;
   Result<std::unique_ptr<Txn>> BeginRead() override MMDOC_EXCLUDES(state_mu_);
+  Result<std::unique_ptr<Txn>> BeginInternalRead() override MMDOC_EXCLUDES(state_mu_);
   Result<std::unique_ptr<Txn>> BeginQuiescent() override MMDOC_EXCLUDES(state_mu_);
   Result<std::unique_ptr<Txn>> BeginWrite() override;
   Result<std::unique_ptr<Txn>> BeginWrite(PageWrites how) override;
@@ -331,8 +333,9 @@ class PagerImpl final : public Pager {
   bool HasError() const { return error_.Has(); }
   // Counts a reader of the snapshot committed_ names.
   void RegisterReaderLocked() MMDOC_REQUIRES(state_mu_);
-  void UnregisterReader(uint64_t txid) MMDOC_EXCLUDES(state_mu_) {
+  void UnregisterReader(uint64_t txid, bool internal) MMDOC_EXCLUDES(state_mu_) {
     MutexLock l(&state_mu_);
+    if (internal) internal_readers_--;
     if (txid == newest_reader_txid_ && newest_readers_ > 0) {
       newest_readers_--;
       return;
@@ -392,6 +395,7 @@ class PagerImpl final : public Pager {
   std::map<uint64_t, int> readers_ MMDOC_GUARDED_BY(state_mu_);
   uint64_t newest_reader_txid_ MMDOC_GUARDED_BY(state_mu_) = 0;
   int newest_readers_ MMDOC_GUARDED_BY(state_mu_) = 0;
+  int internal_readers_ MMDOC_GUARDED_BY(state_mu_) = 0;  // of them, BeginInternalRead's
 
   Mutex writer_mu_;
   CondVar writer_cv_{&writer_mu_};
@@ -470,7 +474,7 @@ class PagerImpl final : public Pager {
 // Txn implementations
 
 ReadTxnImpl::~ReadTxnImpl() {
-  p_->UnregisterReader(snap_.txid);
+  p_->UnregisterReader(snap_.txid, internal_);
   if (holds_writer_) p_->ReleaseWriter();
 }
 uint32_t ReadTxnImpl::page_size() const { return p_->ps_; }
@@ -973,6 +977,14 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginRead() {
   MutexLock l(&state_mu_);
   RegisterReaderLocked();
   return std::unique_ptr<Txn>(new ReadTxnImpl(this, committed_));
+}
+
+Result<std::unique_ptr<Txn>> PagerImpl::BeginInternalRead() {
+  MutexLock l(&state_mu_);
+  RegisterReaderLocked();
+  internal_readers_++;
+  return std::unique_ptr<Txn>(
+      new ReadTxnImpl(this, committed_, /*holds_writer=*/false, /*internal=*/true));
 }
 
 Result<std::unique_ptr<Txn>> PagerImpl::BeginQuiescent() {
@@ -1546,6 +1558,7 @@ PagerStats PagerImpl::Stats() {
     st.txid = committed_.txid;
     st.readers = static_cast<uint64_t>(newest_readers_);
     for (const auto& [t, n] : readers_) st.readers += n;
+    st.readers -= static_cast<uint64_t>(internal_readers_);
     const uint64_t oldest = OldestReaderLocked();
     st.oldest_reader_txid = oldest == UINT64_MAX ? 0 : oldest;
   }

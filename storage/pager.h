@@ -215,7 +215,7 @@ struct PagerStats {
   uint64_t checkpoint_txid = 0;     // last checkpoint
   uint64_t log_used = 0;            // bytes of log records since the checkpoint
   uint64_t oldest_reader_txid = 0;  // 0 when no reader is open
-  uint64_t readers = 0;
+  uint64_t readers = 0;             // open read txns but BeginInternalRead's
   uint64_t file_size = 0;
 };
 
@@ -319,6 +319,10 @@ class Pager {
   virtual Status Recover(const ReplayFn& apply) = 0;
 
   virtual Result<std::unique_ptr<Txn>> BeginRead() = 0;
+  // BeginRead for the library's own background reads (a key filter's
+  // build): it pins pages as any reader does, but PagerStats::readers
+  // counts the application's readers only.
+  virtual Result<std::unique_ptr<Txn>> BeginInternalRead() = 0;
   // A read txn of the last commit that keeps writers out until it ends
   // (it waits for the current writer), so that AccountedPages describes
   // exactly its state: for consistency checks, which must not write.

@@ -41,6 +41,10 @@ int RunStats(const CommonArgs& c, bool json) {
   std::printf("log size      %llu bytes\n", u(s.log_size));
   std::printf("fill factor   %.1f%%\n", s.fill_factor * 100);
   std::printf("last txid     %llu\n", u(s.txid));
+  if (s.write_buffer_bytes + s.key_filter_bytes > 0) {
+    std::printf("write buffer  %llu bytes unmerged, key filters %llu bytes (%llu ready)\n",
+                u(s.write_buffer_bytes), u(s.key_filter_bytes), u(s.key_filters_ready));
+  }
   if (s.readers > 0) {
     std::printf("readers       %llu (oldest at txid %llu)\n", u(s.readers),
                 u(s.oldest_reader_txid));

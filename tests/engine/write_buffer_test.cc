@@ -3,8 +3,10 @@
 // that must move to pages part way (definitions, a new collection, an index
 // turning multikey, deleting everything). The rest of the engine's suites
 // run with the buffer on too when MMDOC_WRITE_BUFFER is set (.ci/run).
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <map>
 #include <random>
 #include <set>
@@ -84,6 +86,73 @@ TEST_CASE("write buffer: reads see the buffer and the pages as one, across merge
   CHECK(Ids(db.get(), "c", "{\"k\": {\"$gte\": 0}}") == all);
   db.Reopen();
   CHECK(Ids(db.get(), "c", "{}") == all);
+}
+
+// Waits until the merger has built a key filter for each of `trees` trees.
+void WaitForFilters(DB* db, uint64_t trees) {
+  for (int i = 0; i < 2000; i++) {
+    auto st = db->Stats();
+    REQUIRE(st.ok());
+    if (st.value().key_filters_ready >= trees) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  FAIL("the key filters were not built within 10 s");
+}
+
+TEST_CASE("write buffer: key filters are built in the background and let no duplicate in") {
+  std::mt19937_64 rng(Seed("write buffer key filters"));
+  TestDB db(Buffered(64 << 10));
+  IndexOptions unique;
+  unique.unique = true;
+  REQUIRE(db->CreateIndex("c", "k", unique).ok());
+  // More keys than the smallest filter holds, so a full filter is rebuilt.
+  const int n = 40000;
+  std::vector<int> order(n);
+  for (int i = 0; i < n; i++) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  auto insert_range = [&](int from, int to) {
+    for (int i = from; i < to; i += 500) {
+      auto t = db->Begin();
+      REQUIRE(t.ok());
+      for (int j = i; j < std::min(to, i + 500); j++)
+        REQUIRE(t.value()->Insert("c", Doc(order[j], order[j] + 1000000, "v")).ok());
+      REQUIRE(t.value()->Commit().ok());
+    }
+  };
+  int k_offset = 1000000;  // k = _id + k_offset
+  auto duplicates_refused = [&](int upto) {
+    for (int r = 0; r < 200; r++) {
+      const int id = order[rng() % upto];
+      CHECK(db->Insert("c", Doc(id, -1 - r, "dup _id")).IsAlreadyExists());
+      CHECK(db->Insert("c", Doc(n + 1 + r, id + k_offset, "dup k")).IsAlreadyExists());
+    }
+  };
+  WaitForFilters(db.get(), 2);  // an empty collection's: the _id tree and k
+  insert_range(0, n / 2);
+  duplicates_refused(n / 2);
+  db.CheckNow();  // each live key is in its tree's ready filter
+  // Built from the pages of a reopened database.
+  db.Reopen();
+  WaitForFilters(db.get(), 2);
+  duplicates_refused(n / 2);
+  insert_range(n / 2, n);
+  WaitForFilters(db.get(), 2);
+  duplicates_refused(n);
+  db.CheckNow();
+  // A definition writes pages itself: the filters start over. The index
+  // built again holds keys that no filter was told of (k changed while
+  // there was no index on it).
+  REQUIRE(db->DropIndex("c", "k").ok());
+  REQUIRE(db->UpdateMany("c", J("{}"), J("{\"$inc\": {\"k\": 1000000}}")).ok());
+  k_offset = 2000000;
+  REQUIRE(db->CreateIndex("c", "k", unique).ok());
+  duplicates_refused(n);
+  WaitForFilters(db.get(), 2);
+  duplicates_refused(n);
+  auto st = db->Stats();
+  REQUIRE(st.ok());
+  CHECK(st.value().key_filter_bytes > 0);
+  CHECK(db->Count("c").value() == static_cast<uint64_t>(n));
 }
 
 TEST_CASE("write buffer: a snapshot keeps its view while merges write the pages") {

@@ -339,6 +339,9 @@ TEST_CASE("buffered tree: reads look through the overlay, the generations and th
     changes.push_back({std::string(k), std::string(val), erased, was_live});
   });
   REQUIRE(changes.size() == 3);
+  // In the order first changed; sorted here.
+  std::sort(changes.begin(), changes.end(),
+            [](const Seen& x, const Seen& y) { return x.key < y.key; });
   CHECK((changes[0].key == "a" && changes[0].value == "A3" && !changes[0].erased &&
          changes[0].was_live));
   CHECK((changes[1].key == "e" && changes[1].erased && changes[1].was_live));
@@ -346,6 +349,8 @@ TEST_CASE("buffered tree: reads look through the overlay, the generations and th
   std::vector<BufferChange> out;
   w.AppendChanges(&out);
   REQUIRE(out.size() == 3);
+  std::sort(out.begin(), out.end(),
+            [](const BufferChange& x, const BufferChange& y) { return x.key < y.key; });
   CHECK(out[1].tree == kNames[0]);
   CHECK(out[1].key == "e");
   CHECK(out[1].erased);

@@ -301,6 +301,19 @@ TEST_CASE("pager: stats report readers and log use") {
   st = p->Stats();
   CHECK(st.readers == 1);
   CHECK(st.oldest_reader_txid == r2.value()->txid());
+  // The library's own reader pins pages but is not the application's.
+  WriteTagged(p.get(), 0, 3);
+  auto internal = p->BeginInternalRead();
+  REQUIRE(internal.ok());
+  st = p->Stats();
+  CHECK(st.readers == 1);
+  r2.value().reset();
+  WriteTagged(p.get(), 0, 4);
+  st = p->Stats();
+  CHECK(st.readers == 0);
+  CHECK(st.oldest_reader_txid == internal.value()->txid());
+  internal.value().reset();
+  CHECK(p->Stats().oldest_reader_txid == 0);
 }
 
 TEST_CASE("pager: readers of one snapshot and of older ones are counted apart") {
