@@ -150,10 +150,13 @@ class WriteTxnImpl final : public Txn {
  private:
   friend class PagerImpl;
   Status FreeRun(PageId id, uint32_t run, uint64_t born);
-  // kWriteAt: a private copy of run `id` (n pages) holding `from` (or
-  // zeros when from is null), replacing any copy it had.
-  uint8_t* PrivateCopy(PageId id, uint32_t n, const uint8_t* from);
+  // kWriteAt: a private copy of run `id` (n pages) holding `from` (or, when
+  // from is null, zeros if `zero`, else bytes the caller overwrites),
+  // replacing any copy it had.
+  uint8_t* PrivateCopy(PageId id, uint32_t n, const uint8_t* from, bool zero);
   void DropPrivate(PageId id);
+  // Keeps a single page's buffer for the next PrivateCopy.
+  void Recycle(std::unique_ptr<uint8_t[]> copy, uint32_t n);
 
   PagerImpl* const p_;
   const uint64_t txid_;
@@ -167,6 +170,7 @@ class WriteTxnImpl final : public Txn {
   const bool write_at_;
   std::unordered_map<PageId, std::unique_ptr<uint8_t[]>> private_;
   uint64_t private_bytes_ = 0;
+  std::vector<std::unique_ptr<uint8_t[]>> spare_;  // one-page buffers to reuse
 };
 
 // Writer-owned bookkeeping per page, indexed by page id (grown with the
@@ -542,7 +546,7 @@ Status WriteTxnImpl::AllocateRun(PageType type, uint32_t n, bool zero, PageId* i
   const uint32_t ps = p_->ps_;
   uint8_t* pg;
   if (write_at_) {
-    pg = PrivateCopy(got, n, nullptr);
+    pg = PrivateCopy(got, n, nullptr, zero);
   } else {
     pg = p_->writer_base() + got * ps;
     // Modify overwrites the whole run with a copy: zeroing it first would
@@ -571,7 +575,7 @@ Status WriteTxnImpl::ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_
     *new_id = id;
     if (write_at_ && private_.count(id) == 0) {
       // Written back earlier in this txn: changed again, so copied again.
-      old = PrivateCopy(id, DecodeFixed32(old + kPageRunLengthOffset), old);
+      old = PrivateCopy(id, DecodeFixed32(old + kPageRunLengthOffset), old, false);
     }
     *page = const_cast<uint8_t*>(old);
     return Status::OK();
@@ -588,6 +592,8 @@ Status WriteTxnImpl::ModifySkipping(PageId id, uint32_t gap_begin, uint32_t gap_
   if (run == 1 && kPageHeaderSize <= gap_begin && gap_begin < gap_end && gap_end <= p_->ps_) {
     std::memcpy(np, old, gap_begin);
     std::memcpy(np + gap_end, old + gap_end, p_->ps_ - gap_end);
+    // A private copy's gap would carry the heap's bytes to the disk.
+    if (write_at_) std::memset(np + gap_begin, 0, gap_end - gap_begin);
   } else {
     std::memcpy(np, old, uint64_t{run} * p_->ps_);
   }
@@ -639,12 +645,18 @@ void WriteTxnImpl::Abort() {
   p_->AbortTxn(this);
 }
 
-uint8_t* WriteTxnImpl::PrivateCopy(PageId id, uint32_t n, const uint8_t* from) {
+uint8_t* WriteTxnImpl::PrivateCopy(PageId id, uint32_t n, const uint8_t* from, bool zero) {
   const uint64_t bytes = uint64_t{n} * p_->ps_;
-  std::unique_ptr<uint8_t[]> copy(new uint8_t[bytes]);
+  std::unique_ptr<uint8_t[]> copy;
+  if (n == 1 && !spare_.empty()) {
+    copy = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    copy.reset(new uint8_t[bytes]);
+  }
   if (from != nullptr) {
     std::memcpy(copy.get(), from, bytes);
-  } else {
+  } else if (zero) {
     std::memset(copy.get(), 0, bytes);
   }
   uint8_t* pg = copy.get();
@@ -654,10 +666,16 @@ uint8_t* WriteTxnImpl::PrivateCopy(PageId id, uint32_t n, const uint8_t* from) {
   return pg;
 }
 
+void WriteTxnImpl::Recycle(std::unique_ptr<uint8_t[]> copy, uint32_t n) {
+  if (n == 1) spare_.push_back(std::move(copy));
+}
+
 void WriteTxnImpl::DropPrivate(PageId id) {
   auto it = private_.find(id);
   if (it == private_.end()) return;
-  private_bytes_ -= uint64_t{DecodeFixed32(it->second.get() + kPageRunLengthOffset)} * p_->ps_;
+  const uint32_t run = DecodeFixed32(it->second.get() + kPageRunLengthOffset);
+  private_bytes_ -= uint64_t{run} * p_->ps_;
+  Recycle(std::move(it->second), run);
   private_.erase(it);
 }
 
@@ -682,6 +700,10 @@ Status WriteTxnImpl::WriteBack() {
       return s;
     }
     p_->marks_[id].unsummed = 0;
+  }
+  for (auto& [id, copy] : private_) {
+    const uint32_t run = DecodeFixed32(copy.get() + kPageRunLengthOffset);
+    Recycle(std::move(copy), run);
   }
   private_.clear();
   private_bytes_ = 0;
