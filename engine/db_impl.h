@@ -307,7 +307,8 @@ class DBImpl {
   std::map<const index::BufferGeneration*, storage::Pager::LogPosition> next_record_
       MMDOC_GUARDED_BY(gen_mu_);
   bool stop_merger_ MMDOC_GUARDED_BY(gen_mu_) = false;
-  bool filters_due_ MMDOC_GUARDED_BY(gen_mu_) = true;  // wakes the merger to build them
+  bool filters_due_ MMDOC_GUARDED_BY(gen_mu_) = false;  // wakes the merger to build them
+  std::atomic<bool> filters_asked_{false};              // by the first buffered commit
   // A merge that failed: the merger stops; writes fail on the pager's
   // sticky error.
   Status merge_error_ MMDOC_GUARDED_BY(gen_mu_);

@@ -75,6 +75,12 @@ void DBImpl::FreezeActive() {
 void DBImpl::PublishBuffered(uint64_t txid, const std::vector<index::BufferChange>& changes) {
   std::shared_ptr<index::WriteBuffer> wb = buffer();
   wb->Publish(txid, changes);
+  if (!filters_asked_.exchange(true)) {
+    // The first buffered commit: a database only read never builds them.
+    storage::MutexLock l(&gen_mu_);
+    filters_due_ = true;
+    merge_cv_.Signal();
+  }
   if (wb->active_bytes() < buffer_budget_) return;
   // Full: hand it to the merger, once the one before it is merged, so the
   // buffer holds at most two generations (twice the budget).
