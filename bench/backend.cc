@@ -14,7 +14,7 @@ std::unique_ptr<Backend> NewRemoteBackend(bool) { return nullptr; }
 #endif
 #ifndef MMDOC_BENCH_WITH_POSTGRES
 // Built without libpq: the PostgreSQL adapter is absent.
-std::unique_ptr<Backend> NewPostgresBackend(bool) { return nullptr; }
+std::unique_ptr<Backend> NewPostgresBackend(PgTransport) { return nullptr; }
 #endif
 
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
@@ -44,7 +44,7 @@ Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
           "libmongoc-dev)");
     }
   } else if (name == "postgres" || name == "postgres-tcp") {
-    b = NewPostgresBackend(name == "postgres-tcp");
+    b = NewPostgresBackend(name == "postgres-tcp" ? PgTransport::kTcp : PgTransport::kSocket);
     if (b == nullptr) {
       return Status::NotSupported(
           std::string(name) +

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bench/backend.h"
+#include "bench/pg_server.h"
 
 namespace mmdoc::bench {
 
@@ -20,9 +21,9 @@ std::unique_ptr<Backend> NewSqliteBackend(bool rowid);
 std::unique_ptr<Backend> NewMmdocBackend(bool replace, bool buffered);
 // A private PostgreSQL server per store (bench/pg_server.h). nullptr when
 // mmdoc-bench was built without libpq (MMDOC_BENCH_WITH_POSTGRES) or the
-// server's binaries are not installed. tcp: connect over TCP loopback
-// ("postgres-tcp") instead of the server's Unix socket ("postgres").
-std::unique_ptr<Backend> NewPostgresBackend(bool tcp);
+// server's binaries are not installed. PgTransport::kTcp: connect over TCP
+// loopback ("postgres-tcp") instead of the server's Unix socket ("postgres").
+std::unique_ptr<Backend> NewPostgresBackend(PgTransport transport);
 // mmdoc through `mmdoc serve` and libmongoc (remote_backend.cc), writes w:1
 // or (w0) w:0. nullptr when mmdoc-bench was built without libmongoc
 // (MMDOC_BENCH_WITH_REMOTE).

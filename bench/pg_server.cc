@@ -250,7 +250,8 @@ std::string PgServer::FindBinDir() {
 }
 
 Status PgServer::Start(const std::string& dir,
-                       const std::vector<std::pair<std::string, std::string>>& settings, bool tcp) {
+                       const std::vector<std::pair<std::string, std::string>>& settings,
+                       PgTransport transport) {
   if (pid_ != 0) return Status::InvalidArgument("PgServer already started");
   bindir_ = FindBinDir();
   if (bindir_.empty()) {
@@ -331,6 +332,7 @@ Status PgServer::Start(const std::string& dir,
 
   // The server, a child of the bench.
   std::vector<std::string> args = {bindir_ + "/postgres", "-D", data_dir_};
+  const bool tcp = transport == PgTransport::kTcp;
   if (tcp) {
     port_ = FreeLoopbackPort();
     if (port_ == 0) return Status::IOError("no free TCP port on 127.0.0.1", std::strerror(errno));

@@ -12,8 +12,8 @@
 // the cluster is created fresh for each store), then the server itself as a
 // child process of the bench, reachable only through a Unix socket in a
 // private directory (listen_addresses=''), and waits until it accepts
-// connections. With tcp, the server listens on 127.0.0.1 only, on a free
-// port the bench picks, with no Unix socket (unix_socket_directories=''),
+// connections. With PgTransport::kTcp, the server listens on 127.0.0.1
+// only, on a free port the bench picks, with no Unix socket (unix_socket_directories=''),
 // and pg_hba.conf is replaced by one line: trust for user postgres from
 // 127.0.0.1/32. (A port taken between the bench's probe and the server's
 // bind fails the start with the server's log.) PostgreSQL refuses to run as root: when the bench
@@ -56,6 +56,10 @@
 
 namespace mmdoc::bench {
 
+// How the bench's clients reach a PgServer: its private Unix socket, or TCP
+// on 127.0.0.1 (see above).
+enum class PgTransport { kSocket, kTcp };
+
 class PgServer {
  public:
   PgServer() = default;
@@ -74,9 +78,9 @@ class PgServer {
   // (dir/postgres.log) when initdb or the server fails; NotSupported when
   // there are no server binaries or the bench runs as root and there is no
   // `postgres` user.
-  // tcp: over TCP loopback instead of a Unix socket (see above).
   Status Start(const std::string& dir,
-               const std::vector<std::pair<std::string, std::string>>& settings, bool tcp = false);
+               const std::vector<std::pair<std::string, std::string>>& settings,
+               PgTransport transport = PgTransport::kSocket);
 
   // Fast shutdown (SIGINT) and wait; the socket directory is removed, the
   // data directory kept (the store's disk use is measured after Close).

@@ -494,10 +494,12 @@ Status PgSession::Count(uint64_t* docs, uint64_t* key_entries) {
 
 class PgBackend : public Backend {
  public:
-  explicit PgBackend(bool tcp) : tcp_(tcp) {}
+  explicit PgBackend(PgTransport transport) : transport_(transport) {}
   ~PgBackend() override { (void)Close(); }
 
-  std::string name() const override { return tcp_ ? "postgres-tcp" : "postgres"; }
+  std::string name() const override {
+    return transport_ == PgTransport::kTcp ? "postgres-tcp" : "postgres";
+  }
 
   bool Supports(Durability d) const override {
     return d == Durability::kNone || d == Durability::kFsync || d == Durability::kGroup;
@@ -516,7 +518,7 @@ class PgBackend : public Backend {
   Status Close() override { return server_.Stop(); }
 
  private:
-  const bool tcp_;
+  const PgTransport transport_;
   PgServer server_;
   std::vector<std::pair<std::string, std::string>> settings_;
   bool key_index_ = true;
@@ -555,7 +557,7 @@ Status PgBackend::Open(const std::string& dir, const BackendConfig& config) {
       {"max_connections", std::to_string(std::max(20, config.max_sessions + 10))},
       {"autovacuum", "on"},
   };
-  MMDOC_RETURN_IF_ERROR(server_.Start(dir, settings_, tcp_));
+  MMDOC_RETURN_IF_ERROR(server_.Start(dir, settings_, transport_));
 
   PGconn* conn = PQconnectdb(server_.conninfo().c_str());
   Status s;
@@ -588,8 +590,9 @@ Status PgBackend::Open(const std::string& dir, const BackendConfig& config) {
 std::string PgBackend::settings() const {
   std::string s = "PostgreSQL " + std::to_string(version_ / 10000) + "." +
                   std::to_string(version_ % 10000) +
-                  (tcp_ ? " over TCP loopback (127.0.0.1:" + std::to_string(server_.port()) + ")"
-                        : std::string(" over a Unix socket")) +
+                  (transport_ == PgTransport::kTcp
+                       ? " over TCP loopback (127.0.0.1:" + std::to_string(server_.port()) + ")"
+                       : std::string(" over a Unix socket")) +
                   ", " + server_.Describe() + ": ";
   s += "docs(id text PRIMARY KEY, key text UNIQUE, doc bytea) COLLATE \"C\"";
   if (group_index_) {
@@ -615,9 +618,9 @@ std::string PgBackend::settings() const {
 
 }  // namespace
 
-std::unique_ptr<Backend> NewPostgresBackend(bool tcp) {
+std::unique_ptr<Backend> NewPostgresBackend(PgTransport transport) {
   if (PgServer::FindBinDir().empty()) return nullptr;
-  return std::make_unique<PgBackend>(tcp);
+  return std::make_unique<PgBackend>(transport);
 }
 
 }  // namespace mmdoc::bench
