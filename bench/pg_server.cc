@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -191,14 +192,21 @@ std::string LogTail(const std::string& path) {
   return out.empty() ? "(empty log " + path + ")" : out;
 }
 
+// The file from byte offset on.
+std::string ReadFrom(const std::string& path, off_t offset) {
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(offset);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
 std::string ExitText(int status) {
   if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("signal ") + strsignal(WTERMSIG(status));
   return "status " + std::to_string(status);
 }
 
-// A TCP port on 127.0.0.1 nothing listens on now: the kernel's pick for a
-// socket bound to port 0. 0 on failure.
+}  // namespace
+
 int FreeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0;
@@ -215,6 +223,16 @@ int FreeLoopbackPort() {
   ::close(fd);
   return port;
 }
+
+bool PgLogSaysPortTaken(std::string_view log) {
+  // "LOG:  could not bind IPv4 address "127.0.0.1": Address already in use"
+  // (PostgreSQL's message, followed by "FATAL:  could not create any TCP/IP
+  // sockets"); English, as the bench starts the server with locale C.
+  return log.find("could not bind") != std::string_view::npos ||
+         log.find("Address already in use") != std::string_view::npos;
+}
+
+namespace {
 
 // Whether the postgres user can search directory path.
 bool Searchable(const struct stat& st, const RunAs& as) {
@@ -330,56 +348,86 @@ Status PgServer::Start(const std::string& dir,
     return Status::IOError("initdb failed (" + ExitText(status) + ")", LogTail(log_path_));
   }
 
-  // The server, a child of the bench.
-  std::vector<std::string> args = {bindir_ + "/postgres", "-D", data_dir_};
+  // The server, a child of the bench. Over TCP the port is probed free
+  // just before, but another process can bind it before the server does:
+  // the server then exits saying so in its log, and is started again on a
+  // newly probed port, kPortAttempts times at most.
   const bool tcp = transport == PgTransport::kTcp;
   if (tcp) {
-    port_ = FreeLoopbackPort();
-    if (port_ == 0) return Status::IOError("no free TCP port on 127.0.0.1", std::strerror(errno));
     // Only the bench's own connections: the one address, the one user. The
     // file is initdb's (owned by the server's user), rewritten in place.
     std::ofstream hba(data_dir_ + "/pg_hba.conf", std::ios::trunc);
     hba << "# mmdoc-bench: TCP loopback only\nhost all postgres 127.0.0.1/32 trust\n";
     hba.close();
     if (!hba) return Status::IOError("write " + data_dir_ + "/pg_hba.conf");
-    args.insert(args.end(), {"-c", "listen_addresses=127.0.0.1", "-c",
-                             "port=" + std::to_string(port_), "-c", "unix_socket_directories="});
-  } else {
-    port_ = 0;
-    args.insert(args.end(),
-                {"-c", "listen_addresses=", "-c", "unix_socket_directories=" + socket_dir_});
   }
-  for (const auto& [name, value] : settings) {
-    args.push_back("-c");
-    args.push_back(name + "=" + value);
-  }
-  pid_ = Spawn(args, as, log_fd, SIGINT, &error);
-  if (pid_ < 0) {
-    pid_ = 0;
-    return Status::IOError("postgres", error);
-  }
-  slot_ = Register(pid_, false, data_dir_, socket_dir_);
-  // Over TCP, libpq would first ask for TLS and GSSAPI encryption, which
-  // this server does not have: a round trip per connection for nothing.
-  conninfo_ = tcp ? "host=127.0.0.1 port=" + std::to_string(port_) +
-                        " user=postgres dbname=postgres sslmode=disable gssencmode=disable"
-                  : "host=" + socket_dir_ + " port=5432 user=postgres dbname=postgres";
-
-  // Ready when it accepts connections.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (PQping(conninfo_.c_str()) != PQPING_OK) {
-    pid_t done = ::waitpid(pid_, &status, WNOHANG);
-    if (done == pid_) {
+  std::string taken_ports;  // the ports found taken, for the error
+  for (attempts_ = 1;; ++attempts_) {
+    std::vector<std::string> args = {bindir_ + "/postgres", "-D", data_dir_};
+    if (tcp) {
+      port_ = port_probe_ ? port_probe_() : FreeLoopbackPort();
+      if (port_ == 0) {
+        return Status::IOError("no free TCP port on 127.0.0.1", std::strerror(errno));
+      }
+      args.insert(args.end(), {"-c", "listen_addresses=127.0.0.1", "-c",
+                               "port=" + std::to_string(port_), "-c", "unix_socket_directories="});
+    } else {
+      port_ = 0;
+      args.insert(args.end(),
+                  {"-c", "listen_addresses=", "-c", "unix_socket_directories=" + socket_dir_});
+    }
+    for (const auto& [name, value] : settings) {
+      args.push_back("-c");
+      args.push_back(name + "=" + value);
+    }
+    // Where this attempt's lines begin in the log.
+    struct stat log_st;
+    const off_t log_start = ::fstat(log_fd, &log_st) == 0 ? log_st.st_size : 0;
+    pid_ = Spawn(args, as, log_fd, SIGINT, &error);
+    if (pid_ < 0) {
       pid_ = 0;
-      (void)Stop();
-      return Status::IOError("postgres exited at start (" + ExitText(status) + ")",
-                             LogTail(log_path_));
+      return Status::IOError("postgres", error);
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      (void)Stop();
-      return Status::IOError("postgres did not accept connections within 60 s", LogTail(log_path_));
+    slot_ = Register(pid_, false, data_dir_, socket_dir_);
+    // Over TCP, libpq would first ask for TLS and GSSAPI encryption, which
+    // this server does not have: a round trip per connection for nothing.
+    conninfo_ = tcp ? "host=127.0.0.1 port=" + std::to_string(port_) +
+                          " user=postgres dbname=postgres sslmode=disable gssencmode=disable"
+                    : "host=" + socket_dir_ + " port=5432 user=postgres dbname=postgres";
+
+    // Ready when it accepts connections.
+    bool exited = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (PQping(conninfo_.c_str()) != PQPING_OK) {
+      pid_t done = ::waitpid(pid_, &status, WNOHANG);
+      if (done == pid_) {
+        exited = true;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        (void)Stop();
+        return Status::IOError("postgres did not accept connections within 60 s",
+                               LogTail(log_path_));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!exited) break;
+    // It exited at start: its slot is free again, its data directory kept.
+    pid_ = 0;
+    if (slot_ >= 0) {
+      g_running[slot_].pid.store(0, std::memory_order_release);
+      slot_ = -1;
+    }
+    const bool taken = tcp && PgLogSaysPortTaken(ReadFrom(log_path_, log_start));
+    if (taken) taken_ports += (taken_ports.empty() ? "" : ", ") + std::to_string(port_);
+    if (taken && attempts_ < kPortAttempts) continue;
+    (void)Stop();
+    return Status::IOError(
+        "postgres exited at start (" + ExitText(status) +
+            (taken ? "; " + std::to_string(attempts_) + " attempts, each port taken: " + taken_ports
+                   : std::string()) +
+            ")",
+        LogTail(log_path_));
   }
   // Its writes are the engine's: the phases' written/op include them.
   WatchIo(pid_);

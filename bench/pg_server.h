@@ -13,12 +13,17 @@
 // child process of the bench, reachable only through a Unix socket in a
 // private directory (listen_addresses=''), and waits until it accepts
 // connections. With PgTransport::kTcp, the server listens on 127.0.0.1
-// only, on a free port the bench picks, with no Unix socket (unix_socket_directories=''),
-// and pg_hba.conf is replaced by one line: trust for user postgres from
-// 127.0.0.1/32. (A port taken between the bench's probe and the server's
-// bind fails the start with the server's log.) PostgreSQL refuses to run as root: when the bench
-// runs as root, initdb and the server run as the `postgres` user Debian's package creates, the
-// directories they write are chowned to it, and the store's ancestors that user cannot search get
+// only, on a free port the bench picks, with no Unix socket
+// (unix_socket_directories=''), and pg_hba.conf is replaced by one line:
+// trust for user postgres from 127.0.0.1/32. A port another process takes
+// between the bench's probe and the server's bind makes the server exit at
+// start ("could not bind ...: Address already in use" in its log): Start
+// then probes a new port and starts the server again, kPortAttempts times
+// in all, and fails with the log's end and the ports tried if every one
+// was taken. PostgreSQL refuses to run as root: when the bench runs as
+// root, initdb and the server run as the `postgres` user Debian's package
+// creates, the directories they write are chowned to it, and the store's
+// ancestors that user cannot search get
 // search permission (o+x, nothing else) until Stop puts their modes back.
 //
 // The server never outlives the bench:
@@ -48,7 +53,9 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -60,8 +67,19 @@ namespace mmdoc::bench {
 // on 127.0.0.1 (see above).
 enum class PgTransport { kSocket, kTcp };
 
+// A TCP port on 127.0.0.1 nothing listens on now: the kernel's pick for a
+// socket bound to port 0 (free until someone binds it). 0 on failure.
+int FreeLoopbackPort();
+
+// Whether a server's log says it could not bind its TCP port because
+// another process holds it.
+bool PgLogSaysPortTaken(std::string_view log);
+
 class PgServer {
  public:
+  // Starts of the server over TCP before Start gives up on taken ports.
+  static constexpr int kPortAttempts = 5;
+
   PgServer() = default;
   ~PgServer();
   PgServer(const PgServer&) = delete;
@@ -94,6 +112,12 @@ class PgServer {
   pid_t pid() const { return pid_; }
   // The TCP port (0: a Unix socket).
   int port() const { return port_; }
+  // How many times the last Start started the server process (more than 1:
+  // its first ports were taken).
+  int attempts() const { return attempts_; }
+  // Tests: where Start gets each TCP port to try, instead of
+  // FreeLoopbackPort (a port the test holds, to make the retry happen).
+  void set_port_probe(std::function<int()> probe) { port_probe_ = std::move(probe); }
   // How the server runs, for settings(): the binaries' directory and, as
   // root, the user it runs as and the permissions granted.
   std::string Describe() const;
@@ -101,6 +125,8 @@ class PgServer {
  private:
   pid_t pid_ = 0;
   int port_ = 0;
+  int attempts_ = 0;
+  std::function<int()> port_probe_;
   int slot_ = -1;  // in the signal handler's table
   std::string bindir_;
   std::string data_dir_;

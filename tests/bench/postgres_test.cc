@@ -3,7 +3,9 @@
 // (SIGKILL). Its data directory goes with the run. (The adapter's functional
 // contract is backend_test.cc's, run for "postgres" like every engine.)
 #include <dirent.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -350,6 +352,112 @@ TEST_CASE("a postgres transaction an error aborted does not commit", "[bench][po
   CHECK(session->GetById("good-id", &value).ok());
   session.reset();
   CHECK(backend->Close().ok());
+}
+
+// A TCP port on 127.0.0.1 this process holds until the end of the scope:
+// bound, not listening, without SO_REUSEADDR, so a server's bind to it fails
+// (EADDRINUSE) and a client's connect is refused at once.
+class HeldPort {
+ public:
+  HeldPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      port_ = ntohs(addr.sin_port);
+    }
+  }
+  ~HeldPort() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  HeldPort(const HeldPort&) = delete;
+  HeldPort& operator=(const HeldPort&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST_CASE("PgServer recognises a port taken in the server's log", "[bench][postgres]") {
+  // PostgreSQL 15's lines when another process holds the port.
+  CHECK(PgLogSaysPortTaken(
+      "2026-12-02 23:50:01.123 UTC [4242] LOG:  could not bind IPv4 address \"127.0.0.1\": "
+      "Address already in use\n2026-12-02 23:50:01.123 UTC [4242] HINT:  Is another postmaster "
+      "already running on port 40000? If not, wait a few seconds and retry.\n"
+      "2026-12-02 23:50:01.123 UTC [4242] FATAL:  could not create any TCP/IP sockets\n"));
+  CHECK_FALSE(PgLogSaysPortTaken(""));
+  CHECK_FALSE(PgLogSaysPortTaken("LOG:  database system is ready to accept connections\n"));
+  CHECK_FALSE(PgLogSaysPortTaken(
+      "FATAL:  could not create shared memory segment: Cannot allocate memory\n"));
+}
+
+TEST_CASE("PgServer over TCP starts again on a new port when its port was taken",
+          "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  test::TempDir dir;
+  HeldPort held;
+  REQUIRE(held.port() != 0);
+  // The first probe gives the held port (another process took it after the
+  // probe), the next ones a free one.
+  int probes = 0;
+  PgServer server;
+  server.set_port_probe([&] { return ++probes == 1 ? held.port() : FreeLoopbackPort(); });
+  Status s = server.Start(dir.path(), {}, PgTransport::kTcp);
+  INFO(s.ToString());
+  REQUIRE(s.ok());
+  CHECK(server.attempts() == 2);
+  CHECK(probes == 2);
+  CHECK(server.port() != held.port());
+  CHECK(server.pid() > 0);
+  CHECK(server.conninfo().find("port=" + std::to_string(server.port())) != std::string::npos);
+  std::ifstream log(dir.File("postgres.log"));
+  std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  CHECK(PgLogSaysPortTaken(text));
+  CHECK(server.Stop().ok());
+  CHECK(ProcessesUnder(dir.path()).empty());
+}
+
+TEST_CASE("PgServer over TCP gives up with the server's log when every port is taken",
+          "[bench][postgres]") {
+  if (!PostgresBuilt()) return;
+  test::TempDir dir;
+  HeldPort held;
+  REQUIRE(held.port() != 0);
+  int probes = 0;
+  PgServer server;
+  server.set_port_probe([&] {
+    ++probes;
+    return held.port();
+  });
+  Status s = server.Start(dir.path(), {}, PgTransport::kTcp);
+  const std::string error = s.ToString();
+  INFO(error);
+  CHECK(s.IsIOError());
+  CHECK(probes == PgServer::kPortAttempts);
+  CHECK(server.attempts() == PgServer::kPortAttempts);
+  CHECK(server.pid() == 0);
+  CHECK(error.find(std::to_string(PgServer::kPortAttempts) + " attempts, each port taken") !=
+        std::string::npos);
+  CHECK(error.find("Address already in use") != std::string::npos);
+  CHECK(ProcessesUnder(dir.path()).empty());
+  // Over the Unix socket no port is probed.
+  test::TempDir other;
+  PgServer local;
+  local.set_port_probe([&] {
+    ++probes;
+    return held.port();
+  });
+  s = local.Start(other.path(), {}, PgTransport::kSocket);
+  INFO(s.ToString());
+  CHECK(s.ok());
+  CHECK(local.attempts() == 1);
+  CHECK(local.port() == 0);
+  CHECK(probes == PgServer::kPortAttempts);
+  CHECK(local.Stop().ok());
 }
 
 TEST_CASE("PgServer finds Debian's server binaries", "[bench][postgres]") {
