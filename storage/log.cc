@@ -14,6 +14,9 @@ namespace mmdoc::storage {
 namespace {
 
 constexpr uint64_t kZeroFillChunk = 4096;
+// Records at least this long are written with pwrite in every mode but
+// kMsync (Append).
+constexpr uint64_t kLogWriteMinBytes = 8192;
 
 uint64_t Align8(uint64_t x) { return (x + 7) & ~uint64_t{7}; }
 
@@ -318,12 +321,16 @@ Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Positi
     off = start_;
   }
   const uint64_t epoch = epoch_.load();
-  // Only kMsync stores through the map (its contract is msync): any later
-  // writeback of a page dirtied through a shared map write-protects it again
-  // (a TLB-shootdown interrupt to every core running the process, and a
-  // fault at the next store), and an fdatasync after such stores took ~10x
-  // longer on Linux/ext4 than after pwrite of the same bytes.
-  const bool via_write = d != Durability::kMsync;
+  // kFsync and kGroup write with pwrite: an fdatasync after stores through
+  // a shared map took ~10x longer on Linux/ext4 than after pwrite of the
+  // same bytes. So do the other modes (but kMsync, whose contract is msync)
+  // for a record of two pages or more: each page stored through the map is
+  // write-protected again by the next sync of the log (a TLB-shootdown
+  // interrupt to every core running the process), which costs more than
+  // the system call. A smaller record is stored: at one small commit per
+  // transaction the system call was a third of its time (docs/write-path.md).
+  const bool via_write = d == Durability::kFsync || d == Durability::kGroup ||
+                         (d != Durability::kMsync && len >= kLogWriteMinBytes);
   uint8_t* r = base_ + off;
   if (via_write) {
     buf_.resize(len);

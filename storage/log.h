@@ -120,8 +120,10 @@ class Log {
   // commit's later fdatasync still writes no file metadata and a crash
   // mid-growth leaves the old size. Otherwise it wraps to the start when
   // the start is free up to the tail.
-  // kMsync writes it through the log's map (its contract is msync of what
-  // it wrote there), every other mode with pwrite. *fits is
+  // kFsync and kGroup write it with pwrite; kMsync through the log's map
+  // (its contract is msync of what it wrote there); kNone and kPeriodic
+  // with pwrite when it spans two pages or more, else through the map.
+  // *fits is
   // false, and nothing is written, when the ring has no room for it.
   // REQUIRES: ready(); `txid` greater than every txid appended before.
   Status Append(uint64_t txid, std::string_view payload, Durability d, Position* pos, bool* fits)

@@ -22,11 +22,13 @@
 //    write into the map is caught by page checksums (rule 7), and the file
 //    is grown (and a sparse copy's holes filled) with posix_fallocate, so a
 //    full disk is Status::Full, never SIGBUS.
-//  - Log records are written with pwrite (an fdatasync after stores
-//    through a map costs several times more on ext4, and every writeback of
-//    a page stored through a shared map interrupts each core running the
-//    process to flush its TLB), except in kMsync mode, whose contract is
-//    msync of the log's map.
+//  - Log records are written with pwrite for kFsync/kGroup (an fdatasync
+//    after stores through a map costs several times more on ext4), through
+//    the log's map for kMsync, whose contract is msync, and for kNone and
+//    kPeriodic with pwrite when they span two pages or more (each page
+//    stored through a shared map costs a TLB-shootdown interrupt to every
+//    core running the process at the next sync), else through the map (a
+//    system call per small commit cost more).
 //  (The figures behind these choices are in docs/performance.md.)
 //
 // (1) A page reachable from the durable meta page (the last checkpoint) is
