@@ -391,8 +391,11 @@ Status PgServer::Start(const std::string& dir,
     slot_ = Register(pid_, false, data_dir_, socket_dir_);
     // Over TCP, libpq would first ask for TLS and GSSAPI encryption, which
     // this server does not have: a round trip per connection for nothing.
+    // A timeout, so that a process that took the port and never answers
+    // cannot hang the readiness check below.
     conninfo_ = tcp ? "host=127.0.0.1 port=" + std::to_string(port_) +
                           " user=postgres dbname=postgres sslmode=disable gssencmode=disable"
+                          " connect_timeout=10"
                     : "host=" + socket_dir_ + " port=5432 user=postgres dbname=postgres";
 
     // Ready when it accepts connections.
