@@ -610,7 +610,6 @@ Status DBImpl::CompactPages() {
     cache_ = nullptr;
     // The copy counts txids afresh; the old buffer is empty.
     if (wbuf_) wbuf_ = std::make_shared<index::WriteBuffer>();
-    filters_asked_.store(false);  // the next buffered commit asks for new key filters
     prepared_ = nullptr;
     spares.swap(spare_reads_);
     kept = std::move(kept_write_);

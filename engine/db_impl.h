@@ -177,15 +177,18 @@ class DBImpl {
   // succeeds (the merger goes on), else its error, which fails the commit
   // that asked. REQUIRES: the writer token.
   Status RetryFailedMerge() MMDOC_EXCLUDES(gen_mu_, merge_mu_);
-  // Tree `name`'s key filters for a buffered write transaction
-  // (index/key_filter.h; built by the merger thread, BuildKeyFilters).
+  // Tree `name`'s key filters (index/key_filter.h), as DB::Check sees them.
   index::TreeFilters KeyFilters(std::string_view name) MMDOC_EXCLUDES(cache_mu_) {
     return buffer()->Filters(name);
   }
+  // Tree `name`'s key filters for a buffered write transaction, starting
+  // one (for about `keys` keys) that the merger thread then builds
+  // (BuildKeyFilters) when the tree has none. REQUIRES: the writer token.
+  index::TreeFilters KeyFiltersForWrite(std::string_view name, uint64_t keys)
+      MMDOC_EXCLUDES(cache_mu_, gen_mu_);
   // Forgets the key filters before a transaction writes pages itself (its
-  // keys bypass them) and asks the merger thread for new ones. REQUIRES:
-  // the writer token.
-  void DropKeyFilters() MMDOC_EXCLUDES(cache_mu_, gen_mu_);
+  // keys bypass them). REQUIRES: the writer token.
+  void DropKeyFilters() MMDOC_EXCLUDES(cache_mu_) { buffer()->DropFilters(); }
   // Marks the database in use before its first buffered commit on `p`.
   Status PrepareCommits(storage::Pager* p);
   // Waits for the writer and keeps writers out while it copies; readers go
@@ -243,9 +246,8 @@ class DBImpl {
     storage::MutexLock l(&cache_mu_);
     return wbuf_;
   }
-  // Builds every tree's key filter when the buffer asks (TakeFilterWork).
-  // REQUIRES: the merger thread, no generation frozen (it takes the writer
-  // token, which a writer may hold while it waits for a merge).
+  // Adds each tree's keys to its building key filter and makes it ready.
+  // REQUIRES: the merger thread.
   Status BuildKeyFilters() MMDOC_EXCLUDES(merge_mu_, gen_mu_, cache_mu_);
   // The merger thread's loop.
   void MergerLoop() MMDOC_EXCLUDES(merge_mu_, gen_mu_);
@@ -307,8 +309,7 @@ class DBImpl {
   std::map<const index::BufferGeneration*, storage::Pager::LogPosition> next_record_
       MMDOC_GUARDED_BY(gen_mu_);
   bool stop_merger_ MMDOC_GUARDED_BY(gen_mu_) = false;
-  bool filters_due_ MMDOC_GUARDED_BY(gen_mu_) = false;  // wakes the merger to build them
-  std::atomic<bool> filters_asked_{false};              // by the first buffered commit
+  bool filters_due_ MMDOC_GUARDED_BY(gen_mu_) = false;  // a key filter was started
   // A merge that failed: the merger stops; writes fail on the pager's
   // sticky error.
   Status merge_error_ MMDOC_GUARDED_BY(gen_mu_);
@@ -465,7 +466,8 @@ class TransactionImpl {
   void Log(LogOp op, std::string_view coll, std::string_view arg);
   // The tree `t` (catalog name `name`) as this transaction reads and
   // writes it (CollState).
-  std::unique_ptr<index::BufferedTree> Layer(index::BTree* t, std::string_view name);
+  // `keys`: about how many keys the tree holds (a key filter's size).
+  std::unique_ptr<index::BufferedTree> Layer(index::BTree* t, std::string_view name, uint64_t keys);
 
   // Internal writes shared by the public calls and by replay. Each checks
   // every constraint before it changes anything, so a failed call leaves

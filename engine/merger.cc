@@ -10,11 +10,6 @@
 
 namespace mmdoc {
 
-namespace {
-// The smallest filter, in keys (about 20 KiB).
-constexpr uint64_t kMinFilterKeys = 16384;
-}  // namespace
-
 // First come, first served: a writer that commits in a loop cannot keep
 // Compact or Check waiting.
 void DBImpl::AcquireWriterToken() {
@@ -75,12 +70,6 @@ void DBImpl::FreezeActive() {
 void DBImpl::PublishBuffered(uint64_t txid, const std::vector<index::BufferChange>& changes) {
   std::shared_ptr<index::WriteBuffer> wb = buffer();
   wb->Publish(txid, changes);
-  if (!filters_asked_.exchange(true)) {
-    // The first buffered commit: a database only read never builds them.
-    storage::MutexLock l(&gen_mu_);
-    filters_due_ = true;
-    merge_cv_.Signal();
-  }
   if (wb->active_bytes() < buffer_budget_) return;
   // Full: hand it to the merger, once the one before it is merged, so the
   // buffer holds at most two generations (twice the budget).
@@ -176,6 +165,7 @@ Status DBImpl::RetryFailedMerge() {
 void DBImpl::MergerLoop() {
   for (;;) {
     bool merge;
+    bool build;
     {
       // After a failed merge it waits for a commit to merge successfully
       // (RetryFailedMerge) before it merges again.
@@ -186,7 +176,8 @@ void DBImpl::MergerLoop() {
         if (merge || filters_due_) break;
         merge_cv_.Wait();
       }
-      filters_due_ = false;
+      build = filters_due_ && !merge;
+      if (build) filters_due_ = false;
     }
     if (merge) {
       Status s;
@@ -201,80 +192,62 @@ void DBImpl::MergerLoop() {
       }
       merged_cv_.SignalAll();
     }
-    // Merges come first: a writer may be waiting for one with the token.
-    if (buffer()->Frozen().empty()) (void)BuildKeyFilters();
+    // Merges come first: a writer may be waiting for one.
+    if (build) (void)BuildKeyFilters();
   }
 }
 
-void DBImpl::DropKeyFilters() {
-  buffer()->DropFilters();
-  {
+index::TreeFilters DBImpl::KeyFiltersForWrite(std::string_view name, uint64_t keys) {
+  bool started = false;
+  index::TreeFilters f = buffer()->FiltersForWrite(name, keys, &started);
+  if (started) {
     storage::MutexLock l(&gen_mu_);
     filters_due_ = true;
+    merge_cv_.Signal();
   }
-  merge_cv_.Signal();
+  return f;
 }
 
 Status DBImpl::BuildKeyFilters() {
-  if (!buffer()->TakeFilterWork()) return Status::OK();
-  // With the writer token no write txn is open: each one that begins after
-  // the filters start adds the keys it makes live, and the snapshot taken
-  // here holds every key made live before.
-  AcquireWriterToken();
   std::shared_ptr<index::WriteBuffer> wb = buffer();
+  const auto building = wb->BuildingFilters();
+  if (building.empty()) return Status::OK();
+  // Any snapshot after the filters started will do: every write txn since
+  // adds the keys it makes live.
   std::shared_ptr<storage::Pager> p;
   std::unique_ptr<storage::Txn> txn;
   index::BufferView view;
   std::shared_ptr<const CatalogCache> cache;
-  Status s = Snapshot(&p, &txn, &view, &cache, /*internal=*/true);
-  if (!s.ok()) {
-    ReleaseWriterToken();
-    return s;
-  }
+  MMDOC_RETURN_IF_ERROR(Snapshot(&p, &txn, &view, &cache, /*internal=*/true));
   const uint64_t at = view.snapshot;
   TransactionImpl t(this, std::move(p), std::move(txn), /*read_only=*/true, Durability::kNone,
                     /*replaying=*/false);
   t.SetView(std::move(view));
-  struct Job {
-    std::string name;
-    index::BufferedTree* tree;
-    std::shared_ptr<index::KeyFilter> filter;
-  };
-  std::vector<Job> jobs;
-  auto start = [&](std::string name, index::BufferedTree* tree, uint64_t keys) {
-    // Room for the tree to double; a full filter is rebuilt larger.
-    const index::TreeFilters old = wb->Filters(name);
-    uint64_t capacity = std::max<uint64_t>(kMinFilterKeys, 2 * keys);
-    if (old.ready != nullptr) capacity = std::max(capacity, 2 * old.ready->added());
-    auto f = std::make_shared<index::KeyFilter>(capacity);
-    wb->StartFilter(name, f);
-    jobs.push_back(Job{std::move(name), tree, std::move(f)});
-  };
-  auto names = t.ListCollections();
-  s = names.status();
-  for (size_t n = 0; s.ok() && n < names.value().size(); n++) {
-    const std::string& coll = names.value()[n];
+  Status s;
+  for (const auto& [name, filter] : building) {
+    // "c:COLL" or "i:COLL\0FIELD" (CollectionTreeName, IndexTreeName).
+    const std::string_view n = name;
+    const size_t nul = n.find('\0');
+    if (n.size() < 3 || (n[0] != 'c' && n[0] != 'i') || n[1] != ':') continue;
     CollState* c;
-    s = t.ListedCollection(coll, &c);
-    if (!s.ok() || !c->exists) continue;
-    start(CollectionTreeName(coll), c->primary.get(), c->meta.count);
-    for (size_t i = 0; i < c->meta.indexes.size(); i++)
-      start(IndexTreeName(coll, c->meta.indexes[i].field), c->index_trees[i].get(), c->meta.count);
-  }
-  ReleaseWriterToken();
-  // A filter not finished stays a building one: it proves nothing.
-  for (const Job& job : jobs) {
+    s = t.Collection(n.substr(2, nul == n.npos ? n.npos : nul - 2), false, &c);
     if (!s.ok()) break;
-    index::BufferedTree::Cursor cur(job.tree);
-    uint64_t n = 0;
+    index::BufferedTree* tree = nullptr;
+    if (c->exists && n[0] == 'c') tree = c->primary.get();
+    for (size_t i = 0; c->exists && nul != n.npos && i < c->meta.indexes.size(); i++)
+      if (c->meta.indexes[i].field == n.substr(nul + 1)) tree = c->index_trees[i].get();
+    if (tree == nullptr) continue;  // dropped since: its filter is never used
+    index::BufferedTree::Cursor cur(tree);
+    uint64_t added = 0;
     for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
-      job.filter->Add(cur.key());
-      if (++n % 65536 == 0) {
+      filter->Add(cur.key());
+      if (++added % 65536 == 0) {
         storage::MutexLock l(&gen_mu_);
         if (stop_merger_) s = Status::Busy("closing");
       }
     }
-    if (s.ok()) wb->FinishFilter(job.name, job.filter.get(), at);
+    if (!s.ok()) break;  // a filter not finished stays a building one: it proves nothing
+    wb->FinishFilter(name, filter.get(), at);
   }
   t.Abort();
   return s;

@@ -397,12 +397,12 @@ void TransactionImpl::Log(LogOp op, std::string_view coll, std::string_view arg)
   buf_.log.append(arg);
 }
 
-std::unique_ptr<index::BufferedTree> TransactionImpl::Layer(index::BTree* t,
-                                                            std::string_view name) {
+std::unique_ptr<index::BufferedTree> TransactionImpl::Layer(index::BTree* t, std::string_view name,
+                                                            uint64_t keys) {
   if (!has_view_) return std::make_unique<index::BufferedTree>(t);
   auto tree =
       std::make_unique<index::BufferedTree>(t, &view_, name, /*order=*/nullptr, !read_only_);
-  if (!read_only_) tree->UseFilters(db_->KeyFilters(name));
+  if (!read_only_) tree->UseFilters(db_->KeyFiltersForWrite(name, keys));
   return tree;
 }
 
@@ -426,15 +426,18 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
           c->owned.push_back(std::make_unique<index::BTree>(txn_.get(), root, TreeKeyCodec()));
           return c->owned.back().get();
         };
-        c->primary = Layer(own(hit->second.primary_root), tree_name);
+        c->primary = Layer(own(hit->second.primary_root), tree_name, c->meta.count);
         for (size_t i = 0; i < c->meta.indexes.size(); i++)
           c->index_trees.push_back(Layer(own(hit->second.index_roots[i]),
-                                         IndexTreeName(coll, c->meta.indexes[i].field)));
+                                         IndexTreeName(coll, c->meta.indexes[i].field),
+                                         c->meta.count));
       } else {
-        c->primary = Layer(Cat()->Adopt(tree_name, hit->second.primary_root), tree_name);
+        c->primary =
+            Layer(Cat()->Adopt(tree_name, hit->second.primary_root), tree_name, c->meta.count);
         for (size_t i = 0; i < c->meta.indexes.size(); i++) {
           const std::string name = IndexTreeName(coll, c->meta.indexes[i].field);
-          c->index_trees.push_back(Layer(Cat()->Adopt(name, hit->second.index_roots[i]), name));
+          c->index_trees.push_back(
+              Layer(Cat()->Adopt(name, hit->second.index_roots[i]), name, c->meta.count));
         }
       }
       CountBuffered(c.get());
@@ -469,11 +472,11 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
   c->exists = true;
   index::BTree* t;
   MMDOC_RETURN_IF_ERROR(Cat()->Open(tree_name, &t));
-  c->primary = Layer(t, tree_name);
+  c->primary = Layer(t, tree_name, c->meta.count);
   for (const IndexMeta& m : c->meta.indexes) {
     const std::string name = IndexTreeName(coll, m.field);
     MMDOC_RETURN_IF_ERROR(Cat()->Open(name, &t));
-    c->index_trees.push_back(Layer(t, name));
+    c->index_trees.push_back(Layer(t, name, c->meta.count));
   }
   CountBuffered(c.get());
   *out = (colls_[c->name] = std::move(c)).get();
@@ -1157,7 +1160,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
   s = Cat()->Open(tree_name, &tree);
   if (!s.ok()) return Poison(s);
   c->meta.indexes.push_back(spec);
-  c->index_trees.push_back(Layer(tree, tree_name));
+  c->index_trees.push_back(Layer(tree, tree_name, c->meta.count));
   const size_t i = c->meta.indexes.size() - 1;
   // Build from the documents already there. On a violation, drop the
   // half-built tree so nothing of the index is left behind.

@@ -42,6 +42,9 @@ namespace {
 
 uint64_t HashKey(std::string_view key) { return storage::Checksum(key.data(), key.size(), 0); }
 
+// The smallest key filter, in keys (about 20 KiB).
+constexpr uint64_t kMinFilterKeys = 16384;
+
 // Appends [begin, end) to *out in bytewise order. Each key's first eight
 // bytes go beside its pointer, so most comparisons of the sort read no key:
 // the nodes lie at random in the arena, each a likely cache miss.
@@ -684,23 +687,34 @@ size_t WriteBuffer::active_bytes() const {
   return active_->bytes();
 }
 
+TreeFilters WriteBuffer::FiltersForWrite(std::string_view name, uint64_t keys, bool* started) {
+  storage::MutexLock l(&mu_);
+  auto it = filters_.find(name);
+  if (it == filters_.end()) it = filters_.emplace(std::string(name), TreeFilters()).first;
+  TreeFilters& f = it->second;
+  *started = f.building == nullptr && (f.ready == nullptr || f.ready->full());
+  if (*started) {
+    // Room for the tree to double; a full filter is started again larger.
+    uint64_t capacity = std::max<uint64_t>(kMinFilterKeys, 2 * keys);
+    if (f.ready != nullptr) capacity = std::max(capacity, 2 * f.ready->added());
+    f.building = std::make_shared<KeyFilter>(capacity);
+  }
+  return f;
+}
+
 TreeFilters WriteBuffer::Filters(std::string_view name) const {
   storage::MutexLock l(&mu_);
   auto it = filters_.find(name);
   return it == filters_.end() ? TreeFilters() : it->second;
 }
 
-bool WriteBuffer::TakeFilterWork() {
+std::vector<std::pair<std::string, std::shared_ptr<KeyFilter>>> WriteBuffer::BuildingFilters()
+    const {
   storage::MutexLock l(&mu_);
-  bool want = filters_wanted_;
-  for (const auto& [name, f] : filters_) want = want || (f.ready != nullptr && f.ready->full());
-  filters_wanted_ = false;
-  return want;
-}
-
-void WriteBuffer::StartFilter(const std::string& name, std::shared_ptr<KeyFilter> f) {
-  storage::MutexLock l(&mu_);
-  filters_[name].building = std::move(f);
+  std::vector<std::pair<std::string, std::shared_ptr<KeyFilter>>> out;
+  for (const auto& [name, f] : filters_)
+    if (f.building != nullptr) out.emplace_back(name, f.building);
+  return out;
 }
 
 bool WriteBuffer::FinishFilter(const std::string& name, const KeyFilter* f, uint64_t at) {
@@ -715,7 +729,6 @@ bool WriteBuffer::FinishFilter(const std::string& name, const KeyFilter* f, uint
 void WriteBuffer::DropFilters() {
   storage::MutexLock l(&mu_);
   filters_.clear();
-  filters_wanted_ = true;
 }
 
 size_t WriteBuffer::filter_bytes() const {

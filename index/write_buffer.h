@@ -328,25 +328,31 @@ class WriteBuffer {
   // --- Key filters (index/key_filter.h), one per tree name ---
   //
   // A ready filter holds every key live in its tree at its commit
-  // `ready_at` and every key that became live since: each write
-  // transaction adds the keys it makes live (BufferedTree::UseFilters), and
-  // a filter is started only while no write transaction is open. A
-  // transaction that writes pages itself bypasses them: it calls
-  // DropFilters first, and the builder starts over.
+  // `ready_at` and every key that became live since. A write transaction
+  // starts a tree's filter when it first opens the tree and none is ready
+  // or building (or the ready one is full): no other write transaction is
+  // open then, and each one from then on, this one included, adds the keys
+  // it makes live (BufferedTree::UseFilters). The builder then adds the
+  // tree's keys at any later snapshot and hands the filter over. A
+  // transaction that writes pages itself bypasses the filters: it calls
+  // DropFilters first.
 
-  // Tree `name`'s filters, for a write transaction about to begin.
-  TreeFilters Filters(std::string_view name) const MMDOC_EXCLUDES(mu_);
-  // Whether the filters should be built again (none yet, DropFilters ran,
-  // or a ready one is over its capacity); true once per such state.
-  bool TakeFilterWork() MMDOC_EXCLUDES(mu_);
-  // Tree `name`'s building filter becomes `f` (the builder then adds the
-  // keys of the tree as of the newest commit). REQUIRES: no write
+  // Tree `name`'s filters for a write transaction, starting a building one
+  // (sized for about `keys` keys, or twice a full ready one's) when it has
+  // none; *started says whether it did. REQUIRES: no other write
   // transaction open (the engine's writer token).
-  void StartFilter(const std::string& name, std::shared_ptr<KeyFilter> f) MMDOC_EXCLUDES(mu_);
-  // `f`, built from its tree as of commit `at`, becomes the ready filter;
-  // false (and nothing changes) when it is no longer name's building one.
+  TreeFilters FiltersForWrite(std::string_view name, uint64_t keys, bool* started)
+      MMDOC_EXCLUDES(mu_);
+  // Tree `name`'s filters, as they are (for DB::Check).
+  TreeFilters Filters(std::string_view name) const MMDOC_EXCLUDES(mu_);
+  // The filters being built, by tree name.
+  std::vector<std::pair<std::string, std::shared_ptr<KeyFilter>>> BuildingFilters() const
+      MMDOC_EXCLUDES(mu_);
+  // `f`, given every key of its tree at commit `at`, becomes the ready
+  // filter; false (and nothing changes) when it is no longer name's
+  // building one.
   bool FinishFilter(const std::string& name, const KeyFilter* f, uint64_t at) MMDOC_EXCLUDES(mu_);
-  // Forgets every filter and asks for a new build. REQUIRES: the writer.
+  // Forgets every filter. REQUIRES: the writer.
   void DropFilters() MMDOC_EXCLUDES(mu_);
   // Memory held by the filters, and how many are ready.
   size_t filter_bytes() const MMDOC_EXCLUDES(mu_);
@@ -358,7 +364,6 @@ class WriteBuffer {
   std::vector<std::shared_ptr<BufferGeneration>> frozen_ MMDOC_GUARDED_BY(mu_);  // newest first
   std::atomic<uint64_t> last_txid_{0};  // written by the writer only
   std::map<std::string, TreeFilters, std::less<>> filters_ MMDOC_GUARDED_BY(mu_);
-  bool filters_wanted_ MMDOC_GUARDED_BY(mu_) = true;
 };
 
 }  // namespace mmdoc::index

@@ -127,11 +127,12 @@ TEST_CASE("write buffer: key filters are built in the background and let no dupl
       CHECK(db->Insert("c", Doc(n + 1 + r, id + k_offset, "dup k")).IsAlreadyExists());
     }
   };
-  WaitForFilters(db.get(), 2);  // an empty collection's: the _id tree and k
+  // A tree's first write starts its filter: the _id tree's and k's.
   insert_range(0, n / 2);
+  WaitForFilters(db.get(), 2);
   duplicates_refused(n / 2);
   db.CheckNow();  // each live key is in its tree's ready filter
-  // Built from the pages of a reopened database, once it is written: a
+  // Built from the pages of a reopened database, once a tree is written: a
   // database only read builds none.
   db.Reopen();
   REQUIRE(db->Count("c").value() == static_cast<uint64_t>(n / 2));
@@ -156,7 +157,7 @@ TEST_CASE("write buffer: key filters are built in the background and let no dupl
   auto st = db->Stats();
   REQUIRE(st.ok());
   CHECK(st.value().key_filter_bytes > 0);
-  // A compacted copy starts a new buffer: its first commit asks again.
+  // A compacted copy starts a new buffer: its first write starts them again.
   REQUIRE(db->Compact().ok());
   CHECK(db->Stats().value().key_filters_ready == 0);
   REQUIRE(db->Insert("c", Doc(-2, -2000, "after compact")).ok());
