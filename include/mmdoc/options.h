@@ -58,8 +58,8 @@ struct Options {
   // copy of each leaf for all its changes, while commits fill the next.
   // The buffer holds at most about twice this (one generation merging, one
   // filling). The same thread keeps a key filter per tree (about 2.5 bytes
-  // per key, up to twice the keys), built in the background after the
-  // first commit, so that an insert's unique checks skip the trees'
+  // per key, up to twice the keys), built in the background once the
+  // tree is written, so that an insert's unique checks skip the trees'
   // descents; until it is built they descend. The log's budget (log_size)
   // also bounds the buffer: a log full of unmerged records is merged.
   // 0: every commit writes its pages itself, unless the
