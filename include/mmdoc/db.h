@@ -176,7 +176,8 @@ struct DBStats {
   uint64_t oldest_reader_txid = 0;  // a reader left open pins pages
   // With Options::write_buffer_size: the changes not yet merged into pages,
   // and the key filters that let inserts skip the trees' unique checks
-  // (built in the background after open and after a definition changes).
+  // (built in the background once a tree is written, and again after a
+  // definition changes).
   uint64_t write_buffer_bytes = 0;
   uint64_t key_filter_bytes = 0;
   uint64_t key_filters_ready = 0;  // trees whose filter is built
