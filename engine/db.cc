@@ -101,7 +101,7 @@ DBImpl::DBImpl(std::string path, const Options& options)
 }
 
 DBImpl::~DBImpl() {
-  if (!buffered()) return;
+  if (!buffered() || !merger_.joinable()) return;  // not opened: nothing to merge
   // Everything buffered goes into the pages, so the pager's closing
   // checkpoint leaves the database clean; if that fails, the log keeps it.
   StopMerger();
@@ -126,6 +126,16 @@ Status DBImpl::OpenPager() {
     storage::MutexLock l(&cache_mu_);
     pager_ = pager;
   }
+  if (buffered()) {
+    Status s = pager->RecoverIntoMemory([this](uint64_t txid, std::string_view payload) {
+      return ReplayIntoBuffer(txid, payload);
+    });
+    if (!s.IsNotSupported()) return s;
+    // A record changes pages (a definition): the log is replayed again,
+    // into pages, from a buffer that never saw it.
+    storage::MutexLock l(&cache_mu_);
+    wbuf_ = std::make_shared<index::WriteBuffer>();
+  }
   return pager->Recover(
       [this](uint64_t txid, std::string_view payload) { return Replay(txid, payload); });
 }
@@ -142,16 +152,21 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
   if (options.sync_interval_ms == 0)
     return Status::InvalidArgument("sync_interval_ms must be positive");
   std::unique_ptr<DBImpl> db(new DBImpl(path, options));
-  MMDOC_RETURN_IF_ERROR(db->OpenPager());
   uint64_t budget = options.write_buffer_size;
   if (const char* env = std::getenv("MMDOC_WRITE_BUFFER"); env != nullptr && budget == 0)
     budget = std::strtoull(env, nullptr, 10);
   if (budget > 0) {
-    {
-      storage::MutexLock l(&db->cache_mu_);
-      db->wbuf_ = std::make_shared<index::WriteBuffer>();
-    }
+    storage::MutexLock l(&db->cache_mu_);
+    db->wbuf_ = std::make_shared<index::WriteBuffer>();
     db->buffer_budget_ = budget;
+  }
+  MMDOC_RETURN_IF_ERROR(db->OpenPager());
+  if (budget > 0) {
+    if (db->buffer()->active_bytes() >= budget) {
+      // The log replayed into a full buffer: the merger starts with it.
+      storage::MutexLock l(&db->gen_mu_);
+      db->FreezeActive();
+    }
     DBImpl* raw = db.get();
     db->merger_ = std::thread([raw] { raw->MergerLoop(); });
   }
@@ -164,6 +179,26 @@ Status DBImpl::Replay(uint64_t txid, std::string_view payload) {
   Status s = t.value()->ApplyLog(payload);
   if (!s.ok()) return Status::Corruption("log record " + std::to_string(txid), s.ToString());
   return t.value()->Commit();
+}
+
+Status DBImpl::ReplayIntoBuffer(uint64_t txid, std::string_view payload) {
+  // Open runs this before the merger starts, so no writer token is needed.
+  std::shared_ptr<storage::Pager> p;
+  std::unique_ptr<storage::Txn> txn;
+  index::BufferView view;
+  std::shared_ptr<const CatalogCache> cache;
+  MMDOC_RETURN_IF_ERROR(Snapshot(&p, &txn, &view, &cache));
+  TransactionImpl t(this, std::move(p), std::move(txn), /*read_only=*/false, Durability::kNone,
+                    /*replaying=*/true);
+  t.SetView(std::move(view));
+  Status s = t.ApplyLog(payload);
+  if (s.ok()) {
+    s = t.CommitIntoBuffer(txid);
+  } else {
+    t.Abort();
+  }
+  if (s.ok() || s.IsNotSupported()) return s;
+  return Status::Corruption("log record " + std::to_string(txid), s.ToString());
 }
 
 Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, bool replaying) {

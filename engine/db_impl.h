@@ -159,6 +159,12 @@ class DBImpl {
   // Publishes buffered commit `txid` (REQUIRES: the writer token).
   void PublishBuffered(uint64_t txid, const std::vector<index::BufferChange>& changes)
       MMDOC_EXCLUDES(cache_mu_, merge_mu_);
+  // Publishes a commit replayed from the log at open, before the merger
+  // runs: the active generation takes every one (DBImpl::OpenPager).
+  void PublishReplayed(uint64_t txid, const std::vector<index::BufferChange>& changes)
+      MMDOC_EXCLUDES(cache_mu_) {
+    buffer()->Publish(txid, changes);
+  }
   // Merges every change in the buffer into the pages; with `checkpoint`,
   // then checkpoints (which may start the log over). REQUIRES: the writer
   // token, so that nothing is published meanwhile.
@@ -255,7 +261,14 @@ class DBImpl {
   // Checkpoints after a merge when that cannot race a commit's append
   // (the log starts over only when every record is merged).
   Status CheckpointAfterMerge() MMDOC_REQUIRES(merge_mu_);
+  // Recovery (rule 4 of storage/pager.h): Replay redoes a record in
+  // pages. With a write buffer, ReplayIntoBuffer puts its changes in the
+  // buffer instead and the record stays in the log until merged: reopening
+  // writes no page. A record that must change pages (a definition, an
+  // index turning multikey) makes it fail with NotSupported, and the whole
+  // log is then replayed into pages.
   Status Replay(uint64_t txid, std::string_view payload);
+  Status ReplayIntoBuffer(uint64_t txid, std::string_view payload);
 
   // OK unless this thread holds the write transaction (Busy naming `what`).
   Status NotWriting(const char* what);
@@ -405,6 +418,11 @@ class TransactionImpl {
   // transaction's own operations (ToPages), whose errors are returned as
   // they are rather than as a damaged log.
   Status ApplyLog(std::string_view payload, bool own = false);
+  // Commits a replayed record's changes into the write buffer as commit
+  // `txid` (DBImpl::ReplayIntoBuffer); appends nothing to the log.
+  // NotSupported when the record must change pages. REQUIRES: a buffered
+  // write txn begun replaying.
+  Status CommitIntoBuffer(uint64_t txid);
 
   // Reads (and, for a write txn, writes) through the buffer at `view`:
   // set before the first collection is loaded.
@@ -441,6 +459,8 @@ class TransactionImpl {
   // its log record). The CollState pointers it held are gone.
   Status ToPages();
   Status CommitBuffered();
+  // Every change of this buffered txn, for the buffer.
+  void AppendChanges(std::vector<index::BufferChange>* changes);
   // Adds the buffer's net change at the snapshot to a loaded collection's
   // count (CollState::buffered_count).
   void CountBuffered(CollState* c);

@@ -403,6 +403,7 @@ std::unique_ptr<index::BufferedTree> TransactionImpl::Layer(index::BTree* t, std
   auto tree =
       std::make_unique<index::BufferedTree>(t, &view_, name, /*order=*/nullptr, !read_only_);
   if (!read_only_) tree->UseFilters(db_->KeyFiltersForWrite(name, keys));
+  if (replaying_) tree->TrustWrites();  // recovery into the buffer
   return tree;
 }
 
@@ -751,8 +752,10 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
     for (size_t j = 0; j < keys.size(); j++) {
       entry.assign(keys[j]);
       if (!m.unique) entry.append(pk);
+      // A replay into the buffer knows the entry is new (TrustWrites).
       s = c->index_trees[i]->Put(entry, pk,
-                                 m.unique ? index::PutMode::kInsert : index::PutMode::kUpsert);
+                                 m.unique || (replaying_ && has_view_) ? index::PutMode::kInsert
+                                                                       : index::PutMode::kUpsert);
       if (s.IsAlreadyExists()) {
         MMDOC_RETURN_IF_ERROR(UndoInsert(c, pk, i, j));
         return Status::AlreadyExists("duplicate key in unique index '" + m.field + "'",
@@ -1274,11 +1277,7 @@ Status TransactionImpl::CommitBuffered() {
   EndWrite();
   Status s;
   std::vector<index::BufferChange> changes;
-  for (auto& [name, c] : colls_) {
-    if (!c->exists) continue;
-    c->primary->AppendChanges(&changes);
-    for (auto& t : c->index_trees) t->AppendChanges(&changes);
-  }
+  AppendChanges(&changes);
   // Operations that undid each other leave nothing to log: a record that
   // no generation holds would never be merged.
   if (!changes.empty()) {
@@ -1325,8 +1324,39 @@ Status TransactionImpl::CommitBuffered() {
   return Status::OK();
 }
 
+void TransactionImpl::AppendChanges(std::vector<index::BufferChange>* changes) {
+  for (auto& [name, c] : colls_) {
+    if (!c->exists) continue;
+    c->primary->AppendChanges(changes);
+    for (auto& t : c->index_trees) t->AppendChanges(changes);
+  }
+}
+
+Status TransactionImpl::CommitIntoBuffer(uint64_t txid) {
+  assert(replaying_ && buffered());
+  Status s = poisoned_;
+  if (s.ok() && finished_) s = Status::InvalidArgument("transaction already finished");
+  if (s.ok() && shape_changed_) s = Status::NotSupported("log record changes pages");
+  if (!s.ok()) {
+    Abort();
+    return s;
+  }
+  EndWrite();
+  std::vector<index::BufferChange> changes;
+  AppendChanges(&changes);
+  if (!changes.empty()) db_->PublishReplayed(txid, changes);
+  finished_ = true;
+  colls_.clear();
+  catalog_.reset();
+  txn_.reset();
+  return Status::OK();
+}
+
 Status TransactionImpl::ToPages() {
   assert(buffered());
+  // Recovery into the buffer cannot write pages: the caller replays the
+  // whole log into pages instead.
+  if (replaying_) return Poison(Status::NotSupported("log record changes pages"));
   const std::string payload = std::move(buf_.log);
   buf_.log.clear();
   colls_.clear();
@@ -1582,7 +1612,10 @@ Status TransactionImpl::ApplyLog(std::string_view payload, bool own) {
         return Status::Corruption("log record has unknown operation",
                                   std::to_string(static_cast<int>(op)));
     }
-    if (!s.ok()) return own ? s : Status::Corruption("log replay failed", s.ToString());
+    // NotSupported: replay into the buffer met a record that changes pages.
+    if (!s.ok()) {
+      return own || s.IsNotSupported() ? s : Status::Corruption("log replay failed", s.ToString());
+    }
   }
   return Status::OK();
 }

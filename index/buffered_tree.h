@@ -104,6 +104,10 @@ class BufferedTree {
   // for a key it proves absent without a descent of the BTree, when the
   // snapshot is at or after its `ready_at`. Call before the first Put.
   void UseFilters(TreeFilters filters) { filters_ = std::move(filters); }
+  // For a replay of records that were checked when committed (recovery
+  // into the buffer): Put kInsert takes a key the overlay lacks as absent
+  // below, and Put kUpdate and Delete take it as live, without a descent.
+  void TrustWrites() { trusted_ = true; }
 
   // The net change in the number of live keys that the buffer (at the
   // snapshot) and the overlay make to the BTree's: the tree holds
@@ -146,6 +150,7 @@ class BufferedTree {
   Overlay overlay_;
   int64_t overlay_delta_ = 0;  // the overlay's share of CountDelta
   TreeFilters filters_;        // UseFilters; none by default
+  bool trusted_ = false;       // TrustWrites
 };
 
 // Iterates a BufferedTree in key order (its `order`), both ways, merging

@@ -62,6 +62,8 @@ struct Options {
   // tree is written, so that an insert's unique checks skip the trees'
   // descents; until it is built they descend. The log's budget (log_size)
   // also bounds the buffer: a log full of unmerged records is merged.
+  // After a crash, Open replays the log into the buffer and writes no page
+  // (a log holding a definition is replayed into pages, as without one).
   // 0: every commit writes its pages itself, unless the
   // environment variable MMDOC_WRITE_BUFFER gives a size (for running a
   // program's or a test suite's databases buffered). Default: 0.
