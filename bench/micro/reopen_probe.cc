@@ -1,0 +1,183 @@
+// mmdoc-reopenprobe: how long a database takes to open after kill -9, with
+// the log replayed into pages or into the write buffer (docs/write-path.md).
+//
+// A child process opens a new database with a write buffer, inserts --docs
+// documents of the seed's shape (a 36-character _id, a unique index on a
+// 36-character key, a 36-character value) in transactions of --batch, and
+// kills itself with SIGKILL: the log then holds every record since the last
+// checkpoint, and the buffer's unmerged changes are gone with the process.
+// The parent copies the files it left once per open to time, and opens each
+// copy either
+//
+//   pages    without a buffer: the log's records are redone in pages and
+//            a checkpoint writes them (the classic replay);
+//   buffer   with a --buffer-mib buffer: the records go into the buffer,
+//            no page is written, and the merger takes them from there;
+//
+// alternating, --rounds of each, with the page cache dropped before each
+// open when --cold is given (root only). Reported per open: DB::Open's
+// time, the buffer it left, and the close's time (a close merges the
+// buffer and checkpoints).
+//
+//   mmdoc-reopenprobe [--docs 1000000] [--batch 1000] [--buffer-mib 64]
+//                     [--rounds 3] [--cold] [--dir .]
+#include <bson/bson.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "mmdoc/db.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string Guid(std::mt19937_64& rng) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string s(36, '-');
+  for (size_t i = 0; i < s.size(); i++)
+    if (i != 8 && i != 13 && i != 18 && i != 23) s[i] = kHex[rng() % 16];
+  return s;
+}
+
+[[noreturn]] void Die(const char* what, const mmdoc::Status& s) {
+  std::fprintf(stderr, "mmdoc-reopenprobe: %s: %s\n", what, s.ToString().c_str());
+  std::exit(2);
+}
+
+// The child: fills a database and dies without closing it.
+[[noreturn]] void FillAndKill(const std::string& path, uint64_t docs, uint64_t batch,
+                              uint64_t buffer) {
+  mmdoc::Options o;
+  o.durability = mmdoc::Durability::kNone;
+  o.write_buffer_size = buffer;
+  auto db = mmdoc::DB::Open(path, o);
+  if (!db.ok()) Die("open", db.status());
+  mmdoc::IndexOptions unique;
+  unique.unique = true;
+  if (mmdoc::Status s = db.value()->CreateIndex("docs", "key", unique); !s.ok())
+    Die("create index", s);
+  std::mt19937_64 rng(1);
+  for (uint64_t done = 0; done < docs;) {
+    auto t = db.value()->Begin();
+    if (!t.ok()) Die("begin", t.status());
+    for (uint64_t i = 0; i < batch && done < docs; i++, done++) {
+      const std::string id = Guid(rng), key = Guid(rng), value = Guid(rng);
+      bson_t b = BSON_INITIALIZER;
+      bson_append_utf8(&b, "_id", 3, id.data(), static_cast<int>(id.size()));
+      bson_append_utf8(&b, "key", 3, key.data(), static_cast<int>(key.size()));
+      bson_append_utf8(&b, "value", 5, value.data(), static_cast<int>(value.size()));
+      auto d = mmdoc::Document::FromBson(&b);
+      bson_destroy(&b);
+      if (!d.ok()) Die("document", d.status());
+      if (mmdoc::Status s = t.value()->Insert("docs", d.value()); !s.ok()) Die("insert", s);
+    }
+    if (mmdoc::Status s = t.value()->Commit(); !s.ok()) Die("commit", s);
+  }
+  std::raise(SIGKILL);
+  std::abort();
+}
+
+bool DropCaches() {
+  sync();
+  std::ofstream f("/proc/sys/vm/drop_caches");
+  f << "3\n";
+  return static_cast<bool>(f.flush());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t docs = 1000000, batch = 1000, buffer_mib = 64, rounds = 3;
+  bool cold = false;
+  std::string dir = ".";
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    const bool more = i + 1 < argc;
+    if (a == "--docs" && more) {
+      docs = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--batch" && more) {
+      batch = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--buffer-mib" && more) {
+      buffer_mib = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--rounds" && more) {
+      rounds = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--cold") {
+      cold = true;
+    } else if (a == "--dir" && more) {
+      dir = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: mmdoc-reopenprobe [--docs N] [--batch N] [--buffer-mib N] "
+                   "[--rounds N] [--cold] [--dir DIR]\n");
+      return 2;
+    }
+  }
+  if (docs == 0 || batch == 0 || buffer_mib == 0 || rounds == 0) {
+    std::fprintf(
+        stderr, "mmdoc-reopenprobe: --docs, --batch, --buffer-mib and --rounds must be positive\n");
+    return 2;
+  }
+  namespace fs = std::filesystem;
+  const fs::path work = fs::path(dir) / ("reopenprobe-" + std::to_string(getpid()));
+  fs::create_directories(work);
+  const std::string path = (work / "db").string();
+  const uint64_t buffer = buffer_mib << 20;
+
+  std::fprintf(stderr,
+               "filling %" PRIu64 " documents (batch %" PRIu64 ", buffer %" PRIu64
+               " MiB), then kill -9...\n",
+               docs, batch, buffer_mib);
+  const Clock::time_point fill = Clock::now();
+  const pid_t child = fork();
+  if (child == 0) FillAndKill(path, docs, batch, buffer);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) {
+    std::fprintf(stderr, "mmdoc-reopenprobe: the child did not die by SIGKILL\n");
+    return 2;
+  }
+  std::printf("filled in %.1f s; data file %.0f MiB, log %.0f MiB\n", Since(fill),
+              fs::file_size(path) / 1048576.0, fs::file_size(path + "-log") / 1048576.0);
+  std::printf("%-8s %5s %9s %12s %9s\n", "replay", "round", "open s", "buffer MiB", "close s");
+  for (uint64_t r = 0; r < 2 * rounds; r++) {
+    const bool into_buffer = r % 2 == 0;
+    const std::string copy = (work / "copy").string();
+    fs::copy_file(path, copy, fs::copy_options::overwrite_existing);
+    fs::copy_file(path + "-log", copy + "-log", fs::copy_options::overwrite_existing);
+    if (cold && !DropCaches()) {
+      std::fprintf(stderr, "mmdoc-reopenprobe: --cold: cannot write /proc/sys/vm/drop_caches\n");
+      return 2;
+    }
+    mmdoc::Options o;
+    o.write_buffer_size = into_buffer ? buffer : 0;
+    const Clock::time_point open = Clock::now();
+    auto db = mmdoc::DB::Open(copy, o);
+    const double open_s = Since(open);
+    if (!db.ok()) Die("reopen", db.status());
+    auto st = db.value()->Stats();
+    if (!st.ok()) Die("stats", st.status());
+    const Clock::time_point close = Clock::now();
+    db.value().reset();
+    std::printf("%-8s %5" PRIu64 " %9.3f %12.1f %9.3f\n", into_buffer ? "buffer" : "pages",
+                r / 2 + 1, open_s, st.value().write_buffer_bytes / 1048576.0, Since(close));
+    std::fflush(stdout);
+  }
+  fs::remove_all(work);
+  return 0;
+}
