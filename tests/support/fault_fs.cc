@@ -41,18 +41,21 @@ class FaultFileSystem::FaultFile final : public FileWrapper {
     return real()->Allocate(offset, length);
   }
   Status Sync() override {
+    std::lock_guard<std::mutex> l(fs_->sync_mu_);
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kSync, path()));
     MMDOC_RETURN_IF_ERROR(real()->Sync());
     fs_->Capture(real(), 0, UINT64_MAX);
     return Status::OK();
   }
   Status SyncAll() override {
+    std::lock_guard<std::mutex> l(fs_->sync_mu_);
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kSync, path()));
     MMDOC_RETURN_IF_ERROR(real()->SyncAll());
     fs_->Capture(real(), 0, UINT64_MAX);
     return Status::OK();
   }
   Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
+    std::lock_guard<std::mutex> l(fs_->sync_mu_);
     MMDOC_RETURN_IF_ERROR(fs_->MaybeFail(Op::kMapSync, path()));
     MMDOC_RETURN_IF_ERROR(real()->MapSync(addr, offset, length));
     fs_->Capture(real(), offset / kPage * kPage, (offset + length + kPage - 1) / kPage * kPage);

@@ -126,6 +126,12 @@ class FaultFileSystem final : public FileSystemWrapper {
   // whole file), copies that range of the real file into the durable image.
   void Capture(storage::File* f, uint64_t begin, uint64_t end);
 
+  // Held across a sync and its Capture: syncs from two threads (a group
+  // commit's and a writer's) would otherwise capture out of order, and an
+  // image read before a newer sync could replace it (a disk never forgets
+  // a completed sync).
+  std::mutex sync_mu_;
+
   mutable std::mutex mu_;
   std::map<std::string, FileState> files_;
   std::vector<DirOp> dir_ops_;  // oldest first
