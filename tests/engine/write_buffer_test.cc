@@ -348,10 +348,20 @@ std::unique_ptr<DB> OpenOrFail(const std::string& path, const Options& o) {
 TEST_CASE("write buffer: recovery replays the log into the buffer, as replay into pages would") {
   const uint64_t seed = Seed("write buffer recovery");
   // The unbuffered opens below must replay into pages, whatever CI's
-  // buffered passes set.
-  const char* env = std::getenv("MMDOC_WRITE_BUFFER");
-  const std::string saved = env != nullptr ? env : "";
-  unsetenv("MMDOC_WRITE_BUFFER");
+  // buffered passes set; the setting comes back however the test ends.
+  struct UnsetBufferEnv {
+    std::string saved;
+    bool had;
+    UnsetBufferEnv() {
+      const char* env = std::getenv("MMDOC_WRITE_BUFFER");
+      had = env != nullptr;
+      if (had) saved = env;
+      unsetenv("MMDOC_WRITE_BUFFER");
+    }
+    ~UnsetBufferEnv() {
+      if (had) setenv("MMDOC_WRITE_BUFFER", saved.c_str(), 1);
+    }
+  } unset_env;
   TempDir dir;
   const int runs = static_cast<int>(40 * Scale());
   int into_buffer = 0, other = 0;  // other: nothing to replay, or a definition in the log
@@ -414,7 +424,6 @@ TEST_CASE("write buffer: recovery replays the log into the buffer, as replay int
     CHECK(ReadRows(db.get()) == rows);
     RequireCheckPasses(db.get());
   }
-  if (!saved.empty()) setenv("MMDOC_WRITE_BUFFER", saved.c_str(), 1);
   std::fprintf(stderr, "write buffer recovery: %d of %d runs replayed into the buffer\n",
                into_buffer, into_buffer + other);
   // The model alone would pass with every replay into pages.
