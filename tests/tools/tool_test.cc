@@ -787,6 +787,12 @@ TEST_CASE("tool: check, stats and compact on a good database", "[tools]") {
   MustRun({"compact", db});
   CHECK(CountOf(db) == 50);
   ExpectCheckOk(db);
+
+  // Both cover the whole database: a collection given to them is refused,
+  // not silently ignored, and nothing is touched.
+  ExpectError(RunTool({"check", db, "-c", "default"}), 2, {"check", "-c"});
+  ExpectError(RunTool({"compact", db, "-c", "other"}), 2, {"compact", "-c"});
+  CHECK(CountOf(db) == 50);
 }
 
 TEST_CASE("tool: check and export --salvage on a damaged file", "[tools]") {
