@@ -96,7 +96,8 @@ std::string IndexName(const std::vector<IndexKey>& keys) {
 Status CheckIndexFieldPath(std::string_view field) {
   if (field.empty()) return Status::InvalidArgument("index field must not be empty");
   if (field.find('\0') != std::string_view::npos || field[0] == '$' || field.front() == '.' ||
-      field.back() == '.' || field.find("..") != std::string_view::npos)
+      field.back() == '.' || field.find("..") != std::string_view::npos ||
+      field.find(".$") != std::string_view::npos)  // a part starting with '$', as MongoDB refuses
     return Status::InvalidArgument("invalid index field path", field);
   if (field.size() > 200) return Status::InvalidArgument("index field path longer than 200 bytes");
   return Status::OK();

@@ -311,6 +311,13 @@ TEST_CASE("bad input: wrong types and unknown operators in filters and updates")
     CHECK(!r.ok());
     CHECK((r.status().IsInvalidArgument() || r.status().IsNotSupported()));
   }
+  // An index field path with an empty part or a part starting with '$',
+  // as MongoDB refuses it; no index is left behind.
+  for (const char* f : {"$v", "a..b", ".v", "v.", "a.$b", "a.b.$"}) {
+    INFO(f);
+    CHECK(db->CreateIndex("c", f).IsInvalidArgument());
+  }
+  CHECK(db->ListIndexes("c").value().size() == 1);  // Seed3's k
   // $inc on a string field fails at apply time.
   CHECK(!db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$inc": {"s": 1}})")).ok());
   // An array _id.
