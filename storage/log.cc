@@ -119,6 +119,11 @@ Status Log::WriteHeader(const uint64_t db_id[2], uint64_t records) {
 Status Log::Create(const uint64_t db_id[2], uint64_t size, uint64_t max_size) {
   const uint64_t records = Align8(size);
   Status s;
+  if (base_ != nullptr) {  // a log made anew over an open one: its map goes first
+    (void)file_->Unmap(base_, map_len_);
+    base_ = nullptr;
+    map_len_ = 0;
+  }
   {
     Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kCreate);
     if (!f.ok()) return f.status();

@@ -78,7 +78,7 @@ class Log {
   // records, zero-filled, header written, file and directory synced, then
   // maps it with room to grow to `max_size` (>= size). On failure (Full on
   // a full disk) the file is removed, so a half-made log never takes the
-  // disk.
+  // disk. A log already open is unmapped first (not ready() on failure).
   Status Create(const uint64_t db_id[2], uint64_t size, uint64_t max_size);
   // Makes sure every byte of the log is backed by disk blocks (a sparse
   // copy's holes would make a store through the map SIGBUS on a full disk).

@@ -347,6 +347,40 @@ TEST_CASE(
   CHECK(RootHasTag(q.get(), 0, 2));
 }
 
+// How many of this process's mappings are of `path` (/proc/self/maps).
+int MappingsOf(const std::string& path) {
+  std::ifstream maps("/proc/self/maps");
+  const std::string canonical = std::filesystem::canonical(path).string();
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.size() >= canonical.size() &&
+        line.compare(line.size() - canonical.size(), canonical.size(), canonical) == 0)
+      n++;
+  }
+  return n;
+}
+
+TEST_CASE("open: a clean database's grown log made anew replaces its mapping, not adds one") {
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  const std::string log = path + "-log";
+  {
+    auto p = OpenOrDie(path);
+    for (uint64_t i = 1; i <= 3000; i++) WriteTagged(p.get(), 0, i);
+  }  // closed cleanly, its log grown past the starting size
+  const uint64_t grown = std::filesystem::file_size(log);
+  {
+    auto p = OpenOrDie(path, NoCreate());
+    CHECK(MappingsOf(log) == 1);
+    WriteTagged(p.get(), 0, 3001, Durability::kFsync);  // the log is made anew, small
+    CHECK(std::filesystem::file_size(log) < grown);
+    CHECK(MappingsOf(log) == 1);
+  }
+  CHECK(MappingsOf(log) == 0);
+  auto p = OpenOrDie(path, NoCreate());
+  CHECK(RootHasTag(p.get(), 0, 3001));
+}
+
 TEST_CASE("open: a version 2 database and its headerless log open and are written as version 3") {
   // A version 2 file: written by hand from a version 3 one, with its log's
   // records moved to offset 0, as the previous version kept them.
