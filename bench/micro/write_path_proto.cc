@@ -39,6 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench/micro/proto_util.h"
 #include "index/btree.h"
 #include "mmdoc/file_system.h"
 #include "storage/pager.h"
@@ -50,25 +51,11 @@ using mmdoc::Status;
 using mmdoc::index::BTree;
 using mmdoc::index::PutMode;
 namespace storage = mmdoc::storage;
+using mmdoc::proto::Check;
+using mmdoc::proto::Now;
+using mmdoc::proto::RandomBytes;
 
 constexpr int kPrimary = 1, kIndex = 2;  // root slots
-
-void Check(const Status& s, const char* what) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "writeproto: %s: %s\n", what, s.ToString().c_str());
-    std::exit(1);
-  }
-}
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-std::string RandomBytes(std::mt19937_64& rng, size_t n) {
-  std::string s(n, '\0');
-  for (char& c : s) c = static_cast<char>('a' + rng() % 26);
-  return s;
-}
 
 struct Op {
   std::string id, key, value;
@@ -240,6 +227,7 @@ double Lookups(storage::Pager* p, const Buffer* b, const std::vector<std::string
 }  // namespace
 
 int main(int argc, char** argv) {
+  mmdoc::proto::program = "mmdoc-writeproto";
   size_t docs = 1000000, ops = 200000, batch = 1000;
   std::string dir = "/tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
