@@ -23,9 +23,11 @@
 //
 // `--slices S` merges the runs in S transactions over ranges of the key
 // space, each checkpointed, so that the file holds about a slice's worth of
-// freed leaves rather than a whole merge's. The file's size is reported.
+// freed leaves rather than a whole merge's. Reported: the file's pages (its
+// high-water mark) and how many of them are free at the end.
 //
-//   mmdoc-runproto [--docs N] [--gens K] [--gen G] [--runs R] [--slices S] [--dir D]
+//   mmdoc-runproto [--docs N] [--gens K] [--gen G] [--runs R] [--slices S]
+//                  [--designs merge,runs] [--dir D]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -231,6 +233,7 @@ int main(int argc, char** argv) {
   mmdoc::proto::program = "mmdoc-runproto";
   size_t docs = 1000000, gens = 8, gen = 125000, runs_max = 8;
   int slices = 1;
+  std::string designs = "merge,runs";
   std::string dir = "/tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -240,14 +243,17 @@ int main(int argc, char** argv) {
     if (a == "--runs") runs_max = std::strtoull(argv[i + 1], nullptr, 10);
     if (a == "--slices") slices = std::max(1, std::atoi(argv[i + 1]));
     if (a == "--dir") dir = argv[i + 1];
+    if (a == "--designs") designs = argv[i + 1];
   }
   std::printf(
       "runproto: %zu loaded, %zu generations of %zu inserts, runs merged %zu at a time in %d "
       "slices\n",
       docs, gens, gen, runs_max, slices);
-  std::printf("%-6s %10s %13s %15s %10s %12s %12s %11s\n", "design", "us/insert", "inserts/s bg",
-              "written/insert", "file MiB", "reads/s tree", "reads/s runs", "run probes");
+  std::printf("%-6s %10s %13s %15s %10s %9s %12s %12s %11s\n", "design", "us/insert",
+              "inserts/s bg", "written/insert", "pages MiB", "free MiB", "reads/s tree",
+              "reads/s runs", "run probes");
   for (const std::string design : {"merge", "runs"}) {
+    if (("," + designs + ",").find("," + design + ",") == std::string::npos) continue;
     const std::string path = dir + "/runproto-" + design + ".db";
     std::filesystem::remove(path);
     std::filesystem::remove(path + "-log");
@@ -315,10 +321,20 @@ int main(int argc, char** argv) {
       }
     }
     const double reads = static_cast<double>(read_ids.size());
-    const double mib = static_cast<double>(std::filesystem::file_size(path)) / (1 << 20);
-    std::printf("%-6s %10.2f %13.0f %15.0f %10.0f %12.0f %12.0f %11zu\n", design.c_str(),
-                busy * 1e6 / inserts, inserts / busy, written / inserts, mib, reads / read_tree,
-                read_runs > 0 ? reads / read_runs : 0.0, probes);
+    // The file's high-water mark, and what of it is free after the last
+    // merge's checkpoint (the file itself grows in large steps).
+    const storage::PagerStats st = p->Stats();
+    double page_mib;
+    {
+      auto r = p->BeginRead();
+      Check(r.status(), "begin read");
+      page_mib = static_cast<double>(r.value()->page_size()) / (1 << 20);
+    }
+    const double mib = static_cast<double>(st.page_count) * page_mib;
+    const double free_mib = static_cast<double>(st.free_pages + st.pending_pages) * page_mib;
+    std::printf("%-6s %10.2f %13.0f %15.0f %10.0f %9.0f %12.0f %12.0f %11zu\n", design.c_str(),
+                busy * 1e6 / inserts, inserts / busy, written / inserts, mib, free_mib,
+                reads / read_tree, read_runs > 0 ? reads / read_runs : 0.0, probes);
     std::fflush(stdout);
     p.reset();
     std::filesystem::remove(path);
