@@ -9,7 +9,7 @@
 //           same file, built from its sorted changes (packed leaves, each
 //           written once), then checkpointed; a key filter per run is kept
 //           in memory. When `--runs` runs are waiting, all of them are
-//           merged into the trees in one pass, in key order, and dropped.
+//           merged into the trees in key order (see --slices), and dropped.
 //
 // The data are writeproto's: a primary keyed by a 16-byte random id holding
 // a 150-byte value, and a unique index keyed by a 16-byte random key
@@ -29,7 +29,6 @@
 //   mmdoc-runproto [--docs N] [--gens K] [--gen G] [--runs R] [--slices S]
 //                  [--designs merge,runs] [--dir D]
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -67,10 +66,6 @@ uint64_t WriteBytes() {
   }
   return 0;
 }
-
-struct Entry {
-  std::string id, key, value;
-};
 
 // One generation's changes, each tree's sorted by its key.
 struct Generation {
