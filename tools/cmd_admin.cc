@@ -62,6 +62,21 @@ int RunStats(const CommonArgs& c, bool json) {
   return kExitOk;
 }
 
+// check and compact work on the whole database; a collection given with
+// -c must exist (exit 1 when not, as stats -c), and is covered. Returns
+// true to go on, or false with *code set.
+bool CollectionGivenExists(DB* db, const CommonArgs& c, const std::string& what, int* code) {
+  if (!c.collection_given) return true;
+  auto names = db->ListCollections();
+  if (!names.ok()) {
+    *code = FailStatus(what, names.status());
+    return false;
+  }
+  if (std::find(names->begin(), names->end(), c.collection) != names->end()) return true;
+  *code = Fail(kExitNotFound, what, "no collection " + Quote(c.collection));
+  return false;
+}
+
 int RunCheck(const CommonArgs& c) {
   const std::string what = "check " + c.db;
   int code = kExitOk;
@@ -78,6 +93,7 @@ int RunCheck(const CommonArgs& c) {
     }
     return Fail(kExitBadInput, what, Describe(db.status()));
   }
+  if (!CollectionGivenExists(db->get(), c, what, &code)) return code;
   CheckReport report;
   Status s = (*db)->Check(&report);
   if (s.ok()) {
@@ -99,6 +115,7 @@ int RunCompact(const CommonArgs& c) {
   int code = kExitOk;
   auto db = OpenDb(c, false, &code);
   if (!db) return code;
+  if (!CollectionGivenExists(db.get(), c, "compact", &code)) return code;
   uint64_t before = FileSize(c.db);
   Status s = (*db).Compact();
   if (!s.ok()) return FailStatus("compact", s);

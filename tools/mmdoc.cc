@@ -18,12 +18,12 @@ constexpr const char* kFooter =
     R"(Documents are JSON (MongoDB relaxed or canonical Extended JSON) on input and
 Extended JSON on output, one document per line: relaxed (readable; an int64
 may read back as int32) or, with --json-mode canonical, canonical (reads back
-as exactly the same BSON). Every command but check and compact (which
-cover the whole database) takes -c COLL (default: the collection named
-"default").
+as exactly the same BSON). Every command takes -c COLL (default: the
+collection named "default"); check and compact always cover the whole
+database, and with -c they first require that collection to exist.
 
-Exit status: 0 success; 1 not found (get, index drop, export or stats -c of
-a missing collection), a failed check, or a salvage that could not read
+Exit status: 0 success; 1 not found (get, index drop, or export, stats,
+check or compact -c of a missing collection), a failed check, or a salvage that could not read
 everything; 2 bad input, bad usage, or any other error. Errors are one line
 on stderr: "mmdoc: <what>: <detail>".
 
@@ -62,14 +62,11 @@ void AddJsonMode(CLI::App* cmd, std::string* mode) {
       ->check(CLI::IsMember({"relaxed", "canonical"}));
 }
 
-// Adds DB, -c (unless the command works on the whole database) and
-// --durability to a command.
-void AddCommon(CLI::App* cmd, CommonArgs* c, bool whole_database = false) {
+// Adds DB, -c and --durability to a command.
+void AddCommon(CLI::App* cmd, CommonArgs* c) {
   cmd->add_option("DB", c->db, "Database file")->required();
-  if (!whole_database) {
-    collection_options.push_back(
-        cmd->add_option("-c,--collection", c->collection, "Collection")->capture_default_str());
-  }
+  collection_options.push_back(
+      cmd->add_option("-c,--collection", c->collection, "Collection")->capture_default_str());
   cmd->add_option("--durability", c->durability,
                   "What each commit waits for: none, periodic, msync, fsync or group")
       ->capture_default_str()
@@ -294,12 +291,12 @@ int Main(int argc, char** argv) {
                                        "Check checksums, tree structure, indexes against "
                                        "documents and page accounting; exit 0 "
                                        "when consistent, 1 with a list of problems.");
-  AddCommon(check, &c, /*whole_database=*/true);
+  AddCommon(check, &c);
 
   CLI::App* compact = app.add_subcommand("compact",
                                          "Rewrite the database into a compact copy and swap it "
                                          "in; the file shrinks.");
-  AddCommon(compact, &c, /*whole_database=*/true);
+  AddCommon(compact, &c);
 
   ServeArgs serve_args;
   CLI::App* serve = app.add_subcommand(
