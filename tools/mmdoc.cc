@@ -23,9 +23,9 @@ collection named "default"); check and compact always cover the whole
 database, and with -c they first require that collection to exist.
 
 Exit status: 0 success; 1 not found (get, index drop, or export, stats,
-check or compact -c of a missing collection), a failed check, or a salvage that could not read
-everything; 2 bad input, bad usage, or any other error. Errors are one line
-on stderr: "mmdoc: <what>: <detail>".
+check or compact -c of a missing collection), a failed check, or a salvage
+that could not read everything; 2 bad input, bad usage, or any other error.
+Errors are one line on stderr: "mmdoc: <what>: <detail>".
 
 Examples:
   echo '{"_id": 1, "name": "ada"}' | mmdoc insert app.mmdb --echo
