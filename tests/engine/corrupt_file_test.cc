@@ -290,7 +290,7 @@ TEST_CASE("corrupt file: a truncated file is Corruption at Open") {
 }
 
 TEST_CASE(
-    "corrupt file: a damaged durable log record is reported; accept_log_loss keeps the rest") {
+    "corrupt file: a damaged durable log record is reported, accept_log_loss keeps the rest") {
   TempDir dir;
   const std::string path = dir.File("c.mmdb");
   {

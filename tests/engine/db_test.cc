@@ -645,7 +645,7 @@ TEST_CASE("transactions: abort discards, snapshots are isolated", "[engine]") {
   CHECK(db->Count("c").value() == 3);
 }
 
-TEST_CASE("large documents use overflow pages; limits are enforced", "[engine]") {
+TEST_CASE("large documents use overflow pages, limits are enforced", "[engine]") {
   TestDB db(Fast());
   std::string big(10u << 20, 'x');
   REQUIRE(db->Insert("c", J("{\"_id\": 1, \"s\": \"" + big + "\"}")).ok());
@@ -664,7 +664,7 @@ TEST_CASE("large documents use overflow pages; limits are enforced", "[engine]")
   REQUIRE(db->Delete("c", V("1")).ok());
 }
 
-TEST_CASE("reopen keeps everything; compact shrinks the file", "[engine]") {
+TEST_CASE("reopen keeps everything, compact shrinks the file", "[engine]") {
   TestDB db(Fast());
   for (int i = 0; i < 3000; i++)
     REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"pad\": \"" +

@@ -251,7 +251,7 @@ TEST_CASE("sort: index-backed sorts agree with the in-memory sort (randomized)",
   }
 }
 
-TEST_CASE("sort: an in-memory sort refuses to hold more than max_sort_bytes; a limit keeps top-k",
+TEST_CASE("sort: an in-memory sort refuses to hold more than max_sort_bytes, a limit keeps top-k",
           "[engine][sort]") {
   TestDB db(Fast());
   const std::string pad(1000, 'p');

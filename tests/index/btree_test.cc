@@ -234,7 +234,7 @@ TEST_CASE("large values go to overflow runs and are freed", "[btree]") {
   CHECK(store.LivePages().size() == 1);
 }
 
-TEST_CASE("cursor: a leaf's bytes hold its inline values; SkipLeaf passes the rest", "[btree]") {
+TEST_CASE("cursor: a leaf's bytes hold its inline values, SkipLeaf passes the rest", "[btree]") {
   MemStore store;
   auto w = store.BeginWrite();
   BTree t(w.get(), 0);

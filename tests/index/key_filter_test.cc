@@ -19,7 +19,7 @@ std::string Key(std::mt19937_64& rng) {
   return k;
 }
 
-TEST_CASE("key filter: every added key may be there; others mostly not") {
+TEST_CASE("key filter: every added key may be there, others mostly not") {
   std::mt19937_64 rng(test::Seed("key filter"));
   const uint64_t n = static_cast<uint64_t>(50000 * test::Scale());
   KeyFilter f(n);
@@ -47,7 +47,7 @@ TEST_CASE("key filter: every added key may be there; others mostly not") {
   for (const std::string& k : keys) REQUIRE(f.MayContain(k));
 }
 
-TEST_CASE("key filter: an empty filter holds nothing; keys differ by one byte") {
+TEST_CASE("key filter: an empty filter holds nothing, keys differ by one byte") {
   KeyFilter f(0);  // one block
   CHECK_FALSE(f.MayContain("a"));
   CHECK(f.bytes() == 64);

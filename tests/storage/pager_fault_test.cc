@@ -133,7 +133,7 @@ Status TryWriteTagged(Pager* p, uint64_t tag) {
 
 // The log starts at 4 KiB here and grows as commits fill it. In `none` mode
 // the log's only writes are a growth's: its zeros, then its header.
-TEST_CASE("fault: a log growth that fails loses nothing; a failed header write is sticky") {
+TEST_CASE("fault: a log growth that fails loses nothing, a failed header write is sticky") {
   test::TempDir dir;
   const std::string path = dir.File("db");
   const std::string log = path + "-log";

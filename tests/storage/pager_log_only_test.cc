@@ -189,7 +189,7 @@ TEST_CASE("log only: a merge that leaves records behind keeps them across a chec
   CHECK(RootHasTag(p.get(), 0, 7));
 }
 
-TEST_CASE("log only: a clean close needs everything merged; an unmerged log is not clean") {
+TEST_CASE("log only: a clean close needs everything merged, an unmerged log is not clean") {
   test::TempDir dir;
   const std::string path = dir.File("db");
   {

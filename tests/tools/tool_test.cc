@@ -1033,7 +1033,7 @@ TEST_CASE("tool: find --help lists the operators the engine supports", "[tools]"
   CHECK(Contains(help.out, "$where"));
 }
 
-TEST_CASE("tool: find with $regex and the array operators; a bad regex is one line, exit 2",
+TEST_CASE("tool: find with $regex and the array operators, a bad regex is one line, exit 2",
           "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
