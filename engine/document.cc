@@ -25,6 +25,7 @@
 //     values) and engine::CheckFieldNames (query.h) for other callers.
 #include "mmdoc/document.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -32,6 +33,8 @@
 #include <ctime>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "query.h"
 #include "storage/coding.h"
@@ -393,6 +396,95 @@ Status CheckJsonNumbers(std::string_view json) {
   return Status::OK();
 }
 
+// libbson reads an object with a "$type" key as the legacy binary form
+// {"$binary": .., "$type": ..}, so the query operator {"$type": "date"}, {"$type": 2}
+// or $currentDate's {"$type": "date"} fails to parse. Such keys, in objects without a
+// "$binary" key, are renamed to this marker before libbson and back after.
+constexpr std::string_view kTypeMarker = "$mmdoc:type";
+
+// The [start, end) spans of the "$type" keys (quotes included) that are the
+// operator and not the legacy binary's subtype.
+std::vector<std::pair<size_t, size_t>> TypeOperatorKeys(std::string_view json) {
+  struct Frame {
+    bool binary = false;
+    std::vector<std::pair<size_t, size_t>> types;
+  };
+  std::vector<std::pair<size_t, size_t>> found;
+  std::vector<Frame> open;
+  const char* const begin = json.data();
+  const char* const end = begin + json.size();
+  for (const char* p = begin; p < end;) {
+    const char c = *p;
+    if (c == '"') {
+      bool escaped = false;
+      const char* close = StringEnd(p + 1, end, &escaped);
+      std::string_view str(p + 1, static_cast<size_t>(close - p - 1));
+      std::string decoded;
+      if (escaped) {
+        decoded = Unescape(str);
+        str = decoded;
+      }
+      const char* next = close + (close < end);
+      const char* q = next;
+      while (q < end && IsJsonSpace(*q)) q++;
+      if (q < end && *q == ':' && !open.empty()) {
+        if (str == "$binary") open.back().binary = true;
+        if (str == "$type") {
+          open.back().types.emplace_back(static_cast<size_t>(p - begin),
+                                         static_cast<size_t>(next - begin));
+        }
+      }
+      p = next;
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      open.emplace_back();
+    } else if ((c == '}' || c == ']') && !open.empty()) {
+      if (!open.back().binary) {
+        found.insert(found.end(), open.back().types.begin(), open.back().types.end());
+      }
+      open.pop_back();
+    }
+    p++;
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+// Copies `in` to `out` (bson_init'ed) with every kTypeMarker key named
+// "$type" again. Below kMaxNestingDepth only: Validate refuses deeper.
+bool RestoreTypeKeys(const bson_t* in, bson_t* out, int depth) {
+  bson_iter_t it;
+  if (!bson_iter_init(&it, in)) return false;
+  while (bson_iter_next(&it)) {
+    std::string_view key(bson_iter_key(&it), bson_iter_key_len(&it));
+    if (key == kTypeMarker) key = "$type";
+    const int len = static_cast<int>(key.size());
+    if ((BSON_ITER_HOLDS_DOCUMENT(&it) || BSON_ITER_HOLDS_ARRAY(&it)) && depth < kMaxNestingDepth) {
+      const bool array = BSON_ITER_HOLDS_ARRAY(&it);
+      uint32_t size = 0;
+      const uint8_t* data = nullptr;
+      if (array) {
+        bson_iter_array(&it, &size, &data);
+      } else {
+        bson_iter_document(&it, &size, &data);
+      }
+      bson_t child_in;
+      if (!bson_init_static(&child_in, data, size)) return false;
+      bson_t child_out;
+      bool ok = array ? bson_append_array_begin(out, key.data(), len, &child_out)
+                      : bson_append_document_begin(out, key.data(), len, &child_out);
+      ok = ok && RestoreTypeKeys(&child_in, &child_out, depth + 1);
+      ok = ok && (array ? bson_append_array_end(out, &child_out)
+                        : bson_append_document_end(out, &child_out));
+      if (!ok) return false;
+    } else if (!bson_append_value(out, key.data(), len, bson_iter_value(&it))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Parses exactly one JSON object with libbson into *out (bson_init'ed).
 // bson_init_from_json silently ignores a second document after the first
 // ("{} {}"), so we drive the reader ourselves and insist on end of input.
@@ -410,6 +502,20 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
   // Before libbson, whose error for some wrapped integers names the
   // wrapped value.
   MMDOC_RETURN_IF_ERROR(CheckJsonNumbers(json));
+  // (An input that holds the marker itself is left as it is.)
+  std::string renamed;
+  const auto types = json.find(kTypeMarker) == json.npos ? TypeOperatorKeys(json)
+                                                         : std::vector<std::pair<size_t, size_t>>();
+  if (!types.empty()) {
+    size_t from = 0;
+    for (const auto& [start, stop] : types) {
+      renamed.append(json.data() + from, start - from);
+      renamed.append("\"").append(kTypeMarker).append("\"");
+      from = stop;
+    }
+    renamed.append(json.data() + from, json.size() - from);
+    json = renamed;
+  }
   bson_json_reader_t* reader = bson_json_data_reader_new(false, 0x1000);
   bson_json_data_reader_ingest(reader, reinterpret_cast<const uint8_t*>(json.data()), json.size());
   bson_error_t err;
@@ -428,6 +534,12 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
     }
   }
   bson_json_reader_destroy(reader);
+  if (s.ok() && !types.empty()) {
+    ScopedBson restored;
+    if (!RestoreTypeKeys(out, &restored.b, 1)) return Status::InvalidArgument("invalid JSON");
+    bson_destroy(out);
+    bson_copy_to(&restored.b, out);
+  }
   return s;
 }
 

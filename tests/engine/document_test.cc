@@ -221,6 +221,40 @@ TEST_CASE("Document: '$' keys are allowed (filters and updates need them)", "[do
   CHECK(bson_iter_type(&it) == BSON_TYPE_OID);
 }
 
+TEST_CASE("Document: a \"$type\" key is the query operator unless it is binary's subtype",
+          "[document]") {
+  // libbson alone reads {"$type": 2} or {"$type": "date"} as the start of
+  // legacy binary and fails; MongoDB's $type operator and $currentDate use them.
+  CHECK(Parse(R"({"a": {"$type": 2}})").ToJson() == R"({ "a" : { "$type" : 2 } })");
+  CHECK(Parse(R"({"a": {"$type": "date"}})").ToJson() == R"({ "a" : { "$type" : "date" } })");
+  CHECK(Parse(R"({"a": {"$type": ["array", 16]}, "b": {"$not": {"$type": "double"}}})").ToJson() ==
+        R"({ "a" : { "$type" : [ "array", 16 ] }, "b" : { "$not" : { "$type" : "double" } } })");
+  CHECK(
+      Parse(R"({"$currentDate": {"d": {"$type": "date"}}, "$set": {"x": [{"$type": 1}]}})")
+          .ToJson() ==
+      R"({ "$currentDate" : { "d" : { "$type" : "date" } }, "$set" : { "x" : [ { "$type" : 1 } ] } })");
+  // The escaped spelling is the same key.
+  CHECK(Parse(R"({"a": {"\u0024type": 2}})").ToJson() == R"({ "a" : { "$type" : 2 } })");
+  // Beside "$binary", in either order, it is still binary's subtype.
+  for (const char* json : {R"({"a": {"$binary": "AAAA", "$type": "80"}})",
+                           R"({"a": {"$type": "80", "$binary": "AAAA"}})"}) {
+    INFO(json);
+    bson_t b;
+    Document d = Parse(json);
+    d.View(&b);
+    bson_iter_t it;
+    REQUIRE(bson_iter_init_find(&it, &b, "a"));
+    CHECK(bson_iter_type(&it) == BSON_TYPE_BINARY);
+  }
+  // Values and keys that merely hold the text are untouched.
+  CHECK(Parse(R"({"k": "$type", "$typeX": {"$type": "$type"}})").ToJson() ==
+        R"({ "k" : "$type", "$typeX" : { "$type" : "$type" } })");
+  // Still one document, still checked.
+  CHECK_FALSE(Document::FromJson(R"({"a": {"$type": 2}} {})").ok());
+  CHECK_FALSE(Document::FromJson(R"({"a": {"$type": 2})").ok());
+  CHECK(Value::FromJson(R"({"$type": "date"})").ok());
+}
+
 TEST_CASE("Document: size limit", "[document]") {
   std::string big(kMaxDocumentSize, 'x');
   auto r = Document::FromJson("{\"a\": \"" + big + "\"}");

@@ -1057,6 +1057,13 @@ TEST_CASE("tool: find with $regex and the array operators, a bad regex is one li
   CHECK(CountOf(db, R"({"_id": {"$mod": [2, 1]}})") == 2);
   CHECK(CountOf(db, R"({"name": {"$not": {"$regex": "^user"}}})") == 1);
   CHECK(CountOf(db, R"({"name": {"$type": "string"}})") == 3);
+  // Type names that start with a hex digit, and numeric codes: libbson's
+  // JSON reader took these for legacy binary.
+  CHECK(CountOf(db, R"({"tags": {"$type": "array"}})") == 3);
+  CHECK(CountOf(db, R"({"tags": {"$type": 16}})") == 2);
+  CHECK(CountOf(db, R"({"name": {"$type": [2, "date"]}})") == 3);
+  MustRun({"update", db, R"({"_id": 3})", R"({"$currentDate": {"seen": {"$type": "date"}}})"});
+  CHECK(CountOf(db, R"({"seen": {"$type": "date"}})") == 1);
   ExpectError(RunTool({"find", db, R"({"name": {"$regex": "a(b"}})"}), 2,
               {"invalid regular expression", "/a(b/"});
   // A newline in the pattern stays on the one line.
