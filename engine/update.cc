@@ -858,9 +858,8 @@ constexpr OperatorName kOperatorNames[] = {
 // positional "$" after the first part (at most one; *prefix receives the
 // path before it, or stays empty).
 Status CheckUpdatePath(std::string_view path, std::string* prefix) {
-  if (path.empty() || path[0] == '$') {
-    return Status::InvalidArgument("field names must not start with '$'", path);
-  }
+  if (path.empty()) return Status::InvalidArgument("an empty update path is not valid");
+  if (path[0] == '$') return Status::InvalidArgument("field names must not start with '$'", path);
   prefix->clear();
   if (path.find('$') == std::string_view::npos) return Status::OK();
   std::vector<std::string> parts;

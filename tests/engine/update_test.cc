@@ -130,6 +130,8 @@ TEST_CASE("Update: bad updates", "[update]") {
   bad(R"({"$set": {"a.b": 1}, "$unset": {"a": 1}})", "conflicting");
   bad(R"({"$set": {"a": 1}, "$inc": {"a": 1}})", "conflicting");
   bad(R"({"$set": {"a..b": 1}})", "path");
+  bad(R"({"$set": {"": 1}})", "an empty update path is not valid");
+  bad(R"({"$unset": {"": 1}})", "an empty update path is not valid");
   bad(R"({"$set": {"a": {"$x": 1}}})", "$x");
   bad(R"({"a": {"$x": 1}})", "field names must not start with '$': $x");
 }
