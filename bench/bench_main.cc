@@ -413,25 +413,14 @@ int Main(int argc, char** argv) {
         config.keep_data = keep;
         config.flush_before_writes = flush_before_writes;
         config.progress = progress;
+        config.phase_lines = !quiet;  // under the bars on a terminal
         auto r = RunWorkload(engine, data, config);
         if (!r.ok()) {
           std::fprintf(stderr, "mmdoc-bench: %s\n", r.status().ToString().c_str());
           ++failures;
           continue;
         }
-        for (auto& row : r.value()) {
-          // A line per phase: on a terminal under the bars, in a log the
-          // only sign of progress.
-          if (!quiet) {
-            std::string phase = row.phase;
-            if (run.thread_list.size() > 1 && ThreadedPhase(phase))
-              phase += " x" + std::to_string(row.threads);
-            std::fprintf(stderr, "%s %s %s %s: %s ops/s\n", engine.c_str(), mode.c_str(),
-                         std::to_string(n).c_str(), phase.c_str(),
-                         row.available ? FormatRate(row.ops_per_sec).c_str() : "n/a");
-          }
-          results.push_back(std::move(row));
-        }
+        for (auto& row : r.value()) results.push_back(std::move(row));
       }
     }
   }

@@ -331,6 +331,21 @@ class Runner {
     }
     r.notes = settings_;
     if (!notes.empty()) r.notes += "; " + notes;
+    Push(std::move(r));
+  }
+  // Keeps a row, and with WorkloadConfig::phase_lines announces it: in a
+  // log, the only sign of progress during a long run.
+  void Push(PhaseResult r) {
+    if (config_.phase_lines) {
+      std::string phase = r.phase;
+      if (config_.read_threads.size() > 1 && ThreadedPhase(phase))
+        phase += " x" + std::to_string(r.threads);
+      // (Over the phase's bar, which is redrawn below it until it ends.)
+      std::fprintf(stderr, "%s%s %s %s %s: %s ops/s\n", config_.progress ? "\r\033[K" : "",
+                   engine_.c_str(), DurabilityName(config_.durability),
+                   std::to_string(data_.size()).c_str(), phase.c_str(),
+                   r.available ? FormatRate(r.ops_per_sec).c_str() : "n/a");
+    }
     results_.push_back(std::move(r));
   }
   uint64_t DurableCap(uint64_t ops) const {
@@ -416,7 +431,7 @@ Result<std::vector<PhaseResult>> Runner::Run() {
       r.available = false;
       r.notes = std::string("n/a: ") + engine_ + " has no " + DurabilityName(config_.durability) +
                 " mode";
-      results_.push_back(std::move(r));
+      Push(std::move(r));
     }
     return results_;
   }
@@ -497,7 +512,7 @@ Result<std::vector<PhaseResult>> Runner::Run() {
       PhaseResult r = Row("mapping");
       r.available = false;
       r.notes = "n/a: " + engine_ + " has no typed mapping layer (mmdoc's Mapping<T>, seed 003)";
-      results_.push_back(std::move(r));
+      Push(std::move(r));
     }
   }
 
@@ -1037,7 +1052,7 @@ Status Runner::Compound() {
     PhaseResult r = Row("compound");
     r.available = false;
     r.notes = "n/a: " + engine_ + " has no compound index here (" + load.status.ToString() + ")";
-    results_.push_back(std::move(r));
+    Push(std::move(r));
     return Status::OK();
   }
   if (!load.status.ok()) return Status::IOError(engine_ + " compound load", load.status.ToString());

@@ -162,6 +162,8 @@ struct WorkloadConfig {
   bool keep_data = false;
   // Progress bar on stderr.
   bool progress = false;
+  // A line on stderr as each phase ends ("ENGINE MODE N PHASE: RATE ops/s").
+  bool phase_lines = false;
   // Before each write phase, untimed: sync(), so that write_bytes counts
   // every page the phase dirties, not only those an earlier phase left
   // clean (in `none` mode nothing else writes pages back between phases).
