@@ -937,6 +937,9 @@ Status PagerImpl::OpenLog(bool created) {
     // cleanly may have lost commits; say so unless told to go on.
     if (!durable_clean_ && !legacy_ && !opts_.accept_log_loss) {
       std::string why = s.IsNotFound() ? "the log is missing" : s.message();
+      // (Log::Open's errors name the log already.)
+      const std::string named = log_.path() + ": ";
+      if (why.compare(0, named.size(), named) == 0) why.erase(0, named.size());
       return Status::Corruption(
           log_.path(), why +
                            ", and the database was not closed cleanly: the commits after its "

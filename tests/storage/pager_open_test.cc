@@ -231,8 +231,10 @@ TEST_CASE("open: a database not closed cleanly refuses a log that is not its own
     auto r = Pager::Open(path, SmallOptions());
     INFO(r.status().ToString());
     REQUIRE(r.status().IsCorruption());
-    CHECK(r.status().ToString().find(path + "-log") != std::string::npos);
-    CHECK(r.status().ToString().find(d.says) != std::string::npos);
+    const std::string said = r.status().ToString();
+    CHECK(said.find(path + "-log") != std::string::npos);
+    CHECK(said.find(path + "-log") == said.rfind(path + "-log"));  // named once
+    CHECK(said.find(d.says) != std::string::npos);
     CHECK(Slurp(path) == data);  // nothing changed
     Spill(path + "-log", log);
   }
