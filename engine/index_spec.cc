@@ -232,7 +232,11 @@ Status IndexEntryKeys(const IndexMeta& m, const uint8_t* doc, size_t len,
   return Status::OK();
 }
 
-std::string DescribeIndexKey(const IndexMeta& m, std::string_view doc) {
+std::string DescribeIndexKey(const IndexMeta& m, std::string_view doc, std::string_view key) {
+  if (!key.empty() && m.keys.size() == 1 && m.keys[0].direction == 1) {
+    std::string v = engine::DescribeKey(key);
+    if (v.compare(0, 2, "\"<") != 0) return v;  // "<object>" and the like: not decoded
+  }
   auto value_at = [&](const std::string& path) {
     bson_value_t v;
     if (!engine::LookupPath(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), path, &v))

@@ -84,8 +84,10 @@ Status IndexEntryKeys(const IndexMeta& m, const uint8_t* doc, size_t len,
                       std::vector<std::string>* keys, bool* array = nullptr);
 
 // The document's values at the index's fields, for error messages: the
-// value for one field, {"a": 1, "b": null} for several.
-std::string DescribeIndexKey(const IndexMeta& m, std::string_view doc);
+// value for one field, {"a": 1, "b": null} for several. With `key`, the
+// index key at fault: for one ascending field the value it encodes (the
+// array element, not the array) when engine::DescribeKey can decode it.
+std::string DescribeIndexKey(const IndexMeta& m, std::string_view doc, std::string_view key = {});
 
 // Whether an update may change the document's keys in index m (a field of
 // the key, or anything, for a partial index, that may move the document in

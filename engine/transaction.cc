@@ -724,7 +724,7 @@ Status TransactionImpl::CheckKeys(CollState* c, std::string_view pk, std::string
       Status s = c->index_trees[i]->Get(k, &owner);
       if (s.ok() && owner != pk)
         return Status::AlreadyExists("duplicate key in unique index '" + m.field + "'",
-                                     DescribeIndexKey(m, new_doc));
+                                     DescribeIndexKey(m, new_doc, k));
       if (!s.ok() && !s.IsNotFound()) return s;
     }
   }
@@ -759,7 +759,7 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
       if (s.IsAlreadyExists()) {
         MMDOC_RETURN_IF_ERROR(UndoInsert(c, pk, i, j));
         return Status::AlreadyExists("duplicate key in unique index '" + m.field + "'",
-                                     DescribeIndexKey(m, bson));
+                                     DescribeIndexKey(m, bson, keys[j]));
       }
       if (!s.ok()) return Poison(s);
     }
@@ -1206,7 +1206,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
     if (o.unique && j > 0 && entries[j].first == entries[j - 1].first) {
       std::string_view doc;
       Status g = c->primary->Get(entries[j].second, &doc);
-      std::string val = g.ok() ? DescribeIndexKey(spec, doc) : "?";
+      std::string val = g.ok() ? DescribeIndexKey(spec, doc, entries[j].first) : "?";
       return undo(Status::AlreadyExists(
           "cannot build unique index on '" + name + "': duplicate value", val));
     }

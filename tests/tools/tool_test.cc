@@ -350,6 +350,17 @@ TEST_CASE("tool: duplicate _id and unique-index violations", "[tools]") {
   Run list = MustRun({"index", "list", db});
   CHECK(Contains(list.out, "email"));
   CHECK_FALSE(Contains(list.out, "\"n\""));
+  // In an array, the element that collides is named, not the array.
+  MustRun({"insert", db, "-c", "m"}, "{\"_id\": 1, \"t\": [\"p\", \"q\"]}\n");
+  MustRun({"index", "create", db, "t", "--unique", "-c", "m"});
+  Run elem = RunTool({"insert", db, "-c", "m"}, "{\"_id\": 2, \"t\": [\"r\", \"q\"]}\n");
+  ExpectError(elem, 2, {"unique index 't'", "\"q\""});
+  CHECK_FALSE(Contains(elem.err, "\"r\""));
+  MustRun({"insert", db, "-c", "m2"},
+          "{\"_id\": 1, \"t\": [5, 6]}\n{\"_id\": 2, \"t\": [7, 6.0]}\n");
+  Run build = RunTool({"index", "create", db, "t", "--unique", "-c", "m2"});
+  ExpectError(build, 2, {"duplicate value: 6"});
+  CHECK_FALSE(Contains(build.err, "7"));
   ExpectCheckOk(db);
 }
 
