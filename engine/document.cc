@@ -502,10 +502,11 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
   // Before libbson, whose error for some wrapped integers names the
   // wrapped value.
   MMDOC_RETURN_IF_ERROR(CheckJsonNumbers(json));
-  // (An input that holds the marker itself is left as it is.)
+  // Only inputs with a "$type" key (or "\u0024type") are scanned; one that
+  // holds the marker itself is left as it is.
   std::string renamed;
-  const auto types = json.find(kTypeMarker) == json.npos ? TypeOperatorKeys(json)
-                                                         : std::vector<std::pair<size_t, size_t>>();
+  const bool scan = json.find("type\"") != json.npos && json.find(kTypeMarker) == json.npos;
+  const auto types = scan ? TypeOperatorKeys(json) : std::vector<std::pair<size_t, size_t>>();
   if (!types.empty()) {
     size_t from = 0;
     for (const auto& [start, stop] : types) {
