@@ -234,8 +234,9 @@ Status IndexEntryKeys(const IndexMeta& m, const uint8_t* doc, size_t len,
 
 std::string DescribeIndexKey(const IndexMeta& m, std::string_view doc, std::string_view key) {
   if (!key.empty() && m.keys.size() == 1 && m.keys[0].direction == 1) {
-    std::string v = engine::DescribeKey(key);
-    if (v.compare(0, 2, "\"<") != 0) return v;  // "<object>" and the like: not decoded
+    bool value = false;
+    std::string v = engine::DescribeKey(key, &value);
+    if (value) return v;
   }
   auto value_at = [&](const std::string& path) {
     bson_value_t v;

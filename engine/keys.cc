@@ -578,7 +578,10 @@ void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,
   keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
 }
 
-std::string DescribeKey(std::string_view key) {
+std::string DescribeKey(std::string_view key, bool* value) {
+  bool unused;
+  if (value == nullptr) value = &unused;
+  *value = false;
   if (key.empty()) return "\"<none>\"";
   static const char* const kNames[] = {
       "",          "MinKey", "undefined", "null",     "number",        "string",
@@ -589,18 +592,23 @@ std::string DescribeKey(std::string_view key) {
   std::string_view body = key.substr(1);
   switch (rank) {
     case kRankMinKey:
+      *value = true;
       return "{\"$minKey\": 1}";
     case kRankMaxKey:
+      *value = true;
       return "{\"$maxKey\": 1}";
     case kRankNull:
+      *value = true;
       return "null";
     case kRankUndefined:
+      *value = true;
       return "{\"$undefined\": true}";
     default:
       break;
   }
   if (body.empty()) return "\"<first " + std::string(kNames[rank]) + ">\"";
   if (rank == kRankNumber) {
+    *value = true;
     switch (body[0]) {
       case kNaN:
         return "NaN";
@@ -613,7 +621,10 @@ std::string DescribeKey(std::string_view key) {
       default:
         break;
     }
-    if (body.size() < 11) return "\"<key>\"";
+    if (body.size() < 11) {
+      *value = false;
+      return "\"<key>\"";
+    }
     const bool neg = body[0] == kNegative;
     uint16_t e = static_cast<uint16_t>((static_cast<unsigned char>(body[1]) << 8) |
                                        static_cast<unsigned char>(body[2]));
@@ -645,9 +656,13 @@ std::string DescribeKey(std::string_view key) {
         break;  // the terminator
       }
     }
+    *value = true;
     return Value::String(s).ToJson();
   }
-  if (rank == kRankBool && body.size() == 1) return body[0] != 0 ? "true" : "false";
+  if (rank == kRankBool && body.size() == 1) {
+    *value = true;
+    return body[0] != 0 ? "true" : "false";
+  }
   return "\"<" + std::string(kNames[rank]) + ">\"";
 }
 

@@ -42,8 +42,9 @@ void AppendNullKey(std::string* out);
 // A key or interval bound (AppendKey's bytes, or a prefix of them) as
 // Extended JSON for Explain: the value for the common types; a bound that
 // is only a type's first byte as "<first string>" and the like; "<key>"
-// for types it does not decode.
-std::string DescribeKey(std::string_view key);
+// for types it does not decode. *value (when given) says whether the text
+// is the value itself rather than such a placeholder.
+std::string DescribeKey(std::string_view key, bool* value = nullptr);
 
 // Finds the value at a dotted path ("a.b.c"; a numeric part indexes into an
 // array, "a.0"). Returns false when absent. *out points into `doc`.

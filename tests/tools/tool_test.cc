@@ -351,10 +351,10 @@ TEST_CASE("tool: duplicate _id and unique-index violations", "[tools]") {
   CHECK(Contains(list.out, "email"));
   CHECK_FALSE(Contains(list.out, "\"n\""));
   // In an array, the element that collides is named, not the array.
-  MustRun({"insert", db, "-c", "m"}, "{\"_id\": 1, \"t\": [\"p\", \"q\"]}\n");
+  MustRun({"insert", db, "-c", "m"}, "{\"_id\": 1, \"t\": [\"p\", \"<q>\"]}\n");
   MustRun({"index", "create", db, "t", "--unique", "-c", "m"});
-  Run elem = RunTool({"insert", db, "-c", "m"}, "{\"_id\": 2, \"t\": [\"r\", \"q\"]}\n");
-  ExpectError(elem, 2, {"unique index 't'", "\"q\""});
+  Run elem = RunTool({"insert", db, "-c", "m"}, "{\"_id\": 2, \"t\": [\"r\", \"<q>\"]}\n");
+  ExpectError(elem, 2, {"unique index 't'", "\"<q>\""});
   CHECK_FALSE(Contains(elem.err, "\"r\""));
   MustRun({"insert", db, "-c", "m2"},
           "{\"_id\": 1, \"t\": [5, 6]}\n{\"_id\": 2, \"t\": [7, 6.0]}\n");
