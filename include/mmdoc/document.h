@@ -81,7 +81,9 @@ class Document {
   // Parses one JSON object (Extended JSON). InvalidArgument for invalid
   // JSON (with libbson's message: line and position), a top-level array,
   // a second document after the first, invalid UTF-8, too deep or too
-  // large, a number out of range (see above).
+  // large, a number out of range (see above). A "$type" key is kept as a
+  // key (the query operator, $currentDate's) unless its object also has
+  // "$binary": libbson alone reads it as legacy binary data.
   static Result<Document> FromJson(std::string_view json);
   // Copies and validates BSON bytes. InvalidArgument for bad lengths, bad
   // element types, bad UTF-8, too deep or too large.
