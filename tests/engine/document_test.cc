@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <random>
@@ -253,6 +254,76 @@ TEST_CASE("Document: a \"$type\" key is the query operator unless it is binary's
   CHECK_FALSE(Document::FromJson(R"({"a": {"$type": 2}} {})").ok());
   CHECK_FALSE(Document::FromJson(R"({"a": {"$type": 2})").ok());
   CHECK(Value::FromJson(R"({"$type": "date"})").ok());
+}
+
+// Random objects and arrays whose keys include "$type" (beside, never in,
+// legacy binary), written as JSON and built with libbson side by side: the
+// parsed bytes must be the built ones.
+TEST_CASE("Document: random JSON with $type keys parses to the BSON it spells", "[document]") {
+  std::mt19937_64 rng(test::Seed("document $type keys"));
+  const char* const kKeys[] = {"a", "$type", "b", "c"};
+  const char* const kStrings[] = {"80", "date", "array", "x", "$type", "ff"};
+  // Appends a random value as JSON to *json and to `b` under `key`.
+  std::function<void(bson_t*, const std::string&, std::string*, int)> value =
+      [&](bson_t* b, const std::string& key, std::string* json, int depth) {
+        const int kind = static_cast<int>(rng() % (depth < 4 ? 6 : 3));
+        if (kind == 0) {
+          const int32_t n = static_cast<int32_t>(rng() % 40) - 5;
+          *json += std::to_string(n);
+          BSON_APPEND_INT32(b, key.c_str(), n);
+        } else if (kind == 1) {
+          const char* str = kStrings[rng() % 6];
+          *json += std::string("\"") + str + "\"";
+          BSON_APPEND_UTF8(b, key.c_str(), str);
+        } else if (kind == 2) {
+          *json += R"({"$binary": "AAAA", "$type": "80"})";
+          const uint8_t zeros[3] = {0, 0, 0};
+          bson_append_binary(b, key.c_str(), -1, BSON_SUBTYPE_USER, zeros, 3);
+        } else if (kind == 3 || kind == 4) {
+          bson_t child;
+          bson_append_document_begin(b, key.c_str(), -1, &child);
+          *json += "{";
+          bool first = true;
+          for (const char* k : kKeys) {
+            if (rng() % 2 != 0) continue;
+            if (!first) *json += ", ";
+            first = false;
+            *json += std::string("\"") + k + "\": ";
+            value(&child, k, json, depth + 1);
+          }
+          *json += "}";
+          bson_append_document_end(b, &child);
+        } else {
+          bson_t child;
+          bson_append_array_begin(b, key.c_str(), -1, &child);
+          *json += "[";
+          const int n = static_cast<int>(rng() % 4);
+          for (int i = 0; i < n; i++) {
+            if (i > 0) *json += ", ";
+            value(&child, std::to_string(i), json, depth + 1);
+          }
+          *json += "]";
+          bson_append_array_end(b, &child);
+        }
+      };
+  for (int round = 0; round < 2000; round++) {
+    bson_t want;
+    bson_init(&want);
+    std::string json = "{";
+    for (int i = 0; i < 3; i++) {
+      if (i > 0) json += ", ";
+      const std::string key = std::string("k") + std::to_string(i);
+      json += "\"" + key + "\": ";
+      value(&want, key, &json, 1);
+    }
+    json += "}";
+    auto got = Document::FromJson(json);
+    INFO(json);
+    REQUIRE(got.ok());
+    CHECK(got.value().bytes() ==
+          std::string(reinterpret_cast<const char*>(bson_get_data(&want)), want.len));
+    bson_destroy(&want);
+  }
 }
 
 TEST_CASE("Document: size limit", "[document]") {
