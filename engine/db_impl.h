@@ -253,8 +253,10 @@ class DBImpl {
     return wbuf_;
   }
   // Adds each tree's keys to its building key filter and makes it ready.
-  // REQUIRES: the merger thread.
-  Status BuildKeyFilters() MMDOC_EXCLUDES(merge_mu_, gen_mu_, cache_mu_);
+  // A generation frozen meanwhile pauses it (*paused): the merge a writer
+  // may wait for comes first, and the next call resumes the scan where it
+  // stopped, at a newer snapshot. REQUIRES: the merger thread.
+  Status BuildKeyFilters(bool* paused) MMDOC_EXCLUDES(merge_mu_, gen_mu_, cache_mu_);
   // The merger thread's loop.
   void MergerLoop() MMDOC_EXCLUDES(merge_mu_, gen_mu_);
   void StopMerger() MMDOC_EXCLUDES(gen_mu_);
@@ -323,6 +325,11 @@ class DBImpl {
       MMDOC_GUARDED_BY(gen_mu_);
   bool stop_merger_ MMDOC_GUARDED_BY(gen_mu_) = false;
   bool filters_due_ MMDOC_GUARDED_BY(gen_mu_) = false;  // a key filter was started
+  // A paused build (merger thread only): the filter, and the key its scan
+  // goes on from. Held, so a filter dropped and made anew is not taken
+  // for it.
+  std::shared_ptr<index::KeyFilter> paused_filter_;
+  std::string paused_at_;
   // A merge that failed: the merger stops; writes fail on the pager's
   // sticky error.
   Status merge_error_ MMDOC_GUARDED_BY(gen_mu_);

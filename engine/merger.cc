@@ -193,7 +193,14 @@ void DBImpl::MergerLoop() {
       merged_cv_.SignalAll();
     }
     // Merges come first: a writer may be waiting for one.
-    if (build) (void)BuildKeyFilters();
+    if (build) {
+      bool paused = false;
+      (void)BuildKeyFilters(&paused);
+      if (paused) {
+        storage::MutexLock l(&gen_mu_);
+        filters_due_ = true;
+      }
+    }
   }
 }
 
@@ -208,18 +215,23 @@ index::TreeFilters DBImpl::KeyFiltersForWrite(std::string_view name, uint64_t ke
   return f;
 }
 
-Status DBImpl::BuildKeyFilters() {
+Status DBImpl::BuildKeyFilters(bool* paused) {
+  *paused = false;
   std::shared_ptr<index::WriteBuffer> wb = buffer();
   const auto building = wb->BuildingFilters();
   if (building.empty()) return Status::OK();
   // Any snapshot after the filters started will do: every write txn since
-  // adds the keys it makes live.
+  // adds the keys it makes live. So does a scan resumed at a later one:
+  // a key live then and before paused_at_ was either added before the
+  // pause or made live since.
   std::shared_ptr<storage::Pager> p;
   std::unique_ptr<storage::Txn> txn;
   index::BufferView view;
   std::shared_ptr<const CatalogCache> cache;
   MMDOC_RETURN_IF_ERROR(Snapshot(&p, &txn, &view, &cache, /*internal=*/true));
   const uint64_t at = view.snapshot;
+  const std::shared_ptr<index::KeyFilter> resume_filter = std::move(paused_filter_);
+  paused_filter_.reset();
   TransactionImpl t(this, std::move(p), std::move(txn), /*read_only=*/true, Durability::kNone,
                     /*replaying=*/false);
   t.SetView(std::move(view));
@@ -238,12 +250,23 @@ Status DBImpl::BuildKeyFilters() {
       if (c->meta.indexes[i].field == n.substr(nul + 1)) tree = c->index_trees[i].get();
     if (tree == nullptr) continue;  // dropped since: its filter is never used
     index::BufferedTree::Cursor cur(tree);
+    const bool resume = resume_filter == filter;
     uint64_t added = 0;
-    for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
+    for (s = resume ? cur.Seek(paused_at_) : cur.SeekToFirst(); s.ok() && cur.Valid();
+         s = cur.Next()) {
       filter->Add(cur.key());
-      if (++added % 65536 == 0) {
-        storage::MutexLock l(&gen_mu_);
-        if (stop_merger_) s = Status::Busy("closing");
+      if (++added % 4096 != 0) continue;
+      storage::MutexLock l(&gen_mu_);
+      if (stop_merger_) {
+        s = Status::Busy("closing");
+        break;  // (not past the loop's Next, which would overwrite s)
+      }
+      if (merge_error_.ok() && !wb->Frozen().empty()) {
+        paused_filter_ = filter;
+        paused_at_.assign(cur.key());  // (added again on resuming: harmless)
+        *paused = true;
+        s = Status::Busy("a generation to merge");
+        break;
       }
     }
     if (!s.ok()) break;  // a filter not finished stays a building one: it proves nothing
