@@ -103,6 +103,26 @@ void WaitForFilters(DB* db, uint64_t trees) {
   FAIL("the key filters were not built within 10 s");
 }
 
+// 0..n-1 in a shuffled order: the ids the key filter tests insert.
+std::vector<int> Shuffled(int n, std::mt19937_64* rng) {
+  std::vector<int> order(n);
+  for (int i = 0; i < n; i++) order[i] = i;
+  std::shuffle(order.begin(), order.end(), *rng);
+  return order;
+}
+
+// Inserts documents order[from, to) (k = _id + 1000000), `batch` to a
+// transaction.
+void InsertShuffled(DB* db, const std::vector<int>& order, int from, int to, int batch) {
+  for (int i = from; i < to; i += batch) {
+    auto t = db->Begin();
+    REQUIRE(t.ok());
+    for (int j = i; j < std::min(to, i + batch); j++)
+      REQUIRE(t.value()->Insert("c", Doc(order[j], order[j] + 1000000, "v")).ok());
+    REQUIRE(t.value()->Commit().ok());
+  }
+}
+
 TEST_CASE("write buffer: key filters are built in the background and let no duplicate in") {
   std::mt19937_64 rng(Seed("write buffer key filters"));
   TestDB db(Buffered(64 << 10));
@@ -111,18 +131,8 @@ TEST_CASE("write buffer: key filters are built in the background and let no dupl
   REQUIRE(db->CreateIndex("c", "k", unique).ok());
   // More keys than the smallest filter holds, so a full filter is rebuilt.
   const int n = 40000;
-  std::vector<int> order(n);
-  for (int i = 0; i < n; i++) order[i] = i;
-  std::shuffle(order.begin(), order.end(), rng);
-  auto insert_range = [&](int from, int to) {
-    for (int i = from; i < to; i += 500) {
-      auto t = db->Begin();
-      REQUIRE(t.ok());
-      for (int j = i; j < std::min(to, i + 500); j++)
-        REQUIRE(t.value()->Insert("c", Doc(order[j], order[j] + 1000000, "v")).ok());
-      REQUIRE(t.value()->Commit().ok());
-    }
-  };
+  const std::vector<int> order = Shuffled(n, &rng);
+  auto insert_range = [&](int from, int to) { InsertShuffled(db.get(), order, from, to, 500); };
   int k_offset = 1000000;  // k = _id + k_offset
   auto duplicates_refused = [&](int upto) {
     for (int r = 0; r < 200; r++) {
@@ -177,24 +187,13 @@ TEST_CASE("write buffer: a key filter build paused by merges resumes and misses 
   unique.unique = true;
   REQUIRE(db->CreateIndex("c", "k", unique).ok());
   const int n = 100000;
-  std::vector<int> order(n);
-  for (int i = 0; i < n; i++) order[i] = i;
-  std::shuffle(order.begin(), order.end(), rng);
-  auto insert = [&](int from, int to, int batch) {
-    for (int i = from; i < to; i += batch) {
-      auto t = db->Begin();
-      REQUIRE(t.ok());
-      for (int j = i; j < std::min(to, i + batch); j++)
-        REQUIRE(t.value()->Insert("c", Doc(order[j], order[j] + 1000000, "v")).ok());
-      REQUIRE(t.value()->Commit().ok());
-    }
-  };
-  insert(0, n * 4 / 5, 500);
+  const std::vector<int> order = Shuffled(n, &rng);
+  InsertShuffled(db.get(), order, 0, n * 4 / 5, 500);
   // After a reopen the first write starts both filters; the writes that
   // follow at once freeze a 64 KiB generation every few hundred documents,
   // each pausing the scan of the trees' keys for its merge.
   db.Reopen();
-  insert(n * 4 / 5, n, 20);
+  InsertShuffled(db.get(), order, n * 4 / 5, n, 20);
   WaitForFilters(db.get(), 2);
   db.CheckNow();  // each live key is in its tree's ready filter
   for (int r = 0; r < 500; r++) {
