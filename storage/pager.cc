@@ -936,15 +936,12 @@ Status PagerImpl::OpenLog(bool created) {
     // Rule 9: without a log of its own, a database that was not closed
     // cleanly may have lost commits; say so unless told to go on.
     if (!durable_clean_ && !legacy_ && !opts_.accept_log_loss) {
-      std::string why = s.IsNotFound() ? "the log is missing" : s.message();
-      // (Log::Open's errors name the log already.)
-      const std::string named = log_.path() + ": ";
-      if (why.compare(0, named.size(), named) == 0) why.erase(0, named.size());
-      return Status::Corruption(
-          log_.path(), why +
-                           ", and the database was not closed cleanly: the commits after its "
-                           "last checkpoint were in it (open with accept_log_loss to open at "
-                           "the last checkpoint)");
+      // (Log::Open's Corruption names the log already.)
+      const std::string why = s.IsNotFound() ? log_.path() + ": the log is missing" : s.message();
+      return Status::Corruption(why +
+                                ", and the database was not closed cleanly: the commits after its "
+                                "last checkpoint were in it (open with accept_log_loss to open at "
+                                "the last checkpoint)");
     }
     log_needs_create_ = true;
   } else {
