@@ -215,6 +215,7 @@ class PagerImpl final : public Pager {
     return LogPosition{h.offset, h.epoch};
   }
   Status CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next) override;
+  Status CommitRewrite(Txn* txn) override;
   Status Checkpoint() override;
   Status Flush() override { return log_.Flush(); }
   Status AccountedPages(std::vector<PageId>* pages) override MMDOC_EXCLUDES(alloc_mu_);
@@ -1239,6 +1240,17 @@ Status PagerImpl::CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next)
   }
   const std::pair<uint64_t, Log::Cursor> merged{through_txid, Log::Cursor{next.offset, next.epoch}};
   return CommitTxn(w, {}, Durability::kNone, /*replayed=*/true, &merged);
+}
+
+Status PagerImpl::CommitRewrite(Txn* txn) {
+  auto* w = dynamic_cast<WriteTxnImpl*>(txn);
+  if (w == nullptr || w->p_ != this) {
+    return Status::InvalidArgument("CommitRewrite: not a write txn of this pager");
+  }
+  if (w->done_) return Status::InvalidArgument("transaction already finished");
+  // The pages cover the same records as before.
+  const std::pair<uint64_t, Log::Cursor> same{pages_cover_txid_, cover_next_};
+  return CommitTxn(w, {}, Durability::kNone, /*replayed=*/true, &same);
 }
 
 Status PagerImpl::CommitReplayed(Txn* txn) {

@@ -376,6 +376,10 @@ class Pager {
   // when the caller stopped taking records into this merge). No log
   // record. The next checkpoint lets go of the records it covers.
   virtual Status CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next) = 0;
+  // Commits a write txn that reorganised pages without changing what they
+  // hold (runs merged into their trees): no log record, and the pages
+  // cover the same records as before.
+  virtual Status CommitRewrite(Txn* txn) = 0;
 
   // Writes a checkpoint now (rule 3). Also run at Close and when the log
   // fills up.
