@@ -127,6 +127,30 @@ class TableLayer final : public Layer {
   BufferTable::Iterator it_;
 };
 
+// A run: its entries' tags say put or erase.
+class RunLayer final : public Layer {
+ public:
+  explicit RunLayer(BTree* run) : c_(run) {}
+  Status Seek(std::string_view target) override { return Load(c_.Seek(target)); }
+  Status SeekToFirst() override { return Load(c_.SeekToFirst()); }
+  Status SeekToLast() override { return Load(c_.SeekToLast()); }
+  Status Next() override { return Load(c_.Next()); }
+  Status Prev() override { return Load(c_.Prev()); }
+  bool Valid() const override { return c_.Valid(); }
+  std::string_view key() const override { return c_.key(); }
+  std::string_view value() const override { return value_; }
+  bool erased() const override { return erased_; }
+
+ private:
+  Status Load(Status s) {
+    if (!s.ok() || !c_.Valid()) return s;
+    return DecodeRunValue(c_.value(), &erased_, &value_);
+  }
+  BTree::Cursor c_;
+  bool erased_ = false;
+  std::string_view value_;
+};
+
 // The BTree, through the Cursor's own BTree::Cursor.
 class TreeLayer final : public Layer {
  public:
@@ -181,7 +205,28 @@ Status BufferedTree::Get(std::string_view key, std::string_view* value) {
       return Status::OK();
     }
   }
+  if (!runs_.empty()) {
+    bool found;
+    bool erased;
+    MMDOC_RETURN_IF_ERROR(FindInRuns(key, &found, &erased, value));
+    if (found) return erased ? KeyNotFound() : Status::OK();
+  }
   return tree_->Get(key, value);
+}
+
+Status BufferedTree::FindInRuns(std::string_view key, bool* found, bool* erased,
+                                std::string_view* value) {
+  *found = false;
+  for (const RunRef& r : runs_) {
+    if (r.filter != nullptr && !r.filter->MayContain(key)) continue;
+    std::string_view stored;
+    Status s = r.tree->Get(key, &stored);
+    if (s.IsNotFound()) continue;
+    MMDOC_RETURN_IF_ERROR(s);
+    *found = true;
+    return DecodeRunValue(stored, erased, value);
+  }
+  return Status::OK();
 }
 
 Status BufferedTree::LiveBelow(std::string_view key, bool* live) {
@@ -198,6 +243,15 @@ Status BufferedTree::LiveBelow(std::string_view key, bool* live) {
     return Status::OK();
   }
   std::string_view unused;
+  if (!runs_.empty()) {
+    bool found;
+    bool erased;
+    MMDOC_RETURN_IF_ERROR(FindInRuns(key, &found, &erased, &unused));
+    if (found) {
+      *live = !erased;
+      return Status::OK();
+    }
+  }
   Status s = tree_->Get(key, &unused);
   *live = s.ok();
   return s.ok() || s.IsNotFound() ? Status::OK() : s;
@@ -256,9 +310,30 @@ Status BufferedTree::Delete(std::string_view key) {
   return Status::OK();
 }
 
+Status BufferedTree::UpdateLive(std::string_view key, std::string_view value) {
+  if (direct()) return tree_->Put(key, value, PutMode::kUpdate);
+  MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
+  if (!writable_) return ReadOnly();
+  const Overlay::Entry* e = overlay_.Find(key);
+  if (e != nullptr && e->erased) return KeyNotFound();
+  overlay_.Set(key, value, /*erased=*/false, e != nullptr ? e->was_live : true);
+  return Status::OK();
+}
+
+Status BufferedTree::DeleteLive(std::string_view key) {
+  if (direct()) return tree_->Delete(key);
+  if (overlay_.Find(key) != nullptr) return Delete(key);  // its own bookkeeping
+  if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
+  if (!writable_) return ReadOnly();
+  overlay_.Set(key, {}, /*erased=*/true, /*was_live=*/true);
+  overlay_delta_--;
+  return Status::OK();
+}
+
 int64_t BufferedTree::CountDelta() const {
   int64_t d = overlay_delta_;
   for (const BufferTable* t : tables_) d += t->CountDelta(view_->snapshot);
+  for (const RunRef& r : runs_) d += r.count_delta;
   return d;
 }
 
@@ -284,6 +359,7 @@ class BufferedTree::Cursor::Merge {
     for (const BufferTable* table : t->tables_) {
       layers_.push_back(std::make_unique<TableLayer>(table, t->view_->snapshot, t->order_));
     }
+    for (const RunRef& r : t->runs_) layers_.push_back(std::make_unique<RunLayer>(r.tree));
     layers_.push_back(std::make_unique<TreeLayer>(base));
     tree_layer_ = static_cast<int>(layers_.size()) - 1;
   }

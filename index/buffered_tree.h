@@ -1,12 +1,14 @@
 // index::BufferedTree: the tree a transaction reads and writes once a
 // WriteBuffer stands in front of the pages (docs/write-path.md, design 1).
 //
-// Three layers, newest first:
+// Four layers, newest first:
 //   1. the overlay: this transaction's own uncommitted changes (a write
 //      transaction only);
 //   2. the buffer: the tree's tables in a BufferView, newest generation
 //      first, each at the view's snapshot;
-//   3. the BTree over the transaction's storage snapshot (root 0: empty).
+//   3. the tree's runs (index/run.h) at the storage snapshot, newest first,
+//      each behind its key filter;
+//   4. the BTree over the transaction's storage snapshot (root 0: empty).
 // A key's newest layer wins; a tombstone (an erased change) hides the key
 // from every layer below. Reads look through the layers in that order;
 // cursors merge them in key order. Writes go to the overlay only: the BTree
@@ -24,7 +26,7 @@
 // BTree; a cursor merges the layers (a comparison of keys per layer a step).
 //
 // Lifetimes. What Get and Cursor::value()/key() return is valid:
-//   from the BTree: until the transaction ends (the BTree is not written);
+//   from the BTree or a run: until the transaction ends (neither is written);
 //   from the buffer: while the BufferView lives (it holds the generations);
 //   from the overlay: until this tree is next written (Put, Delete) or
 //     destroyed.
@@ -48,6 +50,7 @@
 #include "index/btree.h"
 #include "index/key_filter.h"
 #include "index/overlay.h"
+#include "index/run.h"
 #include "index/write_buffer.h"
 #include "mmdoc/status.h"
 
@@ -99,18 +102,29 @@ class BufferedTree {
   // a tree that is not writable.
   Status Delete(std::string_view key);
 
+  // Put kUpdate and Delete of a key the caller has just read as live
+  // through this tree (an update or delete of the document it read): the
+  // same result, without a second look through the layers below.
+  Status UpdateLive(std::string_view key, std::string_view value);
+  Status DeleteLive(std::string_view key);
+
   // Gives a writable tree its key filters (WriteBuffer::Filters): a key
   // that Put makes live is added to both; `ready` then answers "not live"
   // for a key it proves absent without a descent of the BTree, when the
   // snapshot is at or after its `ready_at`. Call before the first Put.
   void UseFilters(TreeFilters filters) { filters_ = std::move(filters); }
+  // Gives the tree its runs, newest first (each tree and filter must
+  // outlive this object). Call before the first read. REQUIRES: not
+  // direct(): writes straight to the tree would fall behind the runs.
+  void UseRuns(std::vector<RunRef> runs) { runs_ = std::move(runs); }
+  const std::vector<RunRef>& runs() const { return runs_; }
   // For a replay of records that were checked when committed (recovery
   // into the buffer): Put kInsert takes a key the overlay lacks as absent
   // below, and Put kUpdate and Delete take it as live, without a descent.
   void TrustWrites() { trusted_ = true; }
 
   // The net change in the number of live keys that the buffer (at the
-  // snapshot) and the overlay make to the BTree's: the tree holds
+  // snapshot), the runs and the overlay make to the BTree's: the tree holds
   // BTree entries + CountDelta() live keys.
   int64_t CountDelta() const;
 
@@ -134,10 +148,15 @@ class BufferedTree {
   class Cursor;
 
  private:
-  // Whether `key` is live in the buffer and the BTree (not the overlay).
+  // Whether `key` is live in the buffer, the runs and the BTree (not the
+  // overlay).
   Status LiveBelow(std::string_view key, bool* live);
-  // Whether a cursor must merge: the overlay or the buffer has a change.
-  bool Layered() const { return !overlay_.empty() || !tables_.empty(); }
+  // Looks `key` up in the runs: *found when one holds it (*erased, *value
+  // from the newest that does).
+  Status FindInRuns(std::string_view key, bool* found, bool* erased, std::string_view* value);
+  // Whether a cursor must merge: the overlay, the buffer or a run has a
+  // change.
+  bool Layered() const { return !overlay_.empty() || !tables_.empty() || !runs_.empty(); }
 
   BTree* const tree_;
   const BufferView* const view_;
@@ -147,6 +166,7 @@ class BufferedTree {
   // The buffer's tables of this tree with a change at the snapshot, newest
   // first (fixed: commits published later are newer than the snapshot).
   const std::vector<const BufferTable*> tables_;
+  std::vector<RunRef> runs_;  // UseRuns; newest first
   Overlay overlay_;
   int64_t overlay_delta_ = 0;  // the overlay's share of CountDelta
   TreeFilters filters_;        // UseFilters; none by default
@@ -180,12 +200,12 @@ class BufferedTree::Cursor {
   // BTree::Cursor's whole-leaf access, for a scan that can reject a group
   // of entries by their bytes. The group: when the current entry comes from
   // the BTree, its leaf (as BTree::Cursor::LeafBytes says); when it comes
-  // from the overlay or the buffer, that entry alone (its value, and
+  // from the overlay, the buffer or a run, that entry alone (its value, and
   // *all_inline = true). REQUIRES: Valid()
   std::string_view LeafBytes(bool* all_inline) const;
   // Moves past the rest of the current group, to the next entry after it
-  // in the merged order (or to !Valid() at the end). From an overlay or
-  // buffer entry: Next. From a BTree entry: the BTree cursor moves past the
+  // in the merged order (or to !Valid() at the end). From an overlay, buffer
+  // or run entry: Next. From a BTree entry: the BTree cursor moves past the
   // rest of its leaf (BTree::Cursor::SkipLeaf), while entries of newer
   // layers that sort inside that leaf are still visited, each in turn: the
   // cursor stops at the first of them, and Next goes on to the next of them

@@ -1,0 +1,60 @@
+// index::Run: one frozen generation's changes to one tree, written as a tree
+// of its own in the same file (docs/write-path.md, "Sorted runs before the
+// leaves").
+//
+// A merge of a generation straight into a large tree copies about one leaf
+// per change. Written as a run instead, the changes arrive in key order and
+// fill each leaf of a new tree before it splits, so each run leaf is written
+// once, packed. Reads look in a tree's runs, newest first, between the write
+// buffer and the tree; once a tree has enough runs they are merged into it
+// together (MergeRunsInto), one leaf copy for the changes of several runs.
+//
+// A run's entry: the key as the tree stores it; the value a tag byte, then
+// the value for a put (kRunPut) or nothing for an erase (kRunErase), which
+// hides the key in every older run and in the tree.
+//
+// Thread safety: as BTree: one Txn and one thread.
+#ifndef MMDOC_INDEX_RUN_H_
+#define MMDOC_INDEX_RUN_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index/btree.h"
+#include "index/key_filter.h"
+#include "mmdoc/status.h"
+
+namespace mmdoc::index {
+
+inline constexpr char kRunPut = 'p';
+inline constexpr char kRunErase = 'e';
+
+// A run as a reader sees it: its tree at the reader's snapshot, its key
+// filter (nullptr: none; every key may be in it) and the net change in
+// live keys it makes to the layers below.
+struct RunRef {
+  BTree* tree = nullptr;
+  const KeyFilter* filter = nullptr;
+  int64_t count_delta = 0;
+};
+
+// The stored value of a change: *out = tag + value.
+void EncodeRunValue(bool erased, std::string_view value, std::string* out);
+// Splits a stored run value. Corruption when the tag is not one of the two.
+Status DecodeRunValue(std::string_view stored, bool* erased, std::string_view* value);
+
+// Writes each key's newest change among `runs` (newest first) into `tree`:
+// puts as upserts, erases as deletes (of a key that may be absent). The
+// runs are read, not changed. `between` is called between two changes, when
+// no page pointer is held (a merge writes its private pages back there);
+// its error stops the merge. Any error may leave the tree half merged:
+// abort the transaction. Counts the changes written in *changes.
+Status MergeRunsInto(BTree* tree, const std::vector<BTree*>& runs,
+                     const std::function<Status()>& between, uint64_t* changes);
+
+}  // namespace mmdoc::index
+
+#endif  // MMDOC_INDEX_RUN_H_
