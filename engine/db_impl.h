@@ -81,11 +81,32 @@ struct CollectionMeta {
 // in the catalog). A catalog state is named by its root page and the txid
 // written in that page's header: pages are never changed while reachable
 // and a reused page carries a new txid, so equal keys mean equal catalogs.
+// A run of one of a collection's trees (index/run.h): a frozen
+// generation's changes to it, in a catalog tree of its own named by
+// RunName, with metadata EncodeRunMeta.
+struct CachedRun {
+  std::string name;  // its catalog name
+  storage::PageId root = 0;
+  int64_t count_delta = 0;  // live keys it adds to the layers below
+  uint64_t entries = 0;
+  // Built when the run was written; nullptr after a reopen (every key may
+  // be in the run).
+  std::shared_ptr<const index::KeyFilter> filter;
+};
 struct CachedColl {
   storage::PageId primary_root = 0;
   CollectionMeta meta;
   std::vector<storage::PageId> index_roots;  // parallel to meta.indexes
+  // Each tree's runs, newest first: [0] the _id tree's, [1 + i] index i's.
+  // Empty when the collection has none.
+  std::vector<std::vector<CachedRun>> runs;
 };
+// A merge writes its changed pages out once they take this much memory.
+inline constexpr uint64_t kMergePrivateBytes = 16ull << 20;
+// A tree's runs are merged into it once it has this many
+// (docs/write-path.md, "Sorted runs before the leaves").
+inline constexpr size_t kRunsBeforeMerge = 4;
+
 struct CatalogCache {
   storage::PageId catalog_root = 0;
   uint64_t catalog_txid = 0;
@@ -101,6 +122,17 @@ std::string CollectionTreeName(std::string_view collection);
 // How collection and index trees store keys (key_codec.cc).
 const index::KeyCodec& TreeKeyCodec();
 std::string IndexTreeName(std::string_view collection, std::string_view field);
+// The catalog name of a run of tree `tree` (CollectionTreeName or
+// IndexTreeName) of `collection`, written by the merge of the generation
+// whose last commit is `seq`: "r:" COLL NUL seq (8 bytes, big-endian) TREE,
+// so a collection's runs list oldest first under RunPrefix.
+std::string RunName(std::string_view collection, uint64_t seq, std::string_view tree);
+std::string RunPrefix(std::string_view collection);
+// The tree name in a run's name; false when `name` is not one.
+bool RunTree(std::string_view name, std::string_view* tree);
+// A run's catalog metadata: i64 count delta | u64 entries.
+std::string EncodeRunMeta(int64_t count_delta, uint64_t entries);
+bool DecodeRunMeta(std::string_view in, int64_t* count_delta, uint64_t* entries);
 
 struct WriteState;  // below
 struct PointRead;   // transaction.cc
@@ -183,6 +215,15 @@ class DBImpl {
   // succeeds (the merger goes on), else its error, which fails the commit
   // that asked. REQUIRES: the writer token.
   Status RetryFailedMerge() MMDOC_EXCLUDES(gen_mu_, merge_mu_);
+  // Runs (engine/runs.cc). The key filter of run `name`, built when the
+  // merger wrote it; nullptr when there is none (after a reopen).
+  std::shared_ptr<const index::KeyFilter> RunFilter(std::string_view name) MMDOC_EXCLUDES(run_mu_);
+  void AddRunFilter(std::string name, std::shared_ptr<const index::KeyFilter> f)
+      MMDOC_EXCLUDES(run_mu_);
+  void DropRunFilters(const std::vector<std::string>& names) MMDOC_EXCLUDES(run_mu_);
+  // Commits a MergeRuns txn and publishes `next` with it.
+  Status PublishRewrite(storage::Txn* txn, std::shared_ptr<const CatalogCache> next)
+      MMDOC_EXCLUDES(cache_mu_);
   // Tree `name`'s key filters (index/key_filter.h), as DB::Check sees them.
   index::TreeFilters KeyFilters(std::string_view name) MMDOC_EXCLUDES(cache_mu_) {
     return buffer()->Filters(name);
@@ -257,6 +298,11 @@ class DBImpl {
   // may wait for comes first, and the next call resumes the scan where it
   // stopped, at a newer snapshot. REQUIRES: the merger thread.
   Status BuildKeyFilters(bool* paused) MMDOC_EXCLUDES(merge_mu_, gen_mu_, cache_mu_);
+  // Merges the runs of each tree that has `min_runs` or more into it, in a
+  // write txn of its own. REQUIRES: merge_mu_, or Open before the merger.
+  Status MergeRunsNow(size_t min_runs) MMDOC_EXCLUDES(gen_mu_, cache_mu_);
+  // Whether the file holds any run.
+  Status HasRuns(bool* any);
   // The merger thread's loop.
   void MergerLoop() MMDOC_EXCLUDES(merge_mu_, gen_mu_);
   void StopMerger() MMDOC_EXCLUDES(gen_mu_);
@@ -325,6 +371,15 @@ class DBImpl {
       MMDOC_GUARDED_BY(gen_mu_);
   bool stop_merger_ MMDOC_GUARDED_BY(gen_mu_) = false;
   bool filters_due_ MMDOC_GUARDED_BY(gen_mu_) = false;  // a key filter was started
+  // Runs to merge: a tree has kRunsBeforeMerge (runs_min_ then says so), or
+  // the file was reopened with runs, whose filters are gone (runs_min_ 1).
+  bool runs_due_ MMDOC_GUARDED_BY(gen_mu_) = false;
+  size_t runs_min_ MMDOC_GUARDED_BY(gen_mu_) = kRunsBeforeMerge;
+  // Recovery into pages merges the runs before the first record.
+  bool runs_merged_for_replay_ = false;
+  storage::Mutex run_mu_;
+  std::map<std::string, std::shared_ptr<const index::KeyFilter>, std::less<>> run_filters_
+      MMDOC_GUARDED_BY(run_mu_);
   // A paused build (merger thread only): the filter, and the key its scan
   // goes on from. Held, so a filter dropped and made anew is not taken
   // for it.
@@ -354,7 +409,11 @@ struct CollState {
   int64_t buffered_count = 0;
   // A read-only transaction's trees from the catalog cache: owned here, as
   // nothing is flushed back to the catalog (cheaper than Catalog::Adopt).
+  // The runs' trees too, in every transaction that reads through them.
   std::vector<std::unique_ptr<index::BTree>> owned;
+  // Each tree's runs at the snapshot, as CachedColl::runs; a merge changes
+  // them and NextCache publishes them.
+  std::vector<std::vector<CachedRun>> runs;
 };
 
 // A write transaction's reused buffers, kept whole for their capacity.
@@ -442,6 +501,19 @@ class TransactionImpl {
                          storage::Pager::LogPosition next_record);
   // A buffered DB's write txn holds the writer token until it ends.
   void HoldToken() { holds_token_ = true; }
+  // A write txn of the merger's own, not of the thread that runs it
+  // (Begin's one writer per thread does not apply).
+  void SetBackground() { background_ = true; }
+  // After MergeGeneration: a tree now holds kRunsBeforeMerge runs or more.
+  bool runs_due() const { return runs_due_; }
+
+  // Runs (engine/runs.cc). A page-writing txn: merges into each tree the
+  // runs of every tree that has at least `min_runs` (1: all), adjusts the
+  // counts and drops them, appending their names to *dropped.
+  Status MergeRuns(size_t min_runs, std::vector<std::string>* dropped);
+  // Commits a MergeRuns txn with Pager::CommitRewrite and publishes its
+  // catalog cache.
+  Status CommitRewrite();
 
   // Loads (and caches) the collection's state; with create, creates it when
   // missing (write transactions only).
@@ -468,9 +540,14 @@ class TransactionImpl {
   Status CommitBuffered();
   // Every change of this buffered txn, for the buffer.
   void AppendChanges(std::vector<index::BufferChange>* changes);
-  // Adds the buffer's net change at the snapshot to a loaded collection's
-  // count (CollState::buffered_count).
+  // Adds the buffer's and the runs' net change at the snapshot to a loaded
+  // collection's count (CollState::buffered_count).
   void CountBuffered(CollState* c);
+  // Loads c's runs (CollState::runs) from `cached`, or from the catalog when
+  // null, and has c's trees read through them unless this txn writes pages.
+  Status LoadRuns(CollState* c, const CachedColl* cached);
+  // 0 for c's _id tree, 1 + i for index i, -1 for another name.
+  int TreeSlot(const CollState* c, std::string_view tree) const;
   Status CommitPages();
   void ReleaseToken();
   // Whether Abort may keep the collection state for a later Renew:
@@ -504,6 +581,7 @@ class TransactionImpl {
   // keys are neither computed nor checked); without, every index is.
   // ReplaceAt and DeleteAt read old_doc only for its keys, before they write
   // anything, so it may point at the stored document in its page.
+  // REQUIRES: old_doc is pk's document as this transaction reads it.
   Status ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
                    std::string_view new_doc, const engine::Update* update = nullptr);
   Status DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc);
@@ -568,6 +646,8 @@ class TransactionImpl {
   bool holds_token_ = false;                          // a buffered DB's write txn: the writer token
   bool shape_changed_ = false;                        // an index turned multikey (needs pages)
   const index::BufferGeneration* merging_ = nullptr;  // a merge txn's generation
+  bool background_ = false;                           // SetBackground
+  bool runs_due_ = false;                             // runs_due()
 };
 
 // Executes one query over a transaction's trees.

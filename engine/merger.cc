@@ -103,6 +103,7 @@ Status DBImpl::MergeOldest() {
   MMDOC_RETURN_IF_ERROR(t.MergeGeneration(gen, next));
   storage::MutexLock l(&gen_mu_);
   next_record_.erase(gen);
+  if (t.runs_due()) runs_due_ = true;
   return Status::OK();
 }
 
@@ -138,6 +139,12 @@ Status DBImpl::MergeAll(bool checkpoint) {
   Status s;
   while (s.ok() && !wb->Frozen().empty()) s = MergeOldest();
   merged_cv_.SignalAll();
+  if (s.ok()) s = MergeRunsNow(1);
+  if (s.ok()) {
+    storage::MutexLock l(&gen_mu_);
+    runs_due_ = false;
+    runs_min_ = kRunsBeforeMerge;
+  }
   if (s.ok() && checkpoint) s = pager()->Checkpoint();
   return s;
 }
@@ -166,6 +173,8 @@ void DBImpl::MergerLoop() {
   for (;;) {
     bool merge;
     bool build;
+    bool runs = false;
+    size_t runs_min = kRunsBeforeMerge;
     {
       // After a failed merge it waits for a commit to merge successfully
       // (RetryFailedMerge) before it merges again.
@@ -173,11 +182,32 @@ void DBImpl::MergerLoop() {
       for (;;) {
         if (stop_merger_) return;
         merge = merge_error_.ok() && !buffer()->Frozen().empty();
-        if (merge || filters_due_) break;
+        if (merge || filters_due_ || (runs_due_ && merge_error_.ok())) break;
         merge_cv_.Wait();
       }
-      build = filters_due_ && !merge;
+      // Generations first, then runs: a writer may be waiting for a merge.
+      if (!merge && runs_due_ && merge_error_.ok()) {
+        runs = true;
+        runs_min = runs_min_;
+        runs_due_ = false;
+        runs_min_ = kRunsBeforeMerge;
+      }
+      build = filters_due_ && !merge && !runs;
       if (build) filters_due_ = false;
+    }
+    if (runs) {
+      Status s;
+      {
+        storage::MutexLock m(&merge_mu_);
+        s = MergeRunsNow(runs_min);
+        if (s.ok()) s = CheckpointAfterMerge();
+      }
+      {
+        storage::MutexLock l(&gen_mu_);
+        if (!s.ok()) merge_error_ = s;
+      }
+      merged_cv_.SignalAll();  // a writer waits for a merge, or its failure
+      continue;
     }
     if (merge) {
       Status s;

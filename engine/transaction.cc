@@ -22,9 +22,6 @@ using storage::GetFixed64;
 using storage::PutFixed32;
 using storage::PutFixed64;
 
-// A merge writes its changed pages out once they take this much memory.
-constexpr uint64_t kMergePrivateBytes = 16ull << 20;
-
 bool GetBytes(std::string_view* in, std::string_view* out) {
   uint32_t n;
   if (!GetFixed32(in, &n) || in->size() < n) return false;
@@ -186,15 +183,29 @@ struct PointRead {
   std::unique_ptr<storage::Txn> txn;
   index::BufferView view;
 
-  // Looks `key` up in tree `name` (root `root`): the newest buffered change
-  // first, then the pages. NotFound when absent or erased.
-  Status Lookup(std::string_view name, storage::PageId root, std::string_view key,
-                std::string_view* value) {
+  // Looks `key` up in tree `name` (root `root`, runs `runs` of
+  // CachedColl::runs): the newest buffered change first, then the runs,
+  // then the pages. NotFound when absent or erased.
+  Status Lookup(std::string_view name, storage::PageId root, const CachedColl& cc, size_t slot,
+                std::string_view key, std::string_view* value) {
     if (!view.generations.empty()) {
       if (const index::BufferVersion* v = view.Find(name, key)) {
         if (v->erased()) return Status::NotFound("");
         *value = v->value();
         return Status::OK();
+      }
+    }
+    if (slot < cc.runs.size()) {
+      for (const CachedRun& r : cc.runs[slot]) {
+        if (r.filter != nullptr && !r.filter->MayContain(key)) continue;
+        index::BTree run(txn.get(), r.root, TreeKeyCodec());
+        std::string_view stored;
+        Status s = run.Get(key, &stored);
+        if (s.IsNotFound()) continue;
+        bool erased = false;
+        if (s.ok()) s = index::DecodeRunValue(stored, &erased, value);
+        if (!s.ok()) return s;
+        return erased ? Status::NotFound("") : Status::OK();
       }
     }
     index::BTree tree(txn.get(), root, TreeKeyCodec());
@@ -229,7 +240,7 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
     engine::AppendKey(id.get(), &pk);
     name.assign("c:").append(coll);
     std::string_view doc;
-    Status s = r.Lookup(name, cc->primary_root, pk, &doc);
+    Status s = r.Lookup(name, cc->primary_root, *cc, 0, pk, &doc);
     if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
     if (!s.ok()) return s;
     return Document::FromTrustedBytes(std::string(doc));
@@ -259,9 +270,9 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
         coll_name = CollectionTreeName(coll);
       }
       std::string_view pk, doc;
-      Status s = r.Lookup(index_name, cc->index_roots[i], key, &pk);
+      Status s = r.Lookup(index_name, cc->index_roots[i], *cc, i + 1, key, &pk);
       if (s.ok()) {
-        s = r.Lookup(coll_name, cc->primary_root, pk, &doc);
+        s = r.Lookup(coll_name, cc->primary_root, *cc, 0, pk, &doc);
         if (s.IsNotFound())
           return Status::Corruption("index entry points at a missing document", field);
       }
@@ -368,7 +379,7 @@ void TransactionImpl::SetView(index::BufferView view) {
 }
 
 void TransactionImpl::EndWrite() {
-  if (!read_only_ && merging_ == nullptr) db_->WriterDone();
+  if (!read_only_ && merging_ == nullptr && !background_) db_->WriterDone();
 }
 
 void TransactionImpl::ReleaseToken() {
@@ -441,6 +452,7 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
               Layer(Cat()->Adopt(name, hit->second.index_roots[i]), name, c->meta.count));
         }
       }
+      MMDOC_RETURN_IF_ERROR(LoadRuns(c.get(), &hit->second));
       CountBuffered(c.get());
       *out = (colls_[c->name] = std::move(c)).get();
       return Status::OK();
@@ -479,13 +491,14 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
     MMDOC_RETURN_IF_ERROR(Cat()->Open(name, &t));
     c->index_trees.push_back(Layer(t, name, c->meta.count));
   }
+  MMDOC_RETURN_IF_ERROR(LoadRuns(c.get(), nullptr));
   CountBuffered(c.get());
   *out = (colls_[c->name] = std::move(c)).get();
   return Status::OK();
 }
 
 void TransactionImpl::CountBuffered(CollState* c) {
-  if (!has_view_) return;
+  if (c->primary->direct()) return;
   c->buffered_count = c->primary->CountDelta();
   c->meta.count = static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) + c->buffered_count);
 }
@@ -843,7 +856,8 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
       if (!s.ok()) return Poison(s);
     }
   }
-  Status s = c->primary->Put(pk, new_doc, index::PutMode::kUpdate);
+  // Its old document was just read here: live, with no second look.
+  Status s = c->primary->UpdateLive(pk, new_doc);
   if (!s.ok()) return Poison(s);
   return Status::OK();
 }
@@ -972,7 +986,7 @@ Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_
         return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
     }
   }
-  Status s = c->primary->Delete(pk);
+  Status s = c->primary->DeleteLive(pk);  // old_doc was just read here
   if (!s.ok()) return Poison(s);
   c->meta.count--;
   c->meta_dirty = true;
@@ -1164,12 +1178,14 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
   if (!s.ok()) return Poison(s);
   c->meta.indexes.push_back(spec);
   c->index_trees.push_back(Layer(tree, tree_name, c->meta.count));
+  c->runs.resize(c->meta.indexes.size() + 1);  // a new tree has none
   const size_t i = c->meta.indexes.size() - 1;
   // Build from the documents already there. On a violation, drop the
   // half-built tree so nothing of the index is left behind.
   auto undo = [&](Status err) -> Status {
     c->meta.indexes.pop_back();
     c->index_trees.pop_back();
+    c->runs.resize(c->meta.indexes.size() + 1);
     Status d = Cat()->Drop(tree_name);
     if (!d.ok()) return Poison(d);
     return err;
@@ -1240,6 +1256,8 @@ Status TransactionImpl::DropIndex(std::string_view coll, std::string_view field)
     if (!s.ok()) return Poison(s);
     c->meta.indexes.erase(c->meta.indexes.begin() + i);
     c->index_trees.erase(c->index_trees.begin() + i);
+    // Definitions merge every run first (ToPages), so none is lost here.
+    if (c->runs.size() > i + 1) c->runs.erase(c->runs.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     c->meta_dirty = true;
     Log(LogOp::kDropIndex, coll, field);
     return Status::OK();
@@ -1387,9 +1405,13 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
   merging_ = gen;
   const uint64_t through = gen->last_txid();
   Status s;
+  std::string stored;
+  std::vector<std::pair<std::string, std::shared_ptr<const index::KeyFilter>>> filters;
+  // Each table becomes a run of its tree (engine/runs.cc): its changes in
+  // key order fill each leaf of a new tree, instead of copying about one
+  // leaf of the tree per change.
   for (const auto& [name, table] : gen->Tables()) {
     const std::string_view n = name;
-    index::BTree* tree = nullptr;
     CollState* c = nullptr;
     const size_t nul = n.find('\0');
     const std::string_view coll = n.substr(2, nul == n.npos ? n.npos : nul - 2);
@@ -1397,32 +1419,45 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
       s = Collection(coll, false, &c);
       if (!s.ok()) return Poison(s);
     }
-    if (c != nullptr && c->exists && n[0] == 'c') {
-      tree = c->primary->tree();
-      c->meta.count =
-          static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) + table->CountDelta(through));
-      c->meta_dirty = true;
-    } else if (c != nullptr && c->exists && nul != n.npos) {
-      for (size_t i = 0; i < c->meta.indexes.size(); i++)
-        if (c->meta.indexes[i].field == n.substr(nul + 1)) tree = c->index_trees[i]->tree();
-    }
-    if (tree == nullptr)
+    const int slot = c != nullptr && c->exists ? TreeSlot(c, n) : -1;
+    if (slot < 0)
       return Poison(Status::Corruption("write buffer holds changes of a tree that is gone", coll));
     index::BufferTable::Iterator it(table, through);
-    for (it.SeekToFirst(); it.Valid(); it.Next()) {
+    it.SeekToFirst();
+    if (!it.Valid()) continue;
+    const std::string run_name = RunName(coll, through, n);
+    index::BTree* run;
+    s = Cat()->Create(run_name, {});
+    if (s.ok()) s = Cat()->Open(run_name, &run);
+    if (!s.ok()) return Poison(s);
+    auto filter = std::make_shared<index::KeyFilter>(table->keys());
+    uint64_t entries = 0;
+    for (; it.Valid(); it.Next()) {
       const index::BufferVersion* v = it.version();
-      if (v->erased()) {
-        s = tree->Delete(it.key());
-        if (s.IsNotFound()) s = Status::OK();  // put and erased again within the generation
-      } else {
-        s = tree->Put(it.key(), v->value(), index::PutMode::kUpsert);
-      }
+      index::EncodeRunValue(v->erased(), v->value(), &stored);
+      s = run->Put(it.key(), stored, index::PutMode::kUpsert);
+      filter->Add(it.key());
+      entries++;
       // The merge's private page copies are bounded: written out between
       // two changes, when no page pointer is held.
       if (s.ok() && txn_->private_bytes() > kMergePrivateBytes) s = txn_->WriteBack();
       if (!s.ok()) return Poison(s);
     }
+    CachedRun r;
+    r.name = run_name;
+    r.root = run->root();
+    r.count_delta = table->CountDelta(through);
+    r.entries = entries;
+    r.filter = filter;
+    s = Cat()->SetMeta(run_name, EncodeRunMeta(r.count_delta, entries));
+    if (!s.ok()) return Poison(s);
+    filters.emplace_back(run_name, filter);
+    std::vector<CachedRun>& runs = c->runs[static_cast<size_t>(slot)];
+    runs.insert(runs.begin(), std::move(r));
+    if (runs.size() >= kRunsBeforeMerge) runs_due_ = true;
   }
+  // Readers that miss the catalog cache find the filters by name.
+  for (auto& [name, f] : filters) db_->AddRunFilter(name, std::move(f));
   for (auto& [name, c] : colls_) {
     if (!c->exists || !c->meta_dirty) continue;
     s = Cat()->SetMeta(CollectionTreeName(name), c->meta.Encode());
@@ -1515,6 +1550,7 @@ std::shared_ptr<CatalogCache> TransactionImpl::NextCache() {
     e.meta.count = static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) - c->buffered_count);
     e.index_roots.clear();
     for (const auto& t : c->index_trees) e.index_roots.push_back(t->tree()->root());
+    e.runs = c->runs;
   }
   return next;
 }

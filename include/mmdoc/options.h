@@ -54,17 +54,18 @@ struct Options {
   uint32_t sync_interval_ms = 100;
   // Memory for commits not yet written into pages (docs/write-path.md). A
   // commit then appends its log record and puts its changes in this
-  // buffer; a background thread merges a full buffer into the pages, one
-  // copy of each leaf for all its changes, while commits fill the next.
-  // The buffer holds at most about twice this (one generation merging, one
-  // filling). The same thread keeps a key filter per tree (about 2.5 bytes
-  // per key, up to twice the keys), built in the background once the
-  // tree is written, so that an insert's unique checks skip the trees'
-  // descents; until it is built they descend. The log's budget (log_size)
-  // also bounds the buffer: a log full of unmerged records is merged.
-  // After a crash, Open replays the log into the buffer and writes no page
-  // (a log holding a definition is replayed into pages, as without one).
-  // 0: every commit writes its pages itself, unless the
+  // buffer; a background thread writes a full buffer into the file as one
+  // sorted run per tree (packed leaves, each written once), while commits
+  // fill the next. Reads look through the runs; once a tree has four, the
+  // thread merges them into it, one copy of each leaf for all their
+  // changes. Close, Checkpoint, Check, Compact and definitions merge
+  // everything first. The buffer holds at most about twice this (one
+  // generation being written, one filling). The same thread keeps a key filter per tree (about 2.5
+  // bytes per key, up to twice the keys), built in the background once the tree is written, so that
+  // an insert's unique checks skip the trees' descents; until it is built they descend. The log's
+  // budget (log_size) also bounds the buffer: a log full of unmerged records is merged. After a
+  // crash, Open replays the log into the buffer and writes no page (a log holding a definition is
+  // replayed into pages, as without one). 0: every commit writes its pages itself, unless the
   // environment variable MMDOC_WRITE_BUFFER gives a size (for running a
   // program's or a test suite's databases buffered). Default: 0.
   uint64_t write_buffer_size = 0;

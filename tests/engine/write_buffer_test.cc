@@ -464,6 +464,107 @@ TEST_CASE("write buffer: recovery replays the log into the buffer, as replay int
   CHECK(into_buffer > runs / 4);
 }
 
+TEST_CASE("write buffer: runs: reads, counts, power cuts, unbuffered opens and salvage see them") {
+  const uint64_t seed = Seed("write buffer runs");
+  struct UnsetBufferEnv {  // the unbuffered open must be one, whatever CI sets
+    std::string saved;
+    bool had;
+    UnsetBufferEnv() {
+      const char* env = std::getenv("MMDOC_WRITE_BUFFER");
+      had = env != nullptr;
+      if (had) saved = env;
+      unsetenv("MMDOC_WRITE_BUFFER");
+    }
+    ~UnsetBufferEnv() {
+      if (had) setenv("MMDOC_WRITE_BUFFER", saved.c_str(), 1);
+    }
+  } unset_env;
+  TempDir dir;
+  const int rounds = static_cast<int>(12 * Scale());
+  int runs_while_open = 0, runs_after_cut = 0;
+  for (int round = 0; round < rounds; round++) {
+    INFO("round " << round << " (seed " << seed << ")");
+    std::mt19937_64 rng(seed + static_cast<uint64_t>(round));
+    const std::string path = dir.File("db" + std::to_string(round));
+    // A generation every few dozen commits: runs form, and every fourth of
+    // a tree merges them into it.
+    Options o = Buffered((4 + rng() % 12) << 10);
+    o.durability = Durability::kFsync;
+    o.log_size = 256 << 10;
+    int next_id = 0;
+    Rows rows;
+    {
+      FaultFileSystem fs;
+      o.file_system = &fs;
+      std::unique_ptr<DB> db = OpenOrFail(path, o);
+      REQUIRE(db->CreateIndex("c", "k").ok());
+      REQUIRE(db->CreateIndex("c", "u", IndexOptions{true}).ok());
+      REQUIRE(db->Checkpoint().ok());  // the definitions leave the log
+      const int chunks = 5 + static_cast<int>(rng() % 10);
+      for (int i = 0; i < chunks; i++) {
+        RandomCommits(db.get(), rng, 40, &next_id, &rows);
+        auto st = db->Stats();
+        REQUIRE(st.ok());
+        if (st.value().runs > 0) runs_while_open++;
+        CHECK(st.value().collections.at(0).documents == rows.size());
+        if (i % 4 == 3) CHECK(ReadRows(db.get()) == rows);
+      }
+      PowerLoss(&fs, &db, rng);
+      o.file_system = nullptr;
+    }
+    for (const char* copy : {"-pages", "-buffer"}) {
+      std::filesystem::copy_file(path, path + copy);
+      std::filesystem::copy_file(path + "-log", path + copy + "-log");
+    }
+    {
+      // Salvage reads the pages and their runs, not the log: a copy without
+      // its log holds what the last checkpoint left, and reads and salvage
+      // of it must agree (the merger may merge its runs meanwhile).
+      std::filesystem::copy_file(path, path + "-nolog");
+      Options nolog = o;
+      nolog.accept_log_loss = true;
+      std::unique_ptr<DB> db = OpenOrFail(path + "-nolog", nolog);
+      if (db->Stats().value().runs > 0) runs_after_cut++;
+      std::set<int> salvaged;
+      DB::SalvageReport report;
+      Status s = db->Salvage(
+          "c",
+          [&](std::string_view bson) {
+            auto d = Document::FromBson(reinterpret_cast<const uint8_t*>(bson.data()), bson.size());
+            REQUIRE(d.ok());
+            salvaged.insert(std::stoi(d.value().Get("_id").value().ToJson()));
+          },
+          &report);
+      INFO(s.ToString());
+      REQUIRE(s.ok());
+      std::set<int> read;
+      for (const auto& [id, r] : ReadRows(db.get())) read.insert(id);
+      CHECK(salvaged == read);
+      CHECK(report.lost == 0);
+      CHECK(report.problems.empty());
+    }
+    const Rows at_cut = rows;
+    {
+      // fsync kept every commit.
+      std::unique_ptr<DB> db = OpenOrFail(path + "-buffer", o);
+      CHECK(ReadRows(db.get()) == rows);
+      RandomCommits(db.get(), rng, 60, &next_id, &rows);
+      CHECK(ReadRows(db.get()) == rows);
+      RequireCheckPasses(db.get());
+    }
+    Options pages = o;
+    pages.write_buffer_size = 0;
+    std::unique_ptr<DB> db = OpenOrFail(path + "-pages", pages);
+    CHECK(db->Stats().value().runs == 0);  // merged at open: writes go to the trees
+    CHECK(ReadRows(db.get()) == at_cut);
+    RequireCheckPasses(db.get());
+  }
+  std::fprintf(stderr, "write buffer runs: runs seen in %d stats while open, after %d of %d cuts\n",
+               runs_while_open, runs_after_cut, rounds);
+  CHECK(runs_while_open > 0);
+  CHECK(runs_after_cut > 0);
+}
+
 TEST_CASE("concurrency: write buffer: writers, readers and merges agree on every snapshot") {
   const uint64_t seed = Seed("concurrency write buffer");
   TestDB db(Buffered(32 << 10));

@@ -1,0 +1,257 @@
+// A buffered database's runs (index/run.h, docs/write-path.md "Sorted runs
+// before the leaves"): their catalog names, loading them with a collection,
+// and merging them into their trees.
+//
+// A merge of a frozen generation writes, for each tree it changed, a run
+// (TransactionImpl::MergeGeneration). Reads look through a tree's runs,
+// newest first, between the buffer and the tree. When a tree holds
+// kRunsBeforeMerge runs, the merger thread merges them into it in one
+// write txn committed with Pager::CommitRewrite: the pages hold the same
+// records before and after, so the log is not involved. Every path that
+// writes pages itself merges the runs first (DBImpl::MergeAll), and so
+// does recovery into pages (DBImpl::Replay).
+#include <algorithm>
+#include <set>
+
+#include "engine/db_impl.h"
+#include "index/run.h"
+#include "storage/coding.h"
+
+namespace mmdoc {
+
+namespace {
+
+// A run's trees are read as the engine's trees are: through the key codec.
+std::unique_ptr<index::BTree> RunTreeAt(storage::Txn* txn, storage::PageId root) {
+  return std::make_unique<index::BTree>(txn, root, TreeKeyCodec());
+}
+
+// Readers without a buffer (DB::Check after a failed merge, a compaction's
+// source) still read through the runs: they see the buffer as empty.
+const index::BufferView& NoBuffer() {
+  static const index::BufferView* v = new index::BufferView();
+  return *v;
+}
+
+}  // namespace
+
+std::string RunPrefix(std::string_view collection) {
+  std::string s = "r:";
+  s.append(collection);
+  s.push_back('\0');
+  return s;
+}
+
+std::string RunName(std::string_view collection, uint64_t seq, std::string_view tree) {
+  std::string s = RunPrefix(collection);
+  char b[8];
+  storage::EncodeBigEndian64(b, seq);
+  s.append(b, 8);
+  s.append(tree);
+  return s;
+}
+
+bool RunTree(std::string_view name, std::string_view* tree) {
+  if (name.substr(0, 2) != "r:") return false;
+  const size_t nul = name.find('\0', 2);
+  if (nul == name.npos || name.size() < nul + 1 + 8 + 3) return false;
+  *tree = name.substr(nul + 1 + 8);
+  return true;
+}
+
+std::string EncodeRunMeta(int64_t count_delta, uint64_t entries) {
+  std::string s;
+  storage::PutFixed64(&s, static_cast<uint64_t>(count_delta));
+  storage::PutFixed64(&s, entries);
+  return s;
+}
+
+bool DecodeRunMeta(std::string_view in, int64_t* count_delta, uint64_t* entries) {
+  uint64_t d;
+  if (!storage::GetFixed64(&in, &d) || !storage::GetFixed64(&in, entries) || !in.empty())
+    return false;
+  *count_delta = static_cast<int64_t>(d);
+  return true;
+}
+
+// The tree of collection state `c` that tree name `tree` names: 0 for the
+// _id tree, 1 + i for index i; -1 for none.
+int TransactionImpl::TreeSlot(const CollState* c, std::string_view tree) const {
+  if (tree == CollectionTreeName(c->name)) return 0;
+  for (size_t i = 0; i < c->meta.indexes.size(); i++)
+    if (tree == IndexTreeName(c->name, c->meta.indexes[i].field)) return static_cast<int>(i) + 1;
+  return -1;
+}
+
+Status TransactionImpl::LoadRuns(CollState* c, const CachedColl* cached) {
+  c->runs.assign(c->meta.indexes.size() + 1, {});
+  if (cached != nullptr) {
+    if (cached->runs.size() == c->runs.size()) c->runs = cached->runs;
+  } else {
+    std::vector<std::string> names;
+    MMDOC_RETURN_IF_ERROR(Cat()->List(RunPrefix(c->name), &names));
+    for (const std::string& name : names) {  // oldest first
+      std::string_view tree;
+      std::string meta;
+      CachedRun run;
+      index::BTree* t;
+      int slot = -1;
+      if (RunTree(name, &tree)) slot = TreeSlot(c, tree);
+      if (slot < 0) return Status::Corruption("a run of a tree that is gone", c->name);
+      MMDOC_RETURN_IF_ERROR(Cat()->GetMeta(name, &meta));
+      if (!DecodeRunMeta(meta, &run.count_delta, &run.entries))
+        return Status::Corruption("catalog entry of a run is damaged", c->name);
+      MMDOC_RETURN_IF_ERROR(Cat()->Open(name, &t));
+      run.name = name;
+      run.root = t->root();
+      run.filter = db_->RunFilter(name);
+      c->runs[slot].insert(c->runs[slot].begin(), std::move(run));
+    }
+  }
+  // A transaction that writes pages reads no run: it merges them first
+  // (MergeRuns), or it is a merge and writes new ones.
+  if (!read_only_ && !has_view_) return Status::OK();
+  for (size_t slot = 0; slot < c->runs.size(); slot++) {
+    if (c->runs[slot].empty()) continue;
+    std::unique_ptr<index::BufferedTree>& bt = slot == 0 ? c->primary : c->index_trees[slot - 1];
+    if (bt->direct()) {
+      bt = std::make_unique<index::BufferedTree>(bt->tree(), &NoBuffer(), bt->name(),
+                                                 /*order=*/nullptr, /*writable=*/false);
+    }
+    std::vector<index::RunRef> refs;
+    for (const CachedRun& r : c->runs[slot]) {
+      c->owned.push_back(RunTreeAt(txn_.get(), r.root));
+      refs.push_back(index::RunRef{c->owned.back().get(), r.filter.get(), r.count_delta});
+    }
+    bt->UseRuns(std::move(refs));
+  }
+  return Status::OK();
+}
+
+Status TransactionImpl::MergeRuns(size_t min_runs, std::vector<std::string>* dropped) {
+  std::vector<std::string> names;
+  MMDOC_RETURN_IF_ERROR(Cat()->List("r:", &names));
+  std::set<std::string> colls;
+  for (const std::string& n : names) colls.insert(n.substr(2, n.find('\0', 2) - 2));
+  for (const std::string& coll : colls) {
+    CollState* c;
+    Status s = Collection(coll, false, &c);
+    if (s.ok() && !c->exists) s = Status::Corruption("runs of a collection that is gone", coll);
+    if (!s.ok()) return Poison(s);
+    for (size_t slot = 0; slot < c->runs.size(); slot++) {
+      std::vector<CachedRun>& runs = c->runs[slot];
+      if (runs.empty() || runs.size() < min_runs) continue;
+      index::BTree* tree = slot == 0 ? c->primary->tree() : c->index_trees[slot - 1]->tree();
+      std::vector<index::BTree*> trees;
+      for (const CachedRun& r : runs) {
+        index::BTree* t;
+        s = Cat()->Open(r.name, &t);
+        if (!s.ok()) return Poison(s);
+        trees.push_back(t);
+      }
+      uint64_t changes;
+      s = index::MergeRunsInto(
+          tree, trees,
+          [this] {
+            // Private page copies are bounded, as in a generation's merge.
+            return txn_->private_bytes() > kMergePrivateBytes ? txn_->WriteBack() : Status::OK();
+          },
+          &changes);
+      if (!s.ok()) return Poison(s);
+      if (slot == 0) {
+        int64_t delta = 0;
+        for (const CachedRun& r : runs) delta += r.count_delta;
+        c->meta.count = static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) + delta);
+        c->meta_dirty = true;
+      }
+      for (const CachedRun& r : runs) {
+        s = Cat()->Drop(r.name);
+        if (!s.ok()) return Poison(s);
+        dropped->push_back(r.name);
+      }
+      runs.clear();
+    }
+  }
+  return Status::OK();
+}
+
+Status TransactionImpl::CommitRewrite() {
+  Status s;
+  for (auto& [name, c] : colls_) {
+    if (!c->exists || !c->meta_dirty) continue;
+    s = Cat()->SetMeta(CollectionTreeName(name), c->meta.Encode());
+    if (!s.ok()) break;
+  }
+  if (s.ok()) s = Cat()->Flush();
+  std::shared_ptr<CatalogCache> next;
+  if (s.ok()) next = NextCache();
+  if (s.ok()) s = db_->PublishRewrite(txn_.get(), std::move(next));
+  finished_ = true;
+  colls_.clear();
+  catalog_.reset();
+  if (!s.ok()) txn_->Abort();
+  txn_.reset();
+  return s;
+}
+
+std::shared_ptr<const index::KeyFilter> DBImpl::RunFilter(std::string_view name) {
+  storage::MutexLock l(&run_mu_);
+  auto it = run_filters_.find(name);
+  return it == run_filters_.end() ? nullptr : it->second;
+}
+
+void DBImpl::AddRunFilter(std::string name, std::shared_ptr<const index::KeyFilter> f) {
+  storage::MutexLock l(&run_mu_);
+  run_filters_[std::move(name)] = std::move(f);
+}
+
+void DBImpl::DropRunFilters(const std::vector<std::string>& names) {
+  storage::MutexLock l(&run_mu_);
+  for (const std::string& n : names) run_filters_.erase(n);
+}
+
+Status DBImpl::PublishRewrite(storage::Txn* txn, std::shared_ptr<const CatalogCache> next) {
+  storage::MutexLock l(&cache_mu_);
+  MMDOC_RETURN_IF_ERROR(pager_->CommitRewrite(txn));
+  cache_ = std::move(next);
+  return Status::OK();
+}
+
+Status DBImpl::MergeRunsNow(size_t min_runs) {
+  // A write txn is not begun for nothing: it would mark the file in use.
+  bool any = false;
+  MMDOC_RETURN_IF_ERROR(HasRuns(&any));
+  if (!any) return Status::OK();
+  std::shared_ptr<storage::Pager> p = pager();
+  auto w = p->BeginWrite(storage::PageWrites::kWriteAt);
+  if (!w.ok()) return w.status();
+  TransactionImpl t(this, p, std::move(w.value()), /*read_only=*/false, Durability::kNone,
+                    /*replaying=*/false);
+  t.SetBackground();
+  std::vector<std::string> dropped;
+  Status s = t.MergeRuns(min_runs, &dropped);
+  if (!s.ok()) {
+    t.Abort();
+    return s;
+  }
+  if (dropped.empty()) {
+    t.Abort();
+    return Status::OK();
+  }
+  MMDOC_RETURN_IF_ERROR(t.CommitRewrite());
+  DropRunFilters(dropped);
+  return Status::OK();
+}
+
+Status DBImpl::HasRuns(bool* any) {
+  std::shared_ptr<storage::Pager> p = pager();
+  auto r = p->BeginRead();
+  if (!r.ok()) return r.status();
+  index::Catalog cat(r.value().get(), &TreeKeyCodec());
+  std::vector<std::string> names;
+  MMDOC_RETURN_IF_ERROR(cat.List("r:", &names));
+  *any = !names.empty();
+  return Status::OK();
+}
+
+}  // namespace mmdoc
