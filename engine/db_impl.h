@@ -549,6 +549,9 @@ class TransactionImpl {
   // 0 for c's _id tree, 1 + i for index i, -1 for another name.
   int TreeSlot(const CollState* c, std::string_view tree) const;
   Status CommitPages();
+  // Writes the changed collections' metadata into the catalog and flushes
+  // it (every tree's root), before a commit.
+  Status FlushCatalog();
   void ReleaseToken();
   // Whether Abort may keep the collection state for a later Renew:
   // everything it loaded came from the catalog cache, so it owns its trees

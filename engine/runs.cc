@@ -176,13 +176,7 @@ Status TransactionImpl::MergeRuns(size_t min_runs, std::vector<std::string>* dro
 }
 
 Status TransactionImpl::CommitRewrite() {
-  Status s;
-  for (auto& [name, c] : colls_) {
-    if (!c->exists || !c->meta_dirty) continue;
-    s = Cat()->SetMeta(CollectionTreeName(name), c->meta.Encode());
-    if (!s.ok()) break;
-  }
-  if (s.ok()) s = Cat()->Flush();
+  Status s = FlushCatalog();
   std::shared_ptr<CatalogCache> next;
   if (s.ok()) next = NextCache();
   if (s.ok()) s = db_->PublishRewrite(txn_.get(), std::move(next));

@@ -1458,12 +1458,7 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
   }
   // Readers that miss the catalog cache find the filters by name.
   for (auto& [name, f] : filters) db_->AddRunFilter(name, std::move(f));
-  for (auto& [name, c] : colls_) {
-    if (!c->exists || !c->meta_dirty) continue;
-    s = Cat()->SetMeta(CollectionTreeName(name), c->meta.Encode());
-    if (!s.ok()) return Poison(s);
-  }
-  s = Cat()->Flush();
+  s = FlushCatalog();
   if (!s.ok()) return Poison(s);
   std::shared_ptr<CatalogCache> next = NextCache();
   s = db_->PublishMerge(txn_.get(), gen, next_record, std::move(next));
@@ -1475,15 +1470,17 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
   return s;
 }
 
-Status TransactionImpl::CommitPages() {
-  EndWrite();
-  Status s;
+Status TransactionImpl::FlushCatalog() {
   for (auto& [name, c] : colls_) {
     if (!c->exists || !c->meta_dirty) continue;
-    s = Cat()->SetMeta(CollectionTreeName(name), c->meta.Encode());
-    if (!s.ok()) break;
+    MMDOC_RETURN_IF_ERROR(Cat()->SetMeta(CollectionTreeName(name), c->meta.Encode()));
   }
-  if (s.ok()) s = Cat()->Flush();
+  return Cat()->Flush();
+}
+
+Status TransactionImpl::CommitPages() {
+  EndWrite();
+  Status s = FlushCatalog();
   std::shared_ptr<CatalogCache> next;
   if (s.ok() && !replaying_) next = NextCache();
   if (s.ok()) {

@@ -372,6 +372,22 @@ void PowerLoss(FaultFileSystem* fs, std::unique_ptr<DB>* db, std::mt19937_64& rn
   fs->SimulatePowerLoss(rng);
 }
 
+// Unsets MMDOC_WRITE_BUFFER while it lives; the setting comes back however
+// the test ends.
+struct UnsetBufferEnv {
+  std::string saved;
+  bool had;
+  UnsetBufferEnv() {
+    const char* env = std::getenv("MMDOC_WRITE_BUFFER");
+    had = env != nullptr;
+    if (had) saved = env;
+    unsetenv("MMDOC_WRITE_BUFFER");
+  }
+  ~UnsetBufferEnv() {
+    if (had) setenv("MMDOC_WRITE_BUFFER", saved.c_str(), 1);
+  }
+};
+
 std::unique_ptr<DB> OpenOrFail(const std::string& path, const Options& o) {
   auto db = DB::Open(path, o);
   INFO(path << ": " << db.status().ToString());
@@ -382,20 +398,8 @@ std::unique_ptr<DB> OpenOrFail(const std::string& path, const Options& o) {
 TEST_CASE("write buffer: recovery replays the log into the buffer, as replay into pages would") {
   const uint64_t seed = Seed("write buffer recovery");
   // The unbuffered opens below must replay into pages, whatever CI's
-  // buffered passes set; the setting comes back however the test ends.
-  struct UnsetBufferEnv {
-    std::string saved;
-    bool had;
-    UnsetBufferEnv() {
-      const char* env = std::getenv("MMDOC_WRITE_BUFFER");
-      had = env != nullptr;
-      if (had) saved = env;
-      unsetenv("MMDOC_WRITE_BUFFER");
-    }
-    ~UnsetBufferEnv() {
-      if (had) setenv("MMDOC_WRITE_BUFFER", saved.c_str(), 1);
-    }
-  } unset_env;
+  // buffered passes set.
+  UnsetBufferEnv unset_env;
   TempDir dir;
   const int runs = static_cast<int>(40 * Scale());
   int into_buffer = 0, other = 0;  // other: nothing to replay, or a definition in the log
@@ -466,19 +470,7 @@ TEST_CASE("write buffer: recovery replays the log into the buffer, as replay int
 
 TEST_CASE("write buffer: runs: reads, counts, power cuts, unbuffered opens and salvage see them") {
   const uint64_t seed = Seed("write buffer runs");
-  struct UnsetBufferEnv {  // the unbuffered open must be one, whatever CI sets
-    std::string saved;
-    bool had;
-    UnsetBufferEnv() {
-      const char* env = std::getenv("MMDOC_WRITE_BUFFER");
-      had = env != nullptr;
-      if (had) saved = env;
-      unsetenv("MMDOC_WRITE_BUFFER");
-    }
-    ~UnsetBufferEnv() {
-      if (had) setenv("MMDOC_WRITE_BUFFER", saved.c_str(), 1);
-    }
-  } unset_env;
+  UnsetBufferEnv unset_env;  // the unbuffered open must be one, whatever CI sets
   TempDir dir;
   const int rounds = static_cast<int>(12 * Scale());
   int runs_while_open = 0, runs_after_cut = 0;
