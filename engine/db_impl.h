@@ -411,8 +411,8 @@ struct CollState {
   // nothing is flushed back to the catalog (cheaper than Catalog::Adopt).
   // The runs' trees too, in every transaction that reads through them.
   std::vector<std::unique_ptr<index::BTree>> owned;
-  // Each tree's runs at the snapshot, as CachedColl::runs; a merge changes
-  // them and NextCache publishes them.
+  // Each tree's runs at the snapshot, as CachedColl::runs (empty when there
+  // are none); a merge changes them and NextCache publishes them.
   std::vector<std::vector<CachedRun>> runs;
 };
 
@@ -552,6 +552,9 @@ class TransactionImpl {
   // Writes the changed collections' metadata into the catalog and flushes
   // it (every tree's root), before a commit.
   Status FlushCatalog();
+  // Ends a merge txn (MergeGeneration, CommitRewrite) whose publication
+  // returned `s`, aborting it on failure; returns s.
+  Status FinishMerge(Status s);
   void ReleaseToken();
   // Whether Abort may keep the collection state for a later Renew:
   // everything it loaded came from the catalog cache, so it owns its trees

@@ -84,12 +84,14 @@ int TransactionImpl::TreeSlot(const CollState* c, std::string_view tree) const {
 }
 
 Status TransactionImpl::LoadRuns(CollState* c, const CachedColl* cached) {
-  c->runs.assign(c->meta.indexes.size() + 1, {});
+  // No runs (the common case) is an empty vector: nothing to allocate.
+  c->runs.clear();
   if (cached != nullptr) {
-    if (cached->runs.size() == c->runs.size()) c->runs = cached->runs;
+    if (cached->runs.size() == c->meta.indexes.size() + 1) c->runs = cached->runs;
   } else {
     std::vector<std::string> names;
     MMDOC_RETURN_IF_ERROR(Cat()->List(RunPrefix(c->name), &names));
+    if (!names.empty()) c->runs.resize(c->meta.indexes.size() + 1);
     for (const std::string& name : names) {  // oldest first
       std::string_view tree;
       std::string meta;
@@ -149,14 +151,10 @@ Status TransactionImpl::MergeRuns(size_t min_runs, std::vector<std::string>* dro
         if (!s.ok()) return Poison(s);
         trees.push_back(t);
       }
-      uint64_t changes;
-      s = index::MergeRunsInto(
-          tree, trees,
-          [this] {
-            // Private page copies are bounded, as in a generation's merge.
-            return txn_->private_bytes() > kMergePrivateBytes ? txn_->WriteBack() : Status::OK();
-          },
-          &changes);
+      s = index::MergeRunsInto(tree, trees, [this] {
+        // Private page copies are bounded, as in a generation's merge.
+        return txn_->private_bytes() > kMergePrivateBytes ? txn_->WriteBack() : Status::OK();
+      });
       if (!s.ok()) return Poison(s);
       if (slot == 0) {
         int64_t delta = 0;
@@ -171,6 +169,9 @@ Status TransactionImpl::MergeRuns(size_t min_runs, std::vector<std::string>* dro
       }
       runs.clear();
     }
+    bool left = false;
+    for (const auto& runs : c->runs) left = left || !runs.empty();
+    if (!left) c->runs.clear();
   }
   return Status::OK();
 }
@@ -180,12 +181,7 @@ Status TransactionImpl::CommitRewrite() {
   std::shared_ptr<CatalogCache> next;
   if (s.ok()) next = NextCache();
   if (s.ok()) s = db_->PublishRewrite(txn_.get(), std::move(next));
-  finished_ = true;
-  colls_.clear();
-  catalog_.reset();
-  if (!s.ok()) txn_->Abort();
-  txn_.reset();
-  return s;
+  return FinishMerge(s);
 }
 
 std::shared_ptr<const index::KeyFilter> DBImpl::RunFilter(std::string_view name) {

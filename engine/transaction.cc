@@ -197,15 +197,11 @@ struct PointRead {
     }
     if (slot < cc.runs.size()) {
       for (const CachedRun& r : cc.runs[slot]) {
-        if (r.filter != nullptr && !r.filter->MayContain(key)) continue;
         index::BTree run(txn.get(), r.root, TreeKeyCodec());
-        std::string_view stored;
-        Status s = run.Get(key, &stored);
-        if (s.IsNotFound()) continue;
-        bool erased = false;
-        if (s.ok()) s = index::DecodeRunValue(stored, &erased, value);
-        if (!s.ok()) return s;
-        return erased ? Status::NotFound("") : Status::OK();
+        bool found;
+        bool erased;
+        MMDOC_RETURN_IF_ERROR(index::FindInRun(&run, r.filter.get(), key, &found, &erased, value));
+        if (found) return erased ? Status::NotFound("") : Status::OK();
       }
     }
     index::BTree tree(txn.get(), root, TreeKeyCodec());
@@ -1178,14 +1174,14 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
   if (!s.ok()) return Poison(s);
   c->meta.indexes.push_back(spec);
   c->index_trees.push_back(Layer(tree, tree_name, c->meta.count));
-  c->runs.resize(c->meta.indexes.size() + 1);  // a new tree has none
+  if (!c->runs.empty()) c->runs.resize(c->meta.indexes.size() + 1);  // a new tree has none
   const size_t i = c->meta.indexes.size() - 1;
   // Build from the documents already there. On a violation, drop the
   // half-built tree so nothing of the index is left behind.
   auto undo = [&](Status err) -> Status {
     c->meta.indexes.pop_back();
     c->index_trees.pop_back();
-    c->runs.resize(c->meta.indexes.size() + 1);
+    if (!c->runs.empty()) c->runs.resize(c->meta.indexes.size() + 1);
     Status d = Cat()->Drop(tree_name);
     if (!d.ok()) return Poison(d);
     return err;
@@ -1452,6 +1448,7 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
     s = Cat()->SetMeta(run_name, EncodeRunMeta(r.count_delta, entries));
     if (!s.ok()) return Poison(s);
     filters.emplace_back(run_name, filter);
+    if (c->runs.empty()) c->runs.resize(c->meta.indexes.size() + 1);
     std::vector<CachedRun>& runs = c->runs[static_cast<size_t>(slot)];
     runs.insert(runs.begin(), std::move(r));
     if (runs.size() >= kRunsBeforeMerge) runs_due_ = true;
@@ -1461,7 +1458,10 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
   s = FlushCatalog();
   if (!s.ok()) return Poison(s);
   std::shared_ptr<CatalogCache> next = NextCache();
-  s = db_->PublishMerge(txn_.get(), gen, next_record, std::move(next));
+  return FinishMerge(db_->PublishMerge(txn_.get(), gen, next_record, std::move(next)));
+}
+
+Status TransactionImpl::FinishMerge(Status s) {
   finished_ = true;
   colls_.clear();
   catalog_.reset();

@@ -218,13 +218,8 @@ Status BufferedTree::FindInRuns(std::string_view key, bool* found, bool* erased,
                                 std::string_view* value) {
   *found = false;
   for (const RunRef& r : runs_) {
-    if (r.filter != nullptr && !r.filter->MayContain(key)) continue;
-    std::string_view stored;
-    Status s = r.tree->Get(key, &stored);
-    if (s.IsNotFound()) continue;
-    MMDOC_RETURN_IF_ERROR(s);
-    *found = true;
-    return DecodeRunValue(stored, erased, value);
+    MMDOC_RETURN_IF_ERROR(FindInRun(r.tree, r.filter, key, found, erased, value));
+    if (*found) break;
   }
   return Status::OK();
 }

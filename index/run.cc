@@ -19,9 +19,20 @@ Status DecodeRunValue(std::string_view stored, bool* erased, std::string_view* v
   return Status::OK();
 }
 
+Status FindInRun(BTree* run, const KeyFilter* filter, std::string_view key, bool* found,
+                 bool* erased, std::string_view* value) {
+  *found = false;
+  if (filter != nullptr && !filter->MayContain(key)) return Status::OK();
+  std::string_view stored;
+  Status s = run->Get(key, &stored);
+  if (s.IsNotFound()) return Status::OK();
+  MMDOC_RETURN_IF_ERROR(s);
+  *found = true;
+  return DecodeRunValue(stored, erased, value);
+}
+
 Status MergeRunsInto(BTree* tree, const std::vector<BTree*>& runs,
-                     const std::function<Status()>& between, uint64_t* changes) {
-  *changes = 0;
+                     const std::function<Status()>& between) {
   std::vector<std::unique_ptr<BTree::Cursor>> cur;
   for (BTree* r : runs) {
     cur.push_back(std::make_unique<BTree::Cursor>(r));
@@ -45,7 +56,6 @@ Status MergeRunsInto(BTree* tree, const std::vector<BTree*>& runs,
     Status s = erased ? tree->Delete(key) : tree->Put(key, value, PutMode::kUpsert);
     if (s.IsNotFound() && erased) s = Status::OK();  // put and erased in one generation
     MMDOC_RETURN_IF_ERROR(s);
-    ++*changes;
     for (auto& c : cur)
       if (c->Valid() && c->key() == key) MMDOC_RETURN_IF_ERROR(c->Next());
     MMDOC_RETURN_IF_ERROR(between());

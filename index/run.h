@@ -51,9 +51,14 @@ Status DecodeRunValue(std::string_view stored, bool* erased, std::string_view* v
 // runs are read, not changed. `between` is called between two changes, when
 // no page pointer is held (a merge writes its private pages back there);
 // its error stops the merge. Any error may leave the tree half merged:
-// abort the transaction. Counts the changes written in *changes.
+// abort the transaction.
 Status MergeRunsInto(BTree* tree, const std::vector<BTree*>& runs,
-                     const std::function<Status()>& between, uint64_t* changes);
+                     const std::function<Status()>& between);
+
+// Looks `key` up in run `run` behind its filter (nullptr: none): *found
+// when the run holds it, with *erased and *value (valid as BTree::Get's).
+Status FindInRun(BTree* run, const KeyFilter* filter, std::string_view key, bool* found,
+                 bool* erased, std::string_view* value);
 
 }  // namespace mmdoc::index
 
