@@ -76,7 +76,7 @@ std::string DBStats::ToJson() const {
        ", \"key_filter_bytes\": " + std::to_string(key_filter_bytes) +
        ", \"key_filters_ready\": " + std::to_string(key_filters_ready) +
        ", \"runs\": " + std::to_string(runs) + ", \"run_entries\": " + std::to_string(run_entries) +
-       ", \"collections\": [";
+       ", \"runs_merging\": " + std::to_string(runs_merging) + ", \"collections\": [";
   for (size_t i = 0; i < collections.size(); i++) {
     const CollectionStats& c = collections[i];
     if (i) s += ", ";
@@ -194,7 +194,8 @@ Status DBImpl::Replay(uint64_t txid, std::string_view payload) {
   if (!runs_merged_for_replay_) {
     // The records replay into the trees, so the runs go in first.
     std::vector<std::string> dropped;
-    Status m = t.value()->MergeRuns(1, &dropped);
+    bool more;
+    Status m = t.value()->MergeRuns(1, /*budget=*/0, &dropped, &more);
     if (!m.ok()) return m;
     runs_merged_for_replay_ = true;
   }
@@ -545,7 +546,10 @@ Result<DBStats> DBImpl::Stats() {
     cs.documents = c->meta.count;
     for (const auto& runs : c->runs) {
       st.runs += runs.size();
-      for (const CachedRun& run : runs) st.run_entries += run.entries;
+      for (const CachedRun& run : runs) {
+        st.run_entries += run.entries;
+        st.runs_merging += run.merging ? 1 : 0;
+      }
     }
     index::TreeStats ts;
     MMDOC_RETURN_IF_ERROR(c->primary->tree()->Verify(nullptr, &ts));

@@ -89,6 +89,10 @@ struct CachedRun {
   storage::PageId root = 0;
   int64_t count_delta = 0;  // live keys it adds to the layers below
   uint64_t entries = 0;
+  // One of the oldest runs of a tree whose merge into it is under way, in
+  // slices: every key below merged_below is merged (engine/runs.cc).
+  bool merging = false;
+  std::string merged_below;
   // Built when the run was written; nullptr after a reopen (every key may
   // be in the run).
   std::shared_ptr<const index::KeyFilter> filter;
@@ -130,9 +134,10 @@ std::string RunName(std::string_view collection, uint64_t seq, std::string_view 
 std::string RunPrefix(std::string_view collection);
 // The tree name in a run's name; false when `name` is not one.
 bool RunTree(std::string_view name, std::string_view* tree);
-// A run's catalog metadata: i64 count delta | u64 entries.
-std::string EncodeRunMeta(int64_t count_delta, uint64_t entries);
-bool DecodeRunMeta(std::string_view in, int64_t* count_delta, uint64_t* entries);
+// A run's catalog metadata: i64 count delta | u64 entries, then for a run
+// whose merge is under way (CachedRun::merging) 'm' | merged_below.
+std::string EncodeRunMeta(const CachedRun& run);
+bool DecodeRunMeta(std::string_view in, CachedRun* run);
 
 struct WriteState;  // below
 struct PointRead;   // transaction.cc
@@ -182,6 +187,11 @@ class DBImpl {
   // of the pages and the buffer is taken, and a merge published with its
   // generation dropped, under it, so the two always match).
   bool buffered() const { return buffer_budget_ > 0; }
+  // The merger merges runs in slices, each a txn and a checkpoint of its
+  // own, of about as many bytes of pages as the buffer's budget: a frozen
+  // generation waits for one slice at most, and the next slices reuse the
+  // pages a slice freed, so the file does not grow by a whole tree.
+  uint64_t run_slice_bytes() const { return buffer_budget_; }
   // A read snapshot: the pager, its read txn, the buffer's view and the
   // catalog cache, taken together.
   // `internal`: the library's own reader (Pager::BeginInternalRead).
@@ -298,9 +308,13 @@ class DBImpl {
   // may wait for comes first, and the next call resumes the scan where it
   // stopped, at a newer snapshot. REQUIRES: the merger thread.
   Status BuildKeyFilters(bool* paused) MMDOC_EXCLUDES(merge_mu_, gen_mu_, cache_mu_);
-  // Merges the runs of each tree that has `min_runs` or more into it, in a
-  // write txn of its own. REQUIRES: merge_mu_, or Open before the merger.
-  Status MergeRunsNow(size_t min_runs) MMDOC_EXCLUDES(gen_mu_, cache_mu_);
+  // Merges runs into their trees in a write txn of its own
+  // (TransactionImpl::MergeRuns): with `budget` 0 every run of each tree
+  // that has `min_runs` or more; else a slice of about `budget` bytes, and
+  // *more when runs are left to merge. REQUIRES: merge_mu_, or Open before
+  // the merger.
+  Status MergeRunsNow(size_t min_runs, uint64_t budget = 0, bool* more = nullptr)
+      MMDOC_EXCLUDES(gen_mu_, cache_mu_);
   // Whether the file holds any run.
   Status HasRuns(bool* any);
   // The merger thread's loop.
@@ -507,10 +521,14 @@ class TransactionImpl {
   // After MergeGeneration: a tree now holds kRunsBeforeMerge runs or more.
   bool runs_due() const { return runs_due_; }
 
-  // Runs (engine/runs.cc). A page-writing txn: merges into each tree the
-  // runs of every tree that has at least `min_runs` (1: all), adjusts the
-  // counts and drops them, appending their names to *dropped.
-  Status MergeRuns(size_t min_runs, std::vector<std::string>* dropped);
+  // Runs (engine/runs.cc). A page-writing txn: merges runs into their
+  // trees, adjusts the counts and drops the merged runs, appending their
+  // names to *dropped. With `budget` 0: every run of each tree that has at
+  // least `min_runs` (1: all). Else about `budget` bytes of pages: first
+  // the merge under way, else a new one of all the runs of a tree that has
+  // `min_runs`; the runs of a merge that stops there record where it
+  // stopped, and *more says so.
+  Status MergeRuns(size_t min_runs, uint64_t budget, std::vector<std::string>* dropped, bool* more);
   // Commits a MergeRuns txn with Pager::CommitRewrite and publishes its
   // catalog cache.
   Status CommitRewrite();

@@ -196,15 +196,22 @@ void DBImpl::MergerLoop() {
       if (build) filters_due_ = false;
     }
     if (runs) {
+      // One slice, then back to the top: a generation frozen meanwhile is
+      // merged before the next slice.
       Status s;
+      bool more = false;
       {
         storage::MutexLock m(&merge_mu_);
-        s = MergeRunsNow(runs_min);
+        s = MergeRunsNow(runs_min, run_slice_bytes(), &more);
         if (s.ok()) s = CheckpointAfterMerge();
       }
       {
         storage::MutexLock l(&gen_mu_);
         if (!s.ok()) merge_error_ = s;
+        if (s.ok() && more) {
+          runs_due_ = true;
+          runs_min_ = std::min(runs_min_, runs_min);
+        }
       }
       merged_cv_.SignalAll();  // a writer waits for a merge, or its failure
       continue;

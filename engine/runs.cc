@@ -59,18 +59,24 @@ bool RunTree(std::string_view name, std::string_view* tree) {
   return true;
 }
 
-std::string EncodeRunMeta(int64_t count_delta, uint64_t entries) {
+std::string EncodeRunMeta(const CachedRun& run) {
   std::string s;
-  storage::PutFixed64(&s, static_cast<uint64_t>(count_delta));
-  storage::PutFixed64(&s, entries);
+  storage::PutFixed64(&s, static_cast<uint64_t>(run.count_delta));
+  storage::PutFixed64(&s, run.entries);
+  if (run.merging) {
+    s.push_back('m');
+    s.append(run.merged_below);
+  }
   return s;
 }
 
-bool DecodeRunMeta(std::string_view in, int64_t* count_delta, uint64_t* entries) {
+bool DecodeRunMeta(std::string_view in, CachedRun* run) {
   uint64_t d;
-  if (!storage::GetFixed64(&in, &d) || !storage::GetFixed64(&in, entries) || !in.empty())
-    return false;
-  *count_delta = static_cast<int64_t>(d);
+  if (!storage::GetFixed64(&in, &d) || !storage::GetFixed64(&in, &run->entries)) return false;
+  run->count_delta = static_cast<int64_t>(d);
+  run->merging = !in.empty();
+  if (run->merging && in[0] != 'm') return false;
+  run->merged_below.assign(run->merging ? in.substr(1) : std::string_view());
   return true;
 }
 
@@ -101,7 +107,7 @@ Status TransactionImpl::LoadRuns(CollState* c, const CachedColl* cached) {
       if (RunTree(name, &tree)) slot = TreeSlot(c, tree);
       if (slot < 0) return Status::Corruption("a run of a tree that is gone", c->name);
       MMDOC_RETURN_IF_ERROR(Cat()->GetMeta(name, &meta));
-      if (!DecodeRunMeta(meta, &run.count_delta, &run.entries))
+      if (!DecodeRunMeta(meta, &run))
         return Status::Corruption("catalog entry of a run is damaged", c->name);
       MMDOC_RETURN_IF_ERROR(Cat()->Open(name, &t));
       run.name = name;
@@ -130,11 +136,24 @@ Status TransactionImpl::LoadRuns(CollState* c, const CachedColl* cached) {
   return Status::OK();
 }
 
-Status TransactionImpl::MergeRuns(size_t min_runs, std::vector<std::string>* dropped) {
+Status TransactionImpl::MergeRuns(size_t min_runs, uint64_t budget,
+                                  std::vector<std::string>* dropped, bool* more) {
+  *more = false;
   std::vector<std::string> names;
   MMDOC_RETURN_IF_ERROR(Cat()->List("r:", &names));
   std::set<std::string> colls;
   for (const std::string& n : names) colls.insert(n.substr(2, n.find('\0', 2) - 2));
+  uint64_t written = 0;  // bytes of pages written back so far
+  bool paused = false;
+  const auto between = [&](bool* pause) {
+    // Private page copies are bounded, as in a generation's merge.
+    if (txn_->private_bytes() > kMergePrivateBytes) {
+      written += txn_->private_bytes();
+      MMDOC_RETURN_IF_ERROR(txn_->WriteBack());
+    }
+    *pause = budget != 0 && written + txn_->private_bytes() >= budget;
+    return Status::OK();
+  };
   for (const std::string& coll : colls) {
     CollState* c;
     Status s = Collection(coll, false, &c);
@@ -142,36 +161,63 @@ Status TransactionImpl::MergeRuns(size_t min_runs, std::vector<std::string>* dro
     if (!s.ok()) return Poison(s);
     for (size_t slot = 0; slot < c->runs.size(); slot++) {
       std::vector<CachedRun>& runs = c->runs[slot];
-      if (runs.empty() || runs.size() < min_runs) continue;
+      if (runs.empty()) continue;
+      // The runs to merge, runs[first..] (the oldest): those of a merge
+      // under way, else all of them. A whole merge starts again from the
+      // first key, as a change merged twice lands once.
+      size_t first = runs.size();
+      while (first > 0 && runs[first - 1].merging) first--;
+      std::string from;
+      if (budget == 0 || first == runs.size()) {
+        if (runs.size() < min_runs) continue;
+        first = 0;
+      } else {
+        from = runs.back().merged_below;
+      }
+      if (paused) {
+        *more = true;
+        break;
+      }
       index::BTree* tree = slot == 0 ? c->primary->tree() : c->index_trees[slot - 1]->tree();
       std::vector<index::BTree*> trees;
-      for (const CachedRun& r : runs) {
+      for (size_t i = first; i < runs.size(); i++) {
         index::BTree* t;
-        s = Cat()->Open(r.name, &t);
+        s = Cat()->Open(runs[i].name, &t);
         if (!s.ok()) return Poison(s);
         trees.push_back(t);
       }
-      s = index::MergeRunsInto(tree, trees, [this] {
-        // Private page copies are bounded, as in a generation's merge.
-        return txn_->private_bytes() > kMergePrivateBytes ? txn_->WriteBack() : Status::OK();
-      });
+      index::RunMerge m;
+      s = index::MergeRunsInto(tree, trees, from, between, &m);
       if (!s.ok()) return Poison(s);
       if (slot == 0) {
-        int64_t delta = 0;
-        for (const CachedRun& r : runs) delta += r.count_delta;
-        c->meta.count = static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) + delta);
+        c->meta.count = static_cast<uint64_t>(static_cast<int64_t>(c->meta.count) + m.live_delta);
         c->meta_dirty = true;
       }
-      for (const CachedRun& r : runs) {
-        s = Cat()->Drop(r.name);
-        if (!s.ok()) return Poison(s);
-        dropped->push_back(r.name);
+      if (m.done) {
+        for (size_t i = first; i < runs.size(); i++) {
+          s = Cat()->Drop(runs[i].name);
+          if (!s.ok()) return Poison(s);
+          dropped->push_back(runs[i].name);
+        }
+        runs.resize(first);
+        continue;
       }
-      runs.clear();
+      // Stopped: the tree now holds what the runs add below m.next, so
+      // their count moves to the tree's.
+      paused = true;
+      *more = true;
+      runs.back().count_delta -= m.live_delta;
+      for (size_t i = first; i < runs.size(); i++) {
+        runs[i].merging = true;
+        runs[i].merged_below = m.next;
+        s = Cat()->SetMeta(runs[i].name, EncodeRunMeta(runs[i]));
+        if (!s.ok()) return Poison(s);
+      }
     }
     bool left = false;
     for (const auto& runs : c->runs) left = left || !runs.empty();
     if (!left) c->runs.clear();
+    if (paused) break;
   }
   return Status::OK();
 }
@@ -207,7 +253,10 @@ Status DBImpl::PublishRewrite(storage::Txn* txn, std::shared_ptr<const CatalogCa
   return Status::OK();
 }
 
-Status DBImpl::MergeRunsNow(size_t min_runs) {
+Status DBImpl::MergeRunsNow(size_t min_runs, uint64_t budget, bool* more) {
+  bool left = false;
+  if (more == nullptr) more = &left;
+  *more = false;
   // A write txn is not begun for nothing: it would mark the file in use.
   bool any = false;
   MMDOC_RETURN_IF_ERROR(HasRuns(&any));
@@ -219,12 +268,12 @@ Status DBImpl::MergeRunsNow(size_t min_runs) {
                     /*replaying=*/false);
   t.SetBackground();
   std::vector<std::string> dropped;
-  Status s = t.MergeRuns(min_runs, &dropped);
+  Status s = t.MergeRuns(min_runs, budget, &dropped, more);
   if (!s.ok()) {
     t.Abort();
     return s;
   }
-  if (dropped.empty()) {
+  if (dropped.empty() && !*more) {
     t.Abort();
     return Status::OK();
   }

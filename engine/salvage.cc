@@ -43,9 +43,8 @@ Status DB::Salvage(std::string_view collection,
         if (value.size() < 8) return;
         if (key.substr(0, run_prefix.size()) == run_prefix && RunTree(key, &tree) && tree == name) {
           runs.push_back(storage::DecodeFixed64(value.data()));
-          int64_t delta;
-          uint64_t entries;
-          if (DecodeRunMeta(value.substr(8), &delta, &entries)) runs_delta += delta;
+          CachedRun run;
+          if (DecodeRunMeta(value.substr(8), &run)) runs_delta += run.count_delta;
           return;
         }
         if (key != name) return;

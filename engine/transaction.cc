@@ -1445,7 +1445,7 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
     r.count_delta = table->CountDelta(through);
     r.entries = entries;
     r.filter = filter;
-    s = Cat()->SetMeta(run_name, EncodeRunMeta(r.count_delta, entries));
+    s = Cat()->SetMeta(run_name, EncodeRunMeta(r));
     if (!s.ok()) return Poison(s);
     filters.emplace_back(run_name, filter);
     if (c->runs.empty()) c->runs.resize(c->meta.indexes.size() + 1);

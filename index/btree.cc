@@ -365,7 +365,8 @@ struct BTree::Impl {
   BTree* t;
   storage::Txn* txn;
   uint32_t ps;
-  uint32_t key_sig = 0;  // of the key Put or Delete searches for (StoredKey)
+  uint32_t key_sig = 0;   // of the key Put or Delete searches for (StoredKey)
+  bool replaced = false;  // Put found its key
   uint8_t* scratch;
   bool leased = false;  // scratch is this thread's tls_scratch
 
@@ -589,6 +590,7 @@ struct BTree::Impl {
       return PageError(id, "cell out of bounds");
     if (found && mode == PutMode::kInsert) return Status::AlreadyExists("key already exists");
     if (!found && mode == PutMode::kUpdate) return Status::NotFound("key not found");
+    replaced = found;
     // A new key goes between its neighbors, so the leaf stays sorted: the
     // search compared both (whatever the other keys hold).
     assert(found || pos == 0 || Compare(t->cmp_, LeafKey(p, ps, pos - 1), key) < 0);
@@ -932,7 +934,8 @@ Status CheckKeyValue(std::string_view key, std::string_view value) {
 }
 }  // namespace
 
-Status BTree::Put(std::string_view key, std::string_view value, PutMode mode) {
+Status BTree::Put(std::string_view key, std::string_view value, PutMode mode, bool* replaced) {
+  if (replaced != nullptr) *replaced = false;
   MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
   char buf[KeyCodec::kMaxForm];
   uint32_t sig;
@@ -949,6 +952,7 @@ Status BTree::Put(std::string_view key, std::string_view value, PutMode mode) {
   }
   Change ch;
   MMDOC_RETURN_IF_ERROR(impl.PutRec(root_, 0, key, value, mode, true, &ch));
+  if (replaced != nullptr) *replaced = impl.replaced;
   root_ = ch.id;
   if (ch.split) return impl.GrowRoot(ch);
   return Status::OK();

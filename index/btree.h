@@ -105,8 +105,9 @@ class BTree {
   Status Get(std::string_view key, std::string_view* value);
   // Writes key -> value as `mode` says. InvalidArgument (naming the limit)
   // for an empty key, a key over kMaxKeySize or a value over kMaxValueSize.
-  // REQUIRES: txn()->writable()
-  Status Put(std::string_view key, std::string_view value, PutMode mode = PutMode::kUpsert);
+  // *replaced (when given): the key was present. REQUIRES: txn()->writable()
+  Status Put(std::string_view key, std::string_view value, PutMode mode = PutMode::kUpsert,
+             bool* replaced = nullptr);
   // Removes `key`; NotFound when absent. Merges or rebalances underfull
   // pages and frees emptied ones. REQUIRES: txn()->writable()
   Status Delete(std::string_view key);

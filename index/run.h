@@ -46,14 +46,25 @@ void EncodeRunValue(bool erased, std::string_view value, std::string* out);
 // Splits a stored run value. Corruption when the tag is not one of the two.
 Status DecodeRunValue(std::string_view stored, bool* erased, std::string_view* value);
 
-// Writes each key's newest change among `runs` (newest first) into `tree`:
-// puts as upserts, erases as deletes (of a key that may be absent). The
-// runs are read, not changed. `between` is called between two changes, when
-// no page pointer is held (a merge writes its private pages back there);
-// its error stops the merge. Any error may leave the tree half merged:
-// abort the transaction.
-Status MergeRunsInto(BTree* tree, const std::vector<BTree*>& runs,
-                     const std::function<Status()>& between);
+// Where a merge of runs into their tree stopped (MergeRunsInto).
+struct RunMerge {
+  bool done = false;       // no change of the runs is left from `from` on
+  std::string next;        // else: the first key not merged
+  int64_t live_delta = 0;  // keys the tree gained (negative: lost)
+};
+
+// Writes each key's newest change among `runs` (newest first), from key
+// `from` on (empty: the first key), into `tree`: puts as upserts, erases as
+// deletes (of a key that may be absent). The runs are read, not changed.
+// `between` is called after each change, when no page pointer is held (a
+// merge writes its private pages back there); it sets *pause to stop the
+// merge there, and its error stops the merge. A merge may be resumed at
+// out->next, in a later txn, or done again from an earlier key: a change
+// written twice leaves the tree as once, so a key range already merged
+// reads the same through the runs as without them. Any error may leave
+// the tree half merged: abort the transaction.
+Status MergeRunsInto(BTree* tree, const std::vector<BTree*>& runs, std::string_view from,
+                     const std::function<Status(bool* pause)>& between, RunMerge* out);
 
 // Looks `key` up in run `run` behind its filter (nullptr: none): *found
 // when the run holds it, with *erased and *value (valid as BTree::Get's).

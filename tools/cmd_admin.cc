@@ -45,7 +45,10 @@ int RunStats(const CommonArgs& c, bool json) {
     std::printf("write buffer  %llu bytes unmerged, key filters %llu bytes (%llu ready)\n",
                 u(s.write_buffer_bytes), u(s.key_filter_bytes), u(s.key_filters_ready));
   }
-  if (s.runs > 0) std::printf("runs          %llu, %llu changes\n", u(s.runs), u(s.run_entries));
+  if (s.runs > 0) {
+    std::printf("runs          %llu, %llu changes, %llu being merged\n", u(s.runs),
+                u(s.run_entries), u(s.runs_merging));
+  }
   if (s.readers > 0) {
     std::printf("readers       %llu (oldest at txid %llu)\n", u(s.readers),
                 u(s.oldest_reader_txid));

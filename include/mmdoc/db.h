@@ -183,9 +183,11 @@ struct DBStats {
   uint64_t key_filters_ready = 0;  // trees whose filter is built
   // Runs: merged generations waiting, each as a sorted tree of its own in
   // the file, to be merged into their trees a few at a time
-  // (docs/write-path.md); and the changes they hold.
+  // (docs/write-path.md); the changes they hold; and those of them whose
+  // merge is under way (it goes in slices, between generations).
   uint64_t runs = 0;
   uint64_t run_entries = 0;
+  uint64_t runs_merging = 0;
   std::string ToJson() const;
 };
 

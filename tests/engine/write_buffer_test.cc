@@ -468,12 +468,14 @@ TEST_CASE("write buffer: recovery replays the log into the buffer, as replay int
   CHECK(into_buffer > runs / 4);
 }
 
-TEST_CASE("write buffer: runs: reads, counts, power cuts, unbuffered opens and salvage see them") {
+TEST_CASE(
+    "write buffer: runs: reads, counts, power cuts, unbuffered opens and salvage see them, merges "
+    "under way too") {
   const uint64_t seed = Seed("write buffer runs");
   UnsetBufferEnv unset_env;  // the unbuffered open must be one, whatever CI sets
   TempDir dir;
   const int rounds = static_cast<int>(12 * Scale());
-  int runs_while_open = 0, runs_after_cut = 0;
+  int runs_while_open = 0, runs_after_cut = 0, merging_while_open = 0, merging_after_cut = 0;
   for (int round = 0; round < rounds; round++) {
     INFO("round " << round << " (seed " << seed << ")");
     std::mt19937_64 rng(seed + static_cast<uint64_t>(round));
@@ -498,6 +500,7 @@ TEST_CASE("write buffer: runs: reads, counts, power cuts, unbuffered opens and s
         auto st = db->Stats();
         REQUIRE(st.ok());
         if (st.value().runs > 0) runs_while_open++;
+        if (st.value().runs_merging > 0) merging_while_open++;
         CHECK(st.value().collections.at(0).documents == rows.size());
         if (i % 4 == 3) CHECK(ReadRows(db.get()) == rows);
       }
@@ -517,6 +520,7 @@ TEST_CASE("write buffer: runs: reads, counts, power cuts, unbuffered opens and s
       nolog.accept_log_loss = true;
       std::unique_ptr<DB> db = OpenOrFail(path + "-nolog", nolog);
       if (db->Stats().value().runs > 0) runs_after_cut++;
+      if (db->Stats().value().runs_merging > 0) merging_after_cut++;
       std::set<int> salvaged;
       DB::SalvageReport report;
       Status s = db->Salvage(
@@ -551,10 +555,13 @@ TEST_CASE("write buffer: runs: reads, counts, power cuts, unbuffered opens and s
     CHECK(ReadRows(db.get()) == at_cut);
     RequireCheckPasses(db.get());
   }
-  std::fprintf(stderr, "write buffer runs: runs seen in %d stats while open, after %d of %d cuts\n",
-               runs_while_open, runs_after_cut, rounds);
+  std::fprintf(stderr,
+               "write buffer runs: runs seen in %d stats while open (%d merging), after %d of %d "
+               "cuts (%d merging)\n",
+               runs_while_open, merging_while_open, runs_after_cut, rounds, merging_after_cut);
   CHECK(runs_while_open > 0);
   CHECK(runs_after_cut > 0);
+  CHECK(merging_while_open > 0);  // merges go in slices of about a buffer's size
 }
 
 TEST_CASE("concurrency: write buffer: writers, readers and merges agree on every snapshot") {
