@@ -5,11 +5,12 @@
 // A merge of a frozen generation writes, for each tree it changed, a run
 // (TransactionImpl::MergeGeneration). Reads look through a tree's runs,
 // newest first, between the buffer and the tree. When a tree holds
-// kRunsBeforeMerge runs, the merger thread merges them into it in one
-// write txn committed with Pager::CommitRewrite: the pages hold the same
-// records before and after, so the log is not involved. Every path that
-// writes pages itself merges the runs first (DBImpl::MergeAll), and so
-// does recovery into pages (DBImpl::Replay).
+// kRunsBeforeMerge runs, the merger thread merges them into it in slices
+// (DBImpl::run_slice_bytes), each a write txn committed with
+// Pager::CommitRewrite: the pages hold the same records before and after,
+// so the log is not involved. Every path that writes pages itself merges
+// the runs first (DBImpl::MergeAll), and so does recovery into pages
+// (DBImpl::Replay).
 #include <algorithm>
 #include <set>
 

@@ -73,6 +73,17 @@ Changes RandomChanges(std::mt19937_64& rng, const Model& live, uint64_t universe
   return ch;
 }
 
+int64_t Entries(BTree* tree) {
+  int64_t n = 0;
+  BTree::Cursor c(tree);
+  REQUIRE(c.SeekToFirst().ok());
+  while (c.Valid()) {
+    n++;
+    REQUIRE(c.Next().ok());
+  }
+  return n;
+}
+
 TEST_CASE("runs: reads through runs and their merge agree with a model", "[run]") {
   const uint64_t seed = mmdoc::test::Seed("runs model");
   const int rounds = static_cast<int>(30 * mmdoc::test::Scale());
@@ -156,16 +167,7 @@ TEST_CASE("runs: reads through runs and their merge agree with a model", "[run]"
         CHECK(got == it->second);
       }
     }
-    int64_t entries = 0;
-    {
-      BTree::Cursor c(&base);
-      REQUIRE(c.SeekToFirst().ok());
-      while (c.Valid()) {
-        entries++;
-        REQUIRE(c.Next().ok());
-      }
-    }
-    CHECK(entries + t.CountDelta() == static_cast<int64_t>(model.size()));
+    CHECK(Entries(&base) + t.CountDelta() == static_cast<int64_t>(model.size()));
     (void)gen_delta;
 
     // Cursors: forward, backward, and walks from random seeks.
@@ -225,15 +227,7 @@ TEST_CASE("runs: reads through runs and their merge agree with a model", "[run]"
         owned.push_back(std::make_unique<BTree>(w.get(), w->root(1 + i)));
         runs.push_back(owned.back().get());
       }
-      int64_t entries_before = 0;
-      {
-        BTree::Cursor c(&tree);
-        REQUIRE(c.SeekToFirst().ok());
-        while (c.Valid()) {
-          entries_before++;
-          REQUIRE(c.Next().ok());
-        }
-      }
+      const int64_t entries_before = Entries(&tree);
       // In slices of random size, each resumed where the last stopped.
       std::string from;
       int64_t delta = 0;
