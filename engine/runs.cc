@@ -201,6 +201,9 @@ Status TransactionImpl::MergeRuns(size_t min_runs, uint64_t budget,
           dropped->push_back(runs[i].name);
         }
         runs.resize(first);
+        // Runs written while it went on may be due already: no new
+        // generation need come to start their merge.
+        if (budget != 0 && runs.size() >= min_runs) *more = true;
         continue;
       }
       // Stopped: the tree now holds what the runs add below m.next, so
