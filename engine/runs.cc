@@ -130,7 +130,8 @@ Status TransactionImpl::LoadRuns(CollState* c, const CachedColl* cached) {
     std::vector<index::RunRef> refs;
     for (const CachedRun& r : c->runs[slot]) {
       c->owned.push_back(RunTreeAt(txn_.get(), r.root));
-      refs.push_back(index::RunRef{c->owned.back().get(), r.filter.get(), r.count_delta});
+      refs.push_back(
+          index::RunRef{c->owned.back().get(), r.filter.get(), r.count_delta, r.merged_below});
     }
     bt->UseRuns(std::move(refs));
   }

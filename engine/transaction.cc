@@ -195,12 +195,17 @@ struct PointRead {
         return Status::OK();
       }
     }
-    if (slot < cc.runs.size()) {
-      for (const CachedRun& r : cc.runs[slot]) {
+    if (slot < cc.runs.size() && !cc.runs[slot].empty()) {
+      const std::vector<CachedRun>& runs = cc.runs[slot];
+      const uint64_t hash = index::KeyFilter::HashOf(key);
+      for (const CachedRun& r : runs)
+        if (r.filter != nullptr) r.filter->Prefetch(hash);
+      for (const CachedRun& r : runs) {
+        if (!index::RunMayHold(r.filter.get(), r.merged_below, key, hash)) continue;
         index::BTree run(txn.get(), r.root, TreeKeyCodec());
         bool found;
         bool erased;
-        MMDOC_RETURN_IF_ERROR(index::FindInRun(&run, r.filter.get(), key, &found, &erased, value));
+        MMDOC_RETURN_IF_ERROR(index::FindInRun(&run, key, &found, &erased, value));
         if (found) return erased ? Status::NotFound("") : Status::OK();
       }
     }

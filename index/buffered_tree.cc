@@ -217,8 +217,12 @@ Status BufferedTree::Get(std::string_view key, std::string_view* value) {
 Status BufferedTree::FindInRuns(std::string_view key, bool* found, bool* erased,
                                 std::string_view* value) {
   *found = false;
+  const uint64_t hash = KeyFilter::HashOf(key);
+  for (const RunRef& r : runs_)
+    if (r.filter != nullptr) r.filter->Prefetch(hash);
   for (const RunRef& r : runs_) {
-    MMDOC_RETURN_IF_ERROR(FindInRun(r.tree, r.filter, key, found, erased, value));
+    if (!RunMayHold(r.filter, r.merged_below, key, hash)) continue;
+    MMDOC_RETURN_IF_ERROR(FindInRun(r.tree, key, found, erased, value));
     if (*found) break;
   }
   return Status::OK();

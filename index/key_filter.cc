@@ -10,11 +10,6 @@ constexpr uint64_t kBitsPerKey = 10;
 constexpr int kProbes = 6;                      // bits per key, all in one 512-bit block
 constexpr uint64_t kSeed = 0x6b657966696c7472;  // any fixed seed
 
-uint64_t Hash(std::string_view key) { return storage::Checksum(key.data(), key.size(), kSeed); }
-
-// The block of hash h among n (Lemire's multiply-shift, no division).
-uint64_t BlockOf(uint64_t h, uint64_t n) { return ((h >> 32) * n) >> 32; }
-
 // Six 9-bit positions in the block, from bits of h the block index does
 // not use (remixed, so that they are not the block index's bits).
 uint64_t Positions(uint64_t h) { return (h ^ (h >> 31)) * 0x9e3779b97f4a7c15ull; }
@@ -29,9 +24,13 @@ KeyFilter::KeyFilter(uint64_t capacity)
 
 KeyFilter::~KeyFilter() = default;
 
+uint64_t KeyFilter::HashOf(std::string_view key) {
+  return storage::Checksum(key.data(), key.size(), kSeed);
+}
+
 void KeyFilter::Add(std::string_view key) {
-  const uint64_t h = Hash(key);
-  Block& b = table_[BlockOf(h, blocks_)];
+  const uint64_t h = HashOf(key);
+  Block& b = table_[BlockOf(h)];
   uint64_t p = Positions(h);
   for (int i = 0; i < kProbes; i++, p >>= 9) {
     const uint64_t bit = p & 511;
@@ -40,9 +39,8 @@ void KeyFilter::Add(std::string_view key) {
   added_.fetch_add(1, std::memory_order_relaxed);
 }
 
-bool KeyFilter::MayContain(std::string_view key) const {
-  const uint64_t h = Hash(key);
-  const Block& b = table_[BlockOf(h, blocks_)];
+bool KeyFilter::MayContainHash(uint64_t h) const {
+  const Block& b = table_[BlockOf(h)];
   uint64_t p = Positions(h);
   for (int i = 0; i < kProbes; i++, p >>= 9) {
     const uint64_t bit = p & 511;

@@ -19,10 +19,9 @@ Status DecodeRunValue(std::string_view stored, bool* erased, std::string_view* v
   return Status::OK();
 }
 
-Status FindInRun(BTree* run, const KeyFilter* filter, std::string_view key, bool* found,
-                 bool* erased, std::string_view* value) {
+Status FindInRun(BTree* run, std::string_view key, bool* found, bool* erased,
+                 std::string_view* value) {
   *found = false;
-  if (filter != nullptr && !filter->MayContain(key)) return Status::OK();
   std::string_view stored;
   Status s = run->Get(key, &stored);
   if (s.IsNotFound()) return Status::OK();

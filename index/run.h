@@ -39,6 +39,9 @@ struct RunRef {
   BTree* tree = nullptr;
   const KeyFilter* filter = nullptr;
   int64_t count_delta = 0;
+  // A run of a merge under way: the tree holds its changes below this key
+  // (empty: none).
+  std::string_view merged_below;
 };
 
 // The stored value of a change: *out = tag + value.
@@ -66,10 +69,20 @@ struct RunMerge {
 Status MergeRunsInto(BTree* tree, const std::vector<BTree*>& runs, std::string_view from,
                      const std::function<Status(bool* pause)>& between, RunMerge* out);
 
-// Looks `key` up in run `run` behind its filter (nullptr: none): *found
-// when the run holds it, with *erased and *value (valid as BTree::Get's).
-Status FindInRun(BTree* run, const KeyFilter* filter, std::string_view key, bool* found,
-                 bool* erased, std::string_view* value);
+// Whether a lookup of `key` must read a run: its filter (nullptr: none) may
+// hold the key (`hash`: KeyFilter::HashOf(key)), and its merge, if one is
+// under way, has not passed the key (there the tree reads the same). A
+// lookup through several runs hashes once and Prefetches every filter's
+// block first, so that their cache misses overlap.
+inline bool RunMayHold(const KeyFilter* filter, std::string_view merged_below, std::string_view key,
+                       uint64_t hash) {
+  return key >= merged_below && (filter == nullptr || filter->MayContainHash(hash));
+}
+
+// Looks `key` up in run `run`: *found when the run holds it, with *erased
+// and *value (valid as BTree::Get's).
+Status FindInRun(BTree* run, std::string_view key, bool* found, bool* erased,
+                 std::string_view* value);
 
 }  // namespace mmdoc::index
 
