@@ -256,6 +256,10 @@ class Backend {
   // Whether the engine has a typed mapping layer (structs <-> documents)
   // that Session::Mapped* measure against its raw API. Only mmdoc has one.
   virtual bool HasMapping() const { return false; }
+  // What the store holds besides its trees at this moment, one line
+  // ("" when nothing): mmdoc-buffer's unmerged buffer and runs, reported
+  // beside the read phases so that a reader knows what they read through.
+  virtual std::string State() const { return ""; }
   // Closes the store (flushes what the engine flushes on close).
   virtual Status Close() = 0;
 };

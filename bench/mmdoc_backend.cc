@@ -35,6 +35,7 @@
 // Every durability mode maps to mmdoc's own (Options::durability).
 #include <bson/bson.h>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -463,6 +464,22 @@ class MmdocBackend : public Backend {
   }
 
   bool HasMapping() const override { return true; }
+
+  std::string State() const override {
+    if (!buffered_ || db_ == nullptr) return "";
+    auto stats = db_->Stats();
+    if (!stats.ok()) return "stats: " + stats.status().ToString();
+    const DBStats& st = stats.value();
+    char b[160];
+    std::snprintf(b, sizeof b,
+                  "buffer %.1f MiB unmerged, %llu runs (%llu being merged), %.1f MiB of key "
+                  "filters",
+                  static_cast<double>(st.write_buffer_bytes) / (1 << 20),
+                  static_cast<unsigned long long>(st.runs),
+                  static_cast<unsigned long long>(st.runs_merging),
+                  static_cast<double>(st.key_filter_bytes) / (1 << 20));
+    return b;
+  }
 
   Status Close() override {
     db_.reset();

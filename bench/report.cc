@@ -276,6 +276,10 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
         bson_append_null(&row, "cancelled_write_bytes", -1);
       }
     }
+    if (!r.state_before.empty() || !r.state_after.empty()) {
+      AppendString(&row, "state_before", r.state_before);
+      AppendString(&row, "state_after", r.state_after);
+    }
     AppendString(&row, "notes", r.notes);
     bson_append_document_end(&arr, &row);
   }
@@ -392,6 +396,10 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
           }
           std::fprintf(out, "\n");
         }
+        // What the phase read through besides the trees (the largest N).
+        if (r != nullptr && !r->state_before.empty())
+          std::fprintf(out, "%-*s %s; after: %s\n", label_w, "  read through",
+                       r->state_before.c_str(), r->state_after.c_str());
         // Bytes written per op (write phases), and the dirty bytes dropped
         // before writeback when there were any.
         if (!WritePhase(phase)) continue;

@@ -625,6 +625,7 @@ Status Runner::Load(const std::string& phase) {
 
 Status Runner::SearchId(int threads) {
   const uint64_t ops = Lookups();
+  const std::string before = backend_->State();
   Progress progress(config_.progress, Label("search_id", threads), ops);
   Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
     std::mt19937_64 rng(data_.seed() * 31 + 1 + sh.thread);
@@ -638,12 +639,16 @@ Status Runner::SearchId(int threads) {
     });
   });
   if (!t.status.ok()) return Status::IOError(engine_ + " search_id", t.status.ToString());
-  Record(Row("search_id", threads), ops, t, "");
+  PhaseResult r = Row("search_id", threads);
+  r.state_before = before;
+  r.state_after = backend_->State();
+  Record(std::move(r), ops, t, "");
   return Status::OK();
 }
 
 Status Runner::SearchKey(int threads) {
   const uint64_t ops = Lookups();
+  const std::string before = backend_->State();
   Progress progress(config_.progress, Label("search_key", threads), ops);
   Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
     std::mt19937_64 rng(data_.seed() * 31 + 2 + sh.thread);
@@ -657,7 +662,10 @@ Status Runner::SearchKey(int threads) {
     });
   });
   if (!t.status.ok()) return Status::IOError(engine_ + " search_key", t.status.ToString());
-  Record(Row("search_key", threads), ops, t, "");
+  PhaseResult r = Row("search_key", threads);
+  r.state_before = before;
+  r.state_after = backend_->State();
+  Record(std::move(r), ops, t, "");
   return Status::OK();
 }
 

@@ -207,6 +207,10 @@ struct PhaseResult {
   uint64_t write_bytes = 0;
   uint64_t cancelled_write_bytes = 0;
   std::string notes;
+  // Read phases: Backend::State() when the phase began and when it ended
+  // (empty: the engine holds nothing besides its trees).
+  std::string state_before;
+  std::string state_after;
   // mapping only (raw_ops_per_sec >= 0): the same work through the raw BSON
   // API (wall-clock, as ops_per_sec), and how much more CPU time the typed
   // layer took, in percent (typed thread CPU time / raw - 1), in all and

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -389,6 +390,41 @@ TEST_CASE("mmdoc-bench --lookups sets the point reads per search phase", "[bench
     CHECK(more[p + "/search_id"] == 777);
     CHECK(more[p + "/search_key"] == 777);
   }
+}
+
+TEST_CASE("mmdoc-bench says what mmdoc-buffer's reads read through", "[bench]") {
+  test::TempDir dir;
+  const std::string json = dir.File("state.json");
+  // A 1 MiB buffer, so that 20k inserts leave runs behind it.
+  const std::string out = dir.File("state.txt");
+  REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines mmdoc-buffer,lmdb --docs 20k --phases " +
+              "insert,search_id,search_key --mmdoc-buffer-mib 1 --dir " + dir.File("data") +
+              " --json " + json + " > " + out) == 0);
+  Json j(json);
+  REQUIRE(j.doc != nullptr);
+  std::map<std::string, std::string> before;  // engine/phase -> state_before
+  REQUIRE(j.ForEachResult([&](bson_iter_t* f) {
+    std::string engine, phase, state = "(none)";
+    while (bson_iter_next(f)) {
+      std::string k = bson_iter_key(f);
+      if (k == "engine") engine = bson_iter_utf8(f, nullptr);
+      if (k == "phase") phase = bson_iter_utf8(f, nullptr);
+      if (k == "state_before") state = bson_iter_utf8(f, nullptr);
+    }
+    before[engine + "/" + phase] = state;
+  }));
+  for (const char* phase : {"search_id", "search_key"}) {
+    INFO(phase);
+    const std::string got = before[std::string("mmdoc-buffer/") + phase];
+    std::smatch m;
+    REQUIRE(std::regex_search(
+        got, m,
+        std::regex(R"(^buffer [0-9.]+ MiB unmerged, ([0-9]+) runs \([0-9]+ being merged\))")));
+    CHECK(std::stoi(m[1].str()) > 0);  // 20k documents overflow 1 MiB
+    CHECK(before[std::string("lmdb/") + phase] == "(none)");
+    CHECK(before["mmdoc-buffer/insert"] == "(none)");
+  }
+  CHECK(ReadFile(out).find("  read through   buffer ") != std::string::npos);
 }
 
 // The fields of one CSV line (quoted fields may hold commas and quotes).
