@@ -257,6 +257,7 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, b
     auto t = std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn), false, d, false);
     t->HoldToken();
     t->SetView(std::move(view));
+    t->ReuseBufferedState(TakeWriteState());
     return t;
   }
   for (;;) {

@@ -439,11 +439,12 @@ struct WriteBuffers {
 
 // A committed write transaction's catalog (with the trees it opened) and
 // collection states, kept so that the next write transaction does not build
-// and free them again (a tenth of a single-write commit). They are right for the next write txn
-// exactly when it starts from the catalog state `cache` names: the trees'
-// roots are the ones that txn committed and nothing has committed since.
+// and free them again (a tenth of a single-write commit). They are right for
+// the next write txn exactly when it starts from the catalog state `cache`
+// names: the trees' roots are the ones that txn committed (a buffered txn:
+// began on) and nothing has changed the pages since.
 struct WriteState {
-  std::shared_ptr<const CatalogCache> cache;  // what the txn published
+  std::shared_ptr<const CatalogCache> cache;  // published (buffered: begun on)
   std::unique_ptr<index::Catalog> catalog;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls;
   WriteBuffers buffers;
@@ -507,6 +508,11 @@ class TransactionImpl {
   // Reads (and, for a write txn, writes) through the buffer at `view`:
   // set before the first collection is loaded.
   void SetView(index::BufferView view);
+  // A buffered write txn, right after SetView: takes the collection states
+  // the writer's last commit kept (KeepBufferedState) when they describe
+  // this txn's starting pages, and starts their trees over at this txn's
+  // view (a fifth of a one-document commit is building and freeing them).
+  void ReuseBufferedState(std::unique_ptr<WriteState> s);
   bool buffered() const { return has_view_ && !read_only_; }
   // A merge txn: writes every change of `gen` into the pages (each tree's
   // keys in order) and the collections' counts; Commit publishes it with
@@ -583,6 +589,9 @@ class TransactionImpl {
   // A write txn: takes the catalog and collection states of the last
   // commit when they describe this txn's starting state (see WriteState).
   void ReuseWriteState(std::unique_ptr<WriteState> s);
+  // After a buffered commit: keeps the collection states (their trees,
+  // runs and overlays' memory) for the writer's next transaction.
+  void KeepBufferedState();
   // The catalog, made on first use (a read served from the cache never
   // needs one).
   index::Catalog* Cat();

@@ -307,6 +307,9 @@ TransactionImpl::TransactionImpl(DBImpl* db, std::shared_ptr<storage::Pager> pag
     // pages and txids as a different state.
     if (current == pager_) AdoptCache(std::move(c));
   }
+  // A buffered DB's writer takes its kept state after SetView
+  // (ReuseBufferedState); its merges write pages with a catalog of their own.
+  if (db_->buffered()) return;
   if (!read_only_ && !replaying_ && cache_) ReuseWriteState(db_->TakeWriteState());
   if (!read_only_ && !catalog_)
     catalog_ = std::make_unique<index::Catalog>(txn_.get(), &TreeKeyCodec());
@@ -331,6 +334,44 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
   colls_ = std::move(s->colls);
   buf_ = std::move(s->buffers);
   buf_.log.clear();
+}
+
+void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s) {
+  assert(buffered() && colls_.empty());
+  // The same cache object: no merge or page commit published since, so the
+  // trees' roots and runs are the ones the states were built on.
+  if (!s || s->cache == nullptr || s->cache != cache_) return;
+  for (const auto& [name, c] : s->colls) {
+    auto hit = cache_->colls.find(name);
+    if (hit == cache_->colls.end() || hit->second.index_roots.size() != c->index_trees.size() ||
+        hit->second.primary_root != c->primary->tree()->root())
+      return;
+  }
+  for (auto& [name, c] : s->colls) {
+    for (auto& t : c->owned) t->Rebind(txn_.get());
+    c->meta.count = cache_->colls.find(name)->second.meta.count;
+    c->meta_dirty = false;
+    for (size_t i = 0; i <= c->index_trees.size(); i++) {
+      index::BufferedTree* t = i == 0 ? c->primary.get() : c->index_trees[i - 1].get();
+      t->Renew(&view_);
+      t->UseFilters(db_->KeyFiltersForWrite(t->name(), c->meta.count));
+    }
+    CountBuffered(c.get());
+  }
+  colls_ = std::move(s->colls);
+  buf_ = std::move(s->buffers);
+  buf_.log.clear();
+}
+
+void TransactionImpl::KeepBufferedState() {
+  if (ddl_ || shape_changed_ || replaying_ || cache_ == nullptr || !poisoned_.ok()) return;
+  auto keep = std::make_unique<WriteState>();
+  keep->cache = cache_;
+  keep->colls.swap(colls_);
+  for (auto it = keep->colls.begin(); it != keep->colls.end();)
+    it = it->second->exists ? std::next(it) : keep->colls.erase(it);
+  keep->buffers = std::move(buf_);
+  db_->KeepWriteState(std::move(keep));
 }
 
 void TransactionImpl::AdoptCache(std::shared_ptr<const CatalogCache> c) {
@@ -1326,6 +1367,7 @@ Status TransactionImpl::CommitBuffered() {
     if (s.ok() && !group) s = pager_->SyncCommit(durability_, ticket);
     if (s.ok()) db_->PublishBuffered(txid, changes);
     finished_ = true;
+    if (s.ok()) KeepBufferedState();
     colls_.clear();
     catalog_.reset();
     txn_.reset();
@@ -1333,6 +1375,7 @@ Status TransactionImpl::CommitBuffered() {
     if (s.ok() && group) s = pager_->SyncCommit(durability_, ticket);
   } else {
     finished_ = true;
+    KeepBufferedState();
     colls_.clear();
     catalog_.reset();
     txn_.reset();

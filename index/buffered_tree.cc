@@ -329,6 +329,15 @@ Status BufferedTree::DeleteLive(std::string_view key) {
   return Status::OK();
 }
 
+void BufferedTree::Renew(const BufferView* view) {
+  assert(writable_ && view_ != nullptr && view != nullptr);
+  view_ = view;
+  view->Tables(name_, &tables_);
+  overlay_.Clear();
+  overlay_delta_ = 0;
+  filters_ = TreeFilters();
+}
+
 int64_t BufferedTree::CountDelta() const {
   int64_t d = overlay_delta_;
   for (const BufferTable* t : tables_) d += t->CountDelta(view_->snapshot);

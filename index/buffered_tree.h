@@ -123,6 +123,13 @@ class BufferedTree {
   // below, and Put kUpdate and Delete take it as live, without a descent.
   void TrustWrites() { trusted_ = true; }
 
+  // Starts the tree over for the next write transaction of the same
+  // writer, at `view`: the overlay is emptied and the buffer's tables are
+  // those of `view`; the BTree and the runs stay. Key filters must be given
+  // again (UseFilters). REQUIRES: writable and not direct(); the BTree and
+  // the runs are those of view's storage snapshot (rebound by the caller).
+  void Renew(const BufferView* view);
+
   // The net change in the number of live keys that the buffer (at the
   // snapshot), the runs and the overlay make to the BTree's: the tree holds
   // BTree entries + CountDelta() live keys.
@@ -159,13 +166,14 @@ class BufferedTree {
   bool Layered() const { return !overlay_.empty() || !tables_.empty() || !runs_.empty(); }
 
   BTree* const tree_;
-  const BufferView* const view_;
+  const BufferView* view_;
   const std::string name_;
   const Comparator order_;
   const bool writable_;
   // The buffer's tables of this tree with a change at the snapshot, newest
-  // first (fixed: commits published later are newer than the snapshot).
-  const std::vector<const BufferTable*> tables_;
+  // first (fixed until Renew: commits published later are newer than the
+  // snapshot).
+  std::vector<const BufferTable*> tables_;
   std::vector<RunRef> runs_;  // UseRuns; newest first
   Overlay overlay_;
   int64_t overlay_delta_ = 0;  // the overlay's share of CountDelta

@@ -72,6 +72,23 @@ void Overlay::Remove(std::string_view key) {
   sorted_valid_ = false;
 }
 
+void Overlay::Clear() {
+  constexpr size_t kKeptSlots = 4096;        // a 2k-change transaction's table
+  constexpr size_t kKeptArena = 1ull << 20;  // and a MiB of its keys and values
+  if (slots_.size() > kKeptSlots) {
+    std::vector<uint32_t>().swap(slots_);
+    std::vector<Entry>().swap(entries_);
+  } else if (!entries_.empty()) {
+    std::fill(slots_.begin(), slots_.end(), 0);
+  }
+  entries_.clear();
+  if (arena_.capacity() > kKeptArena) std::string().swap(arena_);
+  arena_.clear();
+  live_ = 0;
+  sorted_.clear();
+  sorted_valid_ = false;
+}
+
 const std::vector<const Overlay::Entry*>& Overlay::Sorted() const {
   if (sorted_valid_) return sorted_;
   sorted_.clear();

@@ -45,6 +45,9 @@ class Overlay {
   void Set(std::string_view key, std::string_view value, bool erased, bool was_live);
   // Forgets key's change, if any: the key is as the layers below say.
   void Remove(std::string_view key);
+  // Forgets every change, keeping the memory of a small overlay for the
+  // next transaction (a large one's is freed).
+  void Clear();
 
   bool empty() const { return live_ == 0; }
   size_t size() const { return live_; }

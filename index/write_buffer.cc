@@ -265,6 +265,8 @@ struct BufferTable::Rep {
   // The index of the first mark with txid > snapshot.
   size_t MarkAfter(uint64_t snapshot) const {
     size_t lo = 0, hi = marks.size();
+    // The common case: a snapshot at or after the table's last commit.
+    if (hi > 0 && marks[hi - 1].txid <= snapshot) return hi;
     while (lo < hi) {
       const size_t mid = lo + (hi - lo) / 2;
       if (marks[mid].txid <= snapshot) {
@@ -351,7 +353,9 @@ void BufferTable::Add(uint64_t txid, std::string_view key, std::string_view valu
     r.keys.Append(node);
   }
   r.live_delta += (erased ? 0 : 1) - (was_live ? 1 : 0);
-  r.changes.fetch_add(1, std::memory_order_relaxed);
+  // Writer only: a plain add, not a locked one that waits for the stores
+  // above (each a likely cache miss) to finish.
+  r.changes.store(r.changes.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
 }
 
 void BufferTable::EndCommit(uint64_t txid) {
@@ -587,7 +591,7 @@ void BufferGeneration::Publish(uint64_t txid, const std::vector<BufferChange>& c
   for (BufferTable* t : touched) {
     const size_t before = t->bytes();
     t->EndCommit(txid);
-    bytes_.fetch_add(t->bytes() - before, std::memory_order_relaxed);
+    bytes_.store(bytes() + t->bytes() - before, std::memory_order_relaxed);  // writer only
   }
   if (first_txid_.load(std::memory_order_relaxed) == 0) {
     first_txid_.store(txid, std::memory_order_release);
@@ -599,11 +603,16 @@ void BufferGeneration::Publish(uint64_t txid, const std::vector<BufferChange>& c
 
 std::vector<const BufferTable*> BufferView::Tables(std::string_view name) const {
   std::vector<const BufferTable*> out;
+  Tables(name, &out);
+  return out;
+}
+
+void BufferView::Tables(std::string_view name, std::vector<const BufferTable*>* out) const {
+  out->clear();
   for (const auto& g : generations) {
     const BufferTable* t = g->Find(name);
-    if (t != nullptr && t->first_txid() <= snapshot) out.push_back(t);
+    if (t != nullptr && t->first_txid() <= snapshot) out->push_back(t);
   }
-  return out;
 }
 
 const BufferVersion* BufferView::Find(std::string_view name, std::string_view key) const {

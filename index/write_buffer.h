@@ -279,6 +279,8 @@ struct BufferView {
   // The tables of tree `name` with a change <= snapshot, newest generation
   // first (empty: the buffer changes nothing of that tree at the snapshot).
   std::vector<const BufferTable*> Tables(std::string_view name) const;
+  // The same, into *out (cleared first; its memory is reused).
+  void Tables(std::string_view name, std::vector<const BufferTable*>* out) const;
   // The newest change of `key` in tree `name` at the snapshot, or nullptr.
   const BufferVersion* Find(std::string_view name, std::string_view key) const;
   // The net change of tree `name`'s live keys at the snapshot.
