@@ -1474,7 +1474,8 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
     s = Cat()->Create(run_name, {});
     if (s.ok()) s = Cat()->Open(run_name, &run);
     if (!s.ok()) return Poison(s);
-    auto filter = std::make_shared<index::KeyFilter>(table->keys());
+    auto filter =
+        std::make_shared<index::KeyFilter>(table->keys(), index::KeyFilter::kRunBitsPerKey);
     uint64_t entries = 0;
     for (; it.Valid(); it.Next()) {
       const index::BufferVersion* v = it.version();

@@ -6,7 +6,6 @@ namespace mmdoc::index {
 
 namespace {
 
-constexpr uint64_t kBitsPerKey = 10;
 constexpr int kProbes = 6;                      // bits per key, all in one 512-bit block
 constexpr uint64_t kSeed = 0x6b657966696c7472;  // any fixed seed
 
@@ -16,8 +15,8 @@ uint64_t Positions(uint64_t h) { return (h ^ (h >> 31)) * 0x9e3779b97f4a7c15ull;
 
 }  // namespace
 
-KeyFilter::KeyFilter(uint64_t capacity)
-    : capacity_(capacity), blocks_(capacity * kBitsPerKey / 512 + 1), table_(new Block[blocks_]) {
+KeyFilter::KeyFilter(uint64_t capacity, uint64_t bits_per_key)
+    : capacity_(capacity), blocks_(capacity * bits_per_key / 512 + 1), table_(new Block[blocks_]) {
   for (uint64_t b = 0; b < blocks_; b++)
     for (auto& w : table_[b].words) w.store(0, std::memory_order_relaxed);
 }

@@ -6,8 +6,8 @@
 // tree it writes, each level a likely cache miss. A filter answers most of
 // those for keys that were never in the tree with one cache line: a
 // blocked Bloom filter (one 64-byte block per key, six bits set in it, ten
-// bits of the filter per key of capacity: about 1-2% false positives at
-// capacity). A false positive costs the descent it would have saved; a
+// or sixteen bits of the filter per key of capacity: about 1% or 0.1%
+// false positives at capacity). A false positive costs the descent it would have saved; a
 // false negative would let a duplicate in, so the filter only ever gains
 // keys: deletes leave theirs (each a false positive later).
 //
@@ -27,9 +27,16 @@ namespace mmdoc::index {
 
 class KeyFilter {
  public:
+  // Bits of filter per key of capacity: ten give about 1% false positives
+  // at capacity (a write buffer's filters, sized for twice their tree);
+  // sixteen about 0.1% (a run's filter: a read probes every run's, so each
+  // run's false positives add up; docs/write-path.md).
+  static constexpr uint64_t kBitsPerKey = 10;
+  static constexpr uint64_t kRunBitsPerKey = 16;
+
   // Sized for `capacity` keys (at least one block). Past it the filter
   // still never answers wrongly "absent"; it answers "maybe" more often.
-  explicit KeyFilter(uint64_t capacity);
+  explicit KeyFilter(uint64_t capacity, uint64_t bits_per_key = kBitsPerKey);
   ~KeyFilter();
   KeyFilter(const KeyFilter&) = delete;
   KeyFilter& operator=(const KeyFilter&) = delete;

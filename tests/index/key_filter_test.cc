@@ -47,6 +47,32 @@ TEST_CASE("key filter: every added key may be there, others mostly not") {
   for (const std::string& k : keys) REQUIRE(f.MayContain(k));
 }
 
+TEST_CASE("key filter: a run's filter, sixteen bits a key, answers maybe about 0.1% of the time") {
+  std::mt19937_64 rng(test::Seed("key filter run"));
+  const uint64_t n = static_cast<uint64_t>(50000 * test::Scale());
+  KeyFilter f(n, KeyFilter::kRunBitsPerKey);
+  KeyFilter ten(n);
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; i < n; i++) {
+    keys.push_back(Key(rng));
+    f.Add(keys.back());
+    ten.Add(keys.back());
+  }
+  for (const std::string& k : keys) REQUIRE(f.MayContain(k));
+  CHECK(f.bytes() > ten.bytes() * 3 / 2);
+  uint64_t maybe = 0, maybe_ten = 0;
+  const uint64_t probes = 400000;
+  for (uint64_t i = 0; i < probes; i++) {
+    const std::string k = "absent" + Key(rng);
+    maybe += f.MayContain(k) ? 1 : 0;
+    maybe_ten += ten.MayContain(k) ? 1 : 0;
+  }
+  INFO(maybe << " (sixteen bits) and " << maybe_ten << " (ten) of " << probes << " answered maybe");
+  CHECK(maybe < probes / 400);  // under 0.25%
+  CHECK(maybe > 0);
+  CHECK(maybe * 4 < maybe_ten);  // several times fewer than ten bits a key
+}
+
 TEST_CASE("key filter: an empty filter holds nothing, keys differ by one byte") {
   KeyFilter f(0);  // one block
   CHECK_FALSE(f.MayContain("a"));
