@@ -7,9 +7,10 @@
 // those for keys that were never in the tree with one cache line: a
 // blocked Bloom filter (one 64-byte block per key, six bits set in it, ten
 // or sixteen bits of the filter per key of capacity: about 1% or 0.1%
-// false positives at capacity). A false positive costs the descent it would have saved; a
-// false negative would let a duplicate in, so the filter only ever gains
-// keys: deletes leave theirs (each a false positive later).
+// false positives at capacity). A false positive costs the descent it
+// would have saved; a false negative would let a duplicate in, so the
+// filter only ever gains keys: deletes leave theirs (each a false positive
+// later).
 //
 // Thread safety: Add and MayContain from any threads at once (the writer
 // and the filter's builder add while writers probe); bits are set with
