@@ -17,6 +17,11 @@ constexpr uint64_t kZeroFillChunk = 4096;
 // Records at least this long are written with pwrite in every mode but
 // kMsync (Append).
 constexpr uint64_t kLogWriteMinBytes = 8192;
+// In kNone and kPeriodic, Append starts the writeback of whole pages behind
+// the head every this many bytes, so that a wrap's sync waits for the last
+// stretch, not a whole lap (a 64 MiB lap took 0.1-0.3 s of a writer's time).
+constexpr uint64_t kLogWritebackBytes = 1 << 20;
+constexpr uint64_t kLogWritebackAlign = 4096;
 
 uint64_t Align8(uint64_t x) { return (x + 7) & ~uint64_t{7}; }
 
@@ -54,6 +59,7 @@ Status Log::Map() {
   (void)file_->AdviseRandomAccess(base_, map_len_);
   used_.store(start_);
   tail_.store(start_);
+  writeback_from_ = start_;
   MutexLock l(&sync_mu_);
   start_offset_ = start_;
   return Status::OK();
@@ -259,6 +265,7 @@ uint64_t Log::last_txid() const {
 void Log::SetPosition(Cursor tail, Cursor head, uint64_t last_txid) {
   tail_.store(tail.offset);
   used_.store(head.offset);
+  writeback_from_ = head.offset;
   MutexLock l(&sync_mu_);
   appended_txid_ = last_txid;
   epoch_.store(head.epoch);
@@ -289,6 +296,7 @@ Status Log::Wrap(uint64_t last_txid) {
     return s;
   }
   used_.store(start_);
+  writeback_from_ = start_;
   MutexLock l(&sync_mu_);
   MarkDurable(appended_lsn_, appended_txid_, epoch);
   epoch_.store(epoch + 1);
@@ -357,6 +365,12 @@ Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Positi
     }
   }
   used_.store(off + len);
+  if ((d == Durability::kNone || d == Durability::kPeriodic) &&
+      off + len >= writeback_from_ + kLogWritebackBytes) {
+    const uint64_t to = (off + len) / kLogWritebackAlign * kLogWritebackAlign;
+    (void)file_->StartWriteback(writeback_from_, to - writeback_from_);  // a hint
+    writeback_from_ = to;
+  }
   MutexLock l(&sync_mu_);
   appended_lsn_ += len;
   appended_txid_ = txid;
@@ -499,6 +513,7 @@ void Log::StopFlusher() {
 
 void Log::Restart(uint64_t epoch) {
   used_.store(start_);
+  writeback_from_ = start_;
   tail_.store(start_);
   {
     MutexLock l(&sync_mu_);

@@ -122,7 +122,9 @@ class Log {
   // the start is free up to the tail.
   // kFsync and kGroup write it with pwrite; kMsync through the log's map
   // (its contract is msync of what it wrote there); kNone and kPeriodic
-  // with pwrite when it spans two pages or more, else through the map.
+  // with pwrite when it spans two pages or more, else through the map; these
+  // two also start the writeback of the whole pages behind the head every
+  // MiB (File::StartWriteback), so that a wrap's sync has little left to do.
   // *fits is
   // false, and nothing is written, when the ring has no room for it.
   // REQUIRES: ready(); `txid` greater than every txid appended before.
@@ -211,6 +213,7 @@ class Log {
   std::atomic<uint64_t> used_{0};  // the head; written by the writer
   std::atomic<uint64_t> tail_{0};  // the oldest needed record; by the writer
   std::vector<uint8_t> buf_;       // a record being written (writer-owned)
+  uint64_t writeback_from_ = 0;    // where Append's next writeback starts (writer-owned)
 
   mutable Mutex sync_mu_;
   CondVar sync_cv_{&sync_mu_};

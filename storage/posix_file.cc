@@ -156,6 +156,19 @@ class PosixFile final : public File {
     return Status::OK();
   }
 
+  Status StartWriteback(uint64_t offset, uint64_t length) override {
+#ifdef SYNC_FILE_RANGE_WRITE
+    if (::sync_file_range(fd_, static_cast<off_t>(offset), static_cast<off_t>(length),
+                          SYNC_FILE_RANGE_WRITE) != 0) {
+      return ErrnoStatus(path_, errno, "sync_file_range");
+    }
+#else
+    (void)offset;
+    (void)length;
+#endif
+    return Status::OK();
+  }
+
   Status TryLock() override {
     int r;
     do {

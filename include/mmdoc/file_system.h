@@ -85,6 +85,13 @@ class File {
   // (the process's write_bytes; a dirty folio is written back whole). A hint: the default does
   // nothing.
   virtual Status AdviseRandomAccess(uint8_t* /*addr*/, uint64_t /*length*/) { return Status::OK(); }
+  // Starts writing the dirty pages of [offset, offset + length) back to
+  // disk and returns without waiting (sync_file_range with
+  // SYNC_FILE_RANGE_WRITE): nothing becomes durable, but a later Sync has
+  // less left to write. The log calls it behind its head so that the sync
+  // at a wrap does not stall a commit on a whole lap of records. A hint:
+  // the default does nothing.
+  virtual Status StartWriteback(uint64_t /*offset*/, uint64_t /*length*/) { return Status::OK(); }
 
   // Takes an exclusive lock on the file (flock on this descriptor), held
   // until the File is destroyed. Busy, naming the path, when another holder

@@ -281,5 +281,108 @@ TEST_CASE("log only: power loss keeps every acknowledged fsync commit, and a pre
   CHECK(wraps > 0);  // the ring wrapped behind lagging merges
 }
 
+// Records each StartWriteback on the log and counts the log's syncs.
+class WritebackFileSystem final : public test::FileSystemWrapper {
+ public:
+  struct Range {
+    uint64_t offset, length;
+  };
+  std::vector<Range> ranges;
+  uint64_t log_syncs = 0;
+
+  Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
+    auto f = base()->Open(path, mode);
+    if (!f.ok()) return f.status();
+    const bool is_log = path.size() >= 4 && path.compare(path.size() - 4, 4, "-log") == 0;
+    if (!is_log) return f;
+    return std::unique_ptr<File>(new LogFile(this, std::move(f.value())));
+  }
+
+ private:
+  class LogFile final : public test::FileWrapper {
+   public:
+    LogFile(WritebackFileSystem* fs, std::unique_ptr<File> real)
+        : FileWrapper(std::move(real)), fs_(fs) {}
+    Status StartWriteback(uint64_t offset, uint64_t length) override {
+      fs_->ranges.push_back(Range{offset, length});
+      return real()->StartWriteback(offset, length);
+    }
+    Status Sync() override {
+      fs_->log_syncs++;
+      return real()->Sync();
+    }
+
+   private:
+    WritebackFileSystem* fs_;
+  };
+};
+
+TEST_CASE("log only: without a sync per commit the log writes back behind its head") {
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  WritebackFileSystem fs;
+  PagerOptions o = RingOptions(4 << 20);
+  o.fs = &fs;
+  auto p = OpenOrDie(path, o);
+  REQUIRE(p->PrepareCommits().ok());
+  uint64_t txid = 0, n = 0, wraps = 0;
+  // A merge lags a stretch of records behind the writer, so the ring wraps.
+  uint64_t mark_through = 0, since_merge = 0;
+  Pager::LogPosition mark_next;
+  bool restarted = false;
+  auto append = [&](Durability d, size_t size) {
+    for (;;) {
+      const uint64_t syncs = fs.log_syncs;
+      const size_t calls = fs.ranges.size();
+      const uint64_t before = p->LogHead().offset;
+      Status s = p->AppendCommit(Payload(n, size), d, &txid);
+      if (s.IsBusy()) {
+        // Up to the mark, or (no mark yet) everything: the log starts over.
+        restarted = mark_through == 0;
+        if (restarted) Merge(p.get(), txid, p->LogHead(), n);
+        if (!restarted) Merge(p.get(), mark_through, mark_next, n);
+        REQUIRE(p->Checkpoint().ok());
+        mark_through = 0;
+        since_merge = 0;
+        continue;
+      }
+      INFO(s.ToString());
+      REQUIRE(s.ok());
+      n++;
+      const uint64_t head = p->LogHead().offset;
+      since_merge += size;
+      if (head < before && !restarted) {
+        wraps++;
+        CHECK(fs.log_syncs > syncs);  // a wrap still makes the lap durable first
+      }
+      for (size_t i = calls; i < fs.ranges.size(); i++) {
+        const auto& r = fs.ranges[i];
+        // Whole pages behind the head, about a MiB at a time, each from
+        // where the one before ended (or from the start after a wrap).
+        CHECK(r.length + 4096 > (1u << 20));
+        CHECK((r.offset + r.length) % 4096 == 0);
+        CHECK(r.offset + r.length <= head);
+        if (i > 0 && fs.ranges[i - 1].offset < r.offset) {
+          CHECK(r.offset == fs.ranges[i - 1].offset + fs.ranges[i - 1].length);
+        }
+      }
+      restarted = false;
+      if (mark_through == 0 && since_merge > (512u << 10)) {
+        mark_through = txid;
+        mark_next = p->LogHead();
+      }
+      return;
+    }
+  };
+  // Three laps of a 4 MiB ring in kNone.
+  while (wraps < 3) append(Durability::kNone, 300 + n % 5000);
+  CHECK(fs.ranges.size() >= 9);
+  // Commits that sync themselves leave nothing to write back.
+  const size_t calls = fs.ranges.size();
+  for (int i = 0; i < 300; i++) append(Durability::kFsync, 5000);
+  CHECK(fs.ranges.size() == calls);
+  CHECK(p->Verify().ok());
+}
+
 }  // namespace
 }  // namespace mmdoc::storage

@@ -40,6 +40,9 @@ class FileWrapper : public storage::File {
   Status AdviseRandomAccess(uint8_t* addr, uint64_t length) override {
     return real_->AdviseRandomAccess(addr, length);
   }
+  Status StartWriteback(uint64_t offset, uint64_t length) override {
+    return real_->StartWriteback(offset, length);
+  }
   Status TryLock() override { return real_->TryLock(); }
   Result<bool> IsAt(const std::string& path) override { return real_->IsAt(path); }
   const std::string& path() const override { return real_->path(); }
