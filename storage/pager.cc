@@ -702,6 +702,11 @@ Status WriteTxnImpl::WriteBack() {
     }
     p_->marks_[id].unsummed = 0;
   }
+  // Start writing them to the disk now, so that the checkpoint after the
+  // merge waits for the last stretch, not for every page (a hint).
+  const uint64_t end =
+      (ids.back() + DecodeFixed32(private_[ids.back()].get() + kPageRunLengthOffset)) * ps;
+  (void)p_->data_->StartWriteback(ids.front() * ps, end - ids.front() * ps);
   for (auto& [id, copy] : private_) {
     const uint32_t run = DecodeFixed32(copy.get() + kPageRunLengthOffset);
     Recycle(std::move(copy), run);
