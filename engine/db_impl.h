@@ -110,6 +110,10 @@ inline constexpr uint64_t kMergePrivateBytes = 16ull << 20;
 // A tree's runs are merged into it once it has this many
 // (docs/write-path.md, "Sorted runs before the leaves").
 inline constexpr size_t kRunsBeforeMerge = 4;
+// MergeAll (close, Check, Checkpoint) merges runs in slices of at least
+// this much, each followed by a checkpoint: a small buffer's slices would
+// make a close sync every few pages.
+inline constexpr uint64_t kMinCloseSliceBytes = 1ull << 20;
 
 struct CatalogCache {
   storage::PageId catalog_root = 0;

@@ -139,7 +139,15 @@ Status DBImpl::MergeAll(bool checkpoint) {
   Status s;
   while (s.ok() && !wb->Frozen().empty()) s = MergeOldest();
   merged_cv_.SignalAll();
-  if (s.ok()) s = MergeRunsNow(1);
+  // The runs in slices, each followed by a checkpoint, as the merger
+  // does: the checkpoint lets the next slice reuse the pages the last one
+  // replaced (rule 5b), so the file grows by a slice, not by a copy of
+  // every leaf the runs touch (a 10M close left a file twice LMDB's).
+  const uint64_t slice = std::max<uint64_t>(run_slice_bytes(), kMinCloseSliceBytes);
+  for (bool more = true; s.ok() && more;) {
+    s = MergeRunsNow(1, slice, &more);
+    if (s.ok() && more) s = pager()->Checkpoint();
+  }
   if (s.ok()) {
     storage::MutexLock l(&gen_mu_);
     runs_due_ = false;

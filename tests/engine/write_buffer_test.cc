@@ -359,6 +359,49 @@ TEST_CASE("write buffer: each write transaction starts from what the last one co
   CHECK(db->Count("b").value() == b.size());
 }
 
+TEST_CASE("write buffer: a close merges the runs a slice at a time, so the file grows by a slice") {
+  // 150k documents in pages (compacted), then 15k updates at random through a 2 MiB
+  // buffer: the runs the close merges touch most of the tree's leaves. In
+  // one transaction each leaf would be copied while its old page waits for
+  // the checkpoint; in slices with a checkpoint between them the copies
+  // reuse the pages the slice before last replaced.
+  const int n = 150000, updates = 15000;
+  std::vector<int> ids(n);
+  for (int i = 0; i < n; i++) ids[i] = i;
+  std::mt19937_64 rng(Seed("close in slices"));
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const std::string pad(150, 'p');
+  TestDB db(Buffered(0));
+  for (int i = 0; i < n; i += 5000) {
+    auto t = db->Begin();
+    REQUIRE(t.ok());
+    for (int j = i; j < i + 5000; j++) REQUIRE(t.value()->Insert("c", Doc(ids[j], j, pad)).ok());
+    REQUIRE(t.value()->Commit().ok());
+  }
+  REQUIRE(db->Compact().ok());  // no free pages for the close's copies to hide in
+  db.Close();
+  db.options() = Buffered(2 << 20);
+  REQUIRE(db.TryOpen().ok());
+  const uint64_t before = db->Stats().value().page_count;
+  for (int i = 0; i < updates; i++) {
+    const int id = static_cast<int>(rng() % n);
+    auto r = db->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
+                           J("{\"$set\": {\"v\": \"u" + std::to_string(i) + "\"}}"));
+    REQUIRE(r.ok());
+    REQUIRE(r.value().matched == 1);
+  }
+  db.Close();
+  db.options() = Buffered(0);
+  REQUIRE(db.TryOpen().ok());
+  const DBStats st = db->Stats().value();
+  CHECK(st.runs == 0);
+  const uint64_t tree = st.collections.at(0).data_pages;
+  INFO("pages " << before << " -> " << st.page_count << ", the _id tree " << tree);
+  // About two slices of 2 MiB (512 pages each), far from a copy of the tree.
+  CHECK(st.page_count - before < tree / 3);
+  CHECK(db->Count("c").value() == static_cast<uint64_t>(n));
+}
+
 TEST_CASE("write buffer: a log full of unmerged records merges and goes on") {
   Options o = Buffered(64 << 20);  // never full by itself: the log fills first
   o.log_size = 64 << 10;
