@@ -141,8 +141,8 @@ Status DBImpl::MergeAll(bool checkpoint) {
   merged_cv_.SignalAll();
   // The runs in slices, each followed by a checkpoint, as the merger
   // does: the checkpoint lets the next slice reuse the pages the last one
-  // replaced (rule 5b), so the file grows by a slice, not by a copy of
-  // every leaf the runs touch (a 10M close left a file twice LMDB's).
+  // replaced (rule 5b), so the file grows by about two slices, not by a
+  // copy of every leaf the runs touch.
   const uint64_t slice = std::max<uint64_t>(run_slice_bytes(), kMinCloseSliceBytes);
   for (bool more = true; s.ok() && more;) {
     s = MergeRunsNow(1, slice, &more);

@@ -19,7 +19,7 @@ constexpr uint64_t kZeroFillChunk = 4096;
 constexpr uint64_t kLogWriteMinBytes = 8192;
 // In kNone and kPeriodic, Append starts the writeback of whole pages behind
 // the head every this many bytes, so that a wrap's sync waits for the last
-// stretch, not a whole lap (a 64 MiB lap took 0.1-0.3 s of a writer's time).
+// stretch, not a whole lap.
 constexpr uint64_t kLogWritebackBytes = 1 << 20;
 constexpr uint64_t kLogWritebackAlign = 4096;
 

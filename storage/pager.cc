@@ -688,9 +688,11 @@ Status WriteTxnImpl::WriteBack() {
   for (const auto& [id, copy] : private_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
   const uint32_t ps = p_->ps_;
+  uint64_t end = 0;  // where the last run written ends
   for (PageId id : ids) {
     uint8_t* pg = private_[id].get();
     const uint32_t run = DecodeFixed32(pg + kPageRunLengthOffset);
+    end = (id + run) * ps;
     // Summed now: the page is written once, not at the checkpoint.
     EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{run} * ps, id));
     Status s = p_->data_->WriteAt(id * ps, pg, uint64_t{run} * ps);
@@ -704,8 +706,6 @@ Status WriteTxnImpl::WriteBack() {
   }
   // Start writing them to the disk now, so that the checkpoint after the
   // merge waits for the last stretch, not for every page (a hint).
-  const uint64_t end =
-      (ids.back() + DecodeFixed32(private_[ids.back()].get() + kPageRunLengthOffset)) * ps;
   (void)p_->data_->StartWriteback(ids.front() * ps, end - ids.front() * ps);
   for (auto& [id, copy] : private_) {
     const uint32_t run = DecodeFixed32(copy.get() + kPageRunLengthOffset);
