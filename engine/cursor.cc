@@ -573,6 +573,13 @@ bool CursorImpl::NextFromScan(std::string_view* doc) {
       return false;
     }
     if (!cursor_->Valid()) return false;
+    // A skipped leaf of a run no longer hides older versions of its keys.
+    bool hidden = false;
+    if (Status h = cursor_->Hidden(&hidden); !h.ok()) {
+      status_ = h;
+      return false;
+    }
+    if (hidden) continue;
     std::string_view d = cursor_->value();
     explain_.docs_examined++;
     if (filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size())) {

@@ -50,6 +50,17 @@ class Layer {
   virtual std::string_view key() const = 0;
   virtual std::string_view value() const = 0;
   virtual bool erased() const = 0;
+  // A run's leaves, for a scan that rejects a group of entries by their
+  // bytes: the BTree cursor whose leaf holds the current entry, nullptr for
+  // a layer without leaves. SkipLeaf moves past the rest of that leaf.
+  virtual const BTree::Cursor* leaves() const { return nullptr; }
+  virtual Status SkipLeaf(uint64_t* /*skipped*/) { return Status::NotSupported("no leaves"); }
+  // *held: this layer has a change of `key` (of hash KeyFilter::HashOf),
+  // which a SkipLeaf may have passed over.
+  virtual Status Holds(std::string_view /*key*/, uint64_t /*hash*/, bool* held) {
+    *held = false;
+    return Status::OK();
+  }
 };
 
 // The overlay, in the tree's order.
@@ -130,7 +141,7 @@ class TableLayer final : public Layer {
 // A run: its entries' tags say put or erase.
 class RunLayer final : public Layer {
  public:
-  explicit RunLayer(BTree* run) : c_(run) {}
+  explicit RunLayer(const RunRef& run) : run_(run), c_(run.tree) {}
   Status Seek(std::string_view target) override { return Load(c_.Seek(target)); }
   Status SeekToFirst() override { return Load(c_.SeekToFirst()); }
   Status SeekToLast() override { return Load(c_.SeekToLast()); }
@@ -140,12 +151,24 @@ class RunLayer final : public Layer {
   std::string_view key() const override { return c_.key(); }
   std::string_view value() const override { return value_; }
   bool erased() const override { return erased_; }
+  const BTree::Cursor* leaves() const override { return &c_; }
+  Status SkipLeaf(uint64_t* skipped) override { return Load(c_.SkipLeaf(skipped)); }
+  Status Holds(std::string_view key, uint64_t hash, bool* held) override {
+    *held = false;
+    // Not RunMayHold: below merged_below an older run's entry still lies
+    // under this one's, though the tree holds both merged.
+    if (run_.filter != nullptr && !run_.filter->MayContainHash(hash)) return Status::OK();
+    bool erased;
+    std::string_view value;
+    return FindInRun(run_.tree, key, held, &erased, &value);
+  }
 
  private:
   Status Load(Status s) {
     if (!s.ok() || !c_.Valid()) return s;
     return DecodeRunValue(c_.value(), &erased_, &value_);
   }
+  const RunRef run_;
   BTree::Cursor c_;
   bool erased_ = false;
   std::string_view value_;
@@ -367,9 +390,11 @@ class BufferedTree::Cursor::Merge {
     for (const BufferTable* table : t->tables_) {
       layers_.push_back(std::make_unique<TableLayer>(table, t->view_->snapshot, t->order_));
     }
-    for (const RunRef& r : t->runs_) layers_.push_back(std::make_unique<RunLayer>(r.tree));
+    for (const RunRef& r : t->runs_) layers_.push_back(std::make_unique<RunLayer>(r));
     layers_.push_back(std::make_unique<TreeLayer>(base));
     tree_layer_ = static_cast<int>(layers_.size()) - 1;
+    skip_from_.resize(layers_.size());
+    skipping_.assign(layers_.size(), false);
   }
 
   bool Valid() const { return cur_ >= 0; }
@@ -378,16 +403,19 @@ class BufferedTree::Cursor::Merge {
 
   Status Seek(std::string_view target) {
     forward_ = true;
+    EndSkips();
     for (auto& l : layers_) MMDOC_RETURN_IF_ERROR(Fail(l->Seek(target)));
     return Settle();
   }
   Status SeekToFirst() {
     forward_ = true;
+    EndSkips();
     for (auto& l : layers_) MMDOC_RETURN_IF_ERROR(Fail(l->SeekToFirst()));
     return Settle();
   }
   Status SeekToLast() {
     forward_ = false;
+    EndSkips();
     for (auto& l : layers_) MMDOC_RETURN_IF_ERROR(Fail(l->SeekToLast()));
     return Settle();
   }
@@ -406,20 +434,45 @@ class BufferedTree::Cursor::Merge {
 
   std::string_view LeafBytes(bool* all_inline) const {
     if (cur_ == tree_layer_) return base_->LeafBytes(all_inline);
+    if (const BTree::Cursor* run = layers_[cur_]->leaves()) return run->LeafBytes(all_inline);
     *all_inline = true;
     return value();
   }
   Status SkipLeaf(uint64_t* skipped) {
     assert(Valid());
-    if (cur_ != tree_layer_) {
+    Layer& l = *layers_[cur_];
+    if (cur_ != tree_layer_ && l.leaves() == nullptr) {
       *skipped = 1;
       return Next();
     }
-    // The BTree wins only where no newer layer has the key, so the others
+    // A layer wins only where no newer layer has the key, so the others
     // stay where they are: at their first key after it (forward).
     if (!forward_) MMDOC_RETURN_IF_ERROR(ToForward());
-    MMDOC_RETURN_IF_ERROR(Fail(base_->SkipLeaf(skipped)));
+    if (cur_ == tree_layer_) {
+      MMDOC_RETURN_IF_ERROR(Fail(base_->SkipLeaf(skipped)));
+    } else {
+      // A run's entries hide older layers' entries of their keys: from this
+      // key on, Hidden looks older entries up in this run.
+      skip_from_[cur_].assign(l.key());
+      skipping_[cur_] = true;
+      any_skipping_ = true;
+      MMDOC_RETURN_IF_ERROR(Fail(l.SkipLeaf(skipped)));
+    }
     return Settle();
+  }
+  Status Hidden(bool* hidden) {
+    *hidden = false;
+    if (!any_skipping_ || cur_ < 0) return Status::OK();
+    const std::string_view k = key();
+    uint64_t hash = 0;
+    bool hashed = false;
+    // Newer layers only; each still skipping is past k (Pick took k).
+    for (int i = 0; i < cur_ && !*hidden; i++) {
+      if (!skipping_[i] || Compare(k, skip_from_[i]) < 0) continue;
+      if (!hashed) hash = KeyFilter::HashOf(k), hashed = true;
+      MMDOC_RETURN_IF_ERROR(layers_[i]->Holds(k, hash, hidden));
+    }
+    return Status::OK();
   }
 
  private:
@@ -454,15 +507,24 @@ class BufferedTree::Cursor::Merge {
 
   // Moves every layer at the current key one step in the direction: the
   // others first, since the current key's bytes may belong to layer cur_.
+  // A layer that moves here ends its skip: the merge has passed its key.
   Status Step() {
     const std::string_view k = layers_[cur_]->key();
     for (int i = 0; i < static_cast<int>(layers_.size()); i++) {
       Layer& l = *layers_[i];
       if (i == cur_ || !l.Valid() || Compare(l.key(), k) != 0) continue;
+      skipping_[i] = false;
       MMDOC_RETURN_IF_ERROR(Fail(forward_ ? l.Next() : l.Prev()));
     }
+    skipping_[cur_] = false;
     Layer& c = *layers_[cur_];
     return Fail(forward_ ? c.Next() : c.Prev());
+  }
+
+  void EndSkips() {
+    if (!any_skipping_) return;
+    skipping_.assign(layers_.size(), false);
+    any_skipping_ = false;
   }
 
   // Picks the current entry, stepping over tombstones.
@@ -476,6 +538,7 @@ class BufferedTree::Cursor::Merge {
 
   // Every other layer to its first key >= the current one.
   Status ToForward() {
+    EndSkips();
     const std::string_view k = layers_[cur_]->key();
     for (int i = 0; i < static_cast<int>(layers_.size()); i++) {
       if (i != cur_) MMDOC_RETURN_IF_ERROR(Fail(layers_[i]->Seek(k)));
@@ -486,6 +549,7 @@ class BufferedTree::Cursor::Merge {
 
   // Every other layer to its last key <= the current one.
   Status ToBackward() {
+    EndSkips();
     const std::string_view k = layers_[cur_]->key();
     for (int i = 0; i < static_cast<int>(layers_.size()); i++) {
       if (i == cur_) continue;
@@ -507,6 +571,11 @@ class BufferedTree::Cursor::Merge {
   int tree_layer_ = 0;
   int cur_ = -1;  // the layer of the current entry; -1: !Valid()
   bool forward_ = true;
+  // Per layer, a run's skip under way: from this key up to the run's
+  // position, an older layer's entry may be one the skipped entries hide.
+  std::vector<std::string> skip_from_;
+  std::vector<bool> skipping_;
+  bool any_skipping_ = false;
 };
 
 BufferedTree::Cursor::Cursor(BufferedTree* tree) : tree_(tree), base_(tree->tree_) {}
@@ -547,6 +616,11 @@ std::string_view BufferedTree::Cursor::LeafBytes(bool* all_inline) const {
 }
 Status BufferedTree::Cursor::SkipLeaf(uint64_t* skipped) {
   return merged_ ? merge_->SkipLeaf(skipped) : base_.SkipLeaf(skipped);
+}
+Status BufferedTree::Cursor::Hidden(bool* hidden) {
+  if (merged_) return merge_->Hidden(hidden);
+  *hidden = false;
+  return Status::OK();
 }
 
 }  // namespace mmdoc::index

@@ -207,21 +207,32 @@ class BufferedTree::Cursor {
 
   // BTree::Cursor's whole-leaf access, for a scan that can reject a group
   // of entries by their bytes. The group: when the current entry comes from
-  // the BTree, its leaf (as BTree::Cursor::LeafBytes says); when it comes
-  // from the overlay, the buffer or a run, that entry alone (its value, and
+  // the BTree or a run, its leaf (as BTree::Cursor::LeafBytes says; a run's
+  // leaf holds its entries' values after their tags); when it comes from
+  // the overlay or the buffer, that entry alone (its value, and
   // *all_inline = true). REQUIRES: Valid()
   std::string_view LeafBytes(bool* all_inline) const;
   // Moves past the rest of the current group, to the next entry after it
-  // in the merged order (or to !Valid() at the end). From an overlay, buffer
-  // or run entry: Next. From a BTree entry: the BTree cursor moves past the
-  // rest of its leaf (BTree::Cursor::SkipLeaf), while entries of newer
-  // layers that sort inside that leaf are still visited, each in turn: the
-  // cursor stops at the first of them, and Next goes on to the next of them
-  // or to the BTree's next leaf. (Turning back with Prev, or a Seek, brings
-  // the leaf's entries back.) *skipped gets the entries passed over: 1, or
-  // the BTree's count, which may include entries hidden by newer layers.
-  // REQUIRES: Valid()
+  // in the merged order (or to !Valid() at the end). From an overlay or
+  // buffer entry: Next. From a BTree or run entry: that tree's cursor moves
+  // past the rest of its leaf (BTree::Cursor::SkipLeaf), while entries of
+  // other layers that sort inside that leaf are still visited, each in
+  // turn: the cursor stops at the first of them, and Next goes on to the
+  // next of them or to the tree's next leaf. (Turning back with Prev, or a
+  // Seek, brings the leaf's entries back.) *skipped gets the entries passed
+  // over: 1, or the tree's count, which may include entries hidden by newer
+  // layers. REQUIRES: Valid()
+  //
+  // A run's entries hide the older layers' entries of the same keys, and a
+  // run's leaf that was skipped no longer does: after such a SkipLeaf the
+  // cursor may stand on an entry that one of the skipped entries replaced or
+  // erased. The caller asks Hidden before it uses an entry.
   Status SkipLeaf(uint64_t* skipped);
+  // *hidden: the current entry is one that an entry passed over by a run's
+  // SkipLeaf replaced or erased (looked up in those runs, through their
+  // key filters); move on with Next. Always false without such a SkipLeaf
+  // since the last Seek. REQUIRES: Valid()
+  Status Hidden(bool* hidden);
 
  private:
   class Merge;       // the layers and the merge (buffered_tree.cc)
