@@ -221,6 +221,16 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->exact_ = false;
   cur->explain_.exact_bounds = cur->exact_;
   cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary.get());
+  if (cur->mode_ == Mode::kScan && cur->filter_.HasNeedle()) {
+    // The buffer's documents without the needle are passed over in bulk, as
+    // leaves without it are (NextFromScan).
+    CursorImpl* self = cur.get();
+    cur->cursor_->RejectInBuffer(
+        [self](std::string_view d) {
+          return self->filter_.MayMatchIn(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+        },
+        &cur->explain_.docs_examined);
+  }
   if (!in_order) {
     cur->explain_.sorted_in_memory = true;
     Status s = cur->Materialize();

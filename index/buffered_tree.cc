@@ -61,6 +61,9 @@ class Layer {
     *held = false;
     return Status::OK();
   }
+  // Whether this layer passes over entries it holds (a table after
+  // Select): an older layer's entry may be one of those hides.
+  virtual bool selective() const { return false; }
 };
 
 // The overlay, in the tree's order.
@@ -104,38 +107,80 @@ class OverlayLayer final : public Layer {
   size_t pos_;  // == size: not Valid()
 };
 
-// One buffer table at the snapshot.
+// One buffer table at the snapshot: every key (through an Iterator), or
+// after Select only the keys whose values a filter accepts.
 class TableLayer final : public Layer {
  public:
   TableLayer(const BufferTable* table, uint64_t snapshot, Comparator order)
-      : it_(table, snapshot, order) {}
+      : table_(table), snapshot_(snapshot), order_(order), it_(table, snapshot, order) {}
+
+  // Keeps only the keys whose values may_match accepts, adding the number
+  // refused to *rejected, unless it accepts more than an eighth of them:
+  // then sorting the accepted costs more than walking every key.
+  void Select(const std::function<bool(std::string_view)>& may_match, uint64_t* rejected) {
+    uint64_t refused = 0;
+    const size_t limit = table_->keys() / 8 + 16;
+    if (table_->Select(snapshot_, order_, may_match, limit, &picked_, &refused)) {
+      selected_ = true;
+      pos_ = picked_.size();
+      *rejected += refused;
+    } else {
+      std::vector<BufferTable::Entry>().swap(picked_);
+    }
+  }
+
   Status Seek(std::string_view target) override {
-    it_.Seek(target);
+    if (!selected_) {
+      it_.Seek(target);
+      return Status::OK();
+    }
+    pos_ = static_cast<size_t>(
+        std::lower_bound(picked_.begin(), picked_.end(), target,
+                         [this](const BufferTable::Entry& e, std::string_view t) {
+                           return CompareKeys(order_, e.key, t) < 0;
+                         }) -
+        picked_.begin());
     return Status::OK();
   }
   Status SeekToFirst() override {
-    it_.SeekToFirst();
+    if (!selected_) it_.SeekToFirst();
+    pos_ = 0;
     return Status::OK();
   }
   Status SeekToLast() override {
-    it_.SeekToLast();
+    if (!selected_) it_.SeekToLast();
+    pos_ = picked_.empty() ? 0 : picked_.size() - 1;
     return Status::OK();
   }
   Status Next() override {
-    it_.Next();
+    if (!selected_) it_.Next();
+    pos_++;
     return Status::OK();
   }
   Status Prev() override {
-    it_.Prev();
+    if (!selected_) it_.Prev();
+    pos_ = pos_ == 0 ? picked_.size() : pos_ - 1;
     return Status::OK();
   }
-  bool Valid() const override { return it_.Valid(); }
-  std::string_view key() const override { return it_.key(); }
-  std::string_view value() const override { return it_.version()->value(); }
-  bool erased() const override { return it_.version()->erased(); }
+  bool Valid() const override { return selected_ ? pos_ < picked_.size() : it_.Valid(); }
+  std::string_view key() const override { return selected_ ? picked_[pos_].key : it_.key(); }
+  std::string_view value() const override { return version()->value(); }
+  bool erased() const override { return version()->erased(); }
+  Status Holds(std::string_view key, uint64_t /*hash*/, bool* held) override {
+    *held = table_->Find(key, snapshot_) != nullptr;
+    return Status::OK();
+  }
+  bool selective() const override { return selected_; }
 
  private:
+  const BufferVersion* version() const { return selected_ ? picked_[pos_].version : it_.version(); }
+  const BufferTable* const table_;
+  const uint64_t snapshot_;
+  const Comparator order_;
   BufferTable::Iterator it_;
+  bool selected_ = false;
+  std::vector<BufferTable::Entry> picked_;  // after Select: in order
+  size_t pos_ = 0;                          // in picked_; == size: not Valid()
 };
 
 // A run: its entries' tags say put or erase.
@@ -385,10 +430,15 @@ void BufferedTree::AppendChanges(std::vector<BufferChange>* out) const {
 
 class BufferedTree::Cursor::Merge {
  public:
-  Merge(BufferedTree* t, BTree::Cursor* base) : order_(t->order_), base_(base) {
+  // `reject`, when set: RejectInBuffer's filter, and the count it adds to.
+  Merge(BufferedTree* t, BTree::Cursor* base, const BytesFilter& reject, uint64_t* rejected)
+      : order_(t->order_), base_(base) {
     if (t->writable_) layers_.push_back(std::make_unique<OverlayLayer>(&t->overlay_, t->order_));
     for (const BufferTable* table : t->tables_) {
-      layers_.push_back(std::make_unique<TableLayer>(table, t->view_->snapshot, t->order_));
+      auto l = std::make_unique<TableLayer>(table, t->view_->snapshot, t->order_);
+      if (reject) l->Select(reject, rejected);
+      any_selective_ = any_selective_ || l->selective();
+      layers_.push_back(std::move(l));
     }
     for (const RunRef& r : t->runs_) layers_.push_back(std::make_unique<RunLayer>(r));
     layers_.push_back(std::make_unique<TreeLayer>(base));
@@ -462,13 +512,15 @@ class BufferedTree::Cursor::Merge {
   }
   Status Hidden(bool* hidden) {
     *hidden = false;
-    if (!any_skipping_ || cur_ < 0) return Status::OK();
+    if ((!any_skipping_ && !any_selective_) || cur_ < 0) return Status::OK();
     const std::string_view k = key();
     uint64_t hash = 0;
     bool hashed = false;
     // Newer layers only; each still skipping is past k (Pick took k).
     for (int i = 0; i < cur_ && !*hidden; i++) {
-      if (!skipping_[i] || Compare(k, skip_from_[i]) < 0) continue;
+      const bool skipped =
+          layers_[i]->selective() || (skipping_[i] && Compare(k, skip_from_[i]) >= 0);
+      if (!skipped) continue;
       if (!hashed) hash = KeyFilter::HashOf(k), hashed = true;
       MMDOC_RETURN_IF_ERROR(layers_[i]->Holds(k, hash, hidden));
     }
@@ -576,6 +628,7 @@ class BufferedTree::Cursor::Merge {
   std::vector<std::string> skip_from_;
   std::vector<bool> skipping_;
   bool any_skipping_ = false;
+  bool any_selective_ = false;  // a table layer passes over entries it holds
 };
 
 BufferedTree::Cursor::Cursor(BufferedTree* tree) : tree_(tree), base_(tree->tree_) {}
@@ -587,7 +640,7 @@ BufferedTree::Cursor::~Cursor() = default;
 BufferedTree::Cursor::Merge* BufferedTree::Cursor::Prepare() {
   merged_ = tree_->Layered();
   if (!merged_) return nullptr;
-  if (merge_ == nullptr) merge_ = std::make_unique<Merge>(tree_, &base_);
+  if (merge_ == nullptr) merge_ = std::make_unique<Merge>(tree_, &base_, reject_, rejected_);
   return merge_.get();
 }
 
@@ -616,6 +669,10 @@ std::string_view BufferedTree::Cursor::LeafBytes(bool* all_inline) const {
 }
 Status BufferedTree::Cursor::SkipLeaf(uint64_t* skipped) {
   return merged_ ? merge_->SkipLeaf(skipped) : base_.SkipLeaf(skipped);
+}
+void BufferedTree::Cursor::RejectInBuffer(BytesFilter may_match, uint64_t* rejected) {
+  reject_ = std::move(may_match);
+  rejected_ = rejected;
 }
 Status BufferedTree::Cursor::Hidden(bool* hidden) {
   if (merged_) return merge_->Hidden(hidden);

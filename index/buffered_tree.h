@@ -41,6 +41,7 @@
 #define MMDOC_INDEX_BUFFERED_TREE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -229,10 +230,23 @@ class BufferedTree::Cursor {
   // erased. The caller asks Hidden before it uses an entry.
   Status SkipLeaf(uint64_t* skipped);
   // *hidden: the current entry is one that an entry passed over by a run's
-  // SkipLeaf replaced or erased (looked up in those runs, through their
-  // key filters); move on with Next. Always false without such a SkipLeaf
-  // since the last Seek. REQUIRES: Valid()
+  // SkipLeaf or by RejectInBuffer replaced or erased (looked up in those
+  // runs, through their key filters, and tables); move on with Next. Always
+  // false without either since the last Seek. REQUIRES: Valid()
   Status Hidden(bool* hidden);
+
+  // A test of a scan's filter on bytes: false when no document within
+  // `bytes` can match (the test LeafBytes's caller makes).
+  using BytesFilter = std::function<bool(std::string_view bytes)>;
+  // For such a scan: the buffer's entries whose values `may_match` refuses
+  // are passed over unseen, each counted in *rejected. A table's values are
+  // then read once, in the buffer's memory order, rather than one by one in
+  // key order through the merge; a table whose values the filter mostly
+  // accepts is walked as usual. An older entry that a passed-over one
+  // replaced or erased is found by Hidden, which the caller asks before it
+  // uses an entry. Call before the first Seek; it holds for the cursor's
+  // life. `rejected` must outlive the cursor.
+  void RejectInBuffer(BytesFilter may_match, uint64_t* rejected);
 
  private:
   class Merge;       // the layers and the merge (buffered_tree.cc)
@@ -241,6 +255,8 @@ class BufferedTree::Cursor {
   BTree::Cursor base_;            // the BTree's; the whole cursor when !merged_
   bool merged_ = false;           // chosen at each Seek: the tree has layers
   std::unique_ptr<Merge> merge_;  // made at the first Seek that merges
+  BytesFilter reject_;            // RejectInBuffer's; empty: none
+  uint64_t* rejected_ = nullptr;
 };
 
 }  // namespace mmdoc::index

@@ -421,6 +421,34 @@ std::shared_ptr<const BufferTable::SortedView> BufferTable::Sorted(uint64_t snap
   return next;
 }
 
+bool BufferTable::Select(uint64_t snapshot, Comparator order,
+                         const std::function<bool(std::string_view)>& may_match, size_t limit,
+                         std::vector<Entry>* out, uint64_t* rejected) const {
+  const Rep& r = *rep_;
+  out->clear();
+  *rejected = 0;
+  const size_t m = r.MarkAfter(snapshot);
+  const size_t n = m == 0 ? 0 : r.marks[m - 1].keys;  // keys of commits <= snapshot
+  for (size_t i = 0; i < n; i++) {
+    // A key's node, version and value lie together in the arena, in the
+    // order of first change: fetch a few keys ahead.
+    if (i + 4 < n) __builtin_prefetch(r.keys[i + 4]);
+    const BufferKeyNode* node = r.keys[i];
+    const BufferVersion* v = Visible(node, snapshot);
+    if (v == nullptr || v->erased()) continue;
+    if (!may_match(v->value())) {
+      ++*rejected;
+      continue;
+    }
+    if (out->size() == limit) return false;
+    out->push_back(Entry{node->key(), v});
+  }
+  std::sort(out->begin(), out->end(), [order](const Entry& a, const Entry& b) {
+    return CompareKeys(order, a.key, b.key) < 0;
+  });
+  return true;
+}
+
 // --- BufferTable::Iterator ---
 //
 // The runs hold disjoint keys, so each run's position is simply where the

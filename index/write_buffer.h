@@ -59,6 +59,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -144,6 +145,22 @@ class BufferTable {
   size_t changes() const;                              // changes, all snapshots
   size_t bytes() const;                                // memory held: arena, hash index, arrays
 
+  // A key with its newest change at a snapshot (Select).
+  struct Entry {
+    std::string_view key;
+    const BufferVersion* version;
+  };
+  // For a scan that rejects documents by their bytes: the keys whose newest
+  // change at `snapshot` is a value that may_match(value) accepts, each
+  // with that change, sorted in `order` into *out; *rejected gets the
+  // number of values refused. The values are read in the order their keys
+  // were first changed, the table's memory order, not in key order: for a
+  // filter that refuses most values this costs a fraction of an Iterator's
+  // walk. Returns false, with *out and *rejected unspecified, as soon as
+  // more than `limit` values are accepted (walk with an Iterator instead).
+  bool Select(uint64_t snapshot, Comparator order,
+              const std::function<bool(std::string_view)>& may_match, size_t limit,
+              std::vector<Entry>* out, uint64_t* rejected) const;
   class Iterator;
 
  private:

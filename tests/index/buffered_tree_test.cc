@@ -206,6 +206,50 @@ std::string CheckSkips(BufferedTree* t, const Model& want, std::mt19937_64* rng,
   return "";
 }
 
+// A forward scan for the values that hold a random byte, as the engine's
+// scan for a needle makes it: the buffer's entries without the byte passed
+// over (RejectInBuffer), BTree and run leaves without it skipped, and every
+// entry Hidden calls hidden stepped over. It must find exactly the entries
+// of `want` whose values hold the byte, in order, and nothing stale.
+std::string CheckRejects(BufferedTree* t, const Model& want, std::mt19937_64* rng,
+                         const std::string& ctx) {
+  const char needle = static_cast<char>((*rng)());
+  auto holds = [needle](std::string_view bytes) {
+    return bytes.find(needle) != std::string_view::npos;
+  };
+  Model expect{want.key_comp()};
+  for (const auto& [k, v] : want)
+    if (holds(v)) expect.emplace(k, v);
+  BufferedTree::Cursor c(t);
+  uint64_t rejected = 0;
+  c.RejectInBuffer(holds, &rejected);
+  Model got{want.key_comp()};
+  std::string last;
+  for (Status s = c.SeekToFirst();; s = c.Next()) {
+    while (s.ok() && c.Valid()) {
+      bool all_inline;
+      const std::string_view bytes = c.LeafBytes(&all_inline);
+      if (!all_inline || holds(bytes)) break;
+      uint64_t skipped = 0;
+      s = c.SkipLeaf(&skipped);
+    }
+    BT_OK(s);
+    if (!c.Valid()) break;
+    bool hidden = false;
+    BT_OK(c.Hidden(&hidden));
+    if (hidden || !holds(c.value())) continue;
+    const std::string k(c.key());
+    BT_EXPECT(got.empty() || want.key_comp()(last, k));
+    auto it = want.find(k);
+    BT_EXPECT(it != want.end());
+    BT_EXPECT(c.value() == it->second);
+    got.emplace(k, it->second);
+    last = k;
+  }
+  BT_EXPECT(got == expect);
+  return "";
+}
+
 // Point reads of keys in `want`, of `probes` (which may be absent) and of
 // a random key.
 std::string CheckGets(BufferedTree* t, const Model& want, const std::vector<std::string>& probes,
@@ -788,8 +832,10 @@ class TreeModel {
         CHECK(t->Put(std::string(kMaxKeySize + 1, 'x'), "x").IsInvalidArgument());
       } else if (op < 95) {
         REQUIRE(pages_count[tree] + t->CountDelta() == static_cast<int64_t>(mm.size()));
-      } else {
+      } else if (op < 98) {
         REQUIRE_EMPTY(CheckScans(t, mm, &rng_, ctx));
+      } else {
+        REQUIRE_EMPTY(CheckRejects(t, mm, &rng_, ctx));
       }
     }
     if (rng_() % 10 == 0) return;  // abort: the overlay is dropped
@@ -895,6 +941,7 @@ class TreeModel {
       REQUIRE_EMPTY(CheckGets(t, want, probes, &rng_, ctx));
       REQUIRE_EMPTY(CheckScans(t, want, &rng_, ctx));
       if (rng_() % 4 == 0) REQUIRE_EMPTY(CheckSkips(t, want, &rng_, ctx));
+      if (rng_() % 2 == 0) REQUIRE_EMPTY(CheckRejects(t, want, &rng_, ctx));
     }
   }
 
