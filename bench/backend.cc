@@ -19,8 +19,8 @@ std::unique_ptr<Backend> NewPostgresBackend(PgTransport) { return nullptr; }
 
 Result<std::unique_ptr<Backend>> NewBackend(std::string_view name) {
   std::unique_ptr<Backend> b;
-  if (name == "mmdoc" || name == "mmdoc-replace" || name == "mmdoc-buffer") {
-    b = NewMmdocBackend(name == "mmdoc-replace", name == "mmdoc-buffer");
+  if (name == "mmdoc" || name == "mmdoc-replace" || name == "mmdoc-pages") {
+    b = NewMmdocBackend(name == "mmdoc-replace", name != "mmdoc-pages");
     if (b == nullptr) {
       return Status::NotSupported("mmdoc-bench was built without the mmdoc engine");
     }
@@ -82,14 +82,14 @@ std::string GroupKey(int32_t g, int32_t n, std::string_view id) {
 
 std::vector<std::string> BackendNames() {
   return {"mmdoc",          "lmdb",          "rocksdb",         "sqlite",
-          "mmdoc-buffer",   "mmdoc-replace", "lmdb-nowritemap", "lmdb-nordahead",
+          "mmdoc-pages",    "mmdoc-replace", "lmdb-nowritemap", "lmdb-nordahead",
           "sqlite-norowid", "postgres",      "postgres-tcp",    "mmdoc-remote",
           "mmdoc-remote-w0"};
 }
 
 std::vector<std::string> DefaultBackendNames() {
   std::vector<std::string> names;
-  if (NewMmdocBackend(false, false) != nullptr) names.push_back("mmdoc");
+  if (NewMmdocBackend(false, true) != nullptr) names.push_back("mmdoc");
   for (const char* n : {"lmdb", "rocksdb", "sqlite"}) names.push_back(n);
   return names;
 }

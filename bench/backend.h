@@ -86,7 +86,7 @@ struct BackendConfig {
   uint64_t mmdoc_log_bytes = 0;
   // mmdoc only: Options::page_size (0 = the library's default).
   uint32_t mmdoc_page_size = 0;
-  // mmdoc-buffer only: Options::write_buffer_size.
+  // mmdoc's Options::write_buffer_size (not mmdoc-pages', which is 0).
   uint64_t mmdoc_buffer_bytes = 64ull << 20;
   // Whether the store has the unique index on `key` from the start. false:
   // the documents alone (what insert_noindex measures); BuildKeyIndex adds
@@ -257,7 +257,7 @@ class Backend {
   // that Session::Mapped* measure against its raw API. Only mmdoc has one.
   virtual bool HasMapping() const { return false; }
   // What the store holds besides its trees at this moment, one line
-  // ("" when nothing): mmdoc-buffer's unmerged buffer and runs, reported
+  // ("" when nothing): mmdoc's unmerged write buffer and runs, reported
   // beside the read phases so that a reader knows what they read through.
   virtual std::string State() const { return ""; }
   // Closes the store (flushes what the engine flushes on close).
@@ -265,7 +265,8 @@ class Backend {
 };
 
 // "mmdoc", "lmdb", "rocksdb", "sqlite", and variants: "mmdoc-replace"
-// (update by Get + Replace), "mmdoc-buffer" (with a write buffer),
+// (update by Get + Replace), "mmdoc-pages" (no write buffer: each commit
+// writes its pages),
 // "lmdb-nowritemap" (LMDB's default), "lmdb-nordahead" (MDB_NORDAHEAD: no
 // readahead, like mmdoc's data map), "sqlite-norowid" (a WITHOUT ROWID
 // table); "mmdoc-remote" and "mmdoc-remote-w0": mmdoc through `mmdoc serve`

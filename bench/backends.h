@@ -17,7 +17,9 @@ std::unique_ptr<Backend> NewRocksDbBackend();
 std::unique_ptr<Backend> NewSqliteBackend(bool rowid);
 // replace: update by Get + Replace instead of Update($set). nullptr when
 // mmdoc-bench was built without the engine (MMDOC_BENCH_WITH_MMDOC).
-// `buffered`: with a write buffer (Options::write_buffer_size).
+// `buffered`: with a write buffer (Options::write_buffer_size, the
+// library's default) or without one ("mmdoc-pages": every commit writes
+// its pages).
 std::unique_ptr<Backend> NewMmdocBackend(bool replace, bool buffered);
 // A private PostgreSQL server per store (bench/pg_server.h). nullptr when
 // mmdoc-bench was built without libpq (MMDOC_BENCH_WITH_POSTGRES) or the

@@ -189,7 +189,8 @@ int Main(int argc, char** argv) {
                  "runs each time it fills; default: the library's, 64)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--mmdoc-buffer-mib", mmdoc_buffer_mib,
-                 "mmdoc-buffer's write buffer in MiB (Options::write_buffer_size)")
+                 "mmdoc's write buffer in MiB (Options::write_buffer_size; mmdoc-pages has "
+                 "none)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--mmdoc-page-kib", mmdoc_page_kib,

@@ -1,6 +1,7 @@
 // mmdoc-layoutbench: what the layout of the file costs mmdoc's reads. Loads
-// the seed's documents twice, the same way mmdoc-bench's insert phase does
-// (random _id order, batches of 1000, unique index on key), compacts the
+// the seed's documents twice, the way mmdoc-bench's insert phase did before
+// the write buffer (random _id order, batches of 1000, unique index on key,
+// each commit writing its pages: write_buffer_size 0), compacts the
 // second store (DB::Compact: full leaves in key order), then alternates
 // rounds of point reads by _id and full scans over the two, so that both
 // see the same machine at nearly the same time. Prints each round and the
@@ -36,6 +37,7 @@ Result<std::unique_ptr<DB>> Load(const std::string& path, const Dataset& data) {
   Options o;
   o.create_if_missing = true;
   o.durability = Durability::kNone;
+  o.write_buffer_size = 0;  // the layout the pages' own inserts leave
   auto db = DB::Open(path, o);
   if (!db.ok()) return db.status();
   DB* d = db.value().get();

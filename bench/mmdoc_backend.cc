@@ -400,7 +400,7 @@ class MmdocBackend : public Backend {
   ~MmdocBackend() override { Close().ok(); }
 
   std::string name() const override {
-    if (buffered_) return "mmdoc-buffer";
+    if (!buffered_) return "mmdoc-pages";
     return replace_ ? "mmdoc-replace" : "mmdoc";
   }
   bool Supports(Durability) const override { return true; }
@@ -412,7 +412,7 @@ class MmdocBackend : public Backend {
     options.sync_interval_ms = config.sync_interval_ms;
     if (config.mmdoc_log_bytes != 0) options.log_size = config.mmdoc_log_bytes;
     if (config.mmdoc_page_size != 0) options.page_size = config.mmdoc_page_size;
-    if (buffered_) options.write_buffer_size = config.mmdoc_buffer_bytes;
+    options.write_buffer_size = buffered_ ? config.mmdoc_buffer_bytes : 0;
     buffer_bytes_ = options.write_buffer_size;
     durability_ = config.durability;
     sync_interval_ms_ = config.sync_interval_ms;

@@ -155,7 +155,7 @@ struct WorkloadConfig {
   uint64_t mmdoc_log_bytes = 0;
   // mmdoc's Options::page_size; 0 = the library's default.
   uint32_t mmdoc_page_size = 0;
-  // mmdoc-buffer's Options::write_buffer_size.
+  // mmdoc's Options::write_buffer_size (not mmdoc-pages', which is 0).
   uint64_t mmdoc_buffer_bytes = 64ull << 20;
   // Parent of the engine's data directory (created and removed here).
   std::string dir;

@@ -155,7 +155,9 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
     return Status::InvalidArgument("sync_interval_ms must be positive");
   std::unique_ptr<DBImpl> db(new DBImpl(path, options));
   uint64_t budget = options.write_buffer_size;
-  if (const char* env = std::getenv("MMDOC_WRITE_BUFFER"); env != nullptr && budget == 0)
+  // The variable replaces the default only: a size the caller chose stays.
+  if (const char* env = std::getenv("MMDOC_WRITE_BUFFER");
+      env != nullptr && budget == kDefaultWriteBufferSize)
     budget = std::strtoull(env, nullptr, 10);
   if (budget > 0) {
     storage::MutexLock l(&db->cache_mu_);

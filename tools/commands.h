@@ -14,16 +14,18 @@
 #include <string>
 #include <vector>
 
+#include "mmdoc/options.h"
+
 namespace mmdoc::tool {
 
 // Arguments every command takes.
 struct CommonArgs {
-  std::string db;                      // path of the database file
-  std::string collection = "default";  // -c
-  bool collection_given = false;       // -c was on the command line
-  std::string durability = "fsync";    // --durability
-  bool accept_log_loss = false;        // --accept-log-loss
-  uint64_t write_buffer_mib = 0;       // --write-buffer-mib
+  std::string db;                                             // path of the database file
+  std::string collection = "default";                         // -c
+  bool collection_given = false;                              // -c was on the command line
+  std::string durability = "fsync";                           // --durability
+  bool accept_log_loss = false;                               // --accept-log-loss
+  uint64_t write_buffer_mib = kDefaultWriteBufferSize >> 20;  // --write-buffer-mib
 };
 
 struct InsertArgs {

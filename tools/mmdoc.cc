@@ -77,7 +77,8 @@ void AddCommon(CLI::App* cmd, CommonArgs* c) {
                 "what the log still holds (the rest is lost)");
   cmd->add_option("--write-buffer-mib", c->write_buffer_mib,
                   "Keep up to N MiB of commits in memory and merge them into the file in the "
-                  "background (Options::write_buffer_size; 0: every commit writes its pages)")
+                  "background (Options::write_buffer_size; 0: every commit writes its pages, "
+                  "no background thread)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 20));
 }

@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
         stderr, "mmdoc-reopenprobe: --docs, --batch, --buffer-mib and --rounds must be positive\n");
     return 2;
   }
-  // MMDOC_WRITE_BUFFER would give the "pages" opens a buffer too.
+  // MMDOC_WRITE_BUFFER would replace a --buffer-mib of 64 (the default size).
   unsetenv("MMDOC_WRITE_BUFFER");
   namespace fs = std::filesystem;
   const fs::path work = fs::path(dir) / ("reopenprobe-" + std::to_string(getpid()));

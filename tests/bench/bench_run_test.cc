@@ -392,12 +392,13 @@ TEST_CASE("mmdoc-bench --lookups sets the point reads per search phase", "[bench
   }
 }
 
-TEST_CASE("mmdoc-bench says what mmdoc-buffer's reads read through", "[bench]") {
+TEST_CASE("mmdoc-bench says what mmdoc's reads read through", "[bench]") {
   test::TempDir dir;
   const std::string json = dir.File("state.json");
   // A 1 MiB buffer, so that 20k inserts leave runs behind it.
   const std::string out = dir.File("state.txt");
-  REQUIRE(Run(test::BuildDir() + "/mmdoc-bench --engines mmdoc-buffer,lmdb --docs 20k --phases " +
+  REQUIRE(Run(test::BuildDir() +
+              "/mmdoc-bench --engines mmdoc,mmdoc-pages,lmdb --docs 20k --phases " +
               "insert,search_id,search_key --mmdoc-buffer-mib 1 --dir " + dir.File("data") +
               " --json " + json + " > " + out) == 0);
   Json j(json);
@@ -415,14 +416,15 @@ TEST_CASE("mmdoc-bench says what mmdoc-buffer's reads read through", "[bench]") 
   }));
   for (const char* phase : {"search_id", "search_key"}) {
     INFO(phase);
-    const std::string got = before[std::string("mmdoc-buffer/") + phase];
+    const std::string got = before[std::string("mmdoc/") + phase];
     std::smatch m;
     REQUIRE(std::regex_search(
         got, m,
         std::regex(R"(^buffer [0-9.]+ MiB unmerged, ([0-9]+) runs \([0-9]+ being merged\))")));
     CHECK(std::stoi(m[1].str()) > 0);  // 20k documents overflow 1 MiB
     CHECK(before[std::string("lmdb/") + phase] == "(none)");
-    CHECK(before["mmdoc-buffer/insert"] == "(none)");
+    CHECK(before[std::string("mmdoc-pages/") + phase] == "(none)");  // no buffer, no runs
+    CHECK(before["mmdoc/insert"] == "(none)");
   }
   CHECK(ReadFile(out).find("  read through   buffer ") != std::string::npos);
 }

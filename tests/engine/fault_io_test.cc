@@ -243,7 +243,7 @@ TEST_CASE("fault io: ENOSPC on the first growth only, then the disk has room aga
     }
     // With a write buffer the growth fails in a background merge, which the
     // next commit retries (and succeeds, the disk having room again).
-    CHECK((saw_full || std::getenv("MMDOC_WRITE_BUFFER") != nullptr));
+    CHECK((saw_full || test::DefaultWriteBuffer() != 0));
   }
   auto db = DB::Open(path, Options());
   REQUIRE(db.ok());

@@ -6,6 +6,8 @@
 #include <random>
 #include <stdexcept>
 
+#include "mmdoc/options.h"
+
 namespace mmdoc::test {
 
 uint64_t Scale() {
@@ -13,6 +15,12 @@ uint64_t Scale() {
   if (s == nullptr || *s == '\0') return 1;
   unsigned long long v = std::strtoull(s, nullptr, 10);
   return v == 0 ? 1 : v;
+}
+
+uint64_t DefaultWriteBuffer() {
+  const char* s = std::getenv("MMDOC_WRITE_BUFFER");
+  if (s == nullptr) return kDefaultWriteBufferSize;
+  return std::strtoull(s, nullptr, 10);
 }
 
 uint64_t Seed(const std::string& what) {

@@ -6,6 +6,8 @@
 //                     bugs); use 10 or more for deep runs.
 //   MMDOC_TEST_SEED   fixes the seed of randomized tests (they print the seed
 //                     they used, so a failure replays).
+//   MMDOC_WRITE_BUFFER read by the library itself: the write buffer of every
+//                     database opened with the default size (0: none).
 #ifndef MMDOC_TESTS_SUPPORT_TEST_ENV_H_
 #define MMDOC_TESTS_SUPPORT_TEST_ENV_H_
 
@@ -20,6 +22,9 @@ uint64_t Scale();
 // MMDOC_TEST_SEED when set, else a fresh random seed. Prints
 // "seed for <what>: N (replay with MMDOC_TEST_SEED=N)" to stderr.
 uint64_t Seed(const std::string& what);
+// The write buffer a database opened with the default Options gets:
+// Options::write_buffer_size's default, or MMDOC_WRITE_BUFFER's size.
+uint64_t DefaultWriteBuffer();
 
 // A fresh empty directory under $TMPDIR (or /tmp), removed with everything in
 // it when the object is destroyed.
