@@ -72,9 +72,9 @@ struct Options {
   // records is merged. After a crash, Open replays the log into the buffer
   // and writes no page (a log holding a definition is replayed into pages).
   // 0: no buffer and no background thread; every commit writes its pages
-  // itself, copying each leaf it changes (at 1M documents point reads a
-  // tenth to a quarter faster, inserts 2.3x and updates 1.4x slower, the
-  // file 1.7x larger; docs/write-path.md). The environment
+  // itself, copying each leaf it changes (at 1M documents point reads 5-18%
+  // faster, inserts 2.4x and updates 1.4x slower, scans 1.6x slower, the
+  // file 1.7-1.9x larger; docs/write-path.md). The environment
   // variable MMDOC_WRITE_BUFFER=BYTES replaces the default for every
   // database opened with it (0 turns the buffer off), so that a program or
   // a test suite can be run either way. Default: 64 MiB.
