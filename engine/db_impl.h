@@ -247,6 +247,9 @@ class DBImpl {
   // (BuildKeyFilters) when the tree has none. REQUIRES: the writer token.
   index::TreeFilters KeyFiltersForWrite(std::string_view name, uint64_t keys)
       MMDOC_EXCLUDES(cache_mu_, gen_mu_);
+  // WriteBuffer::filters_version: while unchanged, filters a writer got
+  // from KeyFiltersForWrite are current (BufferedTree::FiltersCurrent).
+  uint64_t KeyFiltersVersion() MMDOC_EXCLUDES(cache_mu_) { return buffer()->filters_version(); }
   // Forgets the key filters before a transaction writes pages itself (its
   // keys bypass them). REQUIRES: the writer token.
   void DropKeyFilters() MMDOC_EXCLUDES(cache_mu_) { buffer()->DropFilters(); }

@@ -351,10 +351,13 @@ void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s) {
     for (auto& t : c->owned) t->Rebind(txn_.get());
     c->meta.count = cache_->colls.find(name)->second.meta.count;
     c->meta_dirty = false;
+    const uint64_t filters = db_->KeyFiltersVersion();
     for (size_t i = 0; i <= c->index_trees.size(); i++) {
       index::BufferedTree* t = i == 0 ? c->primary.get() : c->index_trees[i - 1].get();
       t->Renew(&view_);
-      t->UseFilters(db_->KeyFiltersForWrite(t->name(), c->meta.count));
+      if (!t->FiltersCurrent(filters)) {
+        t->UseFilters(db_->KeyFiltersForWrite(t->name(), c->meta.count));
+      }
     }
     CountBuffered(c.get());
   }

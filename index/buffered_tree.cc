@@ -400,10 +400,18 @@ Status BufferedTree::DeleteLive(std::string_view key) {
 void BufferedTree::Renew(const BufferView* view) {
   assert(writable_ && view_ != nullptr && view != nullptr);
   view_ = view;
-  view->Tables(name_, &tables_);
+  // A generation's table of this tree, once there, stays: with the same
+  // generations, each holding one, the tables are the same.
+  const auto& gens = view->generations;
+  bool same = table_gens_.size() == gens.size() && tables_.size() == gens.size();
+  for (size_t i = 0; same && i < gens.size(); i++) same = table_gens_[i] == gens[i]->id();
+  if (!same) {
+    view->Tables(name_, &tables_);
+    table_gens_.clear();
+    for (const auto& g : gens) table_gens_.push_back(g->id());
+  }
   overlay_.Clear();
   overlay_delta_ = 0;
-  filters_ = TreeFilters();
 }
 
 int64_t BufferedTree::CountDelta() const {

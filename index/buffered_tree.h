@@ -126,10 +126,20 @@ class BufferedTree {
 
   // Starts the tree over for the next write transaction of the same
   // writer, at `view`: the overlay is emptied and the buffer's tables are
-  // those of `view`; the BTree and the runs stay. Key filters must be given
-  // again (UseFilters). REQUIRES: writable and not direct(); the BTree and
-  // the runs are those of view's storage snapshot (rebound by the caller).
+  // those of `view` (the same ones, found without a lookup, while its
+  // generations are those of the last view and each had one); the BTree
+  // and the runs stay. The key filters stay too: give new ones (UseFilters)
+  // unless FiltersCurrent. REQUIRES: writable and not direct(); the BTree
+  // and the runs are those of view's storage snapshot (rebound by the
+  // caller).
   void Renew(const BufferView* view);
+  // Whether the filters given last are still the buffer's for this tree
+  // (`version`: WriteBuffer::filters_version() now) and need no new one
+  // started, so a writer may keep them instead of asking again.
+  bool FiltersCurrent(uint64_t version) const {
+    return filters_.version == version &&
+           (filters_.building != nullptr || (filters_.ready != nullptr && !filters_.ready->full()));
+  }
 
   // The net change in the number of live keys that the buffer (at the
   // snapshot), the runs and the overlay make to the BTree's: the tree holds
@@ -175,7 +185,8 @@ class BufferedTree {
   // first (fixed until Renew: commits published later are newer than the
   // snapshot).
   std::vector<const BufferTable*> tables_;
-  std::vector<RunRef> runs_;  // UseRuns; newest first
+  std::vector<uint64_t> table_gens_;  // the ids of the generations tables_ was found in
+  std::vector<RunRef> runs_;          // UseRuns; newest first
   Overlay overlay_;
   int64_t overlay_delta_ = 0;  // the overlay's share of CountDelta
   TreeFilters filters_;        // UseFilters; none by default

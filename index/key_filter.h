@@ -81,6 +81,9 @@ struct TreeFilters {
   std::shared_ptr<KeyFilter> ready;
   uint64_t ready_at = 0;
   std::shared_ptr<KeyFilter> building;
+  // WriteBuffer::filters_version() when these were handed out: while it
+  // is unchanged, so are they (a writer may keep them between commits).
+  uint64_t version = 0;
 };
 
 }  // namespace mmdoc::index

@@ -573,7 +573,12 @@ void BufferTable::Iterator::Prev() {
 
 // --- BufferGeneration ---
 
-BufferGeneration::BufferGeneration() = default;
+namespace {
+std::atomic<uint64_t> next_generation_id{1};
+}  // namespace
+
+BufferGeneration::BufferGeneration()
+    : id_(next_generation_id.fetch_add(1, std::memory_order_relaxed)) {}
 BufferGeneration::~BufferGeneration() = default;
 
 const BufferTable* BufferGeneration::Find(std::string_view name) const {
@@ -591,12 +596,21 @@ std::vector<std::pair<std::string, const BufferTable*>> BufferGeneration::Tables
 }
 
 BufferTable* BufferGeneration::TableForWrite(std::string_view name, uint64_t txid) {
-  storage::MutexLock l(&mu_);
-  auto it = tables_.find(name);
-  if (it != tables_.end()) return it->second.get();
-  std::unique_ptr<BufferTable> t(new BufferTable(txid));
-  BufferTable* p = t.get();
-  tables_.emplace(std::string(name), std::move(t));
+  for (const auto& [n, t] : written_)
+    if (n == name) return t;
+  BufferTable* p;
+  {
+    storage::MutexLock l(&mu_);
+    auto it = tables_.find(name);
+    if (it != tables_.end()) {
+      p = it->second.get();
+    } else {
+      std::unique_ptr<BufferTable> t(new BufferTable(txid));
+      p = t.get();
+      tables_.emplace(std::string(name), std::move(t));
+    }
+  }
+  if (written_.size() < 8) written_.emplace_back(std::string(name), p);  // a commit's few trees
   return p;
 }
 
@@ -735,8 +749,11 @@ TreeFilters WriteBuffer::FiltersForWrite(std::string_view name, uint64_t keys, b
     uint64_t capacity = std::max<uint64_t>(kMinFilterKeys, 2 * keys);
     if (f.ready != nullptr) capacity = std::max(capacity, 2 * f.ready->added());
     f.building = std::make_shared<KeyFilter>(capacity);
+    filters_version_.fetch_add(1, std::memory_order_release);
   }
-  return f;
+  TreeFilters out = f;
+  out.version = filters_version_.load(std::memory_order_relaxed);
+  return out;
 }
 
 TreeFilters WriteBuffer::Filters(std::string_view name) const {
@@ -760,12 +777,14 @@ bool WriteBuffer::FinishFilter(const std::string& name, const KeyFilter* f, uint
   if (it == filters_.end() || it->second.building.get() != f) return false;
   it->second.ready = std::move(it->second.building);
   it->second.ready_at = at;
+  filters_version_.fetch_add(1, std::memory_order_release);
   return true;
 }
 
 void WriteBuffer::DropFilters() {
   storage::MutexLock l(&mu_);
   filters_.clear();
+  filters_version_.fetch_add(1, std::memory_order_release);
 }
 
 size_t WriteBuffer::filter_bytes() const {

@@ -250,6 +250,9 @@ class BufferGeneration {
  public:
   BufferGeneration();
   ~BufferGeneration();
+  // Unique among the generations of the process (never reused, unlike an
+  // address), so a writer can tell whether a view's generations changed.
+  uint64_t id() const { return id_; }
   BufferGeneration(const BufferGeneration&) = delete;
   BufferGeneration& operator=(const BufferGeneration&) = delete;
 
@@ -276,6 +279,10 @@ class BufferGeneration {
   void Freeze() { frozen_.store(true, std::memory_order_release); }
   BufferTable* TableForWrite(std::string_view name, uint64_t txid) MMDOC_EXCLUDES(mu_);
 
+  const uint64_t id_;
+  // Writer only: the tables it last wrote, by name, so that a commit finds
+  // its tables without the lock (tables are never removed).
+  std::vector<std::pair<std::string, BufferTable*>> written_;
   mutable storage::Mutex mu_;
   std::map<std::string, std::unique_ptr<BufferTable>, std::less<>> tables_ MMDOC_GUARDED_BY(mu_);
   // Written by the writer only; read by anyone.
@@ -362,6 +369,9 @@ class WriteBuffer {
   // transaction open (the engine's writer token).
   TreeFilters FiltersForWrite(std::string_view name, uint64_t keys, bool* started)
       MMDOC_EXCLUDES(mu_);
+  // Changes whenever any tree's filters do (a start, a FinishFilter, a
+  // DropFilters): filters handed out at this version are still current.
+  uint64_t filters_version() const { return filters_version_.load(std::memory_order_acquire); }
   // Tree `name`'s filters, as they are (for DB::Check).
   TreeFilters Filters(std::string_view name) const MMDOC_EXCLUDES(mu_);
   // The filters being built, by tree name.
@@ -383,6 +393,7 @@ class WriteBuffer {
   std::vector<std::shared_ptr<BufferGeneration>> frozen_ MMDOC_GUARDED_BY(mu_);  // newest first
   std::atomic<uint64_t> last_txid_{0};  // written by the writer only
   std::map<std::string, TreeFilters, std::less<>> filters_ MMDOC_GUARDED_BY(mu_);
+  std::atomic<uint64_t> filters_version_{1};  // changed under mu_
 };
 
 }  // namespace mmdoc::index

@@ -410,6 +410,105 @@ TEST_CASE("buffered tree: reads look through the overlay, the generations and th
   CHECK(got == "E0");
 }
 
+TEST_CASE("buffered tree: Renew finds the tables that later commits and freezes made",
+          "[buffered_tree]") {
+  // A writer keeps its trees between transactions (Renew): a generation
+  // that gained this tree's table since, a freeze and a drop must each show.
+  Pages pages;
+  std::vector<std::pair<std::string, std::string>> base[2] = {{{"a", "A0"}}, {}};
+  pages.Load(base);
+  auto r = pages.store.BeginRead();
+  auto bt = OpenTree(r.get(), 0);
+  WriteBuffer wb;
+  wb.Publish(1, {Change(1, "x", "X1", false, false)});  // another tree only
+  BufferView v1 = wb.View(1);
+  BufferedTree w(bt.get(), &v1, kNames[0], nullptr, true);
+  w.Renew(&v1);  // a second transaction at the same state
+  std::string_view got;
+  CHECK(w.Get("b", &got).IsNotFound());
+
+  wb.Publish(2, {Change(0, "b", "B2", false, false)});  // the same generation gains the table
+  BufferView v2 = wb.View(2);
+  w.Renew(&v2);
+  REQUIRE(w.Get("b", &got).ok());
+  CHECK(got == "B2");
+
+  wb.Publish(3, {Change(0, "b", "B3", false, true)});  // same generations, same table
+  BufferView v3 = wb.View(3);
+  w.Renew(&v3);
+  REQUIRE(w.Get("b", &got).ok());
+  CHECK(got == "B3");
+
+  std::shared_ptr<const BufferGeneration> g = wb.Freeze();
+  REQUIRE(g != nullptr);
+  wb.Publish(4, {Change(0, "c", "C4", false, false)});  // a new generation, newer
+  BufferView v4 = wb.View(4);
+  CHECK(v4.generations[0]->id() != g->id());
+  w.Renew(&v4);
+  REQUIRE(w.Get("c", &got).ok());
+  REQUIRE(w.Get("b", &got).ok());
+  CHECK(got == "B3");
+  CHECK(w.CountDelta() == 2);
+
+  REQUIRE(wb.Drop(g.get()).ok());  // as if merged: later views leave it out
+  BufferView v5 = wb.View(4);
+  w.Renew(&v5);
+  CHECK(w.Get("b", &got).IsNotFound());  // these pages never got it
+  REQUIRE(w.Get("c", &got).ok());
+  CHECK(w.CountDelta() == 1);
+
+  // As many generations as before, but other ones.
+  std::shared_ptr<const BufferGeneration> g2 = wb.Freeze();
+  REQUIRE(g2 != nullptr);
+  wb.Publish(5, {Change(0, "d", "D5", false, false)});
+  REQUIRE(wb.Drop(g2.get()).ok());
+  BufferView v6 = wb.View(5);
+  REQUIRE(v6.generations.size() == v5.generations.size());
+  w.Renew(&v6);
+  REQUIRE(w.Get("d", &got).ok());
+  CHECK(w.Get("c", &got).IsNotFound());
+  CHECK(w.CountDelta() == 1);
+}
+
+TEST_CASE("buffered tree: a writer's key filters are current until the buffer's change",
+          "[buffered_tree]") {
+  WriteBuffer wb;
+  bool started = false;
+  TreeFilters f = wb.FiltersForWrite(kNames[0], 10, &started);
+  CHECK(started);
+  CHECK(f.version == wb.filters_version());
+  Pages pages;
+  std::vector<std::pair<std::string, std::string>> base[2] = {{}, {}};
+  pages.Load(base);
+  auto r = pages.store.BeginRead();
+  auto bt = OpenTree(r.get(), 0);
+  BufferView v = wb.View(0);
+  BufferedTree w(bt.get(), &v, kNames[0], nullptr, true);
+  CHECK_FALSE(w.FiltersCurrent(wb.filters_version()));  // none given yet
+  w.UseFilters(f);
+  CHECK(w.FiltersCurrent(wb.filters_version()));
+  // Asking again changes nothing while one is building.
+  TreeFilters again = wb.FiltersForWrite(kNames[0], 10, &started);
+  CHECK_FALSE(started);
+  CHECK(again.version == f.version);
+  CHECK(w.FiltersCurrent(wb.filters_version()));
+  // Another tree's start, a finished build and a drop each make it stale.
+  const uint64_t before = wb.filters_version();
+  wb.FiltersForWrite(kNames[1], 10, &started);
+  CHECK(started);
+  CHECK(wb.filters_version() != before);
+  CHECK_FALSE(w.FiltersCurrent(wb.filters_version()));
+  w.UseFilters(wb.FiltersForWrite(kNames[0], 10, &started));
+  CHECK(w.FiltersCurrent(wb.filters_version()));
+  REQUIRE(wb.FinishFilter(kNames[0], f.building.get(), 0));
+  CHECK_FALSE(w.FiltersCurrent(wb.filters_version()));
+  w.UseFilters(wb.FiltersForWrite(kNames[0], 10, &started));
+  CHECK_FALSE(started);  // the ready one is not full
+  CHECK(w.FiltersCurrent(wb.filters_version()));
+  wb.DropFilters();
+  CHECK_FALSE(w.FiltersCurrent(wb.filters_version()));
+}
+
 TEST_CASE("buffered tree: errors and limits are BTree's", "[buffered_tree]") {
   Pages pages;
   std::vector<std::pair<std::string, std::string>> base[2] = {{{"k", "v"}}, {}};
