@@ -116,13 +116,18 @@ class TableLayer final : public Layer {
 
   // Keeps only the keys whose values may_match accepts, adding the number
   // refused to *rejected, unless it accepts more than an eighth of them:
-  // then sorting the accepted costs more than walking every key.
-  void Select(const std::function<bool(std::string_view)>& may_match, uint64_t* rejected) {
+  // then sorting the accepted costs more than walking every key. With
+  // `after` (the merge's last key, which this layer has walked past) only
+  // the keys after it, and the layer stands on the first of them; a move
+  // back to or before `after` returns to walking every key.
+  void Select(const std::function<bool(std::string_view)>& may_match, uint64_t* rejected,
+              std::string_view after) {
     uint64_t refused = 0;
     const size_t limit = table_->keys() / 8 + 16;
-    if (table_->Select(snapshot_, order_, may_match, limit, &picked_, &refused)) {
+    if (table_->Select(snapshot_, order_, may_match, after, limit, &picked_, &refused)) {
       selected_ = true;
-      pos_ = picked_.size();
+      after_.assign(after);
+      pos_ = after.empty() ? picked_.size() : 0;
       *rejected += refused;
     } else {
       std::vector<BufferTable::Entry>().swap(picked_);
@@ -130,6 +135,7 @@ class TableLayer final : public Layer {
   }
 
   Status Seek(std::string_view target) override {
+    if (selected_ && !after_.empty() && CompareKeys(order_, target, after_) <= 0) Unselect();
     if (!selected_) {
       it_.Seek(target);
       return Status::OK();
@@ -143,11 +149,13 @@ class TableLayer final : public Layer {
     return Status::OK();
   }
   Status SeekToFirst() override {
+    if (!after_.empty()) Unselect();
     if (!selected_) it_.SeekToFirst();
     pos_ = 0;
     return Status::OK();
   }
   Status SeekToLast() override {
+    if (!after_.empty()) Unselect();
     if (!selected_) it_.SeekToLast();
     pos_ = picked_.empty() ? 0 : picked_.size() - 1;
     return Status::OK();
@@ -158,6 +166,10 @@ class TableLayer final : public Layer {
     return Status::OK();
   }
   Status Prev() override {
+    if (!after_.empty() && !Unselect()) {
+      it_.SeekToLast();  // from past the end
+      return Status::OK();
+    }
     if (!selected_) it_.Prev();
     pos_ = pos_ == 0 ? picked_.size() : pos_ - 1;
     return Status::OK();
@@ -174,12 +186,24 @@ class TableLayer final : public Layer {
 
  private:
   const BufferVersion* version() const { return selected_ ? picked_[pos_].version : it_.version(); }
+  // Back to walking every key, standing on the current one when Valid()
+  // (returned); otherwise the caller positions the layer.
+  bool Unselect() {
+    const bool valid = selected_ && pos_ < picked_.size();
+    if (valid) it_.Seek(picked_[pos_].key);
+    selected_ = false;
+    after_.clear();
+    std::vector<BufferTable::Entry>().swap(picked_);
+    pos_ = 0;
+    return valid;
+  }
   const BufferTable* const table_;
   const uint64_t snapshot_;
   const Comparator order_;
   BufferTable::Iterator it_;
   bool selected_ = false;
   std::vector<BufferTable::Entry> picked_;  // after Select: in order
+  std::string after_;                       // Select's bound; empty: none
   size_t pos_ = 0;                          // in picked_; == size: not Valid()
 };
 
@@ -438,15 +462,24 @@ void BufferedTree::AppendChanges(std::vector<BufferChange>* out) const {
 
 class BufferedTree::Cursor::Merge {
  public:
-  // `reject`, when set: RejectInBuffer's filter, and the count it adds to.
-  Merge(BufferedTree* t, BTree::Cursor* base, const BytesFilter& reject, uint64_t* rejected)
-      : order_(t->order_), base_(base) {
+  // `reject`, when set: RejectInBuffer's filter, the count it adds to, and
+  // the entries the tables yield before it applies.
+  Merge(BufferedTree* t, BTree::Cursor* base, const BytesFilter& reject, uint64_t* rejected,
+        size_t select_after)
+      : order_(t->order_), base_(base), reject_(reject), rejected_(rejected) {
     if (t->writable_) layers_.push_back(std::make_unique<OverlayLayer>(&t->overlay_, t->order_));
+    first_table_ = static_cast<int>(layers_.size());
     for (const BufferTable* table : t->tables_) {
       auto l = std::make_unique<TableLayer>(table, t->view_->snapshot, t->order_);
-      if (reject) l->Select(reject, rejected);
-      any_selective_ = any_selective_ || l->selective();
+      tables_.push_back(l.get());
       layers_.push_back(std::move(l));
+    }
+    if (reject_ && !tables_.empty()) {
+      if (select_after == 0) {
+        SelectTables({});
+      } else {
+        select_in_ = select_after;
+      }
     }
     for (const RunRef& r : t->runs_) layers_.push_back(std::make_unique<RunLayer>(r));
     layers_.push_back(std::make_unique<TreeLayer>(base));
@@ -480,6 +513,15 @@ class BufferedTree::Cursor::Merge {
   Status Next() {
     assert(Valid());
     if (!forward_) MMDOC_RETURN_IF_ERROR(ToForward());
+    if (select_in_ > 0 && cur_ >= first_table_ &&
+        cur_ < first_table_ + static_cast<int>(tables_.size()) && --select_in_ == 0) {
+      // Every layer moves past this key; the tables then yield only
+      // selected keys after it.
+      const std::string last(key());
+      MMDOC_RETURN_IF_ERROR(Step());
+      SelectTables(last);
+      return Settle();
+    }
     MMDOC_RETURN_IF_ERROR(Step());
     return Settle();
   }
@@ -537,6 +579,13 @@ class BufferedTree::Cursor::Merge {
 
  private:
   int Compare(std::string_view a, std::string_view b) const { return CompareKeys(order_, a, b); }
+
+  void SelectTables(std::string_view after) {
+    for (TableLayer* l : tables_) {
+      l->Select(reject_, rejected_, after);
+      any_selective_ = any_selective_ || l->selective();
+    }
+  }
 
   // An error leaves the cursor !Valid().
   Status Fail(Status s) {
@@ -636,7 +685,12 @@ class BufferedTree::Cursor::Merge {
   std::vector<std::string> skip_from_;
   std::vector<bool> skipping_;
   bool any_skipping_ = false;
-  bool any_selective_ = false;  // a table layer passes over entries it holds
+  bool any_selective_ = false;       // a table layer passes over entries it holds
+  std::vector<TableLayer*> tables_;  // layers_[first_table_...], newest first
+  int first_table_ = 0;
+  const BytesFilter reject_;  // RejectInBuffer's, or empty
+  uint64_t* const rejected_;
+  size_t select_in_ = 0;  // > 0: the tables select after this many more steps of theirs
 };
 
 BufferedTree::Cursor::Cursor(BufferedTree* tree) : tree_(tree), base_(tree->tree_) {}
@@ -648,7 +702,9 @@ BufferedTree::Cursor::~Cursor() = default;
 BufferedTree::Cursor::Merge* BufferedTree::Cursor::Prepare() {
   merged_ = tree_->Layered();
   if (!merged_) return nullptr;
-  if (merge_ == nullptr) merge_ = std::make_unique<Merge>(tree_, &base_, reject_, rejected_);
+  if (merge_ == nullptr) {
+    merge_ = std::make_unique<Merge>(tree_, &base_, reject_, rejected_, select_after_);
+  }
   return merge_.get();
 }
 
@@ -678,9 +734,11 @@ std::string_view BufferedTree::Cursor::LeafBytes(bool* all_inline) const {
 Status BufferedTree::Cursor::SkipLeaf(uint64_t* skipped) {
   return merged_ ? merge_->SkipLeaf(skipped) : base_.SkipLeaf(skipped);
 }
-void BufferedTree::Cursor::RejectInBuffer(BytesFilter may_match, uint64_t* rejected) {
+void BufferedTree::Cursor::RejectInBuffer(BytesFilter may_match, uint64_t* rejected,
+                                          size_t select_after) {
   reject_ = std::move(may_match);
   rejected_ = rejected;
+  select_after_ = select_after;
 }
 Status BufferedTree::Cursor::Hidden(bool* hidden) {
   if (merged_) return merge_->Hidden(hidden);

@@ -255,9 +255,14 @@ class BufferedTree::Cursor {
   // key order through the merge; a table whose values the filter mostly
   // accepts is walked as usual. An older entry that a passed-over one
   // replaced or erased is found by Hidden, which the caller asks before it
-  // uses an entry. Call before the first Seek; it holds for the cursor's
-  // life. `rejected` must outlive the cursor.
-  void RejectInBuffer(BytesFilter may_match, uint64_t* rejected);
+  // uses an entry. The tables first yield `select_after` entries as usual
+  // (0: none), so that a scan which stops early, as one with a limit does,
+  // does not read whole tables; moving back before where the tables
+  // started to select walks them as usual. Call before the first Seek; it
+  // holds for the cursor's life. `rejected` must outlive the cursor.
+  static constexpr size_t kSelectAfter = 256;
+  void RejectInBuffer(BytesFilter may_match, uint64_t* rejected,
+                      size_t select_after = kSelectAfter);
 
  private:
   class Merge;       // the layers and the merge (buffered_tree.cc)
@@ -268,6 +273,7 @@ class BufferedTree::Cursor {
   std::unique_ptr<Merge> merge_;  // made at the first Seek that merges
   BytesFilter reject_;            // RejectInBuffer's; empty: none
   uint64_t* rejected_ = nullptr;
+  size_t select_after_ = 0;
 };
 
 }  // namespace mmdoc::index

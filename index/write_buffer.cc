@@ -422,8 +422,9 @@ std::shared_ptr<const BufferTable::SortedView> BufferTable::Sorted(uint64_t snap
 }
 
 bool BufferTable::Select(uint64_t snapshot, Comparator order,
-                         const std::function<bool(std::string_view)>& may_match, size_t limit,
-                         std::vector<Entry>* out, uint64_t* rejected) const {
+                         const std::function<bool(std::string_view)>& may_match,
+                         std::string_view after, size_t limit, std::vector<Entry>* out,
+                         uint64_t* rejected) const {
   const Rep& r = *rep_;
   out->clear();
   *rejected = 0;
@@ -434,6 +435,7 @@ bool BufferTable::Select(uint64_t snapshot, Comparator order,
     // order of first change: fetch a few keys ahead.
     if (i + 4 < n) __builtin_prefetch(r.keys[i + 4]);
     const BufferKeyNode* node = r.keys[i];
+    if (!after.empty() && CompareKeys(order, node->key(), after) <= 0) continue;
     const BufferVersion* v = Visible(node, snapshot);
     if (v == nullptr || v->erased()) continue;
     if (!may_match(v->value())) {

@@ -156,11 +156,12 @@ class BufferTable {
   // number of values refused. The values are read in the order their keys
   // were first changed, the table's memory order, not in key order: for a
   // filter that refuses most values this costs a fraction of an Iterator's
-  // walk. Returns false, with *out and *rejected unspecified, as soon as
-  // more than `limit` values are accepted (walk with an Iterator instead).
+  // walk. Only keys after `after` count, unless it is empty. Returns false,
+  // with *out and *rejected unspecified, as soon as more than `limit`
+  // values are accepted (walk with an Iterator instead).
   bool Select(uint64_t snapshot, Comparator order,
-              const std::function<bool(std::string_view)>& may_match, size_t limit,
-              std::vector<Entry>* out, uint64_t* rejected) const;
+              const std::function<bool(std::string_view)>& may_match, std::string_view after,
+              size_t limit, std::vector<Entry>* out, uint64_t* rejected) const;
   class Iterator;
 
  private:

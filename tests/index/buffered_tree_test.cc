@@ -209,10 +209,14 @@ std::string CheckSkips(BufferedTree* t, const Model& want, std::mt19937_64* rng,
 // A forward scan for the values that hold a random byte, as the engine's
 // scan for a needle makes it: the buffer's entries without the byte passed
 // over (RejectInBuffer), BTree and run leaves without it skipped, and every
-// entry Hidden calls hidden stepped over. It must find exactly the entries
-// of `want` whose values hold the byte, in order, and nothing stale.
+// entry Hidden calls hidden stepped over. The tables start to select at the
+// first Seek or after a few entries. It must find exactly the entries of
+// `want` whose values hold the byte, in order, and nothing stale.
 std::string CheckRejects(BufferedTree* t, const Model& want, std::mt19937_64* rng,
-                         const std::string& ctx) {
+                         const std::string& where) {
+  static constexpr size_t kAfter[] = {0, 0, 1, 2, 5, 20, BufferedTree::Cursor::kSelectAfter};
+  const size_t select_after = kAfter[(*rng)() % std::size(kAfter)];
+  const std::string ctx = where + " (select after " + std::to_string(select_after) + ")";
   const char needle = static_cast<char>((*rng)());
   auto holds = [needle](std::string_view bytes) {
     return bytes.find(needle) != std::string_view::npos;
@@ -222,7 +226,7 @@ std::string CheckRejects(BufferedTree* t, const Model& want, std::mt19937_64* rn
     if (holds(v)) expect.emplace(k, v);
   BufferedTree::Cursor c(t);
   uint64_t rejected = 0;
-  c.RejectInBuffer(holds, &rejected);
+  c.RejectInBuffer(holds, &rejected, select_after);
   Model got{want.key_comp()};
   std::string last;
   for (Status s = c.SeekToFirst();; s = c.Next()) {
@@ -247,6 +251,30 @@ std::string CheckRejects(BufferedTree* t, const Model& want, std::mt19937_64* rn
     last = k;
   }
   BT_EXPECT(got == expect);
+  if (expect.empty()) return "";
+  // The same cursor from an earlier key, and backward from the end: tables
+  // that began to select after a key walk from before it again.
+  auto visible = [&](Model* m) -> std::string {
+    bool hidden = false;
+    BT_OK(c.Hidden(&hidden));
+    if (!hidden && holds(c.value())) m->emplace(c.key(), c.value());
+    return "";
+  };
+  const auto from = std::next(expect.begin(), static_cast<long>((*rng)() % expect.size()));
+  Model again{want.key_comp()};
+  for (Status s = c.Seek(from->first);; s = c.Next()) {
+    BT_OK(s);
+    if (!c.Valid()) break;
+    BT_EXPECT(visible(&again).empty());
+  }
+  BT_EXPECT(again == Model(from, expect.end(), want.key_comp()));
+  Model back{want.key_comp()};
+  for (Status s = c.SeekToLast();; s = c.Prev()) {
+    BT_OK(s);
+    if (!c.Valid()) break;
+    BT_EXPECT(visible(&back).empty());
+  }
+  BT_EXPECT(back == expect);
   return "";
 }
 
