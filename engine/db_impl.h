@@ -63,6 +63,7 @@ enum class LogOp : uint8_t {
   kDropCollection = 5,
   kCreateIndex = 6,
   kDropIndex = 7,
+  kDeleteAll = 8,  // every document of the collection (its trees freed whole)
 };
 
 // Catalog metadata of a collection: u64 count | u32 n | n x (u8 flags:

@@ -206,6 +206,14 @@ RunResult Workload(const std::string& path, Durability mode, FaultFileSystem* fs
         Document d = Doc(id, next_k++, RandomValue(rng));
         s = t->Replace(kColl, Value::Int32(id), d);
         if (s.ok()) next[id] = d.bytes();
+      } else if (rng() % 25 == 0) {
+        // Every document: the trees freed whole, one log record.
+        auto n = t->DeleteMany(kColl, Document());
+        s = n.status();
+        if (s.ok()) {
+          REQUIRE(n.value() == next.size());
+          next.clear();
+        }
       } else {
         int32_t id = pick();
         s = t->Delete(kColl, Value::Int32(id));
