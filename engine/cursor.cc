@@ -223,13 +223,16 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary.get());
   if (cur->mode_ == Mode::kScan && cur->filter_.HasNeedle()) {
     // The buffer's documents without the needle are passed over in bulk, as
-    // leaves without it are (NextFromScan).
+    // leaves without it are (NextFromScan). A scan with a limit may stop
+    // early, so its tables are walked for a while before they select; one
+    // without reads them whole at once (its own walk would cost more).
     CursorImpl* self = cur.get();
     cur->cursor_->RejectInBuffer(
         [self](std::string_view d) {
           return self->filter_.MayMatchIn(reinterpret_cast<const uint8_t*>(d.data()), d.size());
         },
-        &cur->explain_.docs_examined);
+        &cur->explain_.docs_examined,
+        cur->options_.limit > 0 ? index::BufferedTree::Cursor::kSelectAfter : 0);
   }
   if (!in_order) {
     cur->explain_.sorted_in_memory = true;
