@@ -249,17 +249,19 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, b
     std::unique_ptr<storage::Txn> txn;
     index::BufferView view;
     std::shared_ptr<const CatalogCache> cache;
-    Status s = Snapshot(&p, &txn, &view, &cache);
+    std::shared_ptr<index::WriteBuffer> wb;
+    Status s = Snapshot(&p, &txn, &view, &cache, false, &wb);
     if (s.ok()) s = p->BackgroundError();
     if (!s.ok()) {
       ReleaseWriterToken();
       return s;
     }
     writer_thread_.store(std::this_thread::get_id());
-    auto t = std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn), false, d, false);
+    auto t = std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn), false, d, false,
+                                               &cache);
     t->HoldToken();
     t->SetView(std::move(view));
-    t->ReuseBufferedState(TakeWriteState());
+    t->ReuseBufferedState(TakeWriteState(), std::move(wb));
     return t;
   }
   for (;;) {
@@ -296,7 +298,7 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::BeginRead() {
       t->Renew(std::move(txn), std::move(cache));
     } else {
       t = std::make_unique<TransactionImpl>(this, std::move(p), std::move(txn), true,
-                                            Durability::kNone, false);
+                                            Durability::kNone, false, &cache);
     }
     t->SetView(std::move(view));
     return t;

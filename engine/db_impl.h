@@ -200,11 +200,15 @@ class DBImpl {
   // A read snapshot: the pager, its read txn, the buffer's view and the
   // catalog cache, taken together.
   // `internal`: the library's own reader (Pager::BeginInternalRead).
+  // `wb`, when given: the buffer the view is of.
   Status Snapshot(std::shared_ptr<storage::Pager>* p, std::unique_ptr<storage::Txn>* txn,
                   index::BufferView* view, std::shared_ptr<const CatalogCache>* cache,
-                  bool internal = false) MMDOC_EXCLUDES(cache_mu_);
-  // Publishes buffered commit `txid` (REQUIRES: the writer token).
-  void PublishBuffered(uint64_t txid, const std::vector<index::BufferChange>& changes)
+                  bool internal = false, std::shared_ptr<index::WriteBuffer>* wb = nullptr)
+      MMDOC_EXCLUDES(cache_mu_);
+  // Publishes buffered commit `txid` into `wb`, the buffer its txn began on
+  // (REQUIRES: the writer token, so no compaction has replaced it since).
+  void PublishBuffered(index::WriteBuffer* wb, uint64_t txid,
+                       const std::vector<index::BufferChange>& changes)
       MMDOC_EXCLUDES(cache_mu_, merge_mu_);
   // Publishes a commit replayed from the log at open, before the merger
   // runs: the active generation takes every one (DBImpl::OpenPager).
@@ -248,9 +252,6 @@ class DBImpl {
   // (BuildKeyFilters) when the tree has none. REQUIRES: the writer token.
   index::TreeFilters KeyFiltersForWrite(std::string_view name, uint64_t keys)
       MMDOC_EXCLUDES(cache_mu_, gen_mu_);
-  // WriteBuffer::filters_version: while unchanged, filters a writer got
-  // from KeyFiltersForWrite are current (BufferedTree::FiltersCurrent).
-  uint64_t KeyFiltersVersion() MMDOC_EXCLUDES(cache_mu_) { return buffer()->filters_version(); }
   // Forgets the key filters before a transaction writes pages itself (its
   // keys bypass them). REQUIRES: the writer token.
   void DropKeyFilters() MMDOC_EXCLUDES(cache_mu_) { buffer()->DropFilters(); }
@@ -410,6 +411,11 @@ class DBImpl {
   // A merge that failed: the merger stops; writes fail on the pager's
   // sticky error.
   Status merge_error_ MMDOC_GUARDED_BY(gen_mu_);
+  std::atomic<bool> merge_failed_{false};  // !merge_error_.ok(), read without the lock
+  void MergeFailed(const Status& s) MMDOC_REQUIRES(gen_mu_) {
+    merge_error_ = s;
+    merge_failed_.store(true, std::memory_order_release);
+  }
   const storage::Pager* prepared_ = nullptr;  // PrepareCommits ran on it (writer token)
   std::thread merger_;
 };
@@ -443,6 +449,7 @@ struct WriteBuffers {
   std::string log;             // the commit's logical log record
   std::string doc, pk, entry;  // a document, its _id key, an index entry
   std::vector<std::vector<std::string>> old_keys, new_keys;  // per index
+  std::vector<index::BufferChange> changes;                  // a buffered commit's
 };
 
 // A committed write transaction's catalog (with the trees it opened) and
@@ -461,9 +468,11 @@ struct WriteState {
 class TransactionImpl {
  public:
   // `txn` is a transaction of `pager`, which this keeps alive.
+  // `cache`: the catalog cache DBImpl::Snapshot took with `txn`, or
+  // nullptr to look the current one up.
   TransactionImpl(DBImpl* db, std::shared_ptr<storage::Pager> pager,
                   std::unique_ptr<storage::Txn> txn, bool read_only, Durability durability,
-                  bool replaying);
+                  bool replaying, std::shared_ptr<const CatalogCache>* cache = nullptr);
   ~TransactionImpl();
 
   bool read_only() const { return read_only_; }
@@ -520,7 +529,8 @@ class TransactionImpl {
   // the writer's last commit kept (KeepBufferedState) when they describe
   // this txn's starting pages, and starts their trees over at this txn's
   // view (a fifth of a one-document commit is building and freeing them).
-  void ReuseBufferedState(std::unique_ptr<WriteState> s);
+  // `wb`: the buffer the view is of (DBImpl::Snapshot), kept for the commit.
+  void ReuseBufferedState(std::unique_ptr<WriteState> s, std::shared_ptr<index::WriteBuffer> wb);
   bool buffered() const { return has_view_ && !read_only_; }
   // A merge txn: writes every change of `gen` into the pages (each tree's
   // keys in order) and the collections' counts; Commit publishes it with
@@ -679,8 +689,10 @@ class TransactionImpl {
   bool finished_ = false;
   Status poisoned_;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls_;
-  WriteBuffers buf_;              // log record, scratch strings, index keys
-  std::vector<char> skip_index_;  // ReplaceAt: indexes the update cannot change
+  WriteBuffers buf_;                          // log record, scratch strings, index keys
+  std::shared_ptr<index::WriteBuffer> wbuf_;  // a buffered write txn's buffer
+  std::unique_ptr<WriteState> state_shell_;   // the kept state taken, emptied: KeepBufferedState's
+  std::vector<char> skip_index_;              // ReplaceAt: indexes the update cannot change
   // The buffer at this txn's snapshot (SetView); BufferedTrees point at it.
   index::BufferView view_;
   bool has_view_ = false;

@@ -38,7 +38,7 @@ void DBImpl::ReleaseWriterToken() {
 
 Status DBImpl::Snapshot(std::shared_ptr<storage::Pager>* p, std::unique_ptr<storage::Txn>* txn,
                         index::BufferView* view, std::shared_ptr<const CatalogCache>* cache,
-                        bool internal) {
+                        bool internal, std::shared_ptr<index::WriteBuffer>* wb) {
   storage::MutexLock l(&cache_mu_);
   auto r = internal ? pager_->BeginInternalRead() : pager_->BeginRead();
   if (!r.ok()) return r.status();
@@ -46,6 +46,7 @@ Status DBImpl::Snapshot(std::shared_ptr<storage::Pager>* p, std::unique_ptr<stor
   *txn = std::move(r.value());
   *cache = cache_;
   if (wbuf_) *view = wbuf_->View(wbuf_->last_txid());
+  if (wb != nullptr) *wb = wbuf_;
   return Status::OK();
 }
 
@@ -67,10 +68,9 @@ void DBImpl::FreezeActive() {
   merge_cv_.Signal();
 }
 
-void DBImpl::PublishBuffered(uint64_t txid, const std::vector<index::BufferChange>& changes) {
-  std::shared_ptr<index::WriteBuffer> wb = buffer();
-  wb->Publish(txid, changes);
-  if (wb->active_bytes() < buffer_budget_) return;
+void DBImpl::PublishBuffered(index::WriteBuffer* wb, uint64_t txid,
+                             const std::vector<index::BufferChange>& changes) {
+  if (wb->Publish(txid, changes) < buffer_budget_) return;
   // Full: hand it to the merger, once the one before it is merged, so the
   // buffer holds at most two generations (twice the budget).
   storage::MutexLock l(&gen_mu_);
@@ -168,12 +168,14 @@ Status DBImpl::Checkpoint() {
 
 Status DBImpl::RetryFailedMerge() {
   {
+    if (!merge_failed_.load(std::memory_order_acquire)) return Status::OK();
     storage::MutexLock l(&gen_mu_);
     if (merge_error_.ok()) return Status::OK();
   }
   MMDOC_RETURN_IF_ERROR(MergeAll(/*checkpoint=*/false));
   storage::MutexLock l(&gen_mu_);
   merge_error_ = Status::OK();
+  merge_failed_.store(false, std::memory_order_release);
   return Status::OK();
 }
 
@@ -215,7 +217,7 @@ void DBImpl::MergerLoop() {
       }
       {
         storage::MutexLock l(&gen_mu_);
-        if (!s.ok()) merge_error_ = s;
+        if (!s.ok()) MergeFailed(s);
         if (s.ok() && more) {
           runs_due_ = true;
           runs_min_ = std::min(runs_min_, runs_min);
@@ -233,7 +235,7 @@ void DBImpl::MergerLoop() {
       }
       {
         storage::MutexLock l(&gen_mu_);
-        if (!s.ok()) merge_error_ = s;
+        if (!s.ok()) MergeFailed(s);
       }
       merged_cv_.SignalAll();
     }

@@ -225,7 +225,7 @@ Status DBImpl::BeginPointRead(PointRead* r) {
 
 std::unique_ptr<TransactionImpl> DBImpl::ReadOn(PointRead* r) {
   auto t = std::make_unique<TransactionImpl>(this, std::move(r->pager), std::move(r->txn), true,
-                                             Durability::kNone, false);
+                                             Durability::kNone, false, &r->cache);
   if (buffered()) t->SetView(std::move(r->view));
   return t;
 }
@@ -292,14 +292,17 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
 
 TransactionImpl::TransactionImpl(DBImpl* db, std::shared_ptr<storage::Pager> pager,
                                  std::unique_ptr<storage::Txn> txn, bool read_only,
-                                 Durability durability, bool replaying)
+                                 Durability durability, bool replaying,
+                                 std::shared_ptr<const CatalogCache>* cache)
     : db_(db),
       pager_(std::move(pager)),
       txn_(std::move(txn)),
       read_only_(read_only),
       durability_(durability),
       replaying_(replaying) {
-  if (!replaying_) {
+  if (cache != nullptr) {
+    AdoptCache(std::move(*cache));  // taken with txn_, of pager_
+  } else if (!replaying_) {
     std::shared_ptr<storage::Pager> current;
     std::shared_ptr<const CatalogCache> c;
     db_->PagerAndCache(&current, &c);
@@ -334,10 +337,15 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
   colls_ = std::move(s->colls);
   buf_ = std::move(s->buffers);
   buf_.log.clear();
+  s->colls.clear();
+  s->cache.reset();
+  state_shell_ = std::move(s);
 }
 
-void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s) {
-  assert(buffered() && colls_.empty());
+void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s,
+                                         std::shared_ptr<index::WriteBuffer> wb) {
+  assert(buffered() && colls_.empty() && wb != nullptr);
+  wbuf_ = std::move(wb);
   // The same cache object: no merge or page commit published since, so the
   // trees' roots and runs are the ones the states were built on.
   if (!s || s->cache == nullptr || s->cache != cache_) return;
@@ -351,7 +359,8 @@ void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s) {
     for (auto& t : c->owned) t->Rebind(txn_.get());
     c->meta.count = cache_->colls.find(name)->second.meta.count;
     c->meta_dirty = false;
-    const uint64_t filters = db_->KeyFiltersVersion();
+    // While unchanged, the filters this writer got are current.
+    const uint64_t filters = wbuf_->filters_version();
     for (size_t i = 0; i <= c->index_trees.size(); i++) {
       index::BufferedTree* t = i == 0 ? c->primary.get() : c->index_trees[i - 1].get();
       t->Renew(&view_);
@@ -364,11 +373,15 @@ void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s) {
   colls_ = std::move(s->colls);
   buf_ = std::move(s->buffers);
   buf_.log.clear();
+  s->colls.clear();
+  s->cache.reset();
+  state_shell_ = std::move(s);
 }
 
 void TransactionImpl::KeepBufferedState() {
   if (ddl_ || shape_changed_ || replaying_ || cache_ == nullptr || !poisoned_.ok()) return;
-  auto keep = std::make_unique<WriteState>();
+  std::unique_ptr<WriteState> keep =
+      state_shell_ ? std::move(state_shell_) : std::make_unique<WriteState>();
   keep->cache = cache_;
   keep->colls.swap(colls_);
   for (auto it = keep->colls.begin(); it != keep->colls.end();)
@@ -1331,7 +1344,8 @@ Status TransactionImpl::CommitBuffered() {
   }
   EndWrite();
   Status s;
-  std::vector<index::BufferChange> changes;
+  std::vector<index::BufferChange>& changes = buf_.changes;  // KeepBufferedState keeps it
+  changes.clear();
   AppendChanges(&changes);
   // Operations that undid each other leave nothing to log: a record that
   // no generation holds would never be merged.
@@ -1360,7 +1374,8 @@ Status TransactionImpl::CommitBuffered() {
     // syncs; the other modes publish only what is durable as they promise.
     const bool group = durability_ == Durability::kGroup;
     if (s.ok() && !group) s = pager_->SyncCommit(durability_, ticket);
-    if (s.ok()) db_->PublishBuffered(txid, changes);
+    assert(wbuf_ != nullptr);  // set by Begin (ReuseBufferedState)
+    if (s.ok()) db_->PublishBuffered(wbuf_.get(), txid, changes);
     finished_ = true;
     if (s.ok()) KeepBufferedState();
     colls_.clear();

@@ -619,7 +619,8 @@ BufferTable* BufferGeneration::TableForWrite(std::string_view name, uint64_t txi
 void BufferGeneration::Publish(uint64_t txid, const std::vector<BufferChange>& changes) {
   assert(!frozen());
   assert(txid >= last_txid());
-  std::vector<BufferTable*> touched;  // a commit changes few trees
+  std::vector<BufferTable*>& touched = touched_;  // a commit changes few trees
+  touched.clear();
   BufferTable* table = nullptr;
   std::string_view name;
   for (const BufferChange& c : changes) {
@@ -683,17 +684,16 @@ int64_t BufferView::CountDelta(std::string_view name) const {
 WriteBuffer::WriteBuffer() : active_(std::make_shared<BufferGeneration>()) {}
 WriteBuffer::~WriteBuffer() = default;
 
-void WriteBuffer::Publish(uint64_t txid, const std::vector<BufferChange>& changes) {
+size_t WriteBuffer::Publish(uint64_t txid, const std::vector<BufferChange>& changes) {
   assert(txid > 0 && txid >= last_txid());
-  if (!changes.empty()) {
-    BufferGeneration* g;
-    {
-      storage::MutexLock l(&mu_);
-      g = active_.get();  // only this thread replaces it (Freeze)
-    }
-    g->Publish(txid, changes);
+  BufferGeneration* g;
+  {
+    storage::MutexLock l(&mu_);
+    g = active_.get();  // only this thread replaces it (Freeze)
   }
+  if (!changes.empty()) g->Publish(txid, changes);
   last_txid_.store(txid, std::memory_order_release);
+  return g->bytes();
 }
 
 std::shared_ptr<const BufferGeneration> WriteBuffer::Freeze() {

@@ -284,6 +284,7 @@ class BufferGeneration {
   // Writer only: the tables it last wrote, by name, so that a commit finds
   // its tables without the lock (tables are never removed).
   std::vector<std::pair<std::string, BufferTable*>> written_;
+  std::vector<BufferTable*> touched_;  // writer only: Publish's, kept for its memory
   mutable storage::Mutex mu_;
   std::map<std::string, std::unique_ptr<BufferTable>, std::less<>> tables_ MMDOC_GUARDED_BY(mu_);
   // Written by the writer only; read by anyone.
@@ -324,8 +325,8 @@ class WriteBuffer {
   // once; the later change is newer. Readers at snapshots < txid never see
   // them; readers at txid may begin once Publish returns.
   // REQUIRES: the writer's thread; txid > 0 and >= every txid published
-  // before.
-  void Publish(uint64_t txid, const std::vector<BufferChange>& changes) MMDOC_EXCLUDES(mu_);
+  // before. Returns active_bytes() after it.
+  size_t Publish(uint64_t txid, const std::vector<BufferChange>& changes) MMDOC_EXCLUDES(mu_);
 
   // Freezes the active generation and makes a new, empty one active.
   // Returns the generation frozen (the caller merges it into pages, then

@@ -24,6 +24,7 @@ class StickyError {
   bool Has() const { return has_.load(std::memory_order_acquire); }
   // The kept error; OK when none.
   Status Get() MMDOC_EXCLUDES(mu_) {
+    if (!Has()) return Status::OK();  // Set stores has_ after error_
     MutexLock l(&mu_);
     return error_;
   }
