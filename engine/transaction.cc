@@ -337,9 +337,6 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
   colls_ = std::move(s->colls);
   buf_ = std::move(s->buffers);
   buf_.log.clear();
-  s->colls.clear();
-  s->cache.reset();
-  state_shell_ = std::move(s);
 }
 
 void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s,
