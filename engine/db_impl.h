@@ -450,6 +450,7 @@ struct WriteBuffers {
   std::string doc, pk, entry;  // a document, its _id key, an index entry
   std::vector<std::vector<std::string>> old_keys, new_keys;  // per index
   std::vector<index::BufferChange> changes;                  // a buffered commit's
+  std::unique_ptr<engine::Update> update;                    // UpdateOne/Many's, parsed
 };
 
 // A committed write transaction's catalog (with the trees it opened) and

@@ -997,9 +997,19 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
                                              const Document& update, bool many,
                                              const UpdateOptions& options) {
   MMDOC_RETURN_IF_ERROR(Writable());
-  auto u = engine::Update::Parse(update);
-  if (!u.ok()) return u.status();
-  MMDOC_RETURN_IF_ERROR(u.value().BindQuery(filter));  // for the positional $
+  // Parsed into the writer's kept Update, which then allocates nothing; a
+  // large update into one of its own, so that the kept one stays small.
+  constexpr size_t kKeptUpdateBytes = 64 << 10;
+  std::unique_ptr<engine::Update> own;
+  std::unique_ptr<engine::Update>& slot = update.size() <= kKeptUpdateBytes ? buf_.update : own;
+  if (slot == nullptr) slot = std::make_unique<engine::Update>();
+  engine::Update& u = *slot;
+  {
+    bson_t b;
+    update.View(&b);
+    MMDOC_RETURN_IF_ERROR(engine::Update::ParseInto(&b, &u));
+  }
+  MMDOC_RETURN_IF_ERROR(u.BindQuery(filter));  // for the positional $
   const engine::UpdateContext context;
   CollState* c;
   UpdateResult r;
@@ -1008,10 +1018,10 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
       coll, filter, many, &c, [&](std::string_view pk, std::string_view doc) -> Status {
         r.matched++;
         out.clear();
-        MMDOC_RETURN_IF_ERROR(u.value().Apply(reinterpret_cast<const uint8_t*>(doc.data()),
-                                              doc.size(), context, &out));
+        MMDOC_RETURN_IF_ERROR(
+            u.Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), context, &out));
         if (out == doc) return Status::OK();
-        MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u.value()));
+        MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u));
         Log(LogOp::kReplace, coll, out);
         r.modified++;
         return Status::OK();
@@ -1020,7 +1030,7 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
     // Nothing matched: insert what the filter and the update describe
     // (Insert logs it, so replay inserts the same document, _id included).
     std::string doc;
-    MMDOC_RETURN_IF_ERROR(u.value().UpsertDocument(filter, context, &doc));
+    MMDOC_RETURN_IF_ERROR(u.UpsertDocument(filter, context, &doc));
     Value id;
     MMDOC_RETURN_IF_ERROR(Insert(coll, Document::FromTrustedBytes(std::move(doc)), &id));
     r.upserted_id = std::move(id);

@@ -200,6 +200,7 @@ struct PathTree {
     kRenameFrom,  // the source of a $rename: removed when the value moves
     kRenameTo,    // its target: set to the value found at the source
   };
+  // (Reset, below, gives each field its initial value again.)
   Op op = kNone;
   // The operand as the one-element document {"": value}, built from the
   // update's bytes; raw_type() and raw() are its element's type byte and
@@ -246,16 +247,52 @@ struct PathTree {
     }
     return nullptr;
   }
-  PathTree* Child(std::string_view name) {
+  // The child `name`, added when missing: taken from *pool when it has a
+  // node (see Reset), allocated otherwise.
+  PathTree* Child(std::string_view name, std::vector<std::unique_ptr<PathTree>>* pool = nullptr) {
     if (PathTree* c = Find(name)) return c;
-    children.emplace_back(std::string(name), std::make_unique<PathTree>());
+    std::unique_ptr<PathTree> node;
+    if (pool != nullptr && !pool->empty()) {
+      node = std::move(pool->back());
+      pool->pop_back();
+    } else {
+      node = std::make_unique<PathTree>();
+    }
+    children.emplace_back(std::string(name), std::move(node));
     return children.back().second.get();
+  }
+
+  // Back to a new node's state, keeping the memory of its strings and its
+  // child list; its children, each reset, go to *pool for Child to reuse
+  // (a writer parses an update per call: Update::ParseInto). Names every
+  // field above: a field added there belongs here too.
+  void Reset(std::vector<std::unique_ptr<PathTree>>* pool) {
+    for (auto& c : children) {
+      c.second->Reset(pool);
+      pool->push_back(std::move(c.second));
+    }
+    children.clear();
+    op = kNone;
+    value_doc.clear();
+    path.clear();
+    each = false;
+    has_slice = false;
+    slice = 0;
+    has_position = false;
+    position = 0;
+    sort = 0;
+    sort_fields.clear();
+    pop = 0;
+    timestamp = false;
+    pull_kind = kPullEqual;
+    pull_filter.reset();
   }
 };
 
 // Adds `path` to the tree; InvalidArgument when it equals, contains or lies
 // inside a path already there (MongoDB's "conflict" error).
-Status AddPath(PathTree* root, std::string_view path, PathTree** leaf) {
+Status AddPath(PathTree* root, std::string_view path, PathTree** leaf,
+               std::vector<std::unique_ptr<PathTree>>* pool = nullptr) {
   std::vector<std::string> parts;
   if (path.find('.') == std::string_view::npos) {
     if (path.empty()) return Status::InvalidArgument("bad field path", path);
@@ -264,7 +301,7 @@ Status AddPath(PathTree* root, std::string_view path, PathTree** leaf) {
   }
   PathTree* n = root;
   for (size_t i = 0; i < std::max<size_t>(parts.size(), 1); i++) {
-    n = n->Child(parts.empty() ? path : std::string_view(parts[i]));
+    n = n->Child(parts.empty() ? path : std::string_view(parts[i]), pool);
     if (n->op != PathTree::kNone) {
       return Status::InvalidArgument("conflicting update paths " + n->path + " and " +
                                      std::string(path));
@@ -776,6 +813,22 @@ struct Update::Impl {
   std::unique_ptr<Filter> positional_filter;
   // $rename: each source path and its target's node.
   std::vector<std::pair<std::string, const PathTree*>> renames;
+  // Nodes of an earlier parse, for ParseInto's to reuse.
+  std::vector<std::unique_ptr<PathTree>> pool;
+
+  // Fills an empty operator update (Reset) from `update`.
+  Status Parse(const bson_t* update);
+  // An empty operator update, keeping the memory of the last parse.
+  void Reset() {
+    replacement = false;
+    replacement_doc.clear();
+    tree.Reset(&pool);
+    top_level = false;
+    positional_prefix.clear();
+    positional_node = nullptr;
+    positional_filter.reset();
+    renames.clear();
+  }
 
   Status Prepare(const uint8_t* doc, size_t len, const UpdateContext& ctx, ApplyState* st) const;
   Status ApplyOperators(const uint8_t* doc, size_t len, const ApplyState& st,
@@ -792,7 +845,11 @@ void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len, std::s
   out->clear();
   out->reserve(len + 64);
   out->append(4, '\0');  // length, filled in below
-  std::vector<const PathTree*> seen;
+  // Which of the tree's fields the document has, by their place in
+  // tree.children: a mask, or a vector past 64 fields.
+  const size_t fields = tree.children.size();
+  uint64_t seen_mask = 0;
+  std::vector<bool> seen_many(fields > 64 ? fields : 0);
   bson_iter_t it;
   bson_iter_init_from_data(&it, doc, len);
   // An element runs from its type byte (just before its key) to the next
@@ -816,13 +873,24 @@ void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len, std::s
     flush(elem);
     start = elem;
     key_len = bson_iter_key_len(&it);
-    node = tree.Find(std::string_view(key, key_len));
-    if (node != nullptr) seen.push_back(node);
+    node = nullptr;
+    const std::string_view name(key, key_len);
+    for (size_t i = 0; i < fields; i++) {
+      if (tree.children[i].first != name) continue;
+      node = tree.children[i].second.get();
+      if (fields > 64) {
+        seen_many[i] = true;
+      } else {
+        seen_mask |= uint64_t{1} << i;
+      }
+      break;
+    }
   }
   flush(doc + len - 1);
-  for (const auto& [name, child] : tree.children) {
+  for (size_t i = 0; i < fields; i++) {
+    const auto& [name, child] = tree.children[i];
     if (child->op != PathTree::kSet) continue;
-    if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
+    if (fields > 64 ? seen_many[i] : (seen_mask >> i & 1) != 0) continue;
     out->push_back(static_cast<char>(child->raw_type()));
     out->append(name);
     out->push_back('\0');
@@ -1135,22 +1203,35 @@ bool Update::is_replacement() const { return impl_->replacement; }
 bool Update::has_positional() const { return impl_->positional_node != nullptr; }
 
 Result<Update> Update::Parse(const bson_t* update) {
+  Update u(kOperators);
+  MMDOC_RETURN_IF_ERROR(ParseInto(update, &u));
+  return u;
+}
+
+Status Update::ParseInto(const bson_t* update, Update* out) {
+  if (out->impl_ == nullptr) out->impl_ = std::make_unique<Impl>();  // moved from
+  Impl& impl = *out->impl_;
+  impl.Reset();
+  Status s = impl.Parse(update);
+  if (!s.ok()) impl.Reset();
+  return s;
+}
+
+Status Update::Impl::Parse(const bson_t* update) {
   bson_iter_t it;
   if (update == nullptr || !bson_iter_init(&it, update)) {
     return Status::InvalidArgument("update is not a BSON document");
   }
-  Update u(kOperators);
+  Impl& impl = *this;
   bson_iter_t peek = it;
   bool operators = bson_iter_next(&peek) && bson_iter_key(&peek)[0] == '$';
   if (!operators) {
     // A replacement document: stored as given (minus _id handling in Apply).
     MMDOC_RETURN_IF_ERROR(CheckFieldNames(bson_get_data(update), update->len));
-    u.impl_->replacement = true;
-    u.impl_->replacement_doc = Bytes(update);
-    return u;
+    impl.replacement = true;
+    impl.replacement_doc.assign(reinterpret_cast<const char*>(bson_get_data(update)), update->len);
+    return Status::OK();
   }
-  Impl& impl = *u.impl_;
-  impl.replacement = false;
   std::string prefix;
   while (bson_iter_next(&it)) {
     std::string_view op_name = Key(&it);
@@ -1214,7 +1295,7 @@ Result<Update> Update::Parse(const bson_t* update) {
         impl.positional_prefix = prefix;
       }
       PathTree* leaf = nullptr;
-      MMDOC_RETURN_IF_ERROR(AddPath(&impl.tree, path, &leaf));
+      MMDOC_RETURN_IF_ERROR(AddPath(&impl.tree, path, &leaf, &impl.pool));
       leaf->op = op;
       const std::string leaf_path(path);
       if (op == PathTree::kSet || op == PathTree::kInc) {
@@ -1230,14 +1311,13 @@ Result<Update> Update::Parse(const bson_t* update) {
         const char* value = key + path.size() + 1;
         std::string& d = leaf->value_doc;
         const uint32_t len = static_cast<uint32_t>(4 + 2 + (end - value) + 1);
-        d.clear();
-        d.reserve(len);
-        d.resize(4);
-        storage::EncodeFixed32(d.data(), len);
-        d.push_back(key[-1]);  // the element's type byte
-        d.push_back('\0');     // its key, ""
-        d.append(value, end - value);
-        d.push_back('\0');
+        d.resize(len);
+        char* w = d.data();
+        storage::EncodeFixed32(w, len);
+        w[4] = key[-1];  // the element's type byte
+        w[5] = '\0';     // its key, ""
+        std::memcpy(w + 6, value, end - value);
+        w[len - 1] = '\0';
       } else if (op != PathTree::kUnset && op != PathTree::kRenameFrom) {
         MMDOC_RETURN_IF_ERROR(ParseOperand(op, op_name, leaf_path, v, leaf));
       }
@@ -1249,7 +1329,7 @@ Result<Update> Update::Parse(const bson_t* update) {
       }
       if (op == PathTree::kRenameFrom) {
         PathTree* target = nullptr;
-        MMDOC_RETURN_IF_ERROR(AddPath(&impl.tree, rename_to, &target));
+        MMDOC_RETURN_IF_ERROR(AddPath(&impl.tree, rename_to, &target, &impl.pool));
         target->op = PathTree::kRenameTo;
         impl.renames.emplace_back(leaf_path, target);
       }
@@ -1271,7 +1351,7 @@ Result<Update> Update::Parse(const bson_t* update) {
       impl.top_level = false;
     }
   }
-  return u;
+  return Status::OK();
 }
 
 Result<Update> Update::Parse(const Document& update) {

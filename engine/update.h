@@ -63,6 +63,10 @@ class Update {
   // (filters refuse regex values instead).
   static Result<Update> Parse(const bson_t* update);
   static Result<Update> Parse(const Document& update);
+  // Parse into *out, reusing the memory of its last parse (a writer that
+  // parses an update per call keeps one). On an error *out is the empty
+  // operator update, which changes nothing.
+  static Status ParseInto(const bson_t* update, Update* out);
   Update();  // the empty replacement
   ~Update();
   Update(Update&&) noexcept;

@@ -186,6 +186,88 @@ TEST_CASE("Update: the top-level splice gives the general rewrite's bytes", "[up
   CHECK(fast == slow);
 }
 
+TEST_CASE("Update: the top-level splice with more than 64 fields", "[update]") {
+  // The splice marks the fields it found by their place in the update: a
+  // mask up to 64, a vector past it.
+  std::string doc = R"({"_id": 1)", update = R"({"$set": {)";
+  for (int i = 0; i < 80; i++) {
+    if (i % 3 == 0) doc += ", \"f" + std::to_string(i) + "\": " + std::to_string(i);
+    update += std::string(i == 0 ? "" : ", ") + "\"f" + std::to_string(i) + "\": \"v\"";
+  }
+  doc += "}";
+  update += "}}";
+  auto u = Update::Parse(D(update));
+  REQUIRE(u.ok());
+  Document d = D(doc);
+  std::string fast, slow;
+  REQUIRE(u.value().Apply(d.data(), d.size(), &fast).ok());
+  REQUIRE(u.value().Apply(d.data(), d.size(), &slow, false).ok());
+  CHECK(fast == slow);
+  CHECK(Document::FromTrustedBytes(fast).ToJson().find(R"("f79" : "v")") != std::string::npos);
+}
+
+TEST_CASE("Update: ParseInto one Update gives what a new Parse gives", "[update]") {
+  // A writer parses every update into one object; each parse must leave
+  // nothing of the one before (operands, modifiers, filters, renames, the
+  // positional $, a replacement).
+  struct Case {
+    std::string update, filter;
+  };
+  const std::vector<Case> cases = {
+      {R"({"$push": {"a": {"$each": [{"k": 2}, {"k": 1}], "$sort": {"k": 1}, "$slice": 3}}})",
+       "{}"},
+      {R"({"$set": {"a.$.k": 9}})", R"({"a.k": 1})"},
+      {R"({"$set": {"b": 1}})", "{}"},
+      {R"({"$pull": {"a": {"k": {"$gte": 2}}}})", "{}"},
+      {R"({"$rename": {"b": "c"}, "$currentDate": {"d": {"$type": "timestamp"}}})", "{}"},
+      {R"({"x": 1, "y": [1, 2]})", "{}"},
+      {R"({"$set": {"a": 1, "a.b": 2}})", "{}"},  // refused: conflicting
+      {R"({"$inc": {"n": 2}, "$unset": {"b": 1}, "$pop": {"a": -1}})", "{}"},
+      {R"({"$addToSet": {"a": {"$each": [3, 3, 4]}}, "$min": {"n": 0}})", "{}"},
+      {R"({"$set": {"a.$": 5}})", R"({"a": {"k": 2}})"},
+      {R"({"$push": {"a": {"$each": [7], "$position": 0}}, "$mul": {"n": 3}})", "{}"},
+  };
+  const std::string doc = R"({"_id": 1, "a": [{"k": 2}, {"k": 1}], "b": 2, "n": 5})";
+  auto run = [&](Update* u, const Case& c) -> std::string {
+    if (!u->BindQuery(D(c.filter)).ok()) return "bind error";
+    Document d = D(doc);
+    UpdateContext ctx;
+    ctx.now_ms = 1700000000123;
+    std::string out;
+    Status s = u->Apply(d.data(), d.size(), ctx, &out);
+    std::string r = s.ok() ? Document::FromTrustedBytes(out).ToJson() : "error: " + s.message();
+    for (const char* f : {"a", "a.k", "b", "n", "x"}) r += u->MayChange(f) ? " 1" : " 0";
+    return r + (u->is_replacement() ? " replacement" : "") +
+           (u->has_positional() ? " positional" : "");
+  };
+  Update reused;
+  // Every case right after every case.
+  for (size_t i = 0; i < cases.size(); i++) {
+    for (size_t j = 0; j < cases.size(); j++) {
+      for (size_t k : {i, j}) {
+        const Case& c = cases[k];
+        INFO(cases[i].update << " then " << cases[j].update << ": now " << c.update);
+        auto fresh = Update::Parse(D(c.update));
+        const Document update = D(c.update);  // b points into it
+        bson_t b;
+        update.View(&b);
+        Status s = Update::ParseInto(&b, &reused);
+        REQUIRE(s.ok() == fresh.ok());
+        if (!s.ok()) {
+          CHECK(s.ToString() == fresh.status().ToString());
+          // What an error leaves changes nothing.
+          Document d = D(doc);
+          std::string out;
+          REQUIRE(reused.Apply(d.data(), d.size(), &out).ok());
+          CHECK(Document::FromTrustedBytes(out).ToJson() == d.ToJson());
+          continue;
+        }
+        CHECK(run(&reused, c) == run(&fresh.value(), c));
+      }
+    }
+  }
+}
+
 TEST_CASE("Update: replacement", "[update]") {
   auto u = Update::Parse(D(R"({"x": 1})"));
   REQUIRE(u.ok());
