@@ -548,11 +548,18 @@ void SortKey(const uint8_t* doc, size_t len, std::string_view path, int directio
 
 void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,
                std::vector<std::string>* keys) {
-  keys->clear();
-  auto collect = [keys](const bson_value_t* v) {
-    std::string key;
+  // The strings already in *keys are written over, so that a caller that
+  // passes the same vector each time allocates only for longer keys.
+  size_t n = 0;
+  auto next = [keys, &n]() {
+    if (n == keys->size()) keys->emplace_back();
+    std::string* key = &(*keys)[n++];
+    key->clear();
+    return key;
+  };
+  auto collect = [&next](const bson_value_t* v) {
     if (v == nullptr) {
-      AppendNullKey(&key);
+      AppendNullKey(next());
     } else if (v->value_type == BSON_TYPE_ARRAY) {
       // One key per element; an empty array is indexed as null.
       bson_iter_t it;
@@ -560,20 +567,17 @@ void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,
       if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
         while (bson_iter_next(&it)) {
           any = true;
-          std::string elem;
-          AppendKey(bson_iter_value(&it), &elem);
-          keys->push_back(std::move(elem));
+          AppendKey(bson_iter_value(&it), next());
         }
       }
-      if (any) return false;
-      AppendNullKey(&key);
+      if (!any) AppendNullKey(next());
     } else {
-      AppendKey(v, &key);
+      AppendKey(v, next());
     }
-    keys->push_back(std::move(key));
     return false;  // visit every branch
   };
   VisitPath(doc, len, path, collect);
+  keys->resize(n);
   std::sort(keys->begin(), keys->end());
   keys->erase(std::unique(keys->begin(), keys->end()), keys->end());
 }

@@ -67,7 +67,8 @@ void SortKey(const uint8_t* doc, size_t len, std::string_view path, int directio
 // missing -> one null key; a scalar or document -> its key; an array -> one
 // key per distinct element (an empty array -> one null key); arrays met
 // along the path fan out too ({"a":[{"b":1},{"b":2}]} on "a.b" -> 1, 2).
-// Keys are AppendKey encodings, sorted and distinct.
+// Keys are AppendKey encodings, sorted and distinct. They replace what
+// *keys held, reusing its strings' memory.
 void IndexKeys(const uint8_t* doc, size_t len, std::string_view path,
                std::vector<std::string>* keys);
 

@@ -743,14 +743,18 @@ Status TransactionImpl::ComputeKeys(CollState* c, std::string_view doc, KeySets*
                                     const std::vector<char>* skip) {
   if (out->size() < c->meta.indexes.size()) out->resize(c->meta.indexes.size());
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
-    (*out)[i].clear();
-    if (doc.empty() || (skip != nullptr && (*skip)[i])) continue;
+    if (doc.empty() || (skip != nullptr && (*skip)[i])) {
+      (*out)[i].clear();
+      continue;
+    }
     IndexMeta& m = c->meta.indexes[i];
     if (m.simple()) {  // the common case, without IndexEntryKeys' checks
+      // Writes over the last call's keys, reusing their memory.
       engine::IndexKeys(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), m.field,
                         &(*out)[i]);
       continue;
     }
+    (*out)[i].clear();
     bool array = false;
     MMDOC_RETURN_IF_ERROR(IndexEntryKeys(m, reinterpret_cast<const uint8_t*>(doc.data()),
                                          doc.size(), &(*out)[i], &array));
@@ -1061,7 +1065,8 @@ Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_
 Status TransactionImpl::Delete(std::string_view coll, const Value& id) {
   MMDOC_RETURN_IF_ERROR(Writable());
   CollState* c;
-  std::string pk;
+  std::string& pk = buf_.pk;  // its memory kept between calls
+  pk.clear();
   std::string_view old;
   MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &old));
   MMDOC_RETURN_IF_ERROR(DeleteAt(c, pk, old));
