@@ -422,6 +422,22 @@ int CompareValues(const bson_value_t* a, const bson_value_t* b) {
 }
 
 void AppendKey(const bson_value_t* v, std::string* out) {
+  if (v->value_type == BSON_TYPE_UTF8) {
+    // The common key (a string _id or field) without a NUL to escape: the
+    // rank, the bytes and the terminator in one resize and one copy.
+    const char* s = v->value.v_utf8.str;
+    const size_t len = v->value.v_utf8.len;
+    if (std::memchr(s, '\0', len) == nullptr) {
+      const size_t at = out->size();
+      out->resize(at + len + 3);
+      char* p = &(*out)[at];
+      p[0] = RankByte(CanonicalRank(BSON_TYPE_UTF8));
+      std::memcpy(p + 1, s, len);
+      p[len + 1] = '\0';
+      p[len + 2] = '\0';
+      return;
+    }
+  }
   out->push_back(RankByte(CanonicalRank(v->value_type)));
   AppendBody(v, out);
 }

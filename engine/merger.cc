@@ -45,7 +45,7 @@ Status DBImpl::Snapshot(std::shared_ptr<storage::Pager>* p, std::unique_ptr<stor
   *p = pager_;
   *txn = std::move(r.value());
   *cache = cache_;
-  if (wbuf_) *view = wbuf_->View(wbuf_->last_txid());
+  if (wbuf_) wbuf_->View(wbuf_->last_txid(), view);
   if (wb != nullptr) *wb = wbuf_;
   return Status::OK();
 }

@@ -174,6 +174,20 @@ const CachedColl* CachedFor(storage::Txn* txn, const CatalogCache* c, std::strin
   return hit == c->colls.end() ? nullptr : &hit->second;
 }
 
+// *name = CollectionTreeName(coll), or IndexTreeName(coll, field) for a
+// field, left as it is when it already is (a thread's reads are mostly of
+// one tree): a point read then builds no string.
+void SetTreeName(std::string_view coll, std::string_view field, std::string* name) {
+  const char* n = name->data();
+  const size_t size = field.empty() ? coll.size() + 2 : coll.size() + field.size() + 3;
+  if (name->size() == size && n[0] == (field.empty() ? 'c' : 'i') && n[1] == ':' &&
+      std::memcmp(n + 2, coll.data(), coll.size()) == 0 &&
+      (field.empty() || (n[2 + coll.size()] == '\0' &&
+                         std::memcmp(n + 3 + coll.size(), field.data(), field.size()) == 0)))
+    return;
+  *name = field.empty() ? CollectionTreeName(coll) : IndexTreeName(coll, field);
+}
+
 }  // namespace
 
 // A point read on a snapshot's pages and write buffer together.
@@ -181,7 +195,19 @@ struct PointRead {
   std::shared_ptr<storage::Pager> pager;
   std::shared_ptr<const CatalogCache> cache;
   std::unique_ptr<storage::Txn> txn;
-  index::BufferView view;
+  // The thread's, so that its vector keeps its memory between reads; the
+  // generations are let go when the read ends.
+  index::BufferView& view = ThreadView();
+
+  PointRead() = default;
+  PointRead(const PointRead&) = delete;
+  PointRead& operator=(const PointRead&) = delete;
+  ~PointRead() { view.generations.clear(); }
+
+  static index::BufferView& ThreadView() {
+    thread_local index::BufferView v;
+    return v;
+  }
 
   // Looks `key` up in tree `name` (root `root`, runs `runs` of
   // CachedColl::runs): the newest buffered change first, then the runs,
@@ -239,7 +265,7 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
     thread_local std::string pk, name;
     pk.clear();
     engine::AppendKey(id.get(), &pk);
-    name.assign("c:").append(coll);
+    SetTreeName(coll, "", &name);
     std::string_view doc;
     Status s = r.Lookup(name, cc->primary_root, *cc, 0, pk, &doc);
     if (s.IsNotFound()) return Status::NotFound("no document with _id", id.ToJson());
@@ -267,8 +293,8 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
       engine::AppendKey(value.get(), &key);
       thread_local std::string index_name, coll_name;  // read only when buffered
       if (!r.view.generations.empty()) {
-        index_name = IndexTreeName(coll, field);
-        coll_name = CollectionTreeName(coll);
+        SetTreeName(coll, field, &index_name);
+        SetTreeName(coll, "", &coll_name);
       }
       std::string_view pk, doc;
       Status s = r.Lookup(index_name, cc->index_roots[i], *cc, i + 1, key, &pk);

@@ -584,6 +584,12 @@ BufferGeneration::BufferGeneration()
 BufferGeneration::~BufferGeneration() = default;
 
 const BufferTable* BufferGeneration::Find(std::string_view name) const {
+  // A table made after the load is one a reader cannot see yet: its
+  // changes are newer than any snapshot taken before it was listed.
+  const size_t n = listed_count_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; i++)
+    if (listed_[i].first == name) return listed_[i].second;
+  if (n < kListed) return nullptr;
   storage::MutexLock l(&mu_);
   auto it = tables_.find(name);
   return it == tables_.end() ? nullptr : it->second.get();
@@ -610,6 +616,11 @@ BufferTable* BufferGeneration::TableForWrite(std::string_view name, uint64_t txi
       std::unique_ptr<BufferTable> t(new BufferTable(txid));
       p = t.get();
       tables_.emplace(std::string(name), std::move(t));
+      const size_t n = listed_count_.load(std::memory_order_relaxed);
+      if (n < kListed) {
+        listed_[n] = {std::string(name), p};
+        listed_count_.store(n + 1, std::memory_order_release);
+      }
     }
   }
   if (written_.size() < 8) written_.emplace_back(std::string(name), p);  // a commit's few trees
@@ -718,16 +729,21 @@ Status WriteBuffer::Drop(const BufferGeneration* generation) {
 
 BufferView WriteBuffer::View(uint64_t snapshot) const {
   BufferView v;
-  v.snapshot = snapshot;
+  View(snapshot, &v);
+  return v;
+}
+
+void WriteBuffer::View(uint64_t snapshot, BufferView* out) const {
+  out->snapshot = snapshot;
+  out->generations.clear();
   storage::MutexLock l(&mu_);
-  v.generations.reserve(frozen_.size() + 1);
+  out->generations.reserve(frozen_.size() + 1);
   auto add = [&](const std::shared_ptr<BufferGeneration>& g) {
     const uint64_t first = g->first_txid();
-    if (first != 0 && first <= snapshot) v.generations.push_back(g);
+    if (first != 0 && first <= snapshot) out->generations.push_back(g);
   };
   add(active_);
   for (const auto& g : frozen_) add(g);
-  return v;
 }
 
 std::vector<std::shared_ptr<const BufferGeneration>> WriteBuffer::Frozen() const {

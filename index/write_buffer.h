@@ -56,6 +56,7 @@
 #ifndef MMDOC_INDEX_WRITE_BUFFER_H_
 #define MMDOC_INDEX_WRITE_BUFFER_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -287,6 +288,12 @@ class BufferGeneration {
   std::vector<BufferTable*> touched_;  // writer only: Publish's, kept for its memory
   mutable storage::Mutex mu_;
   std::map<std::string, std::unique_ptr<BufferTable>, std::less<>> tables_ MMDOC_GUARDED_BY(mu_);
+  // The first tables made, for Find without the lock (a point read finds its
+  // table in a string compare or two): each entry is written once, under
+  // mu_, before listed_count_ counts it.
+  static constexpr size_t kListed = 8;
+  std::array<std::pair<std::string, const BufferTable*>, kListed> listed_;
+  std::atomic<size_t> listed_count_{0};
   // Written by the writer only; read by anyone.
   std::atomic<bool> frozen_{false};
   std::atomic<uint64_t> first_txid_{0};
@@ -344,6 +351,8 @@ class WriteBuffer {
   // The generations with a change <= snapshot, newest first, and the
   // snapshot. Any thread. REQUIRES: every commit <= snapshot published.
   BufferView View(uint64_t snapshot) const MMDOC_EXCLUDES(mu_);
+  // The same into *out, whose memory it reuses (a point read per call).
+  void View(uint64_t snapshot, BufferView* out) const MMDOC_EXCLUDES(mu_);
 
   // The frozen generations not yet dropped, oldest first (the merge order).
   std::vector<std::shared_ptr<const BufferGeneration>> Frozen() const MMDOC_EXCLUDES(mu_);

@@ -119,6 +119,24 @@ TEST_CASE("AppendKey: strings with NUL order bytewise", "[keys]") {
   CheckPair(V(R"({"a": 1})"), V(R"({"a\u0001": 0})"));
 }
 
+TEST_CASE("AppendKey: a string's bytes, as stored keys have them", "[keys]") {
+  // The key of a string without a NUL (built in one copy) must be the bytes
+  // the general path builds, which files already hold: its rank, the bytes,
+  // two NULs. A string with a NUL takes the general path.
+  const std::string with_nul = Key(Value::String(std::string("a\0b", 3)));
+  REQUIRE(with_nul.size() == 7);
+  const char rank = with_nul[0];
+  CHECK(with_nul.substr(1) == std::string("a\0\xFF"
+                                          "b\0\0",
+                                          6));
+  CHECK(Key(Value::String("ab")) == std::string(1, rank) + "ab" + std::string(2, '\0'));
+  CHECK(Key(Value::String("")) == std::string(1, rank) + std::string(2, '\0'));
+  const std::string guid = "0f8fad5b-d9cb-469f-a165-70867728950e";
+  std::string k = "prefix";
+  AppendKey(Value::String(guid).get(), &k);
+  CHECK(k == "prefix" + std::string(1, rank) + guid + std::string(2, '\0'));
+}
+
 TEST_CASE("AppendKey: containers", "[keys]") {
   CheckPair(V("[]"), V("[1]"));
   CheckPair(V("[1, 2]"), V("[1, 2, 3]"));
