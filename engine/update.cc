@@ -1222,14 +1222,13 @@ Status Update::Impl::Parse(const bson_t* update) {
   if (update == nullptr || !bson_iter_init(&it, update)) {
     return Status::InvalidArgument("update is not a BSON document");
   }
-  Impl& impl = *this;
   bson_iter_t peek = it;
   bool operators = bson_iter_next(&peek) && bson_iter_key(&peek)[0] == '$';
   if (!operators) {
     // A replacement document: stored as given (minus _id handling in Apply).
     MMDOC_RETURN_IF_ERROR(CheckFieldNames(bson_get_data(update), update->len));
-    impl.replacement = true;
-    impl.replacement_doc.assign(reinterpret_cast<const char*>(bson_get_data(update)), update->len);
+    replacement = true;
+    replacement_doc.assign(reinterpret_cast<const char*>(bson_get_data(update)), update->len);
     return Status::OK();
   }
   std::string prefix;
@@ -1288,14 +1287,14 @@ Status Update::Impl::Parse(const bson_t* update) {
         }
       }
       if (!prefix.empty()) {
-        if (!impl.positional_prefix.empty() && impl.positional_prefix != prefix) {
+        if (!positional_prefix.empty() && positional_prefix != prefix) {
           return Status::InvalidArgument("positional $ on two different arrays",
-                                         impl.positional_prefix + ".$ and " + std::string(path));
+                                         positional_prefix + ".$ and " + std::string(path));
         }
-        impl.positional_prefix = prefix;
+        positional_prefix = prefix;
       }
       PathTree* leaf = nullptr;
-      MMDOC_RETURN_IF_ERROR(AddPath(&impl.tree, path, &leaf, &impl.pool));
+      MMDOC_RETURN_IF_ERROR(AddPath(&tree, path, &leaf, &pool));
       leaf->op = op;
       const std::string leaf_path(path);
       if (op == PathTree::kSet || op == PathTree::kInc) {
@@ -1329,26 +1328,26 @@ Status Update::Impl::Parse(const bson_t* update) {
       }
       if (op == PathTree::kRenameFrom) {
         PathTree* target = nullptr;
-        MMDOC_RETURN_IF_ERROR(AddPath(&impl.tree, rename_to, &target, &impl.pool));
+        MMDOC_RETURN_IF_ERROR(AddPath(&tree, rename_to, &target, &pool));
         target->op = PathTree::kRenameTo;
-        impl.renames.emplace_back(leaf_path, target);
+        renames.emplace_back(leaf_path, target);
       }
     }
   }
-  if (!impl.positional_prefix.empty()) {
+  if (!positional_prefix.empty()) {
     std::vector<std::string> parts;
-    MMDOC_RETURN_IF_ERROR(SplitPath(impl.positional_prefix, &parts));
-    const PathTree* n = &impl.tree;
+    MMDOC_RETURN_IF_ERROR(SplitPath(positional_prefix, &parts));
+    const PathTree* n = &tree;
     for (const std::string& p : parts) n = n->Find(p);
-    impl.positional_node = n;
+    positional_node = n;
   }
   // The common shape {$set/$unset: {top-level fields}} is applied by
   // splicing bytes (see SpliceTopLevel).
-  impl.top_level = true;
-  for (const auto& [name, child] : impl.tree.children) {
+  top_level = true;
+  for (const auto& [name, child] : tree.children) {
     if (!child->children.empty() ||
         (child->op != PathTree::kSet && child->op != PathTree::kUnset)) {
-      impl.top_level = false;
+      top_level = false;
     }
   }
   return Status::OK();
