@@ -214,8 +214,9 @@ struct PointRead {
   // then the pages. NotFound when absent or erased.
   Status Lookup(std::string_view name, storage::PageId root, const CachedColl& cc, size_t slot,
                 std::string_view key, std::string_view* value) {
+    const uint64_t hash = index::KeyHash(key);
     if (!view.generations.empty()) {
-      if (const index::BufferVersion* v = view.Find(name, key)) {
+      if (const index::BufferVersion* v = view.Find(name, key, hash)) {
         if (v->erased()) return Status::NotFound("");
         *value = v->value();
         return Status::OK();
@@ -223,7 +224,6 @@ struct PointRead {
     }
     if (slot < cc.runs.size() && !cc.runs[slot].empty()) {
       const std::vector<CachedRun>& runs = cc.runs[slot];
-      const uint64_t hash = index::KeyFilter::HashOf(key);
       for (const CachedRun& r : runs)
         if (r.filter != nullptr) r.filter->Prefetch(hash);
       for (const CachedRun& r : runs) {

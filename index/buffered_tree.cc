@@ -55,7 +55,7 @@ class Layer {
   // a layer without leaves. SkipLeaf moves past the rest of that leaf.
   virtual const BTree::Cursor* leaves() const { return nullptr; }
   virtual Status SkipLeaf(uint64_t* /*skipped*/) { return Status::NotSupported("no leaves"); }
-  // *held: this layer has a change of `key` (of hash KeyFilter::HashOf),
+  // *held: this layer has a change of `key` (of hash KeyHash(key)),
   // which a SkipLeaf may have passed over.
   virtual Status Holds(std::string_view /*key*/, uint64_t /*hash*/, bool* held) {
     *held = false;
@@ -178,8 +178,8 @@ class TableLayer final : public Layer {
   std::string_view key() const override { return selected_ ? picked_[pos_].key : it_.key(); }
   std::string_view value() const override { return version()->value(); }
   bool erased() const override { return version()->erased(); }
-  Status Holds(std::string_view key, uint64_t /*hash*/, bool* held) override {
-    *held = table_->Find(key, snapshot_) != nullptr;
+  Status Holds(std::string_view key, uint64_t hash, bool* held) override {
+    *held = table_->Find(key, hash, snapshot_) != nullptr;
     return Status::OK();
   }
   bool selective() const override { return selected_; }
@@ -282,15 +282,16 @@ BufferedTree::~BufferedTree() = default;
 
 Status BufferedTree::Get(std::string_view key, std::string_view* value) {
   if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
+  const uint64_t hash = KeyHash(key);
   if (!overlay_.empty()) {
-    if (const Overlay::Entry* e = overlay_.Find(key); e != nullptr) {
+    if (const Overlay::Entry* e = overlay_.Find(key, hash); e != nullptr) {
       if (e->erased) return KeyNotFound();
       *value = overlay_.value(*e);
       return Status::OK();
     }
   }
   for (const BufferTable* t : tables_) {
-    const BufferVersion* v = t->Find(key, view_->snapshot);
+    const BufferVersion* v = t->Find(key, hash, view_->snapshot);
     if (v != nullptr) {
       if (v->erased()) return KeyNotFound();
       *value = v->value();
@@ -300,16 +301,15 @@ Status BufferedTree::Get(std::string_view key, std::string_view* value) {
   if (!runs_.empty()) {
     bool found;
     bool erased;
-    MMDOC_RETURN_IF_ERROR(FindInRuns(key, &found, &erased, value));
+    MMDOC_RETURN_IF_ERROR(FindInRuns(key, hash, &found, &erased, value));
     if (found) return erased ? KeyNotFound() : Status::OK();
   }
   return tree_->Get(key, value);
 }
 
-Status BufferedTree::FindInRuns(std::string_view key, bool* found, bool* erased,
+Status BufferedTree::FindInRuns(std::string_view key, uint64_t hash, bool* found, bool* erased,
                                 std::string_view* value) {
   *found = false;
-  const uint64_t hash = KeyFilter::HashOf(key);
   for (const RunRef& r : runs_)
     if (r.filter != nullptr) r.filter->Prefetch(hash);
   for (const RunRef& r : runs_) {
@@ -320,16 +320,16 @@ Status BufferedTree::FindInRuns(std::string_view key, bool* found, bool* erased,
   return Status::OK();
 }
 
-Status BufferedTree::LiveBelow(std::string_view key, bool* live) {
+Status BufferedTree::LiveBelow(std::string_view key, uint64_t hash, bool* live) {
   for (const BufferTable* t : tables_) {
-    const BufferVersion* v = t->Find(key, view_->snapshot);
+    const BufferVersion* v = t->Find(key, hash, view_->snapshot);
     if (v != nullptr) {
       *live = !v->erased();
       return Status::OK();
     }
   }
   const KeyFilter* f = filters_.ready.get();
-  if (f != nullptr && view_->snapshot >= filters_.ready_at && !f->MayContain(key)) {
+  if (f != nullptr && view_->snapshot >= filters_.ready_at && !f->MayContainHash(hash)) {
     *live = false;  // never added, so never live since ready_at
     return Status::OK();
   }
@@ -337,7 +337,7 @@ Status BufferedTree::LiveBelow(std::string_view key, bool* live) {
   if (!runs_.empty()) {
     bool found;
     bool erased;
-    MMDOC_RETURN_IF_ERROR(FindInRuns(key, &found, &erased, &unused));
+    MMDOC_RETURN_IF_ERROR(FindInRuns(key, hash, &found, &erased, &unused));
     if (found) {
       *live = !erased;
       return Status::OK();
@@ -352,7 +352,8 @@ Status BufferedTree::Put(std::string_view key, std::string_view value, PutMode m
   if (direct()) return tree_->Put(key, value, mode);
   MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
   if (!writable_) return ReadOnly();
-  const Overlay::Entry* e = overlay_.Find(key);
+  const uint64_t hash = KeyHash(key);
+  const Overlay::Entry* e = overlay_.Find(key, hash);
   bool live;
   bool was_live;
   if (e != nullptr) {
@@ -362,17 +363,17 @@ Status BufferedTree::Put(std::string_view key, std::string_view value, PutMode m
     if (trusted_ && mode != PutMode::kUpsert) {
       live = mode == PutMode::kUpdate;
     } else {
-      MMDOC_RETURN_IF_ERROR(LiveBelow(key, &live));
+      MMDOC_RETURN_IF_ERROR(LiveBelow(key, hash, &live));
     }
     was_live = live;
   }
   if (mode == PutMode::kInsert && live) return Status::AlreadyExists("key already exists");
   if (mode == PutMode::kUpdate && !live) return KeyNotFound();
-  overlay_.Set(key, value, /*erased=*/false, was_live);
+  overlay_.Set(key, hash, value, /*erased=*/false, was_live);
   if (!live) {
     overlay_delta_++;
-    if (filters_.ready != nullptr) filters_.ready->Add(key);
-    if (filters_.building != nullptr) filters_.building->Add(key);
+    if (filters_.ready != nullptr) filters_.ready->AddHash(hash);
+    if (filters_.building != nullptr) filters_.building->AddHash(hash);
   }
   return Status::OK();
 }
@@ -381,22 +382,26 @@ Status BufferedTree::Delete(std::string_view key) {
   if (direct()) return tree_->Delete(key);
   if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
   if (!writable_) return ReadOnly();
-  if (const Overlay::Entry* e = overlay_.Find(key); e != nullptr) {
+  return DeleteHashed(key, KeyHash(key));
+}
+
+Status BufferedTree::DeleteHashed(std::string_view key, uint64_t hash) {
+  if (const Overlay::Entry* e = overlay_.Find(key, hash); e != nullptr) {
     if (e->erased) return KeyNotFound();
     if (!e->was_live) {
       // Absent below, so forgetting the change restores the same state
       // and spares the buffer a tombstone.
-      overlay_.Remove(key);
+      overlay_.Remove(key, hash);
     } else {
-      overlay_.Set(key, {}, /*erased=*/true, /*was_live=*/true);
+      overlay_.Set(key, hash, {}, /*erased=*/true, /*was_live=*/true);
     }
     overlay_delta_--;
     return Status::OK();
   }
   bool live = true;
-  if (!trusted_) MMDOC_RETURN_IF_ERROR(LiveBelow(key, &live));
+  if (!trusted_) MMDOC_RETURN_IF_ERROR(LiveBelow(key, hash, &live));
   if (!live) return KeyNotFound();
-  overlay_.Set(key, {}, /*erased=*/true, /*was_live=*/true);
+  overlay_.Set(key, hash, {}, /*erased=*/true, /*was_live=*/true);
   overlay_delta_--;
   return Status::OK();
 }
@@ -405,18 +410,20 @@ Status BufferedTree::UpdateLive(std::string_view key, std::string_view value) {
   if (direct()) return tree_->Put(key, value, PutMode::kUpdate);
   MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));
   if (!writable_) return ReadOnly();
-  const Overlay::Entry* e = overlay_.Find(key);
+  const uint64_t hash = KeyHash(key);
+  const Overlay::Entry* e = overlay_.Find(key, hash);
   if (e != nullptr && e->erased) return KeyNotFound();
-  overlay_.Set(key, value, /*erased=*/false, e != nullptr ? e->was_live : true);
+  overlay_.Set(key, hash, value, /*erased=*/false, e != nullptr ? e->was_live : true);
   return Status::OK();
 }
 
 Status BufferedTree::DeleteLive(std::string_view key) {
   if (direct()) return tree_->Delete(key);
-  if (overlay_.Find(key) != nullptr) return Delete(key);  // its own bookkeeping
   if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
   if (!writable_) return ReadOnly();
-  overlay_.Set(key, {}, /*erased=*/true, /*was_live=*/true);
+  const uint64_t hash = KeyHash(key);
+  if (overlay_.Find(key, hash) != nullptr) return DeleteHashed(key, hash);  // its own bookkeeping
+  overlay_.Set(key, hash, {}, /*erased=*/true, /*was_live=*/true);
   overlay_delta_--;
   return Status::OK();
 }
@@ -454,6 +461,7 @@ void BufferedTree::AppendChanges(std::vector<BufferChange>* out) const {
     c.value = overlay_.value(e);
     c.erased = e.erased;
     c.was_live = e.was_live;
+    c.hash = e.hash;
     out->push_back(c);
   });
 }
@@ -571,7 +579,7 @@ class BufferedTree::Cursor::Merge {
       const bool skipped =
           layers_[i]->selective() || (skipping_[i] && Compare(k, skip_from_[i]) >= 0);
       if (!skipped) continue;
-      if (!hashed) hash = KeyFilter::HashOf(k), hashed = true;
+      if (!hashed) hash = KeyHash(k), hashed = true;
       MMDOC_RETURN_IF_ERROR(layers_[i]->Holds(k, hash, hidden));
     }
     return Status::OK();

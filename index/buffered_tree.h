@@ -166,12 +166,18 @@ class BufferedTree {
   class Cursor;
 
  private:
+  // Each takes `hash` = KeyHash(key): a point operation hashes its key once
+  // for every layer it looks in.
+  //
   // Whether `key` is live in the buffer, the runs and the BTree (not the
   // overlay).
-  Status LiveBelow(std::string_view key, bool* live);
+  Status LiveBelow(std::string_view key, uint64_t hash, bool* live);
   // Looks `key` up in the runs: *found when one holds it (*erased, *value
   // from the newest that does).
-  Status FindInRuns(std::string_view key, bool* found, bool* erased, std::string_view* value);
+  Status FindInRuns(std::string_view key, uint64_t hash, bool* found, bool* erased,
+                    std::string_view* value);
+  // Delete, given the key's hash.
+  Status DeleteHashed(std::string_view key, uint64_t hash);
   // Whether a cursor must merge: the overlay, the buffer or a run has a
   // change.
   bool Layered() const { return !overlay_.empty() || !tables_.empty() || !runs_.empty(); }

@@ -1,13 +1,10 @@
 #include "index/key_filter.h"
 
-#include "storage/checksum.h"
-
 namespace mmdoc::index {
 
 namespace {
 
-constexpr int kProbes = 6;                      // bits per key, all in one 512-bit block
-constexpr uint64_t kSeed = 0x6b657966696c7472;  // any fixed seed
+constexpr int kProbes = 6;  // bits per key, all in one 512-bit block
 
 // Six 9-bit positions in the block, from bits of h the block index does
 // not use (remixed, so that they are not the block index's bits).
@@ -23,12 +20,7 @@ KeyFilter::KeyFilter(uint64_t capacity, uint64_t bits_per_key)
 
 KeyFilter::~KeyFilter() = default;
 
-uint64_t KeyFilter::HashOf(std::string_view key) {
-  return storage::Checksum(key.data(), key.size(), kSeed);
-}
-
-void KeyFilter::Add(std::string_view key) {
-  const uint64_t h = HashOf(key);
+void KeyFilter::AddHash(uint64_t h) {
   Block& b = table_[BlockOf(h)];
   uint64_t p = Positions(h);
   for (int i = 0; i < kProbes; i++, p >>= 9) {

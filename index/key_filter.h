@@ -24,6 +24,8 @@
 #include <memory>
 #include <string_view>
 
+#include "index/key_hash.h"
+
 namespace mmdoc::index {
 
 class KeyFilter {
@@ -42,14 +44,14 @@ class KeyFilter {
   KeyFilter(const KeyFilter&) = delete;
   KeyFilter& operator=(const KeyFilter&) = delete;
 
-  void Add(std::string_view key);
+  void Add(std::string_view key) { AddHash(KeyHash(key)); }
+  void AddHash(uint64_t hash);  // hash: KeyHash(key)
   // False only when `key` was never added.
-  bool MayContain(std::string_view key) const { return MayContainHash(HashOf(key)); }
+  bool MayContain(std::string_view key) const { return MayContainHash(KeyHash(key)); }
 
   // A key's probe in parts, for the filters of several runs: hash the key
-  // once, Prefetch its block in each filter so that their cache misses
-  // overlap, then probe each.
-  static uint64_t HashOf(std::string_view key);
+  // once (KeyHash), Prefetch its block in each filter so that their cache
+  // misses overlap, then probe each.
   void Prefetch(uint64_t hash) const { __builtin_prefetch(&table_[BlockOf(hash)]); }
   bool MayContainHash(uint64_t hash) const;
 

@@ -3,19 +3,16 @@
 #include <algorithm>
 
 #include "index/write_buffer.h"
-#include "storage/checksum.h"
 
 namespace mmdoc::index {
-
-namespace {
-uint64_t HashKey(std::string_view key) { return storage::Checksum(key.data(), key.size(), 0); }
-}  // namespace
 
 size_t Overlay::Slot(std::string_view key, uint64_t hash) const {
   const size_t mask = slots_.size() - 1;
   for (size_t i = hash & mask;; i = (i + 1) & mask) {
     const uint32_t s = slots_[i];
-    if (s == 0 || this->key(entries_[s - 1]) == key) return i;
+    if (s == 0) return i;
+    const Entry& e = entries_[s - 1];
+    if (e.hash == hash && this->key(e) == key) return i;
   }
 }
 
@@ -25,22 +22,23 @@ void Overlay::Grow() {
   const size_t mask = slots_.size() - 1;
   for (uint32_t s : old) {
     if (s == 0) continue;
-    size_t i = HashKey(key(entries_[s - 1])) & mask;
+    size_t i = entries_[s - 1].hash & mask;
     while (slots_[i] != 0) i = (i + 1) & mask;
     slots_[i] = s;
   }
 }
 
-const Overlay::Entry* Overlay::Find(std::string_view key) const {
+const Overlay::Entry* Overlay::Find(std::string_view key, uint64_t hash) const {
   if (entries_.empty()) return nullptr;
-  const uint32_t s = slots_[Slot(key, HashKey(key))];
+  const uint32_t s = slots_[Slot(key, hash)];
   if (s == 0 || entries_[s - 1].removed) return nullptr;
   return &entries_[s - 1];
 }
 
-void Overlay::Set(std::string_view key, std::string_view value, bool erased, bool was_live) {
+void Overlay::Set(std::string_view key, uint64_t hash, std::string_view value, bool erased,
+                  bool was_live) {
   if (2 * (entries_.size() + 1) > slots_.size()) Grow();
-  const size_t i = Slot(key, HashKey(key));
+  const size_t i = Slot(key, hash);
   Entry* e;
   if (slots_[i] != 0) {
     e = &entries_[slots_[i] - 1];
@@ -49,6 +47,7 @@ void Overlay::Set(std::string_view key, std::string_view value, bool erased, boo
     entries_.emplace_back();
     slots_[i] = static_cast<uint32_t>(entries_.size());
     e = &entries_.back();
+    e->hash = hash;
     e->key_off = arena_.size();
     e->key_len = static_cast<uint32_t>(key.size());
     arena_.append(key);
@@ -63,9 +62,9 @@ void Overlay::Set(std::string_view key, std::string_view value, bool erased, boo
   sorted_valid_ = false;
 }
 
-void Overlay::Remove(std::string_view key) {
+void Overlay::Remove(std::string_view key, uint64_t hash) {
   if (entries_.empty()) return;
-  const uint32_t s = slots_[Slot(key, HashKey(key))];
+  const uint32_t s = slots_[Slot(key, hash)];
   if (s == 0 || entries_[s - 1].removed) return;
   entries_[s - 1].removed = true;
   live_--;

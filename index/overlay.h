@@ -28,6 +28,7 @@ namespace mmdoc::index {
 class Overlay {
  public:
   struct Entry {
+    uint64_t hash = 0;  // KeyHash(key)
     uint64_t key_off = 0;
     uint64_t value_off = 0;
     uint32_t key_len = 0;
@@ -39,12 +40,15 @@ class Overlay {
 
   explicit Overlay(Comparator order) : order_(order) {}
 
+  // Each call takes the key's hash, `hash` = KeyHash(key), computed once by
+  // the caller for every layer it looks in.
+  //
   // The change of `key`, or nullptr.
-  const Entry* Find(std::string_view key) const;
+  const Entry* Find(std::string_view key, uint64_t hash) const;
   // Records key's change (replacing any earlier one).
-  void Set(std::string_view key, std::string_view value, bool erased, bool was_live);
+  void Set(std::string_view key, uint64_t hash, std::string_view value, bool erased, bool was_live);
   // Forgets key's change, if any: the key is as the layers below say.
-  void Remove(std::string_view key);
+  void Remove(std::string_view key, uint64_t hash);
   // Forgets every change, keeping the memory of a small overlay for the
   // next transaction (a large one's is freed).
   void Clear();

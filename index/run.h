@@ -70,7 +70,7 @@ Status MergeRunsInto(BTree* tree, const std::vector<BTree*>& runs, std::string_v
                      const std::function<Status(bool* pause)>& between, RunMerge* out);
 
 // Whether a lookup of `key` must read a run: its filter (nullptr: none) may
-// hold the key (`hash`: KeyFilter::HashOf(key)), and its merge, if one is
+// hold the key (`hash`: KeyHash(key)), and its merge, if one is
 // under way, has not passed the key (there the tree reads the same). A
 // lookup through several runs hashes once and Prefetches every filter's
 // block first, so that their cache misses overlap.

@@ -25,8 +25,6 @@
 #include <iterator>
 #include <new>
 
-#include "storage/checksum.h"
-
 namespace mmdoc::index {
 
 // A distinct key of a table: the newest change of the key, and the key's
@@ -39,8 +37,6 @@ struct BufferKeyNode {
 };
 
 namespace {
-
-uint64_t HashKey(std::string_view key) { return storage::Checksum(key.data(), key.size(), 0); }
 
 // The smallest key filter, in keys (about 20 KiB).
 constexpr uint64_t kMinFilterKeys = 16384;
@@ -313,8 +309,9 @@ size_t BufferTable::keys() const { return rep_->keys.size(); }
 size_t BufferTable::changes() const { return rep_->changes.load(std::memory_order_relaxed); }
 size_t BufferTable::bytes() const { return rep_->bytes.load(std::memory_order_relaxed); }
 
-const BufferVersion* BufferTable::Find(std::string_view key, uint64_t snapshot) const {
-  const BufferKeyNode* n = rep_->Lookup(key, HashKey(key));
+const BufferVersion* BufferTable::Find(std::string_view key, uint64_t hash,
+                                       uint64_t snapshot) const {
+  const BufferKeyNode* n = rep_->Lookup(key, hash);
   return n == nullptr ? nullptr : Visible(n, snapshot);
 }
 
@@ -323,11 +320,11 @@ int64_t BufferTable::CountDelta(uint64_t snapshot) const {
   return i == 0 ? 0 : rep_->marks[i - 1].count_delta;
 }
 
-void BufferTable::Add(uint64_t txid, std::string_view key, std::string_view value, bool erased,
-                      bool was_live) {
+void BufferTable::Add(uint64_t txid, std::string_view key, uint64_t hash, std::string_view value,
+                      bool erased, bool was_live) {
   Rep& r = *rep_;
   assert(!key.empty() && key.size() <= kMaxKeySize && value.size() <= kMaxValueSize);
-  const uint64_t hash = HashKey(key);
+  assert(hash == KeyHash(key));
   auto* v = new (r.arena.Allocate(sizeof(BufferVersion), alignof(BufferVersion))) BufferVersion;
   v->txid_ = txid;
   v->erased_ = erased;
@@ -642,7 +639,7 @@ void BufferGeneration::Publish(uint64_t txid, const std::vector<BufferChange>& c
         touched.push_back(table);
       }
     }
-    table->Add(txid, c.key, c.value, c.erased, c.was_live);
+    table->Add(txid, c.key, c.hash != 0 ? c.hash : KeyHash(c.key), c.value, c.erased, c.was_live);
   }
   for (BufferTable* t : touched) {
     const size_t before = t->bytes();
@@ -671,11 +668,12 @@ void BufferView::Tables(std::string_view name, std::vector<const BufferTable*>* 
   }
 }
 
-const BufferVersion* BufferView::Find(std::string_view name, std::string_view key) const {
+const BufferVersion* BufferView::Find(std::string_view name, std::string_view key,
+                                      uint64_t hash) const {
   for (const auto& g : generations) {
     const BufferTable* t = g->Find(name);
     if (t == nullptr) continue;
-    const BufferVersion* v = t->Find(key, snapshot);
+    const BufferVersion* v = t->Find(key, hash, snapshot);
     if (v != nullptr) return v;
   }
   return nullptr;

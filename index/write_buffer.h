@@ -70,6 +70,7 @@
 
 #include "index/btree.h"
 #include "index/key_filter.h"
+#include "index/key_hash.h"
 #include "mmdoc/status.h"
 #include "storage/mutex.h"
 
@@ -122,6 +123,9 @@ struct BufferChange {
   // just before this change. Only the caller knows; the table's count
   // delta is computed from it.
   bool was_live = false;
+  // KeyHash(key) when the caller has it; 0: Publish computes it (a key
+  // whose hash is 0 is then hashed again, to the same 0).
+  uint64_t hash = 0;
 };
 
 // One tree's changes in one generation. Created by the generation on the
@@ -135,7 +139,11 @@ class BufferTable {
   // The newest change of `key` with txid <= snapshot, or nullptr when the
   // table holds none. O(1): one hash probe, then a walk down the key's
   // versions past those newer than `snapshot`.
-  const BufferVersion* Find(std::string_view key, uint64_t snapshot) const;
+  const BufferVersion* Find(std::string_view key, uint64_t snapshot) const {
+    return Find(key, KeyHash(key), snapshot);
+  }
+  // The same, given `hash` = KeyHash(key).
+  const BufferVersion* Find(std::string_view key, uint64_t hash, uint64_t snapshot) const;
   // The net change in the number of live keys of the tree made by this
   // table's commits with txid <= snapshot (0 when none). O(log commits).
   int64_t CountDelta(uint64_t snapshot) const;
@@ -174,7 +182,9 @@ class BufferTable {
 
   // Writer only. Appends one change; readers at older snapshots may see
   // its version in a key's chain but skip it (its txid is too new).
-  void Add(uint64_t txid, std::string_view key, std::string_view value, bool erased, bool was_live);
+  // `hash`: KeyHash(key).
+  void Add(uint64_t txid, std::string_view key, uint64_t hash, std::string_view value, bool erased,
+           bool was_live);
   // Writer only. Ends the commit `txid`'s changes to this table: records
   // the count delta and key count as of txid.
   void EndCommit(uint64_t txid);
@@ -314,8 +324,12 @@ struct BufferView {
   std::vector<const BufferTable*> Tables(std::string_view name) const;
   // The same, into *out (cleared first; its memory is reused).
   void Tables(std::string_view name, std::vector<const BufferTable*>* out) const;
-  // The newest change of `key` in tree `name` at the snapshot, or nullptr.
-  const BufferVersion* Find(std::string_view name, std::string_view key) const;
+  // The newest change of `key` (of hash KeyHash(key)) in tree `name` at the
+  // snapshot, or nullptr.
+  const BufferVersion* Find(std::string_view name, std::string_view key, uint64_t hash) const;
+  const BufferVersion* Find(std::string_view name, std::string_view key) const {
+    return Find(name, key, KeyHash(key));
+  }
   // The net change of tree `name`'s live keys at the snapshot.
   int64_t CountDelta(std::string_view name) const;
 };
