@@ -928,7 +928,8 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
       if (std::binary_search(news.begin(), news.end(), k)) continue;
       entry.assign(k);
       if (!m.unique) entry.append(pk);
-      Status s = c->index_trees[i]->Delete(entry);
+      // A key of the document just read: live, with no descent to prove it.
+      Status s = c->index_trees[i]->DeleteLive(entry);
       if (!s.ok())
         return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
     }
@@ -1076,7 +1077,8 @@ Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_
     for (const std::string& k : buf_.old_keys[i]) {
       entry.assign(k);
       if (!m.unique) entry.append(pk);
-      Status s = c->index_trees[i]->Delete(entry);
+      // A key of the document just read: live, with no descent to prove it.
+      Status s = c->index_trees[i]->DeleteLive(entry);
       if (!s.ok())
         return Poison(s.IsNotFound() ? Status::Corruption("index entry missing", m.field) : s);
     }

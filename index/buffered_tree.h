@@ -103,9 +103,10 @@ class BufferedTree {
   // a tree that is not writable.
   Status Delete(std::string_view key);
 
-  // Put kUpdate and Delete of a key the caller has just read as live
-  // through this tree (an update or delete of the document it read): the
-  // same result, without a second look through the layers below.
+  // Put kUpdate and Delete of a key the caller knows is live: one it has
+  // just read through this tree, or an index key of a document it has just
+  // read (the index holds each live document's keys). The same result,
+  // without a look through the layers below.
   Status UpdateLive(std::string_view key, std::string_view value);
   Status DeleteLive(std::string_view key);
 
