@@ -724,7 +724,15 @@ Status PagerImpl::MapData(uint64_t min_len) {
   if (map_len_ != 0) len = map_len_;
   while (len < min_len) len *= 2;
   Result<uint8_t*> m = data_->Map(len, MapMode::kReadWrite);
-  if (!m.ok()) return m.status();
+  if (!m.ok()) {
+    // Address space short of the reservation: the smallest map that will do.
+    uint64_t small = 1ull << 16;
+    while (small < min_len) small *= 2;
+    if (small >= len) return m.status();
+    len = small;
+    m = data_->Map(len, MapMode::kReadWrite);
+    if (!m.ok()) return m.status();
+  }
   // B+tree pages are read and written at random. Without this hint a fault
   // reads ahead into large folios, and since the kernel tracks dirtiness per
   // folio, each page written dirties its whole folio (see

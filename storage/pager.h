@@ -203,9 +203,15 @@ struct PagerOptions {
   uint32_t sync_interval_ms = 100;
   // Address space the data file map reserves when the pager opens (rounded
   // up to a power-of-two multiple of the file size when the file is larger).
-  // When the file outgrows the map, a map twice as large is made. Tests use
-  // small values to exercise remapping. Default: 1 GiB.
-  uint64_t initial_map_size = 1ull << 30;
+  // Only address space: a page is resident once touched, and the part of
+  // the map past the file's end holds nothing. When the file outgrows the
+  // map, a map twice as large is made and the old one stays for readers
+  // that still hold it, so a page touched through both counts twice in the
+  // process's resident size: a large default keeps that rare. Where the
+  // address space cannot hold it (a ulimit -v), the smallest map that
+  // covers the file is made instead. Tests use small values to exercise
+  // remapping. Default: 64 GiB.
+  uint64_t initial_map_size = 64ull << 30;
 };
 
 struct PagerStats {

@@ -1,5 +1,7 @@
 // Pager basics: create, reopen, allocate/modify/free, runs, roots, stats,
 // the lock, option errors.
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -283,6 +285,76 @@ TEST_CASE(
   CHECK(WEXITSTATUS(wstatus) == static_cast<int>(Status::Code::kBusy));
   p.reset();
   CHECK(Pager::Open(path, SmallOptions()).ok());
+}
+
+// In a child whose address space is capped (ulimit -v) below the default
+// map: opens `path` with the default map size, commits a page, reopens and
+// reads it. Exit status 0 when all went well, 3 when the cap did not keep
+// a default-sized map out (the test would prove nothing), else 1 or 2.
+[[noreturn]] void OpenUnderAddressCap(const std::string& path) {
+  uint64_t vm_kib = 0;
+  if (FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr)
+      if (std::sscanf(line, "VmSize: %lu kB", &vm_kib) == 1) break;
+    std::fclose(f);
+  }
+  const PagerOptions defaults;
+  const rlim_t cap = vm_kib * 1024 + (defaults.initial_map_size / 4);
+  const struct rlimit lim = {cap, cap};
+  if (vm_kib == 0 || setrlimit(RLIMIT_AS, &lim) != 0) _exit(2);
+  void* probe = mmap(nullptr, defaults.initial_map_size, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (probe != MAP_FAILED) _exit(3);
+  PagerOptions o = defaults;
+  o.log_size = 256 << 10;
+  for (uint64_t tag : {7, 8}) {
+    auto r = Pager::Open(path, o);
+    if (!r.ok()) _exit(1);
+    Pager* p = r.value().get();
+    if (!p->Recover([](uint64_t, std::string_view) { return Status::OK(); }).ok()) _exit(1);
+    if (tag == 8) {  // the page the first open committed
+      auto t = p->BeginRead();
+      const uint8_t* pg;
+      if (!t.ok() || !t.value()->Get(t.value()->root(0), &pg).ok()) _exit(1);
+      if (!BodyMatches(pg, 4096, 7)) _exit(1);
+      _exit(0);
+    }
+    auto w = p->BeginWrite();
+    PageId id;
+    uint8_t* pg;
+    if (!w.ok() || !w.value()->Allocate(PageType::kOverflow, 1, &id, &pg).ok()) _exit(1);
+    FillBody(pg, 4096, tag);
+    w.value()->set_root(0, id);
+    if (!w.value()->Commit("x", Durability::kNone).ok()) _exit(1);
+  }
+  _exit(1);
+}
+
+TEST_CASE("pager: under a ulimit -v too small for the default map, opens with a smaller one") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  SKIP("sanitizers reserve shadow address space that a cap would take away");
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  SKIP("sanitizers reserve shadow address space that a cap would take away");
+#endif
+#endif
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) OpenUnderAddressCap(path);
+  int wstatus = 0;
+  REQUIRE(waitpid(pid, &wstatus, 0) == pid);
+  REQUIRE(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);
+  // Without the cap the default map opens the same file.
+  auto p = OpenOrDie(path, PagerOptions());
+  auto t = p->BeginRead();
+  REQUIRE(t.ok());
+  const uint8_t* pg;
+  REQUIRE(t.value()->Get(t.value()->root(0), &pg).ok());
+  CHECK(BodyMatches(pg, 4096, 7));
 }
 
 TEST_CASE("pager: stats report readers and log use") {
