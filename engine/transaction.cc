@@ -214,7 +214,9 @@ struct PointRead {
   // then the pages. NotFound when absent or erased.
   Status Lookup(std::string_view name, storage::PageId root, const CachedColl& cc, size_t slot,
                 std::string_view key, std::string_view* value) {
-    const uint64_t hash = index::KeyHash(key);
+    const bool has_runs = slot < cc.runs.size() && !cc.runs[slot].empty();
+    // Hashed only when a layer above the pages needs it.
+    const uint64_t hash = view.generations.empty() && !has_runs ? 0 : index::KeyHash(key);
     if (!view.generations.empty()) {
       if (const index::BufferVersion* v = view.Find(name, key, hash)) {
         if (v->erased()) return Status::NotFound("");
@@ -222,7 +224,7 @@ struct PointRead {
         return Status::OK();
       }
     }
-    if (slot < cc.runs.size() && !cc.runs[slot].empty()) {
+    if (has_runs) {
       const std::vector<CachedRun>& runs = cc.runs[slot];
       for (const CachedRun& r : runs)
         if (r.filter != nullptr) r.filter->Prefetch(hash);

@@ -282,6 +282,7 @@ BufferedTree::~BufferedTree() = default;
 
 Status BufferedTree::Get(std::string_view key, std::string_view* value) {
   if (key.empty() || key.size() > kMaxKeySize) return KeyNotFound();
+  if (!Layered()) return tree_->Get(key, value);  // nothing above the pages to hash for
   const uint64_t hash = KeyHash(key);
   if (!overlay_.empty()) {
     if (const Overlay::Entry* e = overlay_.Find(key, hash); e != nullptr) {
