@@ -39,20 +39,8 @@ namespace {
 using test::MemStore;
 using test::MemTxn;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 uint64_t Sized(uint64_t n) {
-  return (kSanitized ? std::max<uint64_t>(n / 4, 1) : n) * mmdoc::test::Scale();
+  return (mmdoc::test::kSanitized ? std::max<uint64_t>(n / 4, 1) : n) * mmdoc::test::Scale();
 }
 
 // A codec that stores "p" + 8 bytes as 0xFF + those bytes reversed, so the

@@ -30,20 +30,8 @@
 namespace mmdoc::index {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 uint64_t Sized(uint64_t n) {
-  return (kSanitized ? std::max<uint64_t>(n / 4, 1) : n) * test::Scale();
+  return (test::kSanitized ? std::max<uint64_t>(n / 4, 1) : n) * test::Scale();
 }
 
 const std::string kTrees[2] = {"c:coll", std::string("i:coll\0field", 12)};

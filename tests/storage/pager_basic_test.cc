@@ -331,21 +331,8 @@ TEST_CASE(
   _exit(1);
 }
 
-// Sanitizers reserve shadow address space that a cap would take away.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 TEST_CASE("pager: under a ulimit -v too small for the default map, opens with a smaller one") {
-  if (kSanitized) {
+  if (test::kSanitized) {
     WARN("not run under a sanitizer: its shadow memory needs the address space a cap takes");
     return;
   }

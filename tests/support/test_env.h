@@ -17,6 +17,20 @@
 
 namespace mmdoc::test {
 
+// Whether this build runs under ASan or TSan: tests that need more time,
+// memory or address space than a sanitizer leaves shrink or skip.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // MMDOC_TEST_SCALE, at least 1.
 uint64_t Scale();
 // MMDOC_TEST_SEED when set, else a fresh random seed. Prints
