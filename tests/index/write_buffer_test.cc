@@ -868,7 +868,7 @@ TEST_CASE("write buffer: publish, probe and sort costs", "[.][bench]") {
   const BufferTable* t = v.generations[0]->Find(c);
   t0 = Clock::now();
   size_t hits = 0;
-  for (int i = 0; i < n; i++) hits += t->Find(keys[(i * 7919) % n], txid) != nullptr;
+  for (int i = 0; i < n; i++) hits += t->Find(keys[(uint64_t{7919} * i) % n], txid) != nullptr;
   const double hit = ns_since(t0) / n;
   t0 = Clock::now();
   for (int i = 0; i < n; i++) hits += t->Find(keys[i].substr(1) + "x", txid) != nullptr;
