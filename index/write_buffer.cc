@@ -238,11 +238,20 @@ struct BufferTable::Rep {
     }
   }
 
-  // A twice larger array with every node, published whole. The old one is
+  // Before the first key (writer only): an array that holds `keys` keys
+  // without growing.
+  void Reserve(size_t keys) {
+    assert(slots.load(std::memory_order_relaxed) == nullptr);
+    size_t n = 16;
+    while (n < keys * 2) n *= 2;
+    Grow(nullptr, n);
+  }
+
+  // A twice larger array (or one of `size` slots) with every node, published whole. The old one is
   // kept: a reader may be probing it (it finds every key of commits it can
   // see there; only keys added after the switch are missing from it).
-  const HashSlots* Grow(const HashSlots* old) {
-    const size_t n = old == nullptr ? 16 : (old->mask + 1) * 2;
+  const HashSlots* Grow(const HashSlots* old, size_t size = 0) {
+    const size_t n = size != 0 ? size : old == nullptr ? 16 : (old->mask + 1) * 2;
     auto g = std::make_unique<HashSlots>(n);
     const size_t count = keys.size();
     for (size_t k = 0; k < count; k++) {
@@ -301,7 +310,10 @@ struct BufferTable::SortedView {
 
 // --- BufferTable ---
 
-BufferTable::BufferTable(uint64_t first_txid) : first_txid_(first_txid), rep_(new Rep) {}
+BufferTable::BufferTable(uint64_t first_txid, size_t expected_keys)
+    : first_txid_(first_txid), rep_(new Rep) {
+  if (expected_keys > 0) rep_->Reserve(expected_keys);
+}
 BufferTable::~BufferTable() = default;
 
 uint64_t BufferTable::last_txid() const { return rep_->last_txid.load(std::memory_order_acquire); }
@@ -578,6 +590,11 @@ std::atomic<uint64_t> next_generation_id{1};
 
 BufferGeneration::BufferGeneration()
     : id_(next_generation_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+BufferGeneration::BufferGeneration(const BufferGeneration* previous) : BufferGeneration() {
+  for (const auto& [name, table] : previous->Tables())
+    expected_keys_.emplace_back(name, table->keys());
+}
 BufferGeneration::~BufferGeneration() = default;
 
 const BufferTable* BufferGeneration::Find(std::string_view name) const {
@@ -610,7 +627,10 @@ BufferTable* BufferGeneration::TableForWrite(std::string_view name, uint64_t txi
     if (it != tables_.end()) {
       p = it->second.get();
     } else {
-      std::unique_ptr<BufferTable> t(new BufferTable(txid));
+      size_t expected = 0;
+      for (const auto& [n, k] : expected_keys_)
+        if (n == name) expected = k;
+      std::unique_ptr<BufferTable> t(new BufferTable(txid, expected));
       p = t.get();
       tables_.emplace(std::string(name), std::move(t));
       const size_t n = listed_count_.load(std::memory_order_relaxed);
@@ -710,7 +730,7 @@ std::shared_ptr<const BufferGeneration> WriteBuffer::Freeze() {
   if (active_->empty()) return nullptr;
   active_->Freeze();
   frozen_.insert(frozen_.begin(), active_);
-  active_ = std::make_shared<BufferGeneration>();
+  active_ = std::make_shared<BufferGeneration>(active_.get());
   return frozen_.front();
 }
 

@@ -178,7 +178,9 @@ class BufferTable {
   struct Rep;         // the arena, hash index, arrays (write_buffer.cc)
   struct SortedView;  // the cached sorted key list: kRuns sorted runs
   static constexpr int kRuns = 2;
-  explicit BufferTable(uint64_t first_txid);
+  // `expected_keys`: the distinct keys it will likely hold (its tree's count
+  // in the generation before), for which its hash index is made at once.
+  BufferTable(uint64_t first_txid, size_t expected_keys);
 
   // Writer only. Appends one change; readers at older snapshots may see
   // its version in a key's chain but skip it (its txid is too new).
@@ -261,6 +263,11 @@ class BufferTable::Iterator {
 class BufferGeneration {
  public:
   BufferGeneration();
+  // A generation that follows `previous`: each of its tables starts with a
+  // hash index sized for the keys the same tree had there, so that filling
+  // it neither rehashes on the writer's thread nor keeps the smaller arrays
+  // that readers may still hold (about half of a grown index's memory).
+  explicit BufferGeneration(const BufferGeneration* previous);
   ~BufferGeneration();
   // Unique among the generations of the process (never reused, unlike an
   // address), so a writer can tell whether a view's generations changed.
@@ -292,6 +299,9 @@ class BufferGeneration {
   BufferTable* TableForWrite(std::string_view name, uint64_t txid) MMDOC_EXCLUDES(mu_);
 
   const uint64_t id_;
+  // The keys of each tree in the generation before, by name (see the
+  // constructor); read by the writer only.
+  std::vector<std::pair<std::string, size_t>> expected_keys_;
   // Writer only: the tables it last wrote, by name, so that a commit finds
   // its tables without the lock (tables are never removed).
   std::vector<std::pair<std::string, BufferTable*>> written_;

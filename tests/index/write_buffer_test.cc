@@ -192,6 +192,39 @@ TEST_CASE("write buffer: large values and memory accounting", "[write_buffer]") 
   CHECK(v.generations[0]->Find(c)->bytes() == bytes);
 }
 
+TEST_CASE("write buffer: a generation sizes its hash index by the one before it",
+          "[write_buffer]") {
+  // The first generation's index grows by doubling and keeps its smaller
+  // arrays for readers; the next starts at the size the same keys need.
+  WriteBuffer wb;
+  const std::string& c = kTrees[0];
+  auto fill = [&](uint64_t first_txid, const std::string& prefix) {
+    for (int i = 0; i < 5000; i++) {
+      wb.Publish(first_txid + static_cast<uint64_t>(i),
+                 {Put(c, prefix + std::to_string(i), "v", false)});
+    }
+  };
+  fill(1, "a");
+  std::shared_ptr<const BufferGeneration> first = wb.Freeze();
+  REQUIRE(first != nullptr);
+  const size_t grown = first->Find(c)->bytes();
+  fill(10001, "b");
+  BufferView v = wb.View(20000);
+  REQUIRE(v.generations.size() == 2);
+  const BufferTable* second = v.generations[0]->Find(c);
+  CHECK(second->keys() == 5000);
+  CHECK(v.Find(c, "b4999") != nullptr);
+  CHECK(v.Find(c, "a4999") != nullptr);
+  // 16384 slots of 10 bytes: the grown one also holds 8192 + 4096 + ...
+  CHECK(grown - second->bytes() >= 150000);
+  // A tree the generation before never changed starts small.
+  wb.Publish(20001, {Put(kTrees[1], "k", "v", false)});
+  WriteBuffer fresh;
+  fresh.Publish(1, {Put(kTrees[1], "k", "v", false)});
+  CHECK(wb.View(20001).generations[0]->Find(kTrees[1])->bytes() ==
+        fresh.View(1).generations[0]->Find(kTrees[1])->bytes());
+}
+
 int Reverse(std::string_view a, std::string_view b) { return b.compare(a); }
 
 TEST_CASE("write buffer: iterators in a tree's order, both ways, with seeks", "[write_buffer]") {
