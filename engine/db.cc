@@ -8,6 +8,7 @@
 
 #include "engine/db_impl.h"
 #include "storage/file_system.h"
+#include "storage/format.h"
 
 namespace mmdoc {
 
@@ -76,7 +77,8 @@ std::string DBStats::ToJson() const {
        ", \"key_filter_bytes\": " + std::to_string(key_filter_bytes) +
        ", \"key_filters_ready\": " + std::to_string(key_filters_ready) +
        ", \"runs\": " + std::to_string(runs) + ", \"run_entries\": " + std::to_string(run_entries) +
-       ", \"runs_merging\": " + std::to_string(runs_merging) + ", \"collections\": [";
+       ", \"runs_merging\": " + std::to_string(runs_merging) +
+       ", \"log_full_merges\": " + std::to_string(log_full_merges) + ", \"collections\": [";
   for (size_t i = 0; i < collections.size(); i++) {
     const CollectionStats& c = collections[i];
     if (i) s += ", ";
@@ -137,6 +139,7 @@ Status DBImpl::OpenPager() {
     // into pages, from a buffer that never saw it.
     storage::MutexLock l(&cache_mu_);
     wbuf_ = std::make_shared<index::WriteBuffer>();
+    active_log_bytes_ = 0;
   }
   return pager->Recover(
       [this](uint64_t txid, std::string_view payload) { return Replay(txid, payload); });
@@ -222,6 +225,7 @@ Status DBImpl::ReplayIntoBuffer(uint64_t txid, std::string_view payload) {
   } else {
     t.Abort();
   }
+  if (s.ok()) active_log_bytes_ += storage::LogRecordSize(payload.size());
   if (s.ok() || s.IsNotSupported()) return s;
   return Status::Corruption("log record " + std::to_string(txid), s.ToString());
 }
@@ -539,6 +543,7 @@ Result<DBStats> DBImpl::Stats() {
     for (const auto& g : wb->Frozen()) st.write_buffer_bytes += g->bytes();
     st.key_filter_bytes = wb->filter_bytes();
     st.key_filters_ready = wb->filters_ready();
+    st.log_full_merges = log_full_merges_.load(std::memory_order_relaxed);
   }
   uint64_t used = 0, cap = 0;
   auto names = t->ListCollections();
@@ -683,6 +688,7 @@ Status DBImpl::CompactPages() {
     cache_ = nullptr;
     // The copy counts txids afresh; the old buffer is empty.
     if (wbuf_) wbuf_ = std::make_shared<index::WriteBuffer>();
+    active_log_bytes_ = 0;
     prepared_ = nullptr;
     spares.swap(spare_reads_);
     kept = std::move(kept_write_);

@@ -207,8 +207,9 @@ class DBImpl {
       MMDOC_EXCLUDES(cache_mu_);
   // Publishes buffered commit `txid` into `wb`, the buffer its txn began on
   // (REQUIRES: the writer token, so no compaction has replaced it since).
+  // `record_payload`: the size of the commit's log record's payload.
   void PublishBuffered(index::WriteBuffer* wb, uint64_t txid,
-                       const std::vector<index::BufferChange>& changes)
+                       const std::vector<index::BufferChange>& changes, uint64_t record_payload)
       MMDOC_EXCLUDES(cache_mu_, merge_mu_);
   // Publishes a commit replayed from the log at open, before the merger
   // runs: the active generation takes every one (DBImpl::OpenPager).
@@ -220,6 +221,8 @@ class DBImpl {
   // then checkpoints (which may start the log over). REQUIRES: the writer
   // token, so that nothing is published meanwhile.
   Status MergeAll(bool checkpoint) MMDOC_EXCLUDES(merge_mu_);
+  // A commit found the log full and merged everything (DBStats).
+  void NoteLogFullMerge() { log_full_merges_.fetch_add(1, std::memory_order_relaxed); }
   // Commits merge txn `txn` of generation `gen`, whose next record starts
   // at `next_record`, drops the generation and publishes `next`, the
   // catalog cache the merge leaves: at once for every new snapshot.
@@ -377,6 +380,13 @@ class DBImpl {
   // counts txids afresh.
   std::shared_ptr<index::WriteBuffer> wbuf_ MMDOC_GUARDED_BY(cache_mu_);
   uint64_t buffer_budget_ = 0;  // Options::write_buffer_size; set by Open
+  // The log's bytes of the active generation's records (the writer's, or
+  // Open's before the merger starts). Past half the log's budget the
+  // generation is frozen as if full: the log then holds it and the next,
+  // and a commit does not find it full of unmerged records, which would
+  // merge everything on the writer's thread (CommitBuffered).
+  uint64_t active_log_bytes_ = 0;
+  std::atomic<uint64_t> log_full_merges_{0};  // DBStats::log_full_merges
   storage::Mutex token_mu_;
   storage::CondVar token_cv_{&token_mu_};
   bool token_held_ MMDOC_GUARDED_BY(token_mu_) = false;
@@ -393,6 +403,12 @@ class DBImpl {
   std::map<const index::BufferGeneration*, storage::Pager::LogPosition> next_record_
       MMDOC_GUARDED_BY(gen_mu_);
   bool stop_merger_ MMDOC_GUARDED_BY(gen_mu_) = false;
+  // The merger has taken a frozen generation and not yet checkpointed after
+  // merging it: the log still holds its records (PublishBuffered).
+  bool merge_checkpoint_pending_ MMDOC_GUARDED_BY(gen_mu_) = false;
+  // The merger's last checkpoint was skipped: the writer held the token
+  // (CheckpointAfterMerge), so the log may still hold merged records.
+  bool merge_checkpoint_skipped_ MMDOC_GUARDED_BY(gen_mu_) = false;
   bool filters_due_ MMDOC_GUARDED_BY(gen_mu_) = false;  // a key filter was started
   // Runs to merge: a tree has kRunsBeforeMerge (runs_min_ then says so), or
   // the file was reopened with runs, whose filters are gone (runs_min_ 1).

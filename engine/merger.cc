@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/db_impl.h"
+#include "storage/format.h"
 
 namespace mmdoc {
 
@@ -64,18 +65,45 @@ void DBImpl::FreezeActive() {
   const storage::Pager::LogPosition next = pager()->LogHead();
   std::shared_ptr<const index::BufferGeneration> gen = wb->Freeze();
   if (gen == nullptr) return;
+  active_log_bytes_ = 0;
   next_record_[gen.get()] = next;
   merge_cv_.Signal();
 }
 
 void DBImpl::PublishBuffered(index::WriteBuffer* wb, uint64_t txid,
-                             const std::vector<index::BufferChange>& changes) {
-  if (wb->Publish(txid, changes) < buffer_budget_) return;
+                             const std::vector<index::BufferChange>& changes,
+                             uint64_t record_payload) {
+  active_log_bytes_ += storage::LogRecordSize(record_payload);
+  // Half the log, less a margin for the space a wrap leaves at its end.
+  const bool log_full = active_log_bytes_ >= options_.log_size / 2 - options_.log_size / 16;
+  if (wb->Publish(txid, changes) < buffer_budget_ && !log_full) return;
   // Full: hand it to the merger, once the one before it is merged, so the
-  // buffer holds at most two generations (twice the budget).
+  // buffer holds at most two generations (twice the budget). When the log
+  // is what filled up, also once that merge's checkpoint has let go of its
+  // records: the log then holds this generation and the next only.
+  bool checkpoint = false;
+  {
+    storage::MutexLock l(&gen_mu_);
+    while ((!wb->Frozen().empty() || (log_full && merge_checkpoint_pending_)) &&
+           merge_error_.ok() && !stop_merger_)
+      merged_cv_.Wait();
+    if (!merge_error_.ok() || stop_merger_) return;
+    checkpoint = log_full && merge_checkpoint_skipped_;
+    if (!checkpoint) {
+      FreezeActive();
+      return;
+    }
+  }
+  // The merger merged the last generation while this writer held the token
+  // and could not checkpoint: the log still holds its records. Let go of
+  // them here (rarely: only when a merge ends before the next commit).
+  // Should it fail, the pager's sticky error fails the next commit.
+  {
+    storage::MutexLock m(&merge_mu_);
+    (void)pager()->Checkpoint();
+  }
   storage::MutexLock l(&gen_mu_);
-  while (!wb->Frozen().empty() && merge_error_.ok() && !stop_merger_) merged_cv_.Wait();
-  if (!merge_error_.ok() || stop_merger_) return;
+  merge_checkpoint_skipped_ = false;
   FreezeActive();
 }
 
@@ -122,10 +150,19 @@ Status DBImpl::CheckpointAfterMerge() {
   // While any record is unmerged the checkpoint keeps the log from it, and
   // commits append beside it. With none, it starts the log over, which
   // must not race an append: take the writer token, or leave it for later.
-  if (!wb->Frozen().empty() || wb->active_bytes() > 0) return p->Checkpoint();
-  if (!TryAcquireWriterToken()) return Status::OK();
+  const bool appending = !wb->Frozen().empty() || wb->active_bytes() > 0;
+  if (!appending && !TryAcquireWriterToken()) {
+    // A writer that waits for the log checkpoints in its place.
+    storage::MutexLock l(&gen_mu_);
+    merge_checkpoint_skipped_ = true;
+    return Status::OK();
+  }
   Status s = p->Checkpoint();
-  ReleaseWriterToken();
+  if (!appending) ReleaseWriterToken();
+  if (s.ok()) {
+    storage::MutexLock l(&gen_mu_);
+    merge_checkpoint_skipped_ = false;
+  }
   return s;
 }
 
@@ -195,6 +232,7 @@ void DBImpl::MergerLoop() {
         if (merge || filters_due_ || (runs_due_ && merge_error_.ok())) break;
         merge_cv_.Wait();
       }
+      if (merge) merge_checkpoint_pending_ = true;
       // Generations first, then runs: a writer may be waiting for a merge.
       if (!merge && runs_due_ && merge_error_.ok()) {
         runs = true;
@@ -235,6 +273,7 @@ void DBImpl::MergerLoop() {
       }
       {
         storage::MutexLock l(&gen_mu_);
+        merge_checkpoint_pending_ = false;
         if (!s.ok()) MergeFailed(s);
       }
       merged_cv_.SignalAll();

@@ -1400,6 +1400,7 @@ Status TransactionImpl::CommitBuffered() {
     if (s.IsBusy()) {
       // The log is full of records waiting for their merge: merge them all
       // and checkpoint, then append again.
+      db_->NoteLogFullMerge();
       s = db_->MergeAll(/*checkpoint=*/true);
       if (s.ok()) s = pager_->AppendUnsynced(buf_.log, durability_, &txid, &ticket);
       if (s.IsBusy()) {
@@ -1417,7 +1418,7 @@ Status TransactionImpl::CommitBuffered() {
     const bool group = durability_ == Durability::kGroup;
     if (s.ok() && !group) s = pager_->SyncCommit(durability_, ticket);
     assert(wbuf_ != nullptr);  // set by Begin (ReuseBufferedState)
-    if (s.ok()) db_->PublishBuffered(wbuf_.get(), txid, changes);
+    if (s.ok()) db_->PublishBuffered(wbuf_.get(), txid, changes, buf_.log.size());
     finished_ = true;
     if (s.ok()) KeepBufferedState();
     colls_.clear();

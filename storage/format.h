@@ -191,6 +191,12 @@ inline constexpr uint32_t kLogTxidOffset = 16;
 inline constexpr uint32_t kLogEpochOffset = 24;
 inline constexpr uint32_t kLogHeaderSize = 32;
 
+// Bytes a record with a payload of `payload_size` bytes takes in the log
+// (records start at multiples of 8).
+inline constexpr uint64_t LogRecordSize(uint64_t payload_size) {
+  return (kLogHeaderSize + payload_size + 7) & ~uint64_t{7};
+}
+
 }  // namespace mmdoc::storage
 
 #endif  // MMDOC_STORAGE_FORMAT_H_

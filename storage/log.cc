@@ -243,7 +243,7 @@ Log::ScanEnd Log::Scan(Cursor from, uint64_t after_txid, const RecordFn& fn,
                                    static_cast<size_t>(len)))) {
       break;
     }
-    off += Align8(kLogHeaderSize + static_cast<uint64_t>(len));
+    off += LogRecordSize(static_cast<uint64_t>(len));
     e.last_txid = txid;
     e.records++;
     e.end = Cursor{off, epoch};
@@ -307,7 +307,7 @@ Status Log::Wrap(uint64_t last_txid) {
 
 Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Position* pos,
                    bool* fits) {
-  const uint64_t len = Align8(kLogHeaderSize + payload.size());
+  const uint64_t len = LogRecordSize(payload.size());
   uint64_t off = used_.load();
   const uint64_t tail = tail_.load();
   // Room before the end (or, once wrapped, before the tail: a gap is left,

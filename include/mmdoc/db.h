@@ -188,6 +188,13 @@ struct DBStats {
   uint64_t runs = 0;
   uint64_t run_entries = 0;
   uint64_t runs_merging = 0;
+  // Since Open: commits that found the log full of changes waiting for
+  // their merge, and merged the whole buffer into pages on their own thread
+  // first (a stall of up to seconds). The buffer is also handed to the
+  // merger when its changes fill about half of Options::log_size, so in
+  // steady work this stays 0; a commit whose record is a large part of the
+  // log can still cause one.
+  uint64_t log_full_merges = 0;
   std::string ToJson() const;
 };
 

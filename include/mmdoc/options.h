@@ -50,8 +50,13 @@ struct Options {
   // file keeps its own. Default: 4096.
   uint32_t page_size = 4096;
   // The write-ahead log's budget. The log starts at a sixteenth of it (at
-  // most 1 MiB) and doubles as commits need, up to log_size; a full log triggers a checkpoint. A
-  // larger budget means fewer checkpoints and a longer replay after a crash. Default: 64 MiB.
+  // most 1 MiB) and doubles as commits need, up to log_size; a full log
+  // triggers a checkpoint. A larger budget means fewer checkpoints and a
+  // longer replay after a crash. With a write buffer, the log holds the
+  // buffer's unmerged changes: a generation is handed to the merger when
+  // its records fill about half of it, so a write_buffer_size much larger
+  // than the records half the log holds (about a quarter of the buffer's
+  // bytes for small documents) needs a larger log too. Default: 64 MiB.
   uint64_t log_size = 64ull << 20;
   // Background log flush interval for Durability::kPeriodic. Default: 100.
   uint32_t sync_interval_ms = 100;
@@ -68,16 +73,17 @@ struct Options {
   // thread keeps a key filter per tree (about 2.5 bytes per key, up to
   // twice the keys), built in the background once the tree is written, so
   // that an insert's unique checks skip the trees' descents. The log's
-  // budget (log_size) also bounds the buffer: a log full of unmerged
-  // records is merged. After a crash, Open replays the log into the buffer
-  // and writes no page (a log holding a definition is replayed into pages).
-  // 0: no buffer and no background thread; every commit writes its pages
-  // itself, copying each leaf it changes (at 1M documents point reads 5-18%
-  // faster, inserts 2.4x and updates 1.4x slower, scans 1.6x slower, the
-  // file 1.7-1.9x larger; docs/write-path.md). The environment
-  // variable MMDOC_WRITE_BUFFER=BYTES replaces the default for every
-  // database opened with it (0 turns the buffer off), so that a program or
-  // a test suite can be run either way. Default: 64 MiB.
+  // budget (log_size) also bounds the buffer: a generation whose records
+  // fill about half the log is handed to the merger as if full. After a
+  // crash, Open replays the log into the buffer and writes no page (a log
+  // holding a definition is replayed into pages). 0: no buffer and no
+  // background thread; every commit writes its pages itself, copying each
+  // leaf it changes (at 1M documents point reads 5-18% faster, inserts 2.4x
+  // and updates 1.4x slower, scans 1.6x slower, the file 1.7-1.9x larger;
+  // docs/write-path.md). The environment variable MMDOC_WRITE_BUFFER=BYTES
+  // replaces the default for every database opened with it (0 turns the
+  // buffer off), so that a program or a test suite can be run either way.
+  // Default: 64 MiB.
   uint64_t write_buffer_size = kDefaultWriteBufferSize;
 };
 

@@ -619,6 +619,33 @@ TEST_CASE("write buffer: a log full of unmerged records merges and goes on") {
   CHECK(db->Get("c", V("1000")).value().Get("v").value().ToJson().size() == 200002);
 }
 
+TEST_CASE("write buffer: a log smaller than the buffer freezes it, and the writer never merges") {
+  // The buffer's budget is never reached; the log's records are, many times
+  // over. Each generation is frozen at half the log and merged by the
+  // merger, so no commit finds the log full and merges on its own thread.
+  Options o = Buffered(64 << 20);
+  o.log_size = 256 << 10;
+  TestDB db(o);
+  REQUIRE(db->CreateIndex("c", "k").ok());
+  const std::string v(1000, 'v');
+  int id = 0;
+  for (int t = 0; t < 500; t++) {
+    auto txn = db->Begin();
+    REQUIRE(txn.ok());
+    for (int i = 0; i < 4; i++, id++) REQUIRE(txn.value()->Insert("c", Doc(id, id % 7, v)).ok());
+    REQUIRE(txn.value()->Commit().ok());
+  }
+  auto st = db->Stats();
+  REQUIRE(st.ok());
+  CHECK(st.value().log_full_merges == 0);
+  CHECK(st.value().write_buffer_bytes < (4u << 20));  // the rest went to the file
+  CHECK(db->Count("c").value() == 2000);
+  CHECK(Ids(db.get(), "c", "{\"k\": 3}").size() == 286);  // ids 3, 10, ..., 1998
+  db.Reopen();
+  CHECK(db->Count("c").value() == 2000);
+  CHECK(db->Get("c", Value::Int32(1999)).ok());
+}
+
 // A document of the recovery test: k indexed, u under a unique index.
 struct Row {
   int k = 0, u = 0;
