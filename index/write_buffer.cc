@@ -247,9 +247,10 @@ struct BufferTable::Rep {
     Grow(nullptr, n);
   }
 
-  // A twice larger array (or one of `size` slots) with every node, published whole. The old one is
-  // kept: a reader may be probing it (it finds every key of commits it can
-  // see there; only keys added after the switch are missing from it).
+  // A twice larger array (or one of `size` slots) with every node,
+  // published whole. The old one is kept: a reader may be probing it (it
+  // finds every key of commits it can see there; only keys added after the
+  // switch are missing from it).
   const HashSlots* Grow(const HashSlots* old, size_t size = 0) {
     const size_t n = size != 0 ? size : old == nullptr ? 16 : (old->mask + 1) * 2;
     auto g = std::make_unique<HashSlots>(n);
