@@ -26,18 +26,6 @@
 namespace mmdoc::index {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
-
 class Model {
  public:
   Model(test::Backend* backend, uint64_t seed) : be_(backend), rng_(seed) {}
@@ -302,7 +290,7 @@ class Model {
 };
 
 uint64_t Ops(uint64_t release_ops) {
-  uint64_t ops = kSanitized ? release_ops / 5 : release_ops;
+  uint64_t ops = mmdoc::test::kAsan ? release_ops / 5 : release_ops;
   return ops * mmdoc::test::Scale();
 }
 

@@ -17,19 +17,31 @@
 
 namespace mmdoc::test {
 
-// Whether this build runs under ASan or TSan: tests that need more time,
+// Whether this build runs under ASan, or TSan; tests that need more time,
 // memory or address space than a sanitizer leaves shrink or skip.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsan = true;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
+#if __has_feature(address_sanitizer)
+constexpr bool kAsan = true;
 #else
-constexpr bool kSanitized = false;
+constexpr bool kAsan = false;
 #endif
 #else
-constexpr bool kSanitized = false;
+constexpr bool kAsan = false;
 #endif
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTsan = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kTsan = true;
+#else
+constexpr bool kTsan = false;
+#endif
+#else
+constexpr bool kTsan = false;
+#endif
+constexpr bool kSanitized = kAsan || kTsan;
 
 // MMDOC_TEST_SCALE, at least 1.
 uint64_t Scale();
