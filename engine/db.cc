@@ -356,8 +356,8 @@ Status DBImpl::Check(CheckReport* report) {
   r = CheckReport();
   MMDOC_RETURN_IF_ERROR(NotWriting("Check"));
   if (buffered()) {
-    // The pages alone, with every buffered change merged into them and
-    // none arriving meanwhile.
+    // The pages, with every buffered change merged into them and none
+    // arriving meanwhile.
     AcquireWriterToken();
     // A merge that finds the disk full leaves the pages as they were.
     Status m = MergeAll(/*checkpoint=*/false);
@@ -379,6 +379,14 @@ Status DBImpl::CheckPages(CheckReport* report) {
                                               /*read_only=*/true, Durability::kNone,
                                               /*replaying=*/false);
   TransactionImpl* t = tr.get();
+  if (buffered()) {
+    // Empty after Check's merge; what a merge that found the disk full left
+    // buffered is walked with the pages, not skipped.
+    std::shared_ptr<index::WriteBuffer> wb = buffer();
+    index::BufferView view;
+    wb->View(wb->last_txid(), &view);
+    t->SetView(std::move(view));
+  }
   auto problem = [&r](std::string p) { r.problems.push_back(std::move(p)); };
 
   Status s = pager->Verify();

@@ -479,8 +479,11 @@ class DB {
   // index entry points at a document with that value, every document is in
   // every index, and every page is reachable or free exactly once. OK when
   // consistent; Corruption with the first problem otherwise (all problems
-  // in *report when given). Reads a snapshot that keeps writers waiting,
-  // and writes nothing. Busy when this thread has a write transaction open.
+  // in *report when given). Reads a snapshot that keeps writers waiting.
+  // With a write buffer it first merges the buffer into the trees, as a
+  // background merge would (a disk too full for that leaves it buffered,
+  // and the buffered documents are checked with the pages); otherwise it
+  // writes nothing. Busy when this thread has a write transaction open.
   Status Check(CheckReport* report = nullptr);
   // Sizes and counts of the last commit.
   Result<DBStats> Stats();

@@ -199,6 +199,36 @@ TEST_CASE("full disk: growth fails with Full and the database stays as it was") 
   CHECK(db->Check().ok());
 }
 
+TEST_CASE("full disk: a check that cannot merge the buffer checks the buffered documents too") {
+  SmallDisk disk(32 << 20);
+  MMDOC_NEED_DISK(disk);
+  const std::string path = disk.File("b.mmdb");
+  Options o;
+  o.log_size = 16 << 20;  // every insert below stays in the buffer: 2 MB,
+  // more than the new file's room, so that merging it needs the disk
+  auto db = DB::Open(path, o).value();
+  REQUIRE(db->CreateIndex("c", "k", IndexOptions{true}).ok());
+  for (int i = 0; i < 2000; i++) {
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"k\": " + std::to_string(i) +
+                              ", \"v\": \"" + std::string(1000, 'v') + "\"}"))
+                .ok());
+  }
+  disk.Fill();
+  CheckReport report;
+  Status s = db->Check(&report);
+  INFO(s.ToString());
+  CHECK(s.ok());
+  // The merge found no room: the documents are still in the buffer, and
+  // the check covered them, not only the (empty) pages.
+  CHECK(db->Stats().value().write_buffer_bytes > 0);
+  CHECK(report.documents_checked == 2000);
+  CHECK(report.index_entries_checked == 2000);
+  disk.Unfill();
+  CHECK(db->Check(&report).ok());
+  CHECK(report.documents_checked == 2000);
+  CHECK(db->Stats().value().write_buffer_bytes == 0);
+}
+
 TEST_CASE("full disk: a compaction without room fails and leaves no copy behind") {
   SmallDisk disk(32 << 20);
   MMDOC_NEED_DISK(disk);
