@@ -65,6 +65,7 @@ std::string ExplainInfo::ToJson() const {
 std::string DBStats::ToJson() const {
   std::string s = "{\"page_size\": " + std::to_string(page_size) +
                   ", \"file_size\": " + std::to_string(file_size) +
+                  ", \"log_file_size\": " + std::to_string(log_file_size) +
                   ", \"log_size\": " + std::to_string(log_size) +
                   ", \"page_count\": " + std::to_string(page_count) +
                   ", \"free_pages\": " + std::to_string(free_pages);
@@ -539,6 +540,7 @@ Result<DBStats> DBImpl::Stats() {
   TransactionImpl* t = tr.value().get();
   st.page_size = t->txn()->page_size();
   st.file_size = ps.file_size;
+  st.log_file_size = ps.log_file_size;
   st.log_size = options_.log_size;
   st.page_count = ps.page_count;
   st.free_pages = ps.free_pages + ps.pending_pages;

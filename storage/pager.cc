@@ -1618,6 +1618,7 @@ PagerStats PagerImpl::Stats() {
   st.checkpoint_txid = checkpoint_txid_.load();
   st.log_used = log_.InUse();
   st.file_size = file_size_.load();
+  st.log_file_size = log_.capacity();
   return st;
 }
 

@@ -225,6 +225,7 @@ struct PagerStats {
   uint64_t oldest_reader_txid = 0;  // 0 when no reader is open
   uint64_t readers = 0;             // open read txns but BeginInternalRead's
   uint64_t file_size = 0;
+  uint64_t log_file_size = 0;  // the log as it is now (it grows to its budget)
 };
 
 // How a write txn's changed pages reach the file.

@@ -38,7 +38,8 @@ int RunStats(const CommonArgs& c, bool json) {
   auto u = [](uint64_t v) { return static_cast<unsigned long long>(v); };
   std::printf("file size     %llu bytes (%llu pages of %u bytes, %llu free)\n", u(s.file_size),
               u(s.page_count), s.page_size, u(s.free_pages));
-  std::printf("log size      %llu bytes\n", u(s.log_size));
+  std::printf("log size      %llu bytes (grows to at most %llu)\n", u(s.log_file_size),
+              u(s.log_size));
   std::printf("fill factor   %.1f%%\n", s.fill_factor * 100);
   std::printf("last txid     %llu\n", u(s.txid));
   if (s.write_buffer_bytes + s.key_filter_bytes > 0) {

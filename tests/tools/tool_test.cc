@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -789,10 +790,18 @@ TEST_CASE("tool: check, stats and compact on a good database", "[tools]") {
   bson_t* b = bson_new_from_json(reinterpret_cast<const uint8_t*>(stats.out.data()),
                                  static_cast<ssize_t>(stats.out.size()), &error);
   CHECK(b != nullptr);
+  // The log's size is the file's, not its 64 MiB budget.
+  bson_iter_t it;
+  const uint64_t log_file = std::filesystem::file_size(db + "-log");
+  CHECK(log_file < (8u << 20));
+  CHECK((b && bson_iter_init_find(&it, b, "log_file_size") &&
+         static_cast<uint64_t>(bson_iter_as_int64(&it)) == log_file));
+  CHECK((b && bson_iter_init_find(&it, b, "log_size") && bson_iter_as_int64(&it) == 64 << 20));
   if (b) bson_destroy(b);
   Run table = MustRun({"stats", db});
   CHECK(Contains(table.out, "default"));
   CHECK(Contains(table.out, "fill factor"));
+  CHECK(Contains(table.out, "log size      " + std::to_string(log_file) + " bytes"));
 
   MustRun({"delete", db, R"({"k": {"$ne": 0}})", "--many"});
   MustRun({"compact", db});
