@@ -204,8 +204,11 @@ TEST_CASE("full disk: a check that cannot merge the buffer checks the buffered d
   MMDOC_NEED_DISK(disk);
   const std::string path = disk.File("b.mmdb");
   Options o;
-  o.log_size = 16 << 20;  // every insert below stays in the buffer: 2 MB,
-  // more than the new file's room, so that merging it needs the disk
+  // Every insert below stays in the buffer (set, so that MMDOC_WRITE_BUFFER
+  // does not replace it): 2 MB, more than the new file's room, so that
+  // merging it needs the disk.
+  o.write_buffer_size = 32 << 20;
+  o.log_size = 16 << 20;
   auto db = DB::Open(path, o).value();
   REQUIRE(db->CreateIndex("c", "k", IndexOptions{true}).ok());
   for (int i = 0; i < 2000; i++) {
