@@ -174,6 +174,7 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
   // merger merges them first, since their key filters are gone.
   // (A catalog too damaged to list is left for the reads and DB::Check
   // to report, as before.)
+  db->RemoveCompactionCopy();  // a compaction killed midway left it
   bool runs = false;
   if (!db->HasRuns(&runs).ok()) runs = false;
   if (runs && budget == 0) MMDOC_RETURN_IF_ERROR(db->MergeRunsNow(1));
@@ -660,6 +661,22 @@ Status DBImpl::Compact() {
   return s;
 }
 
+void DBImpl::RemoveCompactionCopy() {
+  storage::FileSystem* fs =
+      options_.file_system ? options_.file_system : storage::FileSystem::Default();
+  const std::string tmp = path_ + ".compact";
+  if (!fs->Exists(tmp) && !fs->Exists(tmp + "-log")) return;
+  // With the database's lock held no other process is compacting it, so a
+  // copy is a leftover; unless something holds it open as a database of
+  // its own, which is left alone.
+  if (fs->Exists(tmp)) {
+    auto f = fs->Open(tmp, storage::OpenMode::kExisting);
+    if (!f.ok() || !f.value()->TryLock().ok()) return;
+  }
+  for (const std::string& f : {tmp, tmp + "-log"})
+    if (fs->Exists(f)) (void)fs->Remove(f);
+}
+
 Status DBImpl::CompactPages() {
   std::shared_ptr<storage::Pager> old = pager();
   MMDOC_RETURN_IF_ERROR(old->BackgroundError());
@@ -672,12 +689,7 @@ Status DBImpl::CompactPages() {
   storage::FileSystem* fs =
       options_.file_system ? options_.file_system : storage::FileSystem::Default();
   const std::string tmp = path_ + ".compact";
-  auto remove_copy = [&] {
-    for (const std::string& f : {tmp, tmp + "-log"}) {
-      if (fs->Exists(f)) (void)fs->Remove(f);
-    }
-  };
-  remove_copy();  // what a compaction cut short left (the lock is ours)
+  RemoveCompactionCopy();  // what a compaction cut short left
   std::shared_ptr<storage::Pager> copy;
   Status s = CopyInto(&src, tmp, &copy);
   // The copy takes the database's name while both files stay locked, so no
@@ -685,7 +697,7 @@ Status DBImpl::CompactPages() {
   if (s.ok()) s = copy->MoveTo(path_);
   if (!s.ok() && !(copy && copy->path() == path_)) {
     copy.reset();
-    remove_copy();  // a failed compaction (a full disk) leaves nothing behind
+    RemoveCompactionCopy();  // a failed compaction (a full disk) leaves nothing behind
     return s;
   }
   // The catalog cache and the spare readers describe the old file: a page

@@ -352,6 +352,9 @@ class DBImpl {
   // Check and Compact of the pages alone (the buffer merged first).
   Status CheckPages(CheckReport* report);
   Status CompactPages();
+  // Removes the copy (path + ".compact" and its log) a compaction left when
+  // it was killed or failed. REQUIRES: the database open (its lock held).
+  void RemoveCompactionCopy();
 
   // Set by Open, read-only afterwards.
   std::string path_;
