@@ -166,12 +166,14 @@ class Filter {
 
 // Updates (operators, replacements, upserts): engine/update.h.
 
-// Keeps only the listed dotted fields (and _id).
+// MongoDB's projections as dotted paths: "a" keeps a field (with _id),
+// "-a" drops one and keeps the rest (MongoDB's {a: 0}); "-_id" drops _id
+// in either kind.
 class Projection {
  public:
   // InvalidArgument naming the field for an empty path, an empty part
-  // ("a..b", ".a", "a."), a part starting with '$' ("$a", "a.$") and a
-  // leading '-' (an exclusion, which is not supported).
+  // ("a..b", ".a", "a."), a part starting with '$' ("$a", "a.$"), and for
+  // fields kept and dropped in one projection (but _id, as MongoDB).
   static Result<Projection> Parse(const std::vector<std::string>& fields);
   Projection();
   ~Projection();
@@ -181,7 +183,9 @@ class Projection {
   void Apply(const uint8_t* doc, size_t len, std::string* out) const;
 
  private:
-  std::vector<std::string> fields_;
+  std::vector<std::string> fields_;   // kept (an inclusion)
+  std::vector<std::string> dropped_;  // dropped (an exclusion), _id aside
+  bool drop_id_ = false;
 };
 
 // InvalidArgument ("field names must not start with '$': $foo") when a key

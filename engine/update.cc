@@ -1689,40 +1689,57 @@ Projection& Projection::operator=(Projection&&) noexcept = default;
 Result<Projection> Projection::Parse(const std::vector<std::string>& fields) {
   Projection p;
   std::vector<std::string> parts;
+  bool keep_id = false;
   for (const std::string& f : fields) {
-    if (f.empty()) return Status::InvalidArgument("empty field path in projection");
-    // "-a" reads as MongoDB's {a: 0}, which is not implemented: refuse it
-    // rather than keep a field nobody has.
-    if (f[0] == '-') {
-      return Status::InvalidArgument(
-          "exclusion projections are not supported; list the fields to keep", f);
-    }
-    MMDOC_RETURN_IF_ERROR(SplitPath(f, &parts));
+    const bool drop = !f.empty() && f[0] == '-';  // MongoDB's {a: 0}
+    const std::string path = drop ? f.substr(1) : f;
+    if (path.empty()) return Status::InvalidArgument("empty field path in projection", f);
+    MMDOC_RETURN_IF_ERROR(SplitPath(path, &parts));
     for (const std::string& part : parts) {
       // "$a", "a.$" (MongoDB's positional projection): operators, not fields.
       if (part[0] == '$') {
         return Status::InvalidArgument("projection field names must not start with '$'", f);
       }
     }
-    p.fields_.push_back(f);
+    if (drop && path == "_id") {
+      p.drop_id_ = true;
+    } else if (drop) {
+      p.dropped_.push_back(path);
+    } else {
+      keep_id = keep_id || path == "_id";
+      p.fields_.push_back(path);
+    }
+  }
+  if (keep_id && p.drop_id_) {
+    return Status::InvalidArgument("a projection cannot both keep and drop _id");
+  }
+  // As MongoDB: fields are either kept or dropped; only _id goes either way.
+  for (const std::string& f : p.fields_) {
+    if (f != "_id" && !p.dropped_.empty()) {
+      return Status::InvalidArgument(
+          "a projection cannot both keep and drop fields (only _id may be dropped from one that "
+          "keeps)",
+          f + " and -" + p.dropped_.front());
+    }
   }
   return p;
 }
 
-bool Projection::empty() const { return fields_.empty(); }
+bool Projection::empty() const { return fields_.empty() && dropped_.empty() && !drop_id_; }
 
 namespace {
 
 // Copies the parts of the container `it` iterates that `n` selects (a leaf
 // selects the whole field). Array elements that are documents are projected
 // one by one; other elements are dropped, as MongoDB does.
-void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bson_t* out) {
+void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bool drop_id,
+             bson_t* out) {
   uint32_t index = 0;
   while (bson_iter_next(it)) {
     std::string_view key = Key(it);
     const PathTree* c = is_array ? &n : n.Find(key);
     if (top && key == "_id") {
-      bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
+      if (!drop_id) bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
       continue;
     }
     if (c == nullptr) continue;
@@ -1740,11 +1757,39 @@ void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bson_t
     bson_t sub;
     if (sub_array) {
       bson_append_array_begin(out, k.data(), static_cast<int>(k.size()), &sub);
-      Project(&sub_it, *c, false, true, &sub);
+      Project(&sub_it, *c, false, true, false, &sub);
       bson_append_array_end(out, &sub);
     } else {
       bson_append_document_begin(out, k.data(), static_cast<int>(k.size()), &sub);
-      Project(&sub_it, *c, false, false, &sub);
+      Project(&sub_it, *c, false, false, false, &sub);
+      bson_append_document_end(out, &sub);
+    }
+  }
+}
+
+// Copies the container `it` iterates without the parts `n` names (a leaf
+// drops the whole field). In an array, each document (at any depth of
+// nested arrays) loses them; other elements stay, as in MongoDB.
+void Drop(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bool drop_id, bson_t* out) {
+  while (bson_iter_next(it)) {
+    std::string_view key = Key(it);
+    if (top && drop_id && key == "_id") continue;
+    const bool doc = BSON_ITER_HOLDS_DOCUMENT(it), array = BSON_ITER_HOLDS_ARRAY(it);
+    const PathTree* c = is_array ? ((doc || array) ? &n : nullptr) : n.Find(key);
+    if (c != nullptr && !is_array && c->op != PathTree::kNone) continue;  // dropped
+    bson_iter_t sub_it;
+    if (c == nullptr || !(doc || array) || !bson_iter_recurse(it, &sub_it)) {
+      bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
+      continue;
+    }
+    bson_t sub;
+    if (array) {
+      bson_append_array_begin(out, key.data(), static_cast<int>(key.size()), &sub);
+      Drop(&sub_it, *c, false, true, false, &sub);
+      bson_append_array_end(out, &sub);
+    } else {
+      bson_append_document_begin(out, key.data(), static_cast<int>(key.size()), &sub);
+      Drop(&sub_it, *c, false, false, false, &sub);
       bson_append_document_end(out, &sub);
     }
   }
@@ -1753,15 +1798,17 @@ void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bson_t
 }  // namespace
 
 void Projection::Apply(const uint8_t* doc, size_t len, std::string* out) const {
-  if (fields_.empty()) {
+  if (empty()) {
     out->assign(reinterpret_cast<const char*>(doc), len);
     return;
   }
+  // Dropping: fields to drop were given, or only -_id. (Parse refused a mix.)
+  const bool dropping = !dropped_.empty() || fields_.empty();
   // Built per call: projections are small and applied to returned documents
   // only. A shorter path wins over a longer one below it ("a" over "a.b").
   PathTree tree;
   std::vector<std::string> parts;
-  for (const std::string& f : fields_) {
+  for (const std::string& f : dropping ? dropped_ : fields_) {
     (void)SplitPath(f, &parts);  // validated in Parse
     PathTree* n = &tree;
     for (const std::string& part : parts) {
@@ -1774,7 +1821,13 @@ void Projection::Apply(const uint8_t* doc, size_t len, std::string* out) const {
   bson_iter_t it;
   bson_t result;
   bson_init(&result);
-  if (bson_iter_init_from_data(&it, doc, len)) Project(&it, tree, true, false, &result);
+  if (bson_iter_init_from_data(&it, doc, len)) {
+    if (dropping) {
+      Drop(&it, tree, true, false, drop_id_, &result);
+    } else {
+      Project(&it, tree, true, false, drop_id_, &result);
+    }
+  }
   *out = Bytes(&result);
   bson_destroy(&result);
 }

@@ -847,16 +847,17 @@ std::string Commands::Find(const std::string& db, const bson_t* cmd) {
         std::string key = bson_iter_key(&p);
         bool include = BSON_ITER_HOLDS_BOOL(&p) || BSON_ITER_HOLDS_NUMBER(&p);
         if (!include) {
-          return Error(2, "find: projection supports inclusion (field: 1) and _id: 0 only, not " +
-                              proj.ToJson());
+          return Error(2,
+                       "find: projection values must be 1 or 0 (true or false); $slice, "
+                       "$elemMatch and expressions are not supported, in " +
+                           proj.ToJson());
         }
-        if (!Truthy(&p)) {
-          if (key != "_id") {
-            return Error(2, "find: exclusion projections (field: 0) are supported for _id only");
-          }
+        if (!Truthy(&p) && key == "_id") {
           c->strip_id = true;
         } else {
-          fo.projection.push_back(key);
+          // {a: 0} is the engine's "-a"; a projection that both keeps and
+          // drops fields is refused when the cursor opens.
+          fo.projection.push_back(Truthy(&p) ? key : "-" + key);
         }
       }
     }

@@ -109,13 +109,12 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
   options.limit = static_cast<decltype(options.limit)>(a.limit);
   options.skip = static_cast<decltype(options.skip)>(a.skip);
   options.max_sort_bytes = static_cast<uint64_t>(a.max_sort_bytes);
-  // Checked here too, not only by the API: an exclusion (-FIELD) or an
-  // operator must not quietly project nothing but _id.
+  // Checked here too, not only by the API, so that the error names the
+  // option: an operator must not quietly project nothing but _id. (-FIELD
+  // drops FIELD; the API refuses fields both kept and dropped.)
   for (const std::string& field : a.project) {
-    std::string problem = !field.empty() && field[0] == '-'
-                              ? "excluding fields (-FIELD) is not supported; name the fields to "
-                                "keep"
-                              : FieldPathProblem(field);
+    const bool drop = !field.empty() && field[0] == '-';
+    std::string problem = FieldPathProblem(drop ? std::string_view(field).substr(1) : field);
     if (!problem.empty()) {
       return Fail(kExitBadInput, "find", "--project " + Quote(field) + ": " + problem);
     }

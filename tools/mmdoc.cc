@@ -159,7 +159,9 @@ int Main(int argc, char** argv) {
                    "past it find fails, as MongoDB's 100 MiB limit")
       ->type_name("N")
       ->capture_default_str();
-  find->add_option("--project", find_args.project, "Only these fields (and _id): a,b,c")
+  find->add_option("--project", find_args.project,
+                   "Only these fields (and _id): a,b,c; or all but these: --project=-a,-b "
+                   "(MongoDB's {a: 0}); -_id drops _id from either")
       ->delimiter(',');
   find->add_flag("--explain", find_args.explain,
                  "Print the plan (index or full scan, keys and documents "

@@ -141,9 +141,12 @@ struct FindOptions {
   // Skip this many matching documents first; negative is InvalidArgument.
   // Default: 0.
   int64_t skip = 0;
-  // Return only these dotted fields (and _id); empty means whole documents.
-  // An empty path or part ("a..b"), a part starting with '$' and an
-  // exclusion ("-a") are InvalidArgument naming the field. Default: {}.
+  // Return only these dotted fields (and _id), or, written "-a", all but
+  // these (MongoDB's {a: 0}: in arrays, each document loses the field);
+  // "-_id" drops _id from either kind. Empty means whole documents. An
+  // empty path or part ("a..b"), a part starting with '$', and fields both
+  // kept and dropped (but _id, as MongoDB) are InvalidArgument naming the
+  // field. Default: {}.
   std::vector<std::string> projection;
 };
 

@@ -320,6 +320,41 @@ TEST_CASE("Projection", "[update]") {
   CHECK(Projection::Parse({}).value().empty());
   CHECK_FALSE(Projection::Parse({"a..b"}).ok());
   CHECK_FALSE(Projection::Parse({""}).ok());
+  // _id: kept unless dropped, whichever kind the projection is.
+  CHECK(Project({"a", "-_id"}, doc) == J(R"({"a": 1})"));
+  CHECK(Project({"_id"}, doc) == J(R"({"_id": 1})"));
+}
+
+TEST_CASE("Projection: dropping fields, as MongoDB's {field: 0}", "[update]") {
+  const std::string doc =
+      R"({"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "f": 5}, 6, [{"c": 7, "f": 8}]], "g": 7})";
+  CHECK(Project({"-a", "-g"}, doc) ==
+        J(R"({"_id": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "f": 5}, 6, [{"c": 7, "f": 8}]]})"));
+  CHECK(
+      Project({"-b.d"}, doc) ==
+      J(R"({"_id": 1, "a": 1, "b": {"c": 2}, "e": [{"c": 4, "f": 5}, 6, [{"c": 7, "f": 8}]], "g": 7})"));
+  // In an array each document loses the field; other elements stay.
+  CHECK(Project({"-e.c"}, doc) ==
+        J(R"({"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 5}, 6, [{"f": 8}]], "g": 7})"));
+  // A path through a scalar or a missing field drops nothing.
+  CHECK(Project({"-a.x", "-zz", "-zz.y"}, doc) == J(doc));
+  // The shorter path wins.
+  CHECK(Project({"-b", "-b.d", "-e", "-a", "-g"}, doc) == J(R"({"_id": 1})"));
+  CHECK(
+      Project({"-_id"}, doc) ==
+      J(R"({"a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "f": 5}, 6, [{"c": 7, "f": 8}]], "g": 7})"));
+  CHECK(Project({"-_id", "-b", "-e", "-g"}, doc) == J(R"({"a": 1})"));
+  CHECK(Project({"_id", "-a", "-b", "-e"}, doc) == J(R"({"_id": 1, "g": 7})"));  // {_id: 1, a: 0}
+  CHECK_FALSE(Projection::Parse({"-_id"}).value().empty());
+  // Keeping and dropping fields other than _id in one projection.
+  auto mixed = Projection::Parse({"a", "-b"});
+  REQUIRE_FALSE(mixed.ok());
+  CHECK(mixed.status().IsInvalidArgument());
+  CHECK(mixed.status().message().find("cannot both keep and drop") != std::string::npos);
+  CHECK_FALSE(Projection::Parse({"_id", "-_id"}).ok());
+  CHECK_FALSE(Projection::Parse({"-"}).ok());
+  CHECK_FALSE(Projection::Parse({"-a..b"}).ok());
+  CHECK_FALSE(Projection::Parse({"-$a"}).ok());
 }
 
 TEST_CASE("Projection: bad field paths are InvalidArgument naming the field", "[update]") {
@@ -333,8 +368,7 @@ TEST_CASE("Projection: bad field paths are InvalidArgument naming the field", "[
     CHECK(p.status().message().find(needle) != std::string::npos);
     CHECK(p.status().message().find(field) != std::string::npos);
   };
-  bad("-_id", "exclusion projections are not supported; list the fields to keep");
-  bad("-a", "exclusion projections are not supported");
+  bad("-b", "cannot both keep and drop fields");
   bad("$a", "$a");
   bad("a.$", "a.$");
   bad("a.$b", "a.$b");

@@ -46,6 +46,14 @@ def test_crud(srv):
     assert coll.estimated_document_count() == 51
     got = list(coll.find({"age": {"$lt": 5}}, {"age": 1, "_id": 0}).sort("age", -1).skip(1).limit(3))
     assert got == [{"age": 3}, {"age": 2}, {"age": 1}], got
+    # {field: 0} drops fields and keeps the rest; with _id: 0 too.
+    assert coll.find_one({"_id": 1}, {"age": 0}) == {"_id": 1, "name": "ada"}
+    assert coll.find_one({"_id": 1}, {"age": 0, "_id": 0}) == {"name": "ada"}
+    try:
+        coll.find_one({"_id": 1}, {"age": 0, "name": 1})
+        raise AssertionError("a projection keeping and dropping fields was accepted")
+    except errors.OperationFailure as e:
+        assert "cannot both keep and drop" in str(e), e
     r = coll.update_one({"_id": 1}, {"$set": {"age": 37}, "$push": {"tags": "math"}})
     assert (r.matched_count, r.modified_count) == (1, 1), r.raw_result
     r = coll.update_many({"age": {"$lt": 10}}, {"$inc": {"age": 100}})

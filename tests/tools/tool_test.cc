@@ -912,21 +912,28 @@ TEST_CASE("tool: find refuses a negative --limit or --skip", "[tools]") {
   CHECK(Lines(MustRun({"find", db, "--skip", "1"}).out).size() == 1);
 }
 
-// --project=-_id and --project '$a' printed {"_id": 1}.
+// --project '$a' printed {"_id": 1}.
 TEST_CASE("tool: find refuses projections that are not field paths", "[tools]") {
   TempDir dir;
   const std::string db = dir.File("t.mmdb");
   MustRun({"insert", db}, "{\"_id\": 1, \"a\": {\"b\": 2}}\n");
-  ExpectError(RunTool({"find", db, "--project=-_id"}), 2, {"project", "-_id"});
+  ExpectError(RunTool({"find", db, "--project=-"}), 2, {"project"});
+  ExpectError(RunTool({"find", db, "--project=-$a"}), 2, {"project", "$a"});
+  ExpectError(RunTool({"find", db, "--project=a,-b"}), 2, {"keep and drop"});
   ExpectError(RunTool({"find", db, "--project", "$a"}), 2, {"project", "$a"});
   ExpectError(RunTool({"find", db, "--project", "a.$b"}), 2, {"project", "a.$b"});
   ExpectError(RunTool({"find", db, "--project", "a..b"}), 2, {"project", "a..b"});
   ExpectError(RunTool({"find", db, "--project", "a,.b"}), 2, {"project", ".b"});
   ExpectError(RunTool({"find", db, "--project", ""}), 2, {"project"});
-  ExpectError(RunTool({"find", db, "--project=-a", "--explain"}), 2, {"project"});
+  ExpectError(RunTool({"find", db, "--project=-a..b", "--explain"}), 2, {"project"});
   ExpectError(RunTool({"find", db, "--sort", "$a"}), 2, {"sort", "$a"});
   CHECK(MustRun({"find", db, "--project", "a.b"}).out ==
         "{ \"_id\" : 1, \"a\" : { \"b\" : 2 } }\n");
+  // -FIELD drops a field and keeps the rest (MongoDB's {FIELD: 0}).
+  CHECK(MustRun({"find", db, "--project=-a"}).out == "{ \"_id\" : 1 }\n");
+  CHECK(MustRun({"find", db, "--project=-a.b"}).out == "{ \"_id\" : 1, \"a\" : {  } }\n");
+  CHECK(MustRun({"find", db, "--project=-_id"}).out == "{ \"a\" : { \"b\" : 2 } }\n");
+  CHECK(MustRun({"find", db, "--project=a,-_id"}).out == "{ \"a\" : { \"b\" : 2 } }\n");
 }
 
 // a missing collection exited 1 from export but 0 ("wrote
