@@ -852,6 +852,11 @@ std::string Commands::Find(const std::string& db, const bson_t* cmd) {
                        "$elemMatch and expressions are not supported, in " +
                            proj.ToJson());
         }
+        if (!key.empty() && key[0] == '-') {
+          // The engine reads "-a" as {a: 0}: refused rather than misread.
+          return Error(
+              2, "find: projecting a field whose name starts with '-' is not supported: " + key);
+        }
         if (!Truthy(&p) && key == "_id") {
           c->strip_id = true;
         } else {

@@ -54,6 +54,11 @@ def test_crud(srv):
         raise AssertionError("a projection keeping and dropping fields was accepted")
     except errors.OperationFailure as e:
         assert "cannot both keep and drop" in str(e), e
+    try:  # the engine's "-a" means {a: 0}: a field named "-a" is refused, not misread
+        coll.find_one({"_id": 1}, {"-age": 1})
+        raise AssertionError("a field named -age was projected")
+    except errors.OperationFailure as e:
+        assert "starts with '-'" in str(e), e
     r = coll.update_one({"_id": 1}, {"$set": {"age": 37}, "$push": {"tags": "math"}})
     assert (r.matched_count, r.modified_count) == (1, 1), r.raw_result
     r = coll.update_many({"age": {"$lt": 10}}, {"$inc": {"age": 100}})
