@@ -207,6 +207,7 @@ Status DBImpl::Replay(uint64_t txid, std::string_view payload) {
     runs_merged_for_replay_ = true;
   }
   Status s = t.value()->ApplyLog(payload);
+  if (s.IsFull() || s.IsIOError()) return s;  // the disk's failure, not the log's
   if (!s.ok()) return Status::Corruption("log record " + std::to_string(txid), s.ToString());
   return t.value()->Commit();
 }

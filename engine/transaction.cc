@@ -1755,8 +1755,11 @@ Status TransactionImpl::ApplyLog(std::string_view payload, bool own) {
                                   std::to_string(static_cast<int>(op)));
     }
     // NotSupported: replay into the buffer met a record that changes pages.
+    // Full and IOError: the disk failed the replay, the log is not damaged.
     if (!s.ok()) {
-      return own || s.IsNotSupported() ? s : Status::Corruption("log replay failed", s.ToString());
+      return own || s.IsNotSupported() || s.IsFull() || s.IsIOError()
+                 ? s
+                 : Status::Corruption("log replay failed", s.ToString());
     }
   }
   return Status::OK();

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -230,6 +231,50 @@ TEST_CASE("full disk: a check that cannot merge the buffer checks the buffered d
   CHECK(db->Check(&report).ok());
   CHECK(report.documents_checked == 2000);
   CHECK(db->Stats().value().write_buffer_bytes == 0);
+}
+
+TEST_CASE("full disk: a log that cannot be replayed for lack of room says Full, not Corruption") {
+  SmallDisk disk(32 << 20);
+  MMDOC_NEED_DISK(disk);
+  const std::string path = disk.File("r.mmdb");
+  Options o;
+  o.write_buffer_size = 32 << 20;  // nothing merged: the log holds every insert
+  o.log_size = 16 << 20;
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    auto db = DB::Open(path, o);
+    if (!db.ok()) _exit(1);
+    for (int t = 0; t < 20; t++) {  // transactions of 100 inserts
+      auto txn = db.value()->Begin();
+      if (!txn.ok()) _exit(2);
+      for (int i = t * 100; i < t * 100 + 100; i++) {
+        if (!txn.value()
+                 ->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"v\": \"" +
+                                 std::string(1000, 'v') + "\"}"))
+                 .ok())
+          _exit(3);
+      }
+      if (!txn.value()->Commit().ok()) _exit(4);
+    }
+    _exit(0);  // no close, as a kill
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  REQUIRE((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  // Without a buffer the log replays into pages, which need the disk.
+  Options pages = o;
+  pages.write_buffer_size = 0;
+  disk.Fill();
+  auto full = DB::Open(path, pages);
+  INFO(full.status().ToString());
+  CHECK(full.status().IsFull());
+  disk.Unfill();
+  auto db = DB::Open(path, pages);
+  INFO(db.status().ToString());
+  REQUIRE(db.ok());
+  CHECK(db.value()->Count("c").value() == 2000);
+  CHECK(db.value()->Check().ok());
 }
 
 TEST_CASE("full disk: a compaction without room fails and leaves no copy behind") {
