@@ -402,18 +402,19 @@ struct CheckReport {
 
 class DB {
  public:
-  // Opens (or, with create_if_missing, creates) the database at `path`,
-  // takes an exclusive lock, and recovers committed transactions from the
-  // log. A new database is created whole: after a crash at any moment its
-  // path either does not exist or holds an empty database. Opening a
-  // database that was closed cleanly writes nothing until the first write.
-  // Errors: Busy (another process or handle has it open), NotFound (no
-  // file, and !create_if_missing), Corruption (naming the page; a file that
-  // is empty or all zeros when it may not be created over; or, naming the
-  // log, a database not closed cleanly whose log is missing, another
-  // database's, damaged, cut short or an older copy of itself: see
-  // Options::accept_log_loss), Full (no room to create it), InvalidArgument
-  // (bad options, path is a directory), IOError.
+  // Opens (or, with create_if_missing, creates) the database at `path`, takes
+  // an exclusive lock, and recovers committed transactions from the log. A new
+  // database is created whole: after a crash at any moment its path either does
+  // not exist or holds an empty database. Opening a database that was closed
+  // cleanly writes nothing to it until the first write (it removes what a
+  // compaction killed midway left: path.compact and its log). Errors: Busy
+  // (another process or handle has it open), NotFound (no file, and
+  // !create_if_missing), Corruption (naming the page; a file that is empty or
+  // all zeros when it may not be created over; or, naming the log, a database
+  // not closed cleanly whose log is missing, another database's, damaged, cut
+  // short or an older copy of itself: see Options::accept_log_loss), Full (no
+  // room to create it, or to replay its log into pages), InvalidArgument (bad
+  // options, path is a directory), IOError.
   static Result<std::unique_ptr<DB>> Open(std::string_view path,
                                           const Options& options = Options());
   ~DB();  // checkpoints and closes; REQUIRES: no unfinished transactions
