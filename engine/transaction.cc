@@ -1108,7 +1108,18 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
     std::string_view coll, const Document& filter, const Document* update,
     const FindAndModifyOptions& options) {
   MMDOC_RETURN_IF_ERROR(Writable());
-  // Parsed first, so that a bad update changes nothing.
+  // Parsed first, so that a bad update or projection changes nothing.
+  engine::Projection projection;
+  if (!options.projection.empty()) {
+    auto p = engine::Projection::Parse(options.projection);
+    if (!p.ok()) return p.status();
+    projection = std::move(p.value());
+  }
+  auto shaped = [&projection](const std::string_view d) {
+    std::string out;
+    projection.Apply(reinterpret_cast<const uint8_t*>(d.data()), d.size(), &out);
+    return std::optional<Document>(Document::FromTrustedBytes(std::move(out)));
+  };
   std::optional<engine::Update> u;
   if (update != nullptr) {
     auto parsed = engine::Update::Parse(*update);
@@ -1138,7 +1149,7 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
       if (options.return_after) {
         auto stored = Get(coll, id);  // as Insert stored it (_id first)
         if (!stored.ok()) return stored.status();
-        return std::optional<Document>(std::move(stored.value()));
+        return shaped(stored.value().bytes());
       }
     }
     return std::optional<Document>();
@@ -1148,7 +1159,7 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
   const Value id_value = Value::FromBsonValue(&id);
   if (!u) {
     MMDOC_RETURN_IF_ERROR(Delete(coll, id_value));
-    return before;
+    return shaped(before->bytes());
   }
   CollState* c;
   std::string pk;
@@ -1162,8 +1173,7 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
     MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &*u));
     Log(LogOp::kReplace, coll, out);
   }
-  if (options.return_after) return std::optional<Document>(Document::FromTrustedBytes(out));
-  return before;
+  return shaped(options.return_after ? std::string_view(out) : before->bytes());
 }
 
 Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Document& filter,

@@ -150,6 +150,28 @@ std::optional<int64_t> Int(const bson_iter_t* it) {
 // MongoDB's truthiness for flags such as upsert, multi, unique.
 bool Truthy(const bson_iter_t* it) { return bson_iter_as_bool(it); }
 
+// MongoDB's projection document as FindOptions::projection: {a: 1} is "a",
+// {a: 0} is "-a". Returns "" or why it cannot be one.
+std::string ProjectionFields(const Document& proj, std::vector<std::string>* out) {
+  bson_t pv;
+  proj.View(&pv);
+  bson_iter_t p;
+  if (!bson_iter_init(&p, &pv)) return "projection is not a valid document";
+  while (bson_iter_next(&p)) {
+    std::string key = bson_iter_key(&p);
+    if (!BSON_ITER_HOLDS_BOOL(&p) && !BSON_ITER_HOLDS_NUMBER(&p)) {
+      return "projection values must be 1 or 0 (true or false); $slice, $elemMatch and "
+             "expressions are not supported, in " +
+             proj.ToJson();
+    }
+    // The engine reads "-a" as {a: 0}: refused rather than misread.
+    if (!key.empty() && key[0] == '-')
+      return "projecting a field whose name starts with '-' is not supported: " + key;
+    out->push_back(Truthy(&p) ? key : "-" + key);
+  }
+  return "";
+}
+
 // Why "db.coll" is not a namespace this server takes, or "".
 std::string NamespaceProblem(const std::string& db, const std::string& coll) {
   if (db.empty() || db.find_first_of("./\\ \"$") != std::string::npos) {
@@ -289,8 +311,7 @@ struct Commands::ServerCursor {
   std::unique_ptr<Transaction> txn;  // the snapshot the cursor reads
   std::unique_ptr<Cursor> cursor;
   bool pending = false;  // the cursor is on a document no batch took yet
-  bool strip_id = false;
-  bool in_use = false;  // a getMore is reading it
+  bool in_use = false;   // a getMore is reading it
   std::chrono::steady_clock::time_point last_used;
 };
 
@@ -769,15 +790,7 @@ bool Commands::FillBatch(ServerCursor* c, int64_t batch_size, bson_t* arr, Statu
     std::string key = std::to_string(count);
     bson_t doc;
     bson_init_static(&doc, reinterpret_cast<const uint8_t*>(raw.data()), raw.size());
-    if (c->strip_id) {
-      bson_t copy;
-      bson_init(&copy);
-      bson_copy_to_excluding_noinit(&doc, &copy, "_id", nullptr);
-      bson_append_document(arr, key.c_str(), static_cast<int>(key.size()), &copy);
-      bson_destroy(&copy);
-    } else {
-      bson_append_document(arr, key.c_str(), static_cast<int>(key.size()), &doc);
-    }
+    bson_append_document(arr, key.c_str(), static_cast<int>(key.size()), &doc);
     bytes += raw.size();
     count++;
     c->pending = false;
@@ -838,34 +851,9 @@ std::string Commands::Find(const std::string& db, const bson_t* cmd) {
   }
   if (Lookup(cmd, "projection", &it)) {
     if (!BSON_ITER_HOLDS_DOCUMENT(&it)) return Error(14, "find: projection must be a document");
-    Document proj = Sub(&it);
-    bson_t pv;
-    proj.View(&pv);
-    bson_iter_t p;
-    if (bson_iter_init(&p, &pv)) {
-      while (bson_iter_next(&p)) {
-        std::string key = bson_iter_key(&p);
-        bool include = BSON_ITER_HOLDS_BOOL(&p) || BSON_ITER_HOLDS_NUMBER(&p);
-        if (!include) {
-          return Error(2,
-                       "find: projection values must be 1 or 0 (true or false); $slice, "
-                       "$elemMatch and expressions are not supported, in " +
-                           proj.ToJson());
-        }
-        if (!key.empty() && key[0] == '-') {
-          // The engine reads "-a" as {a: 0}: refused rather than misread.
-          return Error(
-              2, "find: projecting a field whose name starts with '-' is not supported: " + key);
-        }
-        if (!Truthy(&p) && key == "_id") {
-          c->strip_id = true;
-        } else {
-          // {a: 0} is the engine's "-a"; a projection that both keeps and
-          // drops fields is refused when the cursor opens.
-          fo.projection.push_back(Truthy(&p) ? key : "-" + key);
-        }
-      }
-    }
+    // One that both keeps and drops fields is refused when the cursor opens.
+    const std::string problem = ProjectionFields(Sub(&it), &fo.projection);
+    if (!problem.empty()) return Error(2, "find: " + problem);
   }
   int64_t batch = kDefaultFirstBatch;
   bool single_batch = Lookup(cmd, "singleBatch", &it) && Truthy(&it);
@@ -1080,11 +1068,11 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
       fo.sort_direction = static_cast<int>(*dir);
     }
   }
-  if (Lookup(cmd, "fields", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-    Document fields = Sub(&it);
-    bson_t fv;
-    fields.View(&fv);
-    if (bson_count_keys(&fv) != 0) return Error(2, "findAndModify: fields is not supported");
+  if (Lookup(cmd, "fields", &it)) {
+    if (!BSON_ITER_HOLDS_DOCUMENT(&it))
+      return Error(14, "findAndModify: fields must be a document");
+    const std::string problem = ProjectionFields(Sub(&it), &fo.projection);
+    if (!problem.empty()) return Error(2, "findAndModify: " + problem);
   }
   for (const char* opt : {"arrayFilters", "collation"}) {
     if (Lookup(cmd, opt, &it))

@@ -106,6 +106,9 @@ struct FindAndModifyOptions {
   // says; it then returns the inserted document with return_after, else
   // nothing. Default: false.
   bool upsert = false;
+  // The document returned is projected as FindOptions::projection says
+  // ("a" keeps, "-a" drops); the change itself is not. Default: {}.
+  std::vector<std::string> projection;
 };
 
 struct UpdateResult {

@@ -116,6 +116,38 @@ TEST_CASE("FindOneAndUpdate with upsert inserts, and returns the new document af
   CHECK(db->Count("c").value() == 5);
 }
 
+TEST_CASE("FindOneAndUpdate and FindOneAndDelete return the document projected") {
+  TestDB db;
+  Fill(db);
+  FindAndModifyOptions o;
+  o.projection = {"-tag"};
+  auto before = db->FindOneAndUpdate("c", J(R"({"_id": 1})"), J(R"({"$set": {"n": 31}})"), o);
+  REQUIRE(before.ok());
+  REQUIRE(before.value().has_value());
+  CHECK(before.value()->ToJson() == J(R"({"_id": 1, "n": 30})").ToJson());
+  o.return_after = true;
+  o.projection = {"n", "-_id"};
+  auto after = db->FindOneAndUpdate("c", J(R"({"_id": 1})"), J(R"({"$inc": {"n": 1}})"), o);
+  REQUIRE(after.ok());
+  CHECK(after.value()->ToJson() == J(R"({"n": 32})").ToJson());
+  o.upsert = true;
+  o.projection = {"tag"};
+  auto upserted =
+      db->FindOneAndUpdate("c", J(R"({"_id": 9})"), J(R"({"$set": {"tag": "u", "n": 1}})"), o);
+  REQUIRE(upserted.ok());
+  CHECK(upserted.value()->ToJson() == J(R"({"_id": 9, "tag": "u"})").ToJson());
+  FindAndModifyOptions d;
+  d.projection = {"-n"};
+  auto deleted = db->FindOneAndDelete("c", J(R"({"_id": 2})"), d);
+  REQUIRE(deleted.ok());
+  CHECK(deleted.value()->ToJson() == J(R"({"_id": 2, "tag": "a"})").ToJson());
+  // The stored documents are whole; a bad projection changes nothing.
+  CHECK(db->Get("c", V("1")).value().ToJson() == J(R"({"_id": 1, "n": 32, "tag": "a"})").ToJson());
+  d.projection = {"n", "-tag"};
+  CHECK(db->FindOneAndDelete("c", J(R"({"_id": 3})"), d).status().IsInvalidArgument());
+  CHECK(db->Count("c").value() == 3);
+}
+
 TEST_CASE("FindOneAndUpdate and FindOneAndDelete errors change nothing") {
   TestDB db;
   Fill(db);

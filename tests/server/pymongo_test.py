@@ -101,6 +101,12 @@ def test_find_and_modify(srv):
     got = coll.find_one_and_delete({"state": "taken"}, sort=[("_id", 1)])
     assert got["_id"] == 0, got
     assert coll.count_documents({}) == 6
+    got = coll.find_one_and_update({"_id": 1}, {"$set": {"prio": 7}}, projection={"prio": 0},
+                                   return_document=pymongo.ReturnDocument.AFTER)
+    assert got == {"_id": 1, "state": "new"}, got
+    got = coll.find_one_and_delete({"_id": 1}, projection={"prio": 1, "_id": 0})
+    assert got == {"prio": 7}, got
+    assert coll.count_documents({}) == 5
     try:
         coll.find_one_and_update({}, {"$set": {"a": 1}}, sort=[("a", 1), ("b", 1)])
         raise AssertionError("a two-key sort was accepted")
