@@ -77,6 +77,11 @@ class SmallDisk {
   bool mounted_ = false;
 };
 
+// {_id: i, v: <1000 bytes>}
+Document KiBDoc(int i) {
+  return J("{\"_id\": " + std::to_string(i) + ", \"v\": \"" + std::string(1000, 'v') + "\"}");
+}
+
 std::string Slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -185,8 +190,7 @@ TEST_CASE("full disk: growth fails with Full and the database stays as it was") 
     disk.Fill(2 << 20);
     Status s;
     for (int i = 0; s.ok() && i < 100000; i++) {
-      s = db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"v\": \"" +
-                            std::string(1000, 'v') + "\"}"));
+      s = db->Insert("c", KiBDoc(i));
       if (s.ok()) stored++;
     }
     INFO(s.ToString());
@@ -249,11 +253,7 @@ TEST_CASE("full disk: a log that cannot be replayed for lack of room says Full, 
       auto txn = db.value()->Begin();
       if (!txn.ok()) _exit(2);
       for (int i = t * 100; i < t * 100 + 100; i++) {
-        if (!txn.value()
-                 ->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"v\": \"" +
-                                 std::string(1000, 'v') + "\"}"))
-                 .ok())
-          _exit(3);
+        if (!txn.value()->Insert("c", KiBDoc(i)).ok()) _exit(3);
       }
       if (!txn.value()->Commit().ok()) _exit(4);
     }
@@ -285,9 +285,7 @@ TEST_CASE("full disk: a compaction without room fails and leaves no copy behind"
   o.log_size = 1 << 20;
   auto db = DB::Open(path, o).value();
   for (int i = 0; i < 2000; i++) {
-    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + ", \"v\": \"" +
-                              std::string(1000, 'v') + "\"}"))
-                .ok());
+    REQUIRE(db->Insert("c", KiBDoc(i)).ok());
   }
   const std::vector<std::string> before = disk.List();
   disk.Fill(256 << 10);
