@@ -687,8 +687,6 @@ Status DBImpl::CompactPages() {
   if (!snap.ok()) return snap.status();
   TransactionImpl src(this, old, std::move(snap.value()), /*read_only=*/true, Durability::kNone,
                       /*replaying=*/false);
-  storage::FileSystem* fs =
-      options_.file_system ? options_.file_system : storage::FileSystem::Default();
   const std::string tmp = path_ + ".compact";
   RemoveCompactionCopy();  // what a compaction cut short left
   std::shared_ptr<storage::Pager> copy;
