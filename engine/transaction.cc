@@ -1115,9 +1115,11 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
     if (!p.ok()) return p.status();
     projection = std::move(p.value());
   }
-  auto shaped = [&projection](const std::string_view d) {
+  // The document returned, projected (without a projection, as it is).
+  auto shaped = [&projection](Document d) {
+    if (projection.empty()) return std::optional<Document>(std::move(d));
     std::string out;
-    projection.Apply(reinterpret_cast<const uint8_t*>(d.data()), d.size(), &out);
+    projection.Apply(d.data(), d.size(), &out);
     return std::optional<Document>(Document::FromTrustedBytes(std::move(out)));
   };
   std::optional<engine::Update> u;
@@ -1149,7 +1151,7 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
       if (options.return_after) {
         auto stored = Get(coll, id);  // as Insert stored it (_id first)
         if (!stored.ok()) return stored.status();
-        return shaped(stored.value().bytes());
+        return shaped(std::move(stored.value()));
       }
     }
     return std::optional<Document>();
@@ -1159,7 +1161,7 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
   const Value id_value = Value::FromBsonValue(&id);
   if (!u) {
     MMDOC_RETURN_IF_ERROR(Delete(coll, id_value));
-    return shaped(before->bytes());
+    return shaped(std::move(*before));
   }
   CollState* c;
   std::string pk;
@@ -1173,7 +1175,7 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
     MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &*u));
     Log(LogOp::kReplace, coll, out);
   }
-  return shaped(options.return_after ? std::string_view(out) : before->bytes());
+  return shaped(options.return_after ? Document::FromTrustedBytes(out) : std::move(*before));
 }
 
 Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Document& filter,
