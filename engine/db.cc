@@ -105,14 +105,22 @@ DBImpl::DBImpl(std::string path, const Options& options)
   paranoid_ = options.paranoid_checks || (v != nullptr && std::strcmp(v, "1") == 0);
 }
 
-DBImpl::~DBImpl() {
-  if (!buffered() || !merger_.joinable()) return;  // not opened: nothing to merge
-  // Everything buffered goes into the pages, so the pager's closing
-  // checkpoint leaves the database clean; if that fails, the log keeps it.
-  StopMerger();
-  AcquireWriterToken();
-  (void)MergeAll(/*checkpoint=*/false);
-  ReleaseWriterToken();
+DBImpl::~DBImpl() { (void)Close(); }
+
+Status DBImpl::Close() {
+  Status s;
+  if (buffered() && merger_.joinable()) {  // not opened: nothing to merge
+    // Everything buffered goes into the pages, so the pager's closing
+    // checkpoint leaves the database clean; if that fails, the log keeps it.
+    StopMerger();
+    AcquireWriterToken();
+    s = MergeAll(/*checkpoint=*/false);
+    ReleaseWriterToken();
+  }
+  std::shared_ptr<storage::Pager> p = pager();
+  if (p == nullptr) return s;
+  Status c = p->Close();
+  return s.ok() ? c : s;
 }
 
 Status DBImpl::OpenPager() {
@@ -826,8 +834,19 @@ void Transaction::Abort() {
   impl_->ReleasePager();
 }
 
-DB::DB(std::unique_ptr<DBImpl> impl) : impl_(std::move(impl)) {}
+DB::DB(std::unique_ptr<DBImpl> impl) : impl_(std::move(impl)), path_(impl_->path()) {}
 DB::~DB() = default;
+
+namespace {
+Status Closed() { return Status::InvalidArgument("the database is closed"); }
+}  // namespace
+
+Status DB::Close() {
+  if (!impl_) return close_status_;
+  close_status_ = impl_->Close();
+  impl_.reset();  // the files and the lock
+  return close_status_;
+}
 
 Result<std::unique_ptr<DB>> DB::Open(std::string_view path, const Options& options) {
   auto impl = DBImpl::Open(std::string(path), options);
@@ -836,12 +855,14 @@ Result<std::unique_ptr<DB>> DB::Open(std::string_view path, const Options& optio
 }
 
 Result<std::unique_ptr<Transaction>> DB::Begin(const WriteOptions& o) {
+  if (!impl_) return Closed();
   auto t = impl_->Begin(o);
   if (!t.ok()) return t.status();
   return std::unique_ptr<Transaction>(new Transaction(std::move(t.value())));
 }
 
 Result<std::unique_ptr<Transaction>> DB::BeginRead() {
+  if (!impl_) return Closed();
   auto t = impl_->BeginRead();
   if (!t.ok()) return t.status();
   return std::unique_ptr<Transaction>(new Transaction(std::move(t.value())));
@@ -878,17 +899,23 @@ Status InWrite(DBImpl* db, const WriteOptions& o, Fn fn) {
 }  // namespace
 
 Status DB::Insert(std::string_view c, const Document& doc, Value* id, const WriteOptions& o) {
+  if (!impl_) return Closed();
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Insert(c, doc, id); });
 }
 
-Result<Document> DB::Get(std::string_view c, const Value& id) { return impl_->Get(c, id); }
+Result<Document> DB::Get(std::string_view c, const Value& id) {
+  if (!impl_) return Closed();
+  return impl_->Get(c, id);
+}
 
 Result<Document> DB::GetBy(std::string_view c, std::string_view field, const Value& value) {
+  if (!impl_) return Closed();
   return impl_->GetBy(c, field, value);
 }
 
 Status DB::Replace(std::string_view c, const Value& id, const Document& doc,
                    const WriteOptions& o) {
+  if (!impl_) return Closed();
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Replace(c, id, doc); });
 }
 
@@ -925,35 +952,42 @@ Result<uint64_t> DeleteIn(DBImpl* db, std::string_view c, const Document& filter
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const WriteOptions& o) {
+  if (!impl_) return Closed();
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const WriteOptions& o) {
+  if (!impl_) return Closed();
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const UpdateOptions& uo,
                                    const WriteOptions& o) {
+  if (!impl_) return Closed();
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, uo, o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const UpdateOptions& uo,
                                     const WriteOptions& o) {
+  if (!impl_) return Closed();
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, uo, o);
 }
 
 Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {
+  if (!impl_) return Closed();
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Delete(c, id); });
 }
 
 Result<uint64_t> DB::DeleteOne(std::string_view c, const Document& filter, const WriteOptions& o) {
+  if (!impl_) return Closed();
   return DeleteIn(impl_.get(), c, filter, /*many=*/false, o);
 }
 
 Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, const WriteOptions& o) {
+  if (!impl_) return Closed();
   return DeleteIn(impl_.get(), c, filter, /*many=*/true, o);
 }
 
@@ -961,6 +995,7 @@ Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const D
                                                      const Document& update,
                                                      const FindAndModifyOptions& fo,
                                                      const WriteOptions& o) {
+  if (!impl_) return Closed();
   std::optional<Document> doc;
   Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
     auto r = t->FindOneAndModify(c, filter, &update, fo);
@@ -975,6 +1010,7 @@ Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const D
 Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const Document& filter,
                                                      const FindAndModifyOptions& fo,
                                                      const WriteOptions& o) {
+  if (!impl_) return Closed();
   std::optional<Document> doc;
   Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
     auto r = t->FindOneAndModify(c, filter, nullptr, fo);
@@ -988,6 +1024,7 @@ Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const D
 
 Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,
                                        const FindOptions& options) {
+  if (!impl_) return Closed();
   return InRead(impl_.get(), [&](TransactionImpl* t) -> Result<std::vector<Document>> {
     auto cur = t->Find(c, filter, options);
     if (!cur.ok()) return cur.status();
@@ -1000,53 +1037,77 @@ Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filte
 }
 
 Result<uint64_t> DB::Count(std::string_view c, const Document& filter) {
+  if (!impl_) return Closed();
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Count(c, filter); });
 }
 
 Result<std::vector<Value>> DB::Distinct(std::string_view c, std::string_view field,
                                         const Document& filter) {
+  if (!impl_) return Closed();
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Distinct(c, field, filter); });
 }
 
 Status DB::CreateCollection(std::string_view c) {
+  if (!impl_) return Closed();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateCollection(c); });
 }
 
 Status DB::DropCollection(std::string_view c) {
+  if (!impl_) return Closed();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->DropCollection(c); });
 }
 
 Result<std::vector<std::string>> DB::ListCollections() {
+  if (!impl_) return Closed();
   return InRead(impl_.get(), [](TransactionImpl* t) { return t->ListCollections(); });
 }
 
 Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
+  if (!impl_) return Closed();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, f, o); });
 }
 
 Status DB::CreateIndex(std::string_view c, const std::vector<IndexKey>& keys,
                        const IndexOptions& o) {
+  if (!impl_) return Closed();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, keys, o); });
 }
 
 Status DB::DropIndex(std::string_view c, std::string_view f) {
+  if (!impl_) return Closed();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->DropIndex(c, f); });
 }
 
 Result<std::vector<IndexInfo>> DB::ListIndexes(std::string_view c) {
+  if (!impl_) return Closed();
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->ListIndexes(c); });
 }
 
-Status DB::Check(CheckReport* report) { return impl_->Check(report); }
-Result<DBStats> DB::Stats() { return impl_->Stats(); }
-Status DB::Flush() { return impl_->Flush(); }
-Status DB::Checkpoint() { return impl_->Checkpoint(); }
-Status DB::Compact() { return impl_->Compact(); }
-const std::string& DB::path() const { return impl_->path(); }
+Status DB::Check(CheckReport* report) {
+  if (!impl_) return Closed();
+  return impl_->Check(report);
+}
+Result<DBStats> DB::Stats() {
+  if (!impl_) return Closed();
+  return impl_->Stats();
+}
+Status DB::Flush() {
+  if (!impl_) return Closed();
+  return impl_->Flush();
+}
+Status DB::Checkpoint() {
+  if (!impl_) return Closed();
+  return impl_->Checkpoint();
+}
+Status DB::Compact() {
+  if (!impl_) return Closed();
+  return impl_->Compact();
+}
+const std::string& DB::path() const { return path_; }
 
 }  // namespace mmdoc

@@ -150,7 +150,10 @@ struct PointRead;   // transaction.cc
 class DBImpl {
  public:
   static Result<std::unique_ptr<DBImpl>> Open(const std::string& path, const Options& options);
-  ~DBImpl();
+  ~DBImpl();  // Close()
+  // DB::Close: merges the write buffer and closes the pager (its clean
+  // checkpoint); the first error either met. REQUIRES: no transaction open.
+  Status Close();
 
   Result<std::unique_ptr<TransactionImpl>> Begin(const WriteOptions& wo, bool replaying = false);
   // A read transaction; a spare one EndRead kept is renewed when there is

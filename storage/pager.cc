@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <random>
@@ -192,6 +193,7 @@ class PagerImpl final : public Pager {
         fs_(options.fs != nullptr ? options.fs : FileSystem::Default()),
         log_(fs_, path + "-log", &error_) {}
   ~PagerImpl() override;
+  Status Close() override;
 
   Status Init();
 
@@ -336,6 +338,12 @@ class PagerImpl final : public Pager {
   void SumUnsummedPages();
   void SetError(const Status& s) { error_.Set(s); }
   bool HasError() const { return error_.Has(); }
+  // Whether the data file is still at its path: a commit asks at most
+  // every kFileCheckMs, so that a database renamed over, replaced or
+  // removed while open stops acknowledging commits within that time rather
+  // than at the next checkpoint (they could never be read again). The
+  // sticky error when not.
+  Status CheckFileInPlace();
   // Counts a reader of the snapshot committed_ names.
   void RegisterReaderLocked() MMDOC_REQUIRES(state_mu_);
   void UnregisterReader(uint64_t txid, bool internal) MMDOC_EXCLUDES(state_mu_) {
@@ -371,9 +379,12 @@ class PagerImpl final : public Pager {
   FileSystem* const fs_;
   StickyError error_;  // rule 8
   Log log_;
-  bool opened_ = false;               // set by Init, before the Pager is shared
-  bool crash_on_close_ = false;       // test hook, set before the destructor runs
-  std::atomic<bool> retired_{false};  // Retire
+  bool opened_ = false;                      // set by Init, before the Pager is shared
+  bool crash_on_close_ = false;              // test hook, set before the destructor runs
+  std::atomic<bool> retired_{false};         // Retire
+  std::atomic<int64_t> file_checked_ms_{0};  // CheckFileInPlace, steady clock
+  bool closed_ = false;                      // Close ran; it and the destructor run in one thread
+  Status close_status_;                      // what Close returned
 
   // Set by Init, before the Pager is shared; read-only afterwards.
   std::unique_ptr<File> data_;
@@ -975,24 +986,36 @@ Status PagerImpl::OpenLog(bool created) {
 }
 
 PagerImpl::~PagerImpl() {
+  (void)Close();
+  for (auto& m : maps_) (void)data_->Unmap(m.first, m.second);
+}
+
+Status PagerImpl::Close() {
+  if (closed_) return close_status_;
+  closed_ = true;
   log_.StopFlusher();
   bool writer_alive;
   {
     MutexLock l(&writer_mu_);
     writer_alive = writer_active_;
   }
-  // A live write Txn violates the REQUIRES of ~Pager; do not deadlock.
-  assert(!writer_alive && "write Txn outlives its Pager");
-  if (opened_ && !crash_on_close_ && !retired_.load() && !HasError() && !writer_alive) {
+  // A live write Txn violates the REQUIRES of Close; do not deadlock.
+  assert(!writer_alive && "write Txn open at Close");
+  if (!opened_ || crash_on_close_ || retired_.load()) return close_status_;
+  if (writer_alive) {
+    close_status_ = Status::Busy(path_, "a write transaction is open at close");
+  } else if (HasError()) {
+    close_status_ = BackgroundError();
+  } else {
     AcquireWriter();
     // Rule 9: a database closed cleanly says so, and its log is not needed.
     if (recovered_ && (!durable_clean_ || writer_committed().txid != checkpoint_txid_.load() ||
                        log_.InUse() > 0)) {
-      (void)CheckpointLocked(/*clean=*/true);
+      close_status_ = CheckpointLocked(/*clean=*/true);
     }
     ReleaseWriter();
   }
-  for (auto& m : maps_) (void)data_->Unmap(m.first, m.second);
+  return close_status_;
 }
 
 // ---------------------------------------------------------------------------
@@ -1048,8 +1071,8 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite(PageWrites how) {
     return Status::InvalidArgument(path_, "the log holds " + std::to_string(replay_records_) +
                                               " committed records: call Pager::Recover first");
   }
-  if (!in_use_ && !recovering_) {
-    Status s = StartWriting();
+  if (!recovering_) {
+    Status s = in_use_ ? CheckFileInPlace() : StartWriting();
     if (!s.ok()) {
       ReleaseWriter();
       return s;
@@ -1217,6 +1240,25 @@ Status PagerImpl::PrepareCommits() {
   return s;
 }
 
+Status PagerImpl::CheckFileInPlace() {
+  constexpr int64_t kFileCheckMs = 100;
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = file_checked_ms_.load(std::memory_order_relaxed);
+  if (now - last < kFileCheckMs || retired_.load()) return Status::OK();
+  // One thread asks; commits that race it go on, as within the interval.
+  if (!file_checked_ms_.compare_exchange_strong(last, now)) return Status::OK();
+  Result<bool> here = data_->IsAt(path_);
+  if (here.ok() && *here) return Status::OK();
+  Status s = here.ok() ? Status::IOError(path_,
+                                         "the database file was moved, replaced or removed "
+                                         "while open: reopen the database")
+                       : here.status();
+  SetError(s);
+  return s;
+}
+
 Status PagerImpl::AppendCommit(std::string_view payload, Durability d, uint64_t* txid) {
   CommitTicket ticket;
   MMDOC_RETURN_IF_ERROR(AppendUnsynced(payload, d, txid, &ticket));
@@ -1228,6 +1270,7 @@ Status PagerImpl::AppendUnsynced(std::string_view payload, Durability d, uint64_
   if (HasError()) return BackgroundError();
   MutexLock l(&log_mu_);
   if (!in_use_) return Status::InvalidArgument(path_, "AppendUnsynced before PrepareCommits");
+  MMDOC_RETURN_IF_ERROR(CheckFileInPlace());
   const uint64_t next = last_txid_ + 1;
   Log::Position pos;
   bool fits;

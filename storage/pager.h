@@ -317,7 +317,15 @@ class Pager {
   // database's when it is needed), Full (no room to create), IOError,
   // InvalidArgument (bad options, path is a directory).
   static Result<std::unique_ptr<Pager>> Open(const std::string& path, const PagerOptions& options);
-  virtual ~Pager();  // checkpoints when possible, then closes
+  virtual ~Pager();  // Close(), then releases the files and the lock
+
+  // Closes the database now, as the destructor would: a clean checkpoint
+  // (rule 9) when there is anything to write. Returns what kept it from
+  // closing cleanly (the sticky error, the checkpoint's error); the log
+  // then keeps every commit for the next Open. Afterwards the destructor
+  // writes nothing; a second Close returns the first one's status.
+  // REQUIRES: no transaction is open.
+  virtual Status Close() = 0;
 
   // Replays the log (rule 4): calls apply(txid, payload) for each intact
   // record after the checkpoint, in order. `apply` must redo the record's

@@ -420,7 +420,19 @@ class DB {
   // options, path is a directory), IOError.
   static Result<std::unique_ptr<DB>> Open(std::string_view path,
                                           const Options& options = Options());
-  ~DB();  // checkpoints and closes; REQUIRES: no unfinished transactions
+  ~DB();  // Close(), its status unseen; REQUIRES: no unfinished transactions
+
+  // Closes the database: merges the write buffer into the pages, writes a
+  // clean checkpoint (the log is then not needed) and releases the files
+  // and the lock, so that another process may open it at once. OK when it
+  // closed cleanly. Otherwise the error that stopped it (Full, IOError, or
+  // the error an earlier commit or checkpoint met, which every write since
+  // has returned): every commit that succeeded is still in the log, and the
+  // next Open replays it; an IOError naming a file moved, replaced or
+  // removed while open means that file is no longer the database's. Every
+  // later call but Close (which returns the same status again) and path()
+  // fails with InvalidArgument. REQUIRES: no unfinished transactions.
+  Status Close();
   DB(const DB&) = delete;
   DB& operator=(const DB&) = delete;
 
@@ -534,7 +546,9 @@ class DB {
 
  private:
   explicit DB(std::unique_ptr<DBImpl> impl);
-  std::unique_ptr<DBImpl> impl_;
+  std::unique_ptr<DBImpl> impl_;  // null once closed
+  std::string path_;
+  Status close_status_;
 };
 
 }  // namespace mmdoc

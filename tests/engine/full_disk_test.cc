@@ -2,9 +2,7 @@
 // CI runs; elsewhere the tests say they were skipped). Every path that can
 // allocate must fail with Full, never SIGBUS, and leave the disk as it
 // found it; reads go on.
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,64 +16,12 @@
 #include <vector>
 
 #include "mmdoc/db.h"
+#include "tests/support/small_disk.h"
 #include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::test {
 namespace {
-
-// A tmpfs of `bytes` mounted on a fresh directory; ok() is false when this
-// process may not mount one.
-class SmallDisk {
- public:
-  explicit SmallDisk(uint64_t bytes) {
-    char tmpl[] = "/tmp/mmdoc-disk-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return;
-    path_ = tmpl;
-    const std::string opts = "size=" + std::to_string(bytes);
-    mounted_ = mount("tmpfs", path_.c_str(), "tmpfs", 0, opts.c_str()) == 0;
-  }
-  ~SmallDisk() {
-    if (mounted_) umount2(path_.c_str(), MNT_DETACH);
-    if (!path_.empty()) rmdir(path_.c_str());
-  }
-  bool ok() const { return mounted_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-  // Names in the directory.
-  std::vector<std::string> List() const {
-    std::vector<std::string> names;
-    if (DIR* d = opendir(path_.c_str())) {
-      while (dirent* e = readdir(d)) {
-        std::string n = e->d_name;
-        if (n != "." && n != "..") names.push_back(n);
-      }
-      closedir(d);
-    }
-    return names;
-  }
-  // Writes a file until the disk is full, then frees `leave` bytes of it.
-  void Fill(uint64_t leave = 0) {
-    const std::string filler = File("filler");
-    int fd = open(filler.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    std::string block(1 << 16, 'f');
-    off_t size = 0;
-    for (;;) {
-      ssize_t n = write(fd, block.data(), block.size());
-      if (n <= 0) break;
-      size += n;
-    }
-    if (ftruncate(fd, size > static_cast<off_t>(leave) ? size - static_cast<off_t>(leave) : 0) !=
-        0) {
-      FAIL("ftruncate filler");
-    }
-    close(fd);
-  }
-  void Unfill() { std::remove(File("filler").c_str()); }
-
- private:
-  std::string path_;
-  bool mounted_ = false;
-};
 
 // {_id: i, v: <1000 bytes>}
 Document KiBDoc(int i) {
@@ -102,12 +48,6 @@ void SparseCopy(const std::string& from, const std::string& to) {
   REQUIRE(ftruncate(fd, static_cast<off_t>(bytes.size())) == 0);
   close(fd);
 }
-
-#define MMDOC_NEED_DISK(disk)                                      \
-  if (!(disk).ok()) {                                              \
-    WARN("skipped: cannot mount a small tmpfs here (needs root)"); \
-    return;                                                        \
-  }
 
 TEST_CASE("full disk: a sparse copy on a full disk fails writes with Full, not SIGBUS") {
   SmallDisk disk(32 << 20);
@@ -235,6 +175,32 @@ TEST_CASE("full disk: a check that cannot merge the buffer checks the buffered d
   CHECK(db->Check(&report).ok());
   CHECK(report.documents_checked == 2000);
   CHECK(db->Stats().value().write_buffer_bytes == 0);
+}
+
+TEST_CASE("full disk: Close says Full when the buffer finds no room, and the log keeps it all") {
+  SmallDisk disk(32 << 20);
+  MMDOC_NEED_DISK(disk);
+  const std::string path = disk.File("c.mmdb");
+  Options o;
+  o.write_buffer_size = 32 << 20;  // set: every insert stays in the buffer
+  o.log_size = 16 << 20;
+  auto db = DB::Open(path, o).value();
+  for (int i = 0; i < 2000; i++) REQUIRE(db->Insert("c", KiBDoc(i)).ok());
+  disk.Fill();
+  Status s = db->Close();
+  INFO(s.ToString());
+  CHECK(s.IsFull());
+  CHECK(db->Insert("c", KiBDoc(-1)).IsInvalidArgument());  // closed
+  db.reset();
+  // The lock is gone, the commits are in the log: with room again the next
+  // open replays them.
+  disk.Unfill();
+  auto again = DB::Open(path, o);
+  INFO(again.status().ToString());
+  REQUIRE(again.ok());
+  CHECK(again.value()->Count("c").value() == 2000);
+  RequireCheckPasses(again.value().get());
+  CHECK(again.value()->Close().ok());
 }
 
 TEST_CASE("full disk: a log that cannot be replayed for lack of room says Full, not Corruption") {

@@ -1,0 +1,143 @@
+// DB::Close: the status of closing a database, the lock let go at once,
+// and a data file moved, replaced or removed while the database is open.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "mmdoc/db.h"
+#include "tests/support/test_db.h"
+
+using namespace mmdoc;
+using mmdoc::test::J;
+using mmdoc::test::RequireCheckPasses;
+using mmdoc::test::TempDir;
+using mmdoc::test::V;
+
+namespace {
+
+std::unique_ptr<DB> OpenOrFail(const std::string& path, const Options& o = Options()) {
+  auto db = DB::Open(path, o);
+  INFO(db.status().ToString());
+  REQUIRE(db.ok());
+  return std::move(db.value());
+}
+
+// Inserts {_id: from..to-1, n: i} in transactions of `batch`.
+void InsertRange(DB* db, int from, int to, int batch = 100) {
+  for (int i = from; i < to; i += batch) {
+    auto t = db->Begin();
+    REQUIRE(t.ok());
+    for (int j = i; j < std::min(to, i + batch); j++)
+      REQUIRE(t.value()->Insert("c", J("{\"_id\": " + std::to_string(j) + ", \"n\": 1}")).ok());
+    REQUIRE(t.value()->Commit().ok());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("close: a clean close lets go of the lock and leaves no need for the log") {
+  TempDir dir;
+  const std::string path = dir.File("db");
+  for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
+    INFO("write buffer " << buffer);
+    std::filesystem::remove(path);
+    std::filesystem::remove(path + "-log");
+    Options o;
+    o.write_buffer_size = buffer;  // with a buffer, the documents are only in it and the log
+    auto db = OpenOrFail(path, o);
+    InsertRange(db.get(), 0, 2000);
+    RequireCheckPasses(db.get());
+    CHECK(db->Close().ok());
+    // The lock is gone while the DB object still exists.
+    auto other = DB::Open(path, o);
+    INFO(other.status().ToString());
+    REQUIRE(other.ok());
+    other.value().reset();
+    // Every later call says the database is closed; Close says OK again.
+    Status s = db->Insert("c", J("{\"_id\": -1}"));
+    CHECK(s.IsInvalidArgument());
+    CHECK(s.ToString().find("closed") != std::string::npos);
+    CHECK(db->Get("c", V("1")).status().IsInvalidArgument());
+    CHECK(db->Begin().status().IsInvalidArgument());
+    CHECK(db->Check().IsInvalidArgument());
+    CHECK(db->Close().ok());
+    CHECK(db->path() == path);
+    db.reset();
+    // Closed cleanly: the pages hold everything, so the log is not needed.
+    std::filesystem::remove(path + "-log");
+    auto again = OpenOrFail(path, o);
+    auto n = again->Count("c");
+    REQUIRE(n.ok());
+    CHECK(n.value() == 2000);
+    RequireCheckPasses(again.get());
+  }
+}
+
+TEST_CASE("close: a data file replaced while open stops the commits and is left alone") {
+  TempDir dir;
+  const std::string path = dir.File("db"), other = dir.File("other");
+  for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
+    INFO("write buffer " << buffer);
+    for (const std::string& p : {path, path + "-log", other, other + "-log"})
+      std::filesystem::remove(p);
+    Options o;
+    o.write_buffer_size = buffer;
+    {
+      auto d = OpenOrFail(other, o);
+      REQUIRE(d->Insert("c", J("{\"_id\": \"other\"}")).ok());
+    }
+    auto db = OpenOrFail(path, o);
+    InsertRange(db.get(), 0, 500);
+    std::filesystem::rename(other, path);
+    // Commits stop within the check's interval (100 ms): none after it.
+    const auto start = std::chrono::steady_clock::now();
+    Status s;
+    int committed = 0;
+    while (s.ok() && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+      s = db->Insert("c", J("{\"_id\": " + std::to_string(1000 + committed) + "}"));
+      if (s.ok()) committed++;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    INFO(s.ToString() << " after " << committed << " commits");
+    CHECK(s.IsIOError());
+    CHECK(s.ToString().find("replaced") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
+    // Later writes fail with the same error; reads go on.
+    CHECK(db->Insert("c", J("{\"_id\": \"late\"}")).IsIOError());
+    CHECK(db->Get("c", V("7")).ok());
+    // Close reports it, and writes nothing into the file now at the path.
+    s = db->Close();
+    INFO(s.ToString());
+    CHECK(s.IsIOError());
+    CHECK(s.ToString().find("replaced") != std::string::npos);
+    db.reset();
+    auto now = OpenOrFail(path, o);
+    auto n = now->Count("c");
+    REQUIRE(n.ok());
+    CHECK(n.value() == 1);
+    CHECK(now->Get("c", V("\"other\"")).ok());
+    RequireCheckPasses(now.get());
+  }
+}
+
+TEST_CASE("close: a data file removed while open stops the commits") {
+  TempDir dir;
+  const std::string path = dir.File("db");
+  auto db = OpenOrFail(path);
+  InsertRange(db.get(), 0, 100);
+  std::filesystem::remove(path);
+  Status s;
+  for (int i = 0; i < 400 && s.ok(); i++) {
+    s = db->Insert("c", J("{\"_id\": " + std::to_string(1000 + i) + "}"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  INFO(s.ToString());
+  CHECK(s.IsIOError());
+  CHECK(db->Close().IsIOError());
+  db.reset();
+  // Nothing was made again at the path.
+  CHECK(!std::filesystem::exists(path));
+}
