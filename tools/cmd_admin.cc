@@ -88,6 +88,7 @@ int RunCheck(const CommonArgs& c) {
   if (!CheckDbPath(c.db, false, what, &code)) return code;
   Options options;
   options.create_if_missing = false;
+  options.write_buffer_size = c.write_buffer_mib << 20;  // as the other commands open it
   auto db = DB::Open(c.db, options);
   if (!db.ok()) {
     // A file too damaged to open fails the check; anything else (locked,
@@ -127,7 +128,7 @@ int RunCompact(const CommonArgs& c) {
   std::printf("compacted %s: %llu -> %llu bytes\n", c.db.c_str(),
               static_cast<unsigned long long>(before),
               static_cast<unsigned long long>(FileSize(c.db)));
-  return kExitOk;
+  return CloseDb(db.get());
 }
 
 }  // namespace mmdoc::tool

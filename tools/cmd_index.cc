@@ -80,7 +80,7 @@ int RunIndexCreate(const CommonArgs& c, const IndexCreateArgs& a) {
   if (!db) return code;
   Status s = db->CreateIndex(c.collection, keys, options);
   if (!s.ok()) return FailStatus(what, s);
-  return kExitOk;
+  return CloseDb(db.get());
 }
 
 int RunIndexDrop(const CommonArgs& c, const std::string& name) {
@@ -94,7 +94,7 @@ int RunIndexDrop(const CommonArgs& c, const std::string& name) {
   Status s = db->DropIndex(c.collection, dropped);
   if (s.IsNotFound() && dropped != name) s = db->DropIndex(c.collection, name);
   if (!s.ok()) return FailStatus("index drop " + name, s);
-  return kExitOk;
+  return CloseDb(db.get());
 }
 
 int RunIndexList(const CommonArgs& c) {

@@ -57,8 +57,9 @@ int RunServe(const CommonArgs& c, const ServeArgs& a) {
     srv.Run();
     waiter.join();
   }
-  // Closing the database checkpoints it (DB's destructor).
-  db.reset();
+  // Closing the database checkpoints it.
+  Status s = db->Close();
+  if (!s.ok()) return FailStatus("serve: close", s);
   std::fprintf(stderr, "mmdoc serve: closed %s\n", c.db.c_str());
   return kExitOk;
 }

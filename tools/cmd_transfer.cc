@@ -244,7 +244,7 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
     std::fprintf(stderr, "imported %llu documents into %s\n",
                  static_cast<unsigned long long>(loader.inserted()), c.collection.c_str());
   }
-  return kExitOk;
+  return CloseDb(db.get());
 }
 
 int RunExport(const CommonArgs& c, const ExportArgs& a) {

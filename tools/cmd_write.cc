@@ -33,7 +33,7 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
   if (std::cin.bad()) return FailInsert(&loader, "stdin", "read error");
   Status s = loader.Flush();
   if (!s.ok()) return FailStatus("commit", s);
-  return kExitOk;
+  return CloseDb(db.get());
 }
 
 int RunUpdate(const CommonArgs& c, const std::string& filter_json, const std::string& update_json,
@@ -55,7 +55,7 @@ int RunUpdate(const CommonArgs& c, const std::string& filter_json, const std::st
               static_cast<unsigned long long>(r->modified));
   if (r->upserted_id) std::printf(", \"upserted\": %s", r->upserted_id->ToJson().c_str());
   std::printf("}\n");
-  return kExitOk;
+  return CloseDb(db.get());
 }
 
 int RunDelete(const CommonArgs& c, const std::string& filter_json, bool many) {
@@ -67,7 +67,7 @@ int RunDelete(const CommonArgs& c, const std::string& filter_json, bool many) {
   auto r = many ? db->DeleteMany(c.collection, *filter) : db->DeleteOne(c.collection, *filter);
   if (!r.ok()) return FailStatus("delete", r.status());
   std::printf("{\"deleted\": %llu}\n", static_cast<unsigned long long>(*r));
-  return kExitOk;
+  return CloseDb(db.get());
 }
 
 }  // namespace mmdoc::tool

@@ -89,4 +89,17 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
   return std::move(db).value();
 }
 
+int CloseDb(DB* db) {
+  Status s = db->Close();
+  if (s.ok()) return kExitOk;
+  // The commands' commits succeeded: a full disk only kept them out of the
+  // pages, so the user must not do them again.
+  if (s.IsFull())
+    return Fail(kExitBadInput, "close",
+                Describe(s) +
+                    " (the changes are committed: the log holds them, and the next "
+                    "open replays them)");
+  return FailStatus("close", s);
+}
+
 }  // namespace mmdoc::tool

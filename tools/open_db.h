@@ -31,6 +31,14 @@ bool CheckDbPath(const std::string& path, bool create, const std::string& what, 
 // null.
 std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code);
 
+// Closes the database at the end of a write command whose work succeeded
+// (DB::Close) and returns the exit status: 0, or 2 with the error printed
+// when it could not close cleanly (a full disk, a file replaced while
+// open), so that such a command does not exit 0. Read commands leave the
+// close to DB's destructor: a database they could not close stays as it
+// was, its log replayed by the next open.
+int CloseDb(DB* db);
+
 }  // namespace mmdoc::tool
 
 #endif  // MMDOC_TOOLS_OPEN_DB_H_

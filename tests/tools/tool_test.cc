@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "mmdoc/db.h"
+#include "tests/support/small_disk.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::test {
@@ -1214,6 +1215,30 @@ TEST_CASE("tool: read-only commands leave the database files as they were", "[to
       CHECK(Snapshot(dir.path()) == before);
     }
   }
+}
+
+// A write whose commit succeeded but whose database could not close (no
+// room to merge the write buffer into the pages): exit 2, saying the change
+// is committed; the reads after it see it, and exit 0.
+TEST_CASE("tool: a write that commits but cannot close on a full disk says so, exit 2", "[tools]") {
+  SmallDisk disk(3 << 20);
+  MMDOC_NEED_DISK(disk);
+  const std::string db = disk.File("d.mmdb");
+  // A buffer of its own size, so that MMDOC_WRITE_BUFFER does not replace it.
+  const std::string buffer = "--write-buffer-mib=32";
+  std::string docs;
+  for (int i = 0; i < 6000; i++)
+    docs += "{\"_id\": " + std::to_string(i) + ", \"s\": \"" + std::string(200, 'x') + "\"}\n";
+  ExpectError(RunTool({"insert", db, buffer, "--batch", "100"}, docs), 2, {"disk full"});
+  auto count = [&] { return std::stoull(MustRun({"count", db, buffer}).out); };
+  const uint64_t n = count();
+  REQUIRE(n > 0);
+  REQUIRE(n < 6000);
+  ExpectError(RunTool({"insert", db, buffer}, "{\"_id\": \"one more\"}\n"), 2,
+              {"close", "disk full", "committed"});
+  CHECK(count() == n + 1);
+  MustRun({"get", db, buffer, "\"one more\""});
+  MustRun({"check", db, buffer});
 }
 
 }  // namespace
