@@ -837,10 +837,6 @@ void Transaction::Abort() {
 DB::DB(std::unique_ptr<DBImpl> impl) : impl_(std::move(impl)), path_(impl_->path()) {}
 DB::~DB() = default;
 
-namespace {
-Status Closed() { return Status::InvalidArgument("the database is closed"); }
-}  // namespace
-
 Status DB::Close() {
   if (!impl_) return close_status_;
   close_status_ = impl_->Close();
@@ -855,14 +851,14 @@ Result<std::unique_ptr<DB>> DB::Open(std::string_view path, const Options& optio
 }
 
 Result<std::unique_ptr<Transaction>> DB::Begin(const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   auto t = impl_->Begin(o);
   if (!t.ok()) return t.status();
   return std::unique_ptr<Transaction>(new Transaction(std::move(t.value())));
 }
 
 Result<std::unique_ptr<Transaction>> DB::BeginRead() {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   auto t = impl_->BeginRead();
   if (!t.ok()) return t.status();
   return std::unique_ptr<Transaction>(new Transaction(std::move(t.value())));
@@ -899,23 +895,23 @@ Status InWrite(DBImpl* db, const WriteOptions& o, Fn fn) {
 }  // namespace
 
 Status DB::Insert(std::string_view c, const Document& doc, Value* id, const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Insert(c, doc, id); });
 }
 
 Result<Document> DB::Get(std::string_view c, const Value& id) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return impl_->Get(c, id);
 }
 
 Result<Document> DB::GetBy(std::string_view c, std::string_view field, const Value& value) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return impl_->GetBy(c, field, value);
 }
 
 Status DB::Replace(std::string_view c, const Value& id, const Document& doc,
                    const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Replace(c, id, doc); });
 }
 
@@ -952,42 +948,42 @@ Result<uint64_t> DeleteIn(DBImpl* db, std::string_view c, const Document& filter
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const UpdateOptions& uo,
                                    const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, uo, o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const UpdateOptions& uo,
                                     const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, uo, o);
 }
 
 Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Delete(c, id); });
 }
 
 Result<uint64_t> DB::DeleteOne(std::string_view c, const Document& filter, const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return DeleteIn(impl_.get(), c, filter, /*many=*/false, o);
 }
 
 Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return DeleteIn(impl_.get(), c, filter, /*many=*/true, o);
 }
 
@@ -995,7 +991,7 @@ Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const D
                                                      const Document& update,
                                                      const FindAndModifyOptions& fo,
                                                      const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   std::optional<Document> doc;
   Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
     auto r = t->FindOneAndModify(c, filter, &update, fo);
@@ -1010,7 +1006,7 @@ Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const D
 Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const Document& filter,
                                                      const FindAndModifyOptions& fo,
                                                      const WriteOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   std::optional<Document> doc;
   Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
     auto r = t->FindOneAndModify(c, filter, nullptr, fo);
@@ -1024,7 +1020,7 @@ Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const D
 
 Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,
                                        const FindOptions& options) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InRead(impl_.get(), [&](TransactionImpl* t) -> Result<std::vector<Document>> {
     auto cur = t->Find(c, filter, options);
     if (!cur.ok()) return cur.status();
@@ -1037,75 +1033,75 @@ Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filte
 }
 
 Result<uint64_t> DB::Count(std::string_view c, const Document& filter) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Count(c, filter); });
 }
 
 Result<std::vector<Value>> DB::Distinct(std::string_view c, std::string_view field,
                                         const Document& filter) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Distinct(c, field, filter); });
 }
 
 Status DB::CreateCollection(std::string_view c) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateCollection(c); });
 }
 
 Status DB::DropCollection(std::string_view c) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->DropCollection(c); });
 }
 
 Result<std::vector<std::string>> DB::ListCollections() {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InRead(impl_.get(), [](TransactionImpl* t) { return t->ListCollections(); });
 }
 
 Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, f, o); });
 }
 
 Status DB::CreateIndex(std::string_view c, const std::vector<IndexKey>& keys,
                        const IndexOptions& o) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, keys, o); });
 }
 
 Status DB::DropIndex(std::string_view c, std::string_view f) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->DropIndex(c, f); });
 }
 
 Result<std::vector<IndexInfo>> DB::ListIndexes(std::string_view c) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->ListIndexes(c); });
 }
 
 Status DB::Check(CheckReport* report) {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return impl_->Check(report);
 }
 Result<DBStats> DB::Stats() {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return impl_->Stats();
 }
 Status DB::Flush() {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return impl_->Flush();
 }
 Status DB::Checkpoint() {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return impl_->Checkpoint();
 }
 Status DB::Compact() {
-  if (!impl_) return Closed();
+  if (!impl_) return DBImpl::ClosedError();
   return impl_->Compact();
 }
 const std::string& DB::path() const { return path_; }

@@ -154,6 +154,8 @@ class DBImpl {
   // DB::Close: merges the write buffer and closes the pager (its clean
   // checkpoint); the first error either met. REQUIRES: no transaction open.
   Status Close();
+  // What every DB call returns after DB::Close.
+  static Status ClosedError() { return Status::InvalidArgument("the database is closed"); }
 
   Result<std::unique_ptr<TransactionImpl>> Begin(const WriteOptions& wo, bool replaying = false);
   // A read transaction; a spare one EndRead kept is renewed when there is

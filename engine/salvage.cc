@@ -20,7 +20,7 @@ Status DB::Salvage(std::string_view collection,
   SalvageReport local;
   SalvageReport& r = report ? *report : local;
   r = SalvageReport();
-  if (!impl_) return Status::InvalidArgument("the database is closed");
+  if (!impl_) return DBImpl::ClosedError();
   std::shared_ptr<storage::Pager> pager = impl_->pager();  // kept while salvaging
   auto txn = pager->BeginRead();
   if (!txn.ok()) return txn.status();
