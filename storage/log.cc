@@ -337,11 +337,11 @@ Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Positi
   // kFsync and kGroup write with pwrite: an fdatasync after stores through
   // a shared map took ~10x longer on Linux/ext4 than after pwrite of the
   // same bytes. So do the other modes (but kMsync, whose contract is msync)
-  // for a record of two pages or more: each page stored through the map is
-  // write-protected again by the next sync of the log (a TLB-shootdown
-  // interrupt to every core running the process), which costs more than
-  // the system call. A smaller record is stored: at one small commit per
-  // transaction the system call was a third of its time (docs/write-path.md).
+  // for a record of two pages or more: each page stored through the map
+  // takes a fault once per lap (its writeback unmaps it or write-protects
+  // it), which costs more than the system call. A smaller record is stored:
+  // at one small commit per transaction the system call was a third of its
+  // time, and a fault per page is one per many commits (docs/write-path.md).
   const bool via_write = d == Durability::kFsync || d == Durability::kGroup ||
                          (d != Durability::kMsync && len >= kLogWriteMinBytes);
   uint8_t* r = base_ + off;
@@ -368,7 +368,11 @@ Status Log::Append(uint64_t txid, std::string_view payload, Durability d, Positi
   if ((d == Durability::kNone || d == Durability::kPeriodic) &&
       off + len >= writeback_from_ + kLogWritebackBytes) {
     const uint64_t to = (off + len) / kLogWritebackAlign * kLogWritebackAlign;
-    (void)file_->StartWriteback(writeback_from_, to - writeback_from_);  // a hint
+    // Unmapped first, in one call: the writeback then finds no page-table
+    // entry to write-protect, each a TLB shootdown to every core running the
+    // process. Both are hints; the data stay in the page cache.
+    (void)file_->DropMappedPages(base_ + writeback_from_, to - writeback_from_);
+    (void)file_->StartWriteback(writeback_from_, to - writeback_from_);
     writeback_from_ = to;
   }
   MutexLock l(&sync_mu_);

@@ -124,7 +124,9 @@ class Log {
   // (its contract is msync of what it wrote there); kNone and kPeriodic
   // with pwrite when it spans two pages or more, else through the map; these
   // two also start the writeback of the whole pages behind the head every
-  // MiB (File::StartWriteback), so that a wrap's sync has little left to do.
+  // MiB (File::StartWriteback), so that a wrap's sync has little left to do,
+  // after dropping them from the map (File::DropMappedPages), so that the
+  // writeback has no page-table entry to write-protect.
   // *fits is
   // false, and nothing is written, when the ring has no room for it.
   // REQUIRES: ready(); `txid` greater than every txid appended before.

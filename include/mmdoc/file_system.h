@@ -73,8 +73,10 @@ class File {
   // the page cache, dirty pages stay dirty, and a later touch faults the
   // page back in. The pager calls it on a map it has replaced, so pages
   // reached through both the old and the new map are not resident twice in
-  // the process (and not counted twice in its RSS). A hint: the default
-  // does nothing.
+  // the process (and not counted twice in its RSS); the log on the pages
+  // behind its head before their writeback, which then has no entry to
+  // write-protect (one TLB shootdown per page to every core running the
+  // process). A hint: the default does nothing.
   virtual Status DropMappedPages(uint8_t* /*addr*/, uint64_t /*length*/) { return Status::OK(); }
   // Tells the OS that a mapping made by Map, and the file's reads, are at
   // random (madvise MADV_RANDOM, posix_fadvise POSIX_FADV_RANDOM): no
