@@ -126,7 +126,9 @@ class Log {
   // two also start the writeback of the whole pages behind the head every
   // MiB (File::StartWriteback), so that a wrap's sync has little left to do,
   // after dropping them from the map (File::DropMappedPages), so that the
-  // writeback has no page-table entry to write-protect.
+  // writeback has no page-table entry to write-protect; and they make the
+  // 64 KiB ahead of the head writable in one call (File::PrepareMappedWrite)
+  // when a stored record leaves the last such stretch.
   // *fits is
   // false, and nothing is written, when the ring has no room for it.
   // REQUIRES: ready(); `txid` greater than every txid appended before.
@@ -216,6 +218,8 @@ class Log {
   std::atomic<uint64_t> tail_{0};  // the oldest needed record; by the writer
   std::vector<uint8_t> buf_;       // a record being written (writer-owned)
   uint64_t writeback_from_ = 0;    // where Append's next writeback starts (writer-owned)
+  // The stretch Append last made writable in the map (writer-owned).
+  uint64_t prefault_from_ = 0, prefault_to_ = 0;
 
   mutable Mutex sync_mu_;
   CondVar sync_cv_{&sync_mu_};

@@ -146,6 +146,18 @@ class PosixFile final : public File {
     return Status::OK();
   }
 
+  Status PrepareMappedWrite(uint8_t* addr, uint64_t length) override {
+#ifdef MADV_POPULATE_WRITE
+    if (::madvise(addr, length, MADV_POPULATE_WRITE) != 0) {
+      return ErrnoStatus(path_, errno, "madvise");
+    }
+#else
+    (void)addr;
+    (void)length;
+#endif
+    return Status::OK();
+  }
+
   Status AdviseRandomAccess(uint8_t* addr, uint64_t length) override {
     if (::madvise(addr, length, MADV_RANDOM) != 0) {
       return ErrnoStatus(path_, errno, "madvise");

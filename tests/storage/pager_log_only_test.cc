@@ -288,7 +288,8 @@ class WritebackFileSystem final : public test::FileSystemWrapper {
     uint64_t offset, length;
   };
   std::vector<Range> ranges;
-  std::vector<Range> dropped;  // DropMappedPages, as offsets into the log
+  std::vector<Range> dropped;   // DropMappedPages, as offsets into the log
+  std::vector<Range> prepared;  // PrepareMappedWrite, the same
   uint64_t log_syncs = 0;
 
   Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
@@ -312,6 +313,10 @@ class WritebackFileSystem final : public test::FileSystemWrapper {
     Status DropMappedPages(uint8_t* addr, uint64_t length) override {
       fs_->dropped.push_back(Range{static_cast<uint64_t>(addr - base_), length});
       return real()->DropMappedPages(addr, length);
+    }
+    Status PrepareMappedWrite(uint8_t* addr, uint64_t length) override {
+      fs_->prepared.push_back(Range{static_cast<uint64_t>(addr - base_), length});
+      return real()->PrepareMappedWrite(addr, length);
     }
     Status StartWriteback(uint64_t offset, uint64_t length) override {
       fs_->ranges.push_back(Range{offset, length});
@@ -381,6 +386,16 @@ TEST_CASE("log only: without a sync per commit the log writes back behind its he
           CHECK(r.offset == fs.ranges[i - 1].offset + fs.ranges[i - 1].length);
         }
       }
+      if (d == Durability::kNone && size < 4096) {
+        // Stored where the map was made writable ahead of it, 64 KiB at a
+        // time (more when the record is longer).
+        REQUIRE(!fs.prepared.empty());
+        const auto& w = fs.prepared.back();
+        CHECK(w.offset % 4096 == 0);
+        CHECK(w.offset < head);
+        CHECK(head <= w.offset + w.length);
+        CHECK(w.length <= (64u << 10) + 4096 + size + 64);
+      }
       restarted = false;
       if (mark_through == 0 && since_merge > (512u << 10)) {
         mark_through = txid;
@@ -392,10 +407,13 @@ TEST_CASE("log only: without a sync per commit the log writes back behind its he
   // Three laps of a 4 MiB ring in kNone.
   while (wraps < 3) append(Durability::kNone, 300 + n % 5000);
   CHECK(fs.ranges.size() >= 9);
-  // Commits that sync themselves leave nothing to write back.
-  const size_t calls = fs.ranges.size();
+  CHECK(fs.prepared.size() >= 3 * (4u << 20) / (64u << 10));
+  // Commits that sync themselves leave nothing to write back, and write
+  // with pwrite.
+  const size_t calls = fs.ranges.size(), prepared = fs.prepared.size();
   for (int i = 0; i < 300; i++) append(Durability::kFsync, 5000);
   CHECK(fs.ranges.size() == calls);
+  CHECK(fs.prepared.size() == prepared);
   CHECK(p->Verify().ok());
 }
 

@@ -37,6 +37,9 @@ class FileWrapper : public storage::File {
   Status DropMappedPages(uint8_t* addr, uint64_t length) override {
     return real_->DropMappedPages(addr, length);
   }
+  Status PrepareMappedWrite(uint8_t* addr, uint64_t length) override {
+    return real_->PrepareMappedWrite(addr, length);
+  }
   Status AdviseRandomAccess(uint8_t* addr, uint64_t length) override {
     return real_->AdviseRandomAccess(addr, length);
   }
