@@ -54,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/micro/proto_util.h"
 #include "storage/file_system.h"
 
 namespace {
@@ -62,7 +63,6 @@ using mmdoc::File;
 using mmdoc::FileSystem;
 using mmdoc::MapMode;
 using mmdoc::OpenMode;
-using mmdoc::Status;
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kPage = 4096;
@@ -80,14 +80,7 @@ struct Args {
   std::string dir = ".";
 };
 
-[[noreturn]] void Die(const Status& s) {
-  std::fprintf(stderr, "mmdoc-logprobe: %s\n", s.ToString().c_str());
-  std::exit(1);
-}
-
-void Check(const Status& s) {
-  if (!s.ok()) Die(s);
-}
+using mmdoc::proto::Check;
 
 struct ThreadUsage {
   double user = 0, sys = 0;
@@ -171,11 +164,11 @@ struct Outcome {
 
 Outcome RunMode(const std::string& mode, File* file, uint64_t capacity, const Args& a) {
   auto m = file->Map(capacity, MapMode::kReadWrite);
-  if (!m.ok()) Die(m.status());
+  Check(m.status(), "map the log");
   uint8_t* base = m.value();
   (void)file->AdviseRandomAccess(base, capacity);  // as Log::Map does
   // Every page clean in the page cache, as after a wrap's sync.
-  Check(file->Sync());
+  Check(file->Sync(), "sync before the run");
 
   std::atomic<bool> stop{false};
   std::thread spinner;
@@ -202,7 +195,7 @@ Outcome RunMode(const std::string& mode, File* file, uint64_t capacity, const Ar
   while ((n & 255) != 0 || Clock::now() < until) {
     if (off + a.record > capacity) {
       const auto t0 = Clock::now();
-      Check(file->Sync());
+      Check(file->Sync(), "sync at a wrap");
       wrap_us += std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
       off = hinted = 0;
       wraps++;
@@ -216,7 +209,7 @@ Outcome RunMode(const std::string& mode, File* file, uint64_t capacity, const Ar
     if (via_map) {
       std::memcpy(base + off, rec.data(), rec.size());
     } else {
-      Check(file->WriteAt(off, rec.data(), rec.size()));
+      Check(file->WriteAt(off, rec.data(), rec.size()), "pwrite");
     }
     off += a.record;
     n++;
@@ -238,7 +231,7 @@ Outcome RunMode(const std::string& mode, File* file, uint64_t capacity, const Ar
   helper.reset();
   stop.store(true);
   if (spinner.joinable()) spinner.join();
-  Check(file->Unmap(base, capacity));
+  Check(file->Unmap(base, capacity), "unmap");
 
   Outcome o;
   const double per = 1e6 / static_cast<double>(n);
@@ -254,6 +247,7 @@ Outcome RunMode(const std::string& mode, File* file, uint64_t capacity, const Ar
 }  // namespace
 
 int main(int argc, char** argv) {
+  mmdoc::proto::program = "mmdoc-logprobe";
   Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -280,17 +274,18 @@ int main(int argc, char** argv) {
   }
   const std::string path = a.dir + "/logprobe.log";
   FileSystem* fs = FileSystem::Default();
-  if (fs->Exists(path)) Check(fs->Remove(path));
+  if (fs->Exists(path)) Check(fs->Remove(path), "remove an old log");
   auto opened = fs->Open(path, OpenMode::kCreate);
-  if (!opened.ok()) Die(opened.status());
+  Check(opened.status(), "create the log");
   File* file = opened.value().get();
   const uint64_t capacity = a.mib << 20;
   {
     // Allocated, then zero-filled a page per write, as Log::Create does.
-    Check(file->Allocate(0, capacity));
+    Check(file->Allocate(0, capacity), "allocate");
     const std::vector<uint8_t> zeros(kPage, 0);
-    for (uint64_t o = 0; o < capacity; o += kPage) Check(file->WriteAt(o, zeros.data(), kPage));
-    Check(file->Sync());
+    for (uint64_t o = 0; o < capacity; o += kPage)
+      Check(file->WriteAt(o, zeros.data(), kPage), "zero-fill");
+    Check(file->Sync(), "sync the zeros");
   }
   std::printf("log %llu MiB, %llu-byte records, %s\n", static_cast<unsigned long long>(a.mib),
               static_cast<unsigned long long>(a.record),
@@ -306,6 +301,6 @@ int main(int argc, char** argv) {
     }
   }
   opened.value().reset();
-  Check(fs->Remove(path));
+  Check(fs->Remove(path), "remove the log");
   return 0;
 }
