@@ -172,10 +172,6 @@ class WriteTxnImpl final : public Txn {
   std::unordered_map<PageId, std::unique_ptr<uint8_t[]>> private_;
   uint64_t private_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> spare_;  // one-page buffers to reuse
-  // WriteBack: the stretch of consecutive pages about to be written, at
-  // most kMaxGather runs (IOV_MAX) a write.
-  static constexpr size_t kMaxGather = 1024;
-  std::vector<File::Buffer> gather_;
 };
 
 // Writer-owned bookkeeping per page, indexed by page id (grown with the
@@ -703,38 +699,22 @@ Status WriteTxnImpl::WriteBack() {
   for (const auto& [id, copy] : private_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
   const uint32_t ps = p_->ps_;
-  // Pages that follow each other in the file go out in one gathered write:
-  // a merge's pages mostly do (92 a stretch at 1M), and a system call a
-  // page cost more than the copy.
-  std::vector<File::Buffer>& parts = gather_;
-  parts.clear();
-  uint64_t from = 0;  // where the stretch in `parts` begins
-  uint64_t end = 0;   // where the last run written ends
-  auto flush = [&]() -> Status {
-    if (parts.empty()) return Status::OK();
-    Status s = p_->data_->WriteGather(from, parts.data(), parts.size());
-    parts.clear();
+  uint64_t end = 0;  // where the last run written ends
+  for (PageId id : ids) {
+    uint8_t* pg = private_[id].get();
+    const uint32_t run = DecodeFixed32(pg + kPageRunLengthOffset);
+    end = (id + run) * ps;
+    // Summed now: the page is written once, not at the checkpoint.
+    EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{run} * ps, id));
+    Status s = p_->data_->WriteAt(id * ps, pg, uint64_t{run} * ps);
     if (!s.ok()) {
       // Into allocated blocks, so not a full disk: the device failed, and
       // as every page write's, the error is sticky (rule 8).
       p_->SetError(s);
+      return s;
     }
-    return s;
-  };
-  for (PageId id : ids) {
-    uint8_t* pg = private_[id].get();
-    const uint32_t run = DecodeFixed32(pg + kPageRunLengthOffset);
-    if (id * ps != end || parts.size() == kMaxGather) {
-      MMDOC_RETURN_IF_ERROR(flush());
-      from = id * ps;
-    }
-    end = (id + run) * ps;
-    // Summed now: the page is written once, not at the checkpoint.
-    EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{run} * ps, id));
-    parts.push_back(File::Buffer{pg, size_t{run} * ps});
+    p_->marks_[id].unsummed = 0;
   }
-  MMDOC_RETURN_IF_ERROR(flush());
-  for (PageId id : ids) p_->marks_[id].unsummed = 0;
   // Start writing them to the disk now, so that the checkpoint after the
   // merge waits for the last stretch, not for every page (a hint).
   (void)p_->data_->StartWriteback(ids.front() * ps, end - ids.front() * ps);

@@ -235,11 +235,10 @@ enum class PageWrites {
   // writeback then write-protects each page again, which on x86 is a TLB
   // shootdown interrupt to every core running the process.
   kThroughMap,
-  // Private copies, written with File::WriteGather when the txn commits
-  // (or at Txn::WriteBack), each stretch of consecutive pages in one call:
-  // the map's page-table entries stay clean, so writing the pages back
-  // costs other threads nothing. For large background writes that change
-  // each page about once: merges (docs/write-path.md).
+  // Private copies, written with File::WriteAt when the txn commits (or at
+  // Txn::WriteBack): the map's page-table entries stay clean, so writing
+  // the pages back costs other threads nothing. For large background
+  // writes that change each page about once: merges (docs/write-path.md).
   kWriteAt,
 };
 

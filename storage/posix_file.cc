@@ -1,5 +1,5 @@
 // The POSIX FileSystem: the only place in mmdoc that makes file syscalls
-// (open, pread, pwrite, pwritev, ftruncate, posix_fallocate, mmap, munmap, msync,
+// (open, pread, pwrite, ftruncate, posix_fallocate, mmap, munmap, msync,
 // madvise, fdatasync, fsync, flock, link, linkat, rename, unlink). See
 // storage/file_system.h.
 //
@@ -11,11 +11,8 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <climits>
 #include <cstring>
 #include <random>
 #include <string>
@@ -73,37 +70,6 @@ class PosixFile final : public File {
 
   Status WriteAt(uint64_t offset, const void* buf, size_t n) override {
     return WriteFully(fd_, path_, offset, buf, n);
-  }
-
-  Status WriteGather(uint64_t offset, const Buffer* bufs, size_t n) override {
-    // bufs[i] from byte `skip` on is still to write; up to IOV_MAX a call.
-    size_t i = 0;
-    size_t skip = 0;
-    iovec iov[128];
-    while (i < n) {
-      const int count = static_cast<int>(std::min<size_t>({n - i, std::size(iov), IOV_MAX}));
-      for (int k = 0; k < count; k++) {
-        const size_t off = k == 0 ? skip : 0;
-        iov[k].iov_base = const_cast<uint8_t*>(static_cast<const uint8_t*>(bufs[i + k].data) + off);
-        iov[k].iov_len = bufs[i + k].size - off;
-      }
-      ssize_t r = ::pwritev(fd_, iov, count, static_cast<off_t>(offset));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoStatus(path_, errno, "pwritev");
-      }
-      if (r == 0) return Status::IOError(path_, "pwritev: wrote nothing");
-      offset += static_cast<uint64_t>(r);
-      // Past the buffers written whole; a short write resumes inside one.
-      auto left = static_cast<size_t>(r);
-      while (i < n && left >= bufs[i].size - skip) {
-        left -= bufs[i].size - skip;
-        skip = 0;
-        i++;
-      }
-      skip += left;
-    }
-    return Status::OK();
   }
 
   Result<uint64_t> Size() override {

@@ -1,7 +1,7 @@
 // mmdoc::FileSystem and mmdoc::File: the one seam between mmdoc and the OS,
 // as LevelDB's Env is. Options::file_system takes one; the default is POSIX.
 //
-// Every syscall that touches a database file (open, pread/pwrite/pwritev, ftruncate,
+// Every syscall that touches a database file (open, pread/pwrite, ftruncate,
 // fallocate, mmap/munmap/msync, fdatasync, flock, link, rename, unlink,
 // directory fsync) goes through this interface; the POSIX implementation
 // (storage/posix_file.cc) is the only code that makes them. Wrap it to
@@ -44,22 +44,6 @@ class File {
   virtual Status ReadAt(uint64_t offset, void* buf, size_t n) = 0;
   // Writes n bytes at offset (extending the file if needed).
   virtual Status WriteAt(uint64_t offset, const void* buf, size_t n) = 0;
-  // Writes the n buffers one after another from offset, as WriteAt of
-  // their concatenation would (pwritev: one system call for many pages,
-  // where each call costs more than copying a page). The default calls
-  // WriteAt for each buffer, so a wrapper that watches WriteAt sees every
-  // buffer.
-  struct Buffer {
-    const void* data;
-    size_t size;
-  };
-  virtual Status WriteGather(uint64_t offset, const Buffer* bufs, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-      MMDOC_RETURN_IF_ERROR(WriteAt(offset, bufs[i].data, bufs[i].size));
-      offset += bufs[i].size;
-    }
-    return Status::OK();
-  }
   virtual Result<uint64_t> Size() = 0;
   virtual Status Truncate(uint64_t size) = 0;
   // Makes sure [offset, offset + length) is backed by disk blocks

@@ -14,7 +14,6 @@
 
 #include "storage/pager.h"
 #include "tests/storage/storage_test_util.h"
-#include "tests/support/fs_wrapper.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::storage {
@@ -241,85 +240,6 @@ TEST_CASE("pager: overflow runs are contiguous and reuse contiguous free runs") 
   CHECK(id >= run);
   CHECK(id + 4 <= run + 5);
   REQUIRE(w.value()->Commit("", Durability::kNone).ok());
-}
-
-// Counts the data file's writes (the log's are not counted).
-class WriteCountingFileSystem final : public test::FileSystemWrapper {
- public:
-  std::atomic<uint64_t> write_at{0}, gathers{0}, gathered{0};
-
-  Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
-    auto f = base()->Open(path, mode);
-    if (!f.ok() || path.size() < 4 || path.compare(path.size() - 4, 4, "-log") == 0) return f;
-    return std::unique_ptr<File>(new DataFile(this, std::move(f.value())));
-  }
-
- private:
-  class DataFile final : public test::FileWrapper {
-   public:
-    DataFile(WriteCountingFileSystem* fs, std::unique_ptr<File> real)
-        : FileWrapper(std::move(real)), fs_(fs) {}
-    Status WriteAt(uint64_t offset, const void* buf, size_t n) override {
-      fs_->write_at++;
-      return real()->WriteAt(offset, buf, n);
-    }
-    Status WriteGather(uint64_t offset, const Buffer* bufs, size_t n) override {
-      fs_->gathers++;
-      fs_->gathered += n;
-      return real()->WriteGather(offset, bufs, n);
-    }
-
-   private:
-    WriteCountingFileSystem* fs_;
-  };
-};
-
-TEST_CASE("pager: a WriteAt txn writes each stretch of consecutive pages in one call") {
-  test::TempDir dir;
-  const std::string path = dir.File("db");
-  WriteCountingFileSystem fs;
-  PagerOptions o = SmallOptions();
-  o.fs = &fs;
-  std::vector<std::pair<PageId, uint32_t>> runs;  // first page, length
-  {
-    auto p = OpenOrDie(path, o);
-    auto w = p->BeginWrite(PageWrites::kWriteAt);
-    REQUIRE(w.ok());
-    // 2,452 runs at the end of a new file, one after another: single pages
-    // and, every 100th, a run of three (2,500 pages).
-    constexpr int kRuns = 2452;
-    runs.reserve(kRuns);
-    for (int i = 0; i < kRuns; i++) {
-      const uint32_t n = i % 100 == 99 ? 3 : 1;
-      PageId id;
-      uint8_t* pg;
-      REQUIRE(
-          w.value()->Allocate(n == 1 ? PageType::kLeaf : PageType::kOverflow, n, &id, &pg).ok());
-      FillBody(pg, uint64_t{n} * 4096, id);
-      if (!runs.empty()) REQUIRE(id == runs.back().first + runs.back().second);
-      runs.emplace_back(id, n);
-    }
-    w.value()->set_root(0, runs.front().first);
-    const uint64_t before = fs.write_at;
-    Status s = w.value()->Commit("", Durability::kNone);
-    INFO(s.ToString());
-    REQUIRE(s.ok());
-    // In writes of at most 1,024 runs each, none alone.
-    CHECK(fs.gathers == 3);
-    CHECK(fs.gathered == runs.size());
-    CHECK(fs.write_at == before);
-  }
-  auto p = OpenOrDie(path, o);
-  auto r = p->BeginRead();
-  REQUIRE(r.ok());
-  for (const auto& [id, n] : runs) {
-    const uint8_t* pg;
-    Status s = r.value()->Get(id, &pg);
-    INFO("page " << id << ": " << s.ToString());
-    REQUIRE(s.ok());
-    CHECK(DecodeFixed32(pg + kPageRunLengthOffset) == n);
-    CHECK(BodyMatches(pg, uint64_t{n} * 4096, id));
-  }
 }
 
 TEST_CASE("pager: accounted pages plus reachable pages cover the file") {
