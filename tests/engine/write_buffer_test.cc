@@ -605,7 +605,9 @@ TEST_CASE("write buffer: a power cut between a close's slices loses nothing ackn
 }
 
 TEST_CASE("write buffer: a log full of unmerged records merges and goes on") {
-  Options o = Buffered(64 << 20);  // never full by itself: the log fills first
+  // Never full by itself: the log fills first. Not the default size, which
+  // MMDOC_WRITE_BUFFER would replace.
+  Options o = Buffered(32 << 20);
   o.log_size = 64 << 10;
   o.durability = Durability::kFsync;
   TestDB db(o);
@@ -623,7 +625,10 @@ TEST_CASE("write buffer: a log smaller than the buffer freezes it, and the write
   // The buffer's budget is never reached; the log's records are, many times
   // over. Each generation is frozen at half the log and merged by the
   // merger, so no commit finds the log full and merges on its own thread.
-  Options o = Buffered(64 << 20);
+  // Not the default size, which MMDOC_WRITE_BUFFER would replace: a 64 KiB
+  // budget is reached, and a freeze for the budget does not wait for the
+  // last merge's checkpoint.
+  Options o = Buffered(32 << 20);
   o.log_size = 256 << 10;
   TestDB db(o);
   REQUIRE(db->CreateIndex("c", "k").ok());
