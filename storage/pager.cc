@@ -172,6 +172,15 @@ class WriteTxnImpl final : public Txn {
   std::unordered_map<PageId, std::unique_ptr<uint8_t[]>> private_;
   uint64_t private_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> spare_;  // one-page buffers to reuse
+  static constexpr size_t kMaxGather = 1024;       // runs a stretch, for the scratch's size
+  // Pages from here on were taken from the file's end by this txn: never
+  // part of a committed state (WriteBack).
+  const PageId fresh_from_;
+  // WriteBack's scratch: a stretch's residency, and the runs of one write.
+  std::vector<bool> resident_;
+  std::vector<File::Buffer> gather_;
+  // Writes private runs ids[a, b), which follow each other in the file.
+  Status WriteStretch(const std::vector<PageId>& ids, size_t a, size_t b);
 };
 
 // Writer-owned bookkeeping per page, indexed by page id (grown with the
@@ -503,7 +512,8 @@ WriteTxnImpl::WriteTxnImpl(PagerImpl* p, const Snapshot& base, uint64_t txid, Pa
       txid_(txid),
       serial_(p->NextWriteSerial()),
       page_count_(base.page_count),
-      write_at_(how == PageWrites::kWriteAt) {
+      write_at_(how == PageWrites::kWriteAt),
+      fresh_from_(base.page_count) {
   std::copy(base.roots, base.roots + kMetaRoots, roots_);
   MutexLock l(&p_->spare_mu_);
   std::swap(lists_, p_->spare_lists_);  // empty lists, or the last txn's
@@ -706,15 +716,24 @@ Status WriteTxnImpl::WriteBack() {
     end = (id + run) * ps;
     // Summed now: the page is written once, not at the checkpoint.
     EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{run} * ps, id));
-    Status s = p_->data_->WriteAt(id * ps, pg, uint64_t{run} * ps);
+  }
+  for (size_t a = 0; a < ids.size();) {
+    size_t b = a + 1;
+    PageId next = ids[a] + DecodeFixed32(private_[ids[a]].get() + kPageRunLengthOffset);
+    while (b < ids.size() && ids[b] == next && b - a < kMaxGather) {
+      next += DecodeFixed32(private_[ids[b]].get() + kPageRunLengthOffset);
+      b++;
+    }
+    Status s = WriteStretch(ids, a, b);
     if (!s.ok()) {
       // Into allocated blocks, so not a full disk: the device failed, and
       // as every page write's, the error is sticky (rule 8).
       p_->SetError(s);
       return s;
     }
-    p_->marks_[id].unsummed = 0;
+    a = b;
   }
+  for (PageId id : ids) p_->marks_[id].unsummed = 0;
   // Start writing them to the disk now, so that the checkpoint after the
   // merge waits for the last stretch, not for every page (a hint).
   (void)p_->data_->StartWriteback(ids.front() * ps, end - ids.front() * ps);
@@ -724,6 +743,62 @@ Status WriteTxnImpl::WriteBack() {
   }
   private_.clear();
   private_bytes_ = 0;
+  return Status::OK();
+}
+
+// A merge's pages mostly follow each other in the file (92 a stretch at
+// 1M), and on a VM a system call costs more than copying a page, so a
+// stretch goes out in few calls. But a write of many pages into file the
+// page cache does not hold makes large folios, and a later one-page write
+// into one dirties (and writes back) all of it. So only pages the cache
+// holds, each in its own folio since the map reads at random, are gathered
+// into one write; fresh pages from the file's end are read into the cache
+// first (nothing on the disk to read); any other page is written alone.
+Status WriteTxnImpl::WriteStretch(const std::vector<PageId>& ids, size_t a, size_t b) {
+  const uint32_t ps = p_->ps_;
+  File* f = p_->data_.get();
+  auto run_of = [&](size_t i) {
+    return DecodeFixed32(private_[ids[i]].get() + kPageRunLengthOffset);
+  };
+  if (b - a == 1) return f->WriteAt(ids[a] * ps, private_[ids[a]].get(), uint64_t{run_of(a)} * ps);
+  const PageId first = ids[a];
+  const PageId last = ids[b - 1] + run_of(b - 1);  // one past
+  uint8_t* const base = p_->writer_base();
+  std::vector<bool>& res = resident_;
+  if (!f->ResidentPages(base + first * ps, (last - first) * ps, ps, &res).ok()) {
+    res.assign(last - first, false);
+  }
+  const PageId fresh = std::max(first, fresh_from_);
+  for (PageId id = fresh; id < last;) {
+    if (res[id - first]) {
+      id++;
+      continue;
+    }
+    PageId to = id + 1;
+    while (to < last && !res[to - first]) to++;
+    if (f->PrepareMappedRead(base + id * ps, (to - id) * ps).ok()) {
+      for (PageId k = id; k < to; k++) res[k - first] = true;
+    }
+    id = to;
+  }
+  std::vector<File::Buffer>& parts = gather_;
+  parts.clear();
+  uint64_t from = 0;  // where the runs in `parts` begin
+  for (size_t i = a; i < b; i++) {
+    const PageId id = ids[i];
+    const uint32_t run = run_of(i);
+    bool cached = true;
+    for (uint32_t k = 0; k < run; k++) cached = cached && res[id + k - first];
+    if (!cached) {
+      if (!parts.empty()) MMDOC_RETURN_IF_ERROR(f->WriteGather(from, parts.data(), parts.size()));
+      parts.clear();
+      MMDOC_RETURN_IF_ERROR(f->WriteAt(id * ps, private_[id].get(), uint64_t{run} * ps));
+      continue;
+    }
+    if (parts.empty()) from = id * ps;
+    parts.push_back(File::Buffer{private_[id].get(), size_t{run} * ps});
+  }
+  if (!parts.empty()) MMDOC_RETURN_IF_ERROR(f->WriteGather(from, parts.data(), parts.size()));
   return Status::OK();
 }
 

@@ -1,6 +1,7 @@
 // The POSIX FileSystem: the only place in mmdoc that makes file syscalls
-// (open, pread, pwrite, ftruncate, posix_fallocate, mmap, munmap, msync,
-// madvise, fdatasync, fsync, flock, link, linkat, rename, unlink). See
+// (open, pread, pwrite, pwritev, ftruncate, posix_fallocate, mmap, munmap,
+// msync, madvise, mincore, fdatasync, fsync, flock, link, linkat, rename,
+// unlink). See
 // storage/file_system.h.
 //
 // Thread safety: PosixFile methods may be called concurrently for disjoint
@@ -11,8 +12,11 @@
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <random>
 #include <string>
@@ -45,6 +49,11 @@ Status WriteFully(int fd, const std::string& path, uint64_t offset, const void* 
   return Status::OK();
 }
 
+uint64_t OsPageSize() {
+  static const uint64_t size = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  return size;
+}
+
 class PosixFile final : public File {
  public:
   PosixFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -70,6 +79,37 @@ class PosixFile final : public File {
 
   Status WriteAt(uint64_t offset, const void* buf, size_t n) override {
     return WriteFully(fd_, path_, offset, buf, n);
+  }
+
+  Status WriteGather(uint64_t offset, const Buffer* bufs, size_t n) override {
+    // bufs[i] from byte `skip` on is still to write; up to IOV_MAX a call.
+    size_t i = 0;
+    size_t skip = 0;
+    iovec iov[128];
+    while (i < n) {
+      const int count = static_cast<int>(std::min<size_t>({n - i, std::size(iov), IOV_MAX}));
+      for (int k = 0; k < count; k++) {
+        const size_t off = k == 0 ? skip : 0;
+        iov[k].iov_base = const_cast<uint8_t*>(static_cast<const uint8_t*>(bufs[i + k].data) + off);
+        iov[k].iov_len = bufs[i + k].size - off;
+      }
+      ssize_t r = ::pwritev(fd_, iov, count, static_cast<off_t>(offset));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus(path_, errno, "pwritev");
+      }
+      if (r == 0) return Status::IOError(path_, "pwritev: wrote nothing");
+      offset += static_cast<uint64_t>(r);
+      // Past the buffers written whole; a short write resumes inside one.
+      auto left = static_cast<size_t>(r);
+      while (i < n && left >= bufs[i].size - skip) {
+        left -= bufs[i].size - skip;
+        skip = 0;
+        i++;
+      }
+      skip += left;
+    }
+    return Status::OK();
   }
 
   Result<uint64_t> Size() override {
@@ -129,7 +169,7 @@ class PosixFile final : public File {
   }
 
   Status MapSync(uint8_t* addr, uint64_t offset, uint64_t length) override {
-    static const uint64_t kOsPage = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    const uint64_t kOsPage = OsPageSize();
     uint64_t begin = offset / kOsPage * kOsPage;
     uint64_t end = offset + length;
     if (end == begin) return Status::OK();
@@ -140,28 +180,51 @@ class PosixFile final : public File {
   }
 
   Status DropMappedPages(uint8_t* addr, uint64_t length) override {
-    if (::madvise(addr, length, MADV_DONTNEED) != 0) {
-      return ErrnoStatus(path_, errno, "madvise");
-    }
-    return Status::OK();
+    return Advise(addr, length, MADV_DONTNEED);
   }
 
   Status PrepareMappedWrite(uint8_t* addr, uint64_t length) override {
 #ifdef MADV_POPULATE_WRITE
-    if (::madvise(addr, length, MADV_POPULATE_WRITE) != 0) {
-      return ErrnoStatus(path_, errno, "madvise");
-    }
+    return Advise(addr, length, MADV_POPULATE_WRITE);
 #else
     (void)addr;
     (void)length;
+    return Status::OK();
 #endif
+  }
+
+  Status ResidentPages(uint8_t* addr, uint64_t length, uint64_t unit,
+                       std::vector<bool>* resident) override {
+    const uint64_t os = OsPageSize();
+    // From the OS page that holds addr: `lead` bytes before it.
+    const uint64_t lead = reinterpret_cast<uintptr_t>(addr) % os;
+    std::vector<unsigned char> vec(static_cast<size_t>((lead + length + os - 1) / os));
+    if (::mincore(addr - lead, lead + length, vec.data()) != 0) {
+      return ErrnoStatus(path_, errno, "mincore");
+    }
+    resident->assign(static_cast<size_t>((length + unit - 1) / unit), true);
+    for (size_t k = 0; k < vec.size(); k++) {
+      if (vec[k] & 1) continue;
+      // OS page k holds [from, to) of the range; every piece it touches is out.
+      const uint64_t from = k * os > lead ? k * os - lead : 0;
+      const uint64_t to = std::min<uint64_t>((k + 1) * os - lead, length);
+      for (uint64_t i = from / unit; i * unit < to; i++) (*resident)[i] = false;
+    }
     return Status::OK();
   }
 
+  Status PrepareMappedRead(uint8_t* addr, uint64_t length) override {
+#ifdef MADV_POPULATE_READ
+    return Advise(addr, length, MADV_POPULATE_READ);
+#else
+    (void)addr;
+    (void)length;
+    return Status::OK();
+#endif
+  }
+
   Status AdviseRandomAccess(uint8_t* addr, uint64_t length) override {
-    if (::madvise(addr, length, MADV_RANDOM) != 0) {
-      return ErrnoStatus(path_, errno, "madvise");
-    }
+    MMDOC_RETURN_IF_ERROR(Advise(addr, length, MADV_RANDOM));
     // ReadAt's readahead would make large folios too.
     int err = ::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM);
     if (err != 0) return ErrnoStatus(path_, err, "posix_fadvise");
@@ -206,6 +269,15 @@ class PosixFile final : public File {
   const std::string& path() const override { return path_; }
 
  private:
+  // madvise of the OS pages [addr, addr + length) touches.
+  Status Advise(uint8_t* addr, uint64_t length, int advice) {
+    const uint64_t lead = reinterpret_cast<uintptr_t>(addr) % OsPageSize();
+    if (::madvise(addr - lead, lead + length, advice) != 0) {
+      return ErrnoStatus(path_, errno, "madvise");
+    }
+    return Status::OK();
+  }
+
   const std::string path_;
   const int fd_;
 };

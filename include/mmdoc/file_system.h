@@ -1,12 +1,13 @@
 // mmdoc::FileSystem and mmdoc::File: the one seam between mmdoc and the OS,
 // as LevelDB's Env is. Options::file_system takes one; the default is POSIX.
 //
-// Every syscall that touches a database file (open, pread/pwrite, ftruncate,
-// fallocate, mmap/munmap/msync, fdatasync, flock, link, rename, unlink,
-// directory fsync) goes through this interface; the POSIX implementation
-// (storage/posix_file.cc) is the only code that makes them. Wrap it to
-// observe or break I/O: mmdoc's own tests substitute one that drops unsynced
-// writes, tears pages, or fails the Nth write or sync with EIO or ENOSPC.
+// Every syscall that touches a database file (open, pread/pwrite/pwritev,
+// ftruncate, fallocate, mmap/munmap/msync/madvise/mincore, fdatasync, flock,
+// link, rename, unlink, directory fsync) goes through this interface; the
+// POSIX implementation (storage/posix_file.cc) is the only code that makes
+// them. Wrap it to observe or break I/O: mmdoc's own tests substitute one
+// that drops unsynced writes, tears pages, or fails the Nth write or sync
+// with EIO or ENOSPC.
 // An implementation must keep the contracts below (in particular Sync and
 // MapSync must mean durable, and CreateExclusive must be atomic), or the
 // guarantees of durability.h do not hold.
@@ -25,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "mmdoc/status.h"
 
@@ -44,6 +46,24 @@ class File {
   virtual Status ReadAt(uint64_t offset, void* buf, size_t n) = 0;
   // Writes n bytes at offset (extending the file if needed).
   virtual Status WriteAt(uint64_t offset, const void* buf, size_t n) = 0;
+  // Writes the n buffers one after another from offset, as WriteAt of
+  // their concatenation would (pwritev: one system call for many pages,
+  // where each call costs more than copying a page). Into a stretch the
+  // page cache does not hold, a write of many pages makes large folios
+  // (Linux 6.x), and a later one-page write then dirties the whole folio:
+  // see PrepareMappedRead. The default calls WriteAt for each buffer, so a
+  // wrapper that watches WriteAt sees every buffer.
+  struct Buffer {
+    const void* data;
+    size_t size;
+  };
+  virtual Status WriteGather(uint64_t offset, const Buffer* bufs, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+      MMDOC_RETURN_IF_ERROR(WriteAt(offset, bufs[i].data, bufs[i].size));
+      offset += bufs[i].size;
+    }
+    return Status::OK();
+  }
   virtual Result<uint64_t> Size() = 0;
   virtual Status Truncate(uint64_t size) = 0;
   // Makes sure [offset, offset + length) is backed by disk blocks
@@ -84,6 +104,22 @@ class File {
   // change; the pages become dirty. The log calls it on the stretch ahead of
   // its head. A hint: the default, and a kernel without it, do nothing.
   virtual Status PrepareMappedWrite(uint8_t* /*addr*/, uint64_t /*length*/) { return Status::OK(); }
+  // Which `unit`-byte pieces of [addr, addr + length) of a mapping made by
+  // Map the page cache holds (mincore): (*resident)[i] for the i-th piece,
+  // true when it holds every OS page the piece touches. A hint: the default
+  // says none, and nothing may rely on a page staying resident.
+  virtual Status ResidentPages(uint8_t* /*addr*/, uint64_t length, uint64_t unit,
+                               std::vector<bool>* resident) {
+    resident->assign(static_cast<size_t>((length + unit - 1) / unit), false);
+    return Status::OK();
+  }
+  // Brings the pages of [addr, addr + length) of a mapping made by Map into
+  // the page cache now (madvise MADV_POPULATE_READ, Linux 5.14+), reading
+  // what the disk holds there. Under AdviseRandomAccess each page gets a
+  // single-page folio, where a write of many pages into uncached file would
+  // make large ones (see WriteGather). A hint: the default, and a kernel
+  // without it, do nothing.
+  virtual Status PrepareMappedRead(uint8_t* /*addr*/, uint64_t /*length*/) { return Status::OK(); }
   // Tells the OS that a mapping made by Map, and the file's reads, are at
   // random (madvise MADV_RANDOM, posix_fadvise POSIX_FADV_RANDOM): no
   // readahead, so the page cache holds the file in single pages instead of

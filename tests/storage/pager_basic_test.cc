@@ -9,11 +9,15 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "storage/pager.h"
 #include "tests/storage/storage_test_util.h"
+#include "tests/support/fs_wrapper.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::storage {
@@ -240,6 +244,159 @@ TEST_CASE("pager: overflow runs are contiguous and reuse contiguous free runs") 
   CHECK(id >= run);
   CHECK(id + 4 <= run + 5);
   REQUIRE(w.value()->Commit("", Durability::kNone).ok());
+}
+
+// The data file's writes, and a page cache the test decides: a page is
+// held unless `cold` says not (the log's file is left alone).
+class WriteWatchingFileSystem final : public test::FileSystemWrapper {
+ public:
+  std::function<bool(PageId)> cold = [](PageId) { return false; };
+  std::set<PageId> alone;      // pages written by WriteAt
+  std::set<PageId> gathered;   // pages written by WriteGather
+  std::set<PageId> populated;  // pages PrepareMappedRead was asked for
+  uint64_t gathers = 0;
+
+  Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
+    auto f = base()->Open(path, mode);
+    if (!f.ok() || path.size() < 4 || path.compare(path.size() - 4, 4, "-log") == 0) return f;
+    return std::unique_ptr<File>(new DataFile(this, std::move(f.value())));
+  }
+
+ private:
+  static constexpr uint64_t kPage = 4096;
+  class DataFile final : public test::FileWrapper {
+   public:
+    DataFile(WriteWatchingFileSystem* fs, std::unique_ptr<File> real)
+        : FileWrapper(std::move(real)), fs_(fs) {}
+    Result<uint8_t*> Map(uint64_t length, MapMode mode) override {
+      auto m = real()->Map(length, mode);
+      if (m.ok()) base_ = m.value();
+      return m;
+    }
+    Status WriteAt(uint64_t offset, const void* buf, size_t n) override {
+      if (offset >= 2 * kPage) fs_->alone.insert(offset / kPage);  // not the meta pages
+      return real()->WriteAt(offset, buf, n);
+    }
+    Status WriteGather(uint64_t offset, const Buffer* bufs, size_t n) override {
+      fs_->gathers++;
+      uint64_t at = offset;
+      for (size_t i = 0; i < n; i++, at += bufs[i - 1].size) fs_->gathered.insert(at / kPage);
+      return real()->WriteGather(offset, bufs, n);
+    }
+    Status ResidentPages(uint8_t* addr, uint64_t length, uint64_t unit,
+                         std::vector<bool>* resident) override {
+      REQUIRE(unit == kPage);
+      const PageId first = static_cast<PageId>(addr - base_) / kPage;
+      resident->assign(length / kPage, true);
+      for (PageId id = first; id < first + length / kPage; id++) {
+        if (fs_->cold(id) && fs_->populated.count(id) == 0) (*resident)[id - first] = false;
+      }
+      return Status::OK();
+    }
+    Status PrepareMappedRead(uint8_t* addr, uint64_t length) override {
+      const PageId first = static_cast<PageId>(addr - base_) / kPage;
+      for (PageId id = first; id < first + length / kPage; id++) fs_->populated.insert(id);
+      return real()->PrepareMappedRead(addr, length);
+    }
+
+   private:
+    WriteWatchingFileSystem* fs_;
+    uint8_t* base_ = nullptr;
+  };
+};
+
+// A WriteAt txn (a merge) writes each stretch of consecutive pages the page
+// cache holds in one call, reads fresh pages from the file's end into the
+// cache first, and writes any other page alone: one write of many pages
+// into uncached file makes large folios (File::WriteGather).
+TEST_CASE("pager: a merge gathers the pages the cache holds, and writes the others alone") {
+  test::TempDir dir;
+  const std::string path = dir.File("db");
+  WriteWatchingFileSystem fs;
+  PagerOptions o = SmallOptions();
+  o.fs = &fs;
+  // tag of each run's first page, and its length
+  std::map<PageId, std::pair<uint64_t, uint32_t>> runs;
+  auto p = OpenOrDie(path, o);
+  auto write_runs = [&](int count, uint64_t tag0) {
+    auto w = p->BeginWrite(PageWrites::kWriteAt);
+    REQUIRE(w.ok());
+    for (int i = 0; i < count; i++) {
+      const uint32_t n = i % 100 == 99 ? 3 : 1;
+      PageId id;
+      uint8_t* pg;
+      REQUIRE(
+          w.value()->Allocate(n == 1 ? PageType::kLeaf : PageType::kOverflow, n, &id, &pg).ok());
+      FillBody(pg, uint64_t{n} * 4096, tag0 + i);
+      runs[id] = {tag0 + i, n};
+    }
+    w.value()->set_root(0, runs.begin()->first);
+    Status s = w.value()->Commit("", Durability::kNone);
+    INFO(s.ToString());
+    REQUIRE(s.ok());
+  };
+
+  // 2,452 runs at the end of a new file, none of it cached: each is read in
+  // first, then all go out in writes of at most 1,024 runs.
+  fs.cold = [](PageId) { return true; };
+  write_runs(2452, 0);
+  CHECK(fs.gathers == 3);
+  CHECK(fs.alone.empty());
+  CHECK(fs.gathered.size() == runs.size());
+  CHECK(fs.populated.size() == 2500);
+
+  // Free them all (born after the last checkpoint: reusable at once), then
+  // write as many again into the freed pages, every tenth page not cached.
+  {
+    auto w = p->BeginWrite(PageWrites::kWriteAt);
+    REQUIRE(w.ok());
+    for (const auto& [id, run] : runs) REQUIRE(w.value()->Free(id).ok());
+    w.value()->set_root(0, 0);
+    REQUIRE(w.value()->Commit("", Durability::kNone).ok());
+  }
+  const PageId fresh = p->Stats().page_count;
+  runs.clear();
+  fs.alone.clear();
+  fs.gathered.clear();
+  fs.populated.clear();
+  fs.cold = [](PageId id) { return id % 10 == 3; };
+  write_runs(2452, 10000);
+  // A run is written alone when it has an uncached page that was in the
+  // file before (reading it in would read the disk), or no neighbour.
+  int alone = 0;
+  for (const auto& entry : runs) {
+    const PageId id = entry.first;
+    const auto& run = entry.second;
+    bool cold = false;
+    for (uint32_t k = 0; k < run.second; k++) {
+      cold = cold || (id + k < fresh && (id + k) % 10 == 3);
+    }
+    const bool prev = std::any_of(runs.begin(), runs.end(), [id = id](const auto& r) {
+      return r.first + r.second.second == id;
+    });
+    const bool next = runs.count(id + run.second) != 0;
+    const bool want_alone = cold || (!prev && !next);
+    INFO("run " << id << " of " << run.second << " pages");
+    CHECK(fs.alone.count(id) == (want_alone ? 1u : 0u));
+    CHECK(fs.gathered.count(id) == (want_alone ? 0u : 1u));
+    alone += want_alone;
+  }
+  CHECK(alone >= 200);                           // the cold pages did go alone
+  CHECK(fs.gathered.size() >= runs.size() / 2);  // and most went gathered
+  for (PageId id : fs.populated) CHECK(id >= fresh);
+
+  p.reset();
+  p = OpenOrDie(path, o);
+  auto r = p->BeginRead();
+  REQUIRE(r.ok());
+  for (const auto& [id, run] : runs) {
+    const uint8_t* pg;
+    Status s = r.value()->Get(id, &pg);
+    INFO("page " << id << ": " << s.ToString());
+    REQUIRE(s.ok());
+    CHECK(DecodeFixed32(pg + kPageRunLengthOffset) == run.second);
+    CHECK(BodyMatches(pg, uint64_t{run.second} * 4096, run.first));
+  }
 }
 
 TEST_CASE("pager: accounted pages plus reachable pages cover the file") {
@@ -576,6 +733,7 @@ TEST_CASE("pager: readers run concurrently with a writer") {
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
   std::vector<std::thread> readers;
+  readers.reserve(3);
   for (int t = 0; t < 3; t++) {
     readers.emplace_back([&] {
       while (!stop.load()) {

@@ -1,6 +1,8 @@
 // FileWrapper and FileSystemWrapper: a storage::File and a storage::FileSystem
 // that forward every call to another one, so a test's file system overrides
 // only the calls it watches or breaks (as LevelDB's EnvWrapper does).
+// WriteGather, ResidentPages and PrepareMappedRead are left to File's
+// defaults: every page then goes through WriteAt, where a wrapper sees it.
 #ifndef MMDOC_TESTS_SUPPORT_FS_WRAPPER_H_
 #define MMDOC_TESTS_SUPPORT_FS_WRAPPER_H_
 
