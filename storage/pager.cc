@@ -176,11 +176,18 @@ class WriteTxnImpl final : public Txn {
   // Pages from here on were taken from the file's end by this txn: never
   // part of a committed state (WriteBack).
   const PageId fresh_from_;
-  // WriteBack's scratch: a stretch's residency, and the runs of one write.
+  // WriteBack's scratch: the private runs in file order, a stretch's
+  // residency, and the runs of one write.
+  struct PrivateRun {
+    PageId id;
+    uint8_t* page;
+    uint32_t n;
+  };
+  std::vector<PrivateRun> runs_;
   std::vector<bool> resident_;
   std::vector<File::Buffer> gather_;
-  // Writes private runs ids[a, b), which follow each other in the file.
-  Status WriteStretch(const std::vector<PageId>& ids, size_t a, size_t b);
+  // Writes the private runs [begin, end), which follow each other in the file.
+  Status WriteStretch(const PrivateRun* begin, const PrivateRun* end);
 };
 
 // Writer-owned bookkeeping per page, indexed by page id (grown with the
@@ -704,27 +711,24 @@ void WriteTxnImpl::DropPrivate(PageId id) {
 Status WriteTxnImpl::WriteBack() {
   if (!write_at_ || private_.empty()) return Status::OK();
   // In file order, so the writes are as sequential as the pages are.
-  std::vector<PageId> ids;
-  ids.reserve(private_.size());
-  for (const auto& [id, copy] : private_) ids.push_back(id);
-  std::sort(ids.begin(), ids.end());
-  const uint32_t ps = p_->ps_;
-  uint64_t end = 0;  // where the last run written ends
-  for (PageId id : ids) {
-    uint8_t* pg = private_[id].get();
-    const uint32_t run = DecodeFixed32(pg + kPageRunLengthOffset);
-    end = (id + run) * ps;
-    // Summed now: the page is written once, not at the checkpoint.
-    EncodeFixed64(pg + kPageChecksumOffset, PageChecksum(pg, uint64_t{run} * ps, id));
+  std::vector<PrivateRun>& runs = runs_;
+  runs.clear();
+  for (const auto& [id, copy] : private_) {
+    runs.push_back({id, copy.get(), DecodeFixed32(copy.get() + kPageRunLengthOffset)});
   }
-  for (size_t a = 0; a < ids.size();) {
+  std::sort(runs.begin(), runs.end(),
+            [](const PrivateRun& x, const PrivateRun& y) { return x.id < y.id; });
+  const uint32_t ps = p_->ps_;
+  for (const PrivateRun& r : runs) {
+    // Summed now: the page is written once, not at the checkpoint.
+    EncodeFixed64(r.page + kPageChecksumOffset, PageChecksum(r.page, uint64_t{r.n} * ps, r.id));
+  }
+  for (size_t a = 0; a < runs.size();) {
     size_t b = a + 1;
-    PageId next = ids[a] + DecodeFixed32(private_[ids[a]].get() + kPageRunLengthOffset);
-    while (b < ids.size() && ids[b] == next && b - a < kMaxGather) {
-      next += DecodeFixed32(private_[ids[b]].get() + kPageRunLengthOffset);
+    while (b < runs.size() && runs[b].id == runs[b - 1].id + runs[b - 1].n && b - a < kMaxGather) {
       b++;
     }
-    Status s = WriteStretch(ids, a, b);
+    Status s = WriteStretch(runs.data() + a, runs.data() + b);
     if (!s.ok()) {
       // Into allocated blocks, so not a full disk: the device failed, and
       // as every page write's, the error is sticky (rule 8).
@@ -733,10 +737,11 @@ Status WriteTxnImpl::WriteBack() {
     }
     a = b;
   }
-  for (PageId id : ids) p_->marks_[id].unsummed = 0;
+  for (const PrivateRun& r : runs) p_->marks_[r.id].unsummed = 0;
   // Start writing them to the disk now, so that the checkpoint after the
   // merge waits for the last stretch, not for every page (a hint).
-  (void)p_->data_->StartWriteback(ids.front() * ps, end - ids.front() * ps);
+  const uint64_t begin = runs.front().id * ps, end = (runs.back().id + runs.back().n) * ps;
+  (void)p_->data_->StartWriteback(begin, end - begin);
   for (auto& [id, copy] : private_) {
     const uint32_t run = DecodeFixed32(copy.get() + kPageRunLengthOffset);
     Recycle(std::move(copy), run);
@@ -754,22 +759,18 @@ Status WriteTxnImpl::WriteBack() {
 // holds, each in its own folio since the map reads at random, are gathered
 // into one write; fresh pages from the file's end are read into the cache
 // first (nothing on the disk to read); any other page is written alone.
-Status WriteTxnImpl::WriteStretch(const std::vector<PageId>& ids, size_t a, size_t b) {
+Status WriteTxnImpl::WriteStretch(const PrivateRun* begin, const PrivateRun* end) {
   const uint32_t ps = p_->ps_;
   File* f = p_->data_.get();
-  auto run_of = [&](size_t i) {
-    return DecodeFixed32(private_[ids[i]].get() + kPageRunLengthOffset);
-  };
-  if (b - a == 1) return f->WriteAt(ids[a] * ps, private_[ids[a]].get(), uint64_t{run_of(a)} * ps);
-  const PageId first = ids[a];
-  const PageId last = ids[b - 1] + run_of(b - 1);  // one past
+  if (end - begin == 1) return f->WriteAt(begin->id * ps, begin->page, uint64_t{begin->n} * ps);
+  const PageId first = begin->id;
+  const PageId last = (end - 1)->id + (end - 1)->n;  // one past
   uint8_t* const base = p_->writer_base();
   std::vector<bool>& res = resident_;
   if (!f->ResidentPages(base + first * ps, (last - first) * ps, ps, &res).ok()) {
     res.assign(last - first, false);
   }
-  const PageId fresh = std::max(first, fresh_from_);
-  for (PageId id = fresh; id < last;) {
+  for (PageId id = std::max(first, fresh_from_); id < last;) {
     if (res[id - first]) {
       id++;
       continue;
@@ -784,19 +785,17 @@ Status WriteTxnImpl::WriteStretch(const std::vector<PageId>& ids, size_t a, size
   std::vector<File::Buffer>& parts = gather_;
   parts.clear();
   uint64_t from = 0;  // where the runs in `parts` begin
-  for (size_t i = a; i < b; i++) {
-    const PageId id = ids[i];
-    const uint32_t run = run_of(i);
+  for (const PrivateRun* r = begin; r != end; r++) {
     bool cached = true;
-    for (uint32_t k = 0; k < run; k++) cached = cached && res[id + k - first];
+    for (uint32_t k = 0; k < r->n; k++) cached = cached && res[r->id + k - first];
     if (!cached) {
       if (!parts.empty()) MMDOC_RETURN_IF_ERROR(f->WriteGather(from, parts.data(), parts.size()));
       parts.clear();
-      MMDOC_RETURN_IF_ERROR(f->WriteAt(id * ps, private_[id].get(), uint64_t{run} * ps));
+      MMDOC_RETURN_IF_ERROR(f->WriteAt(r->id * ps, r->page, uint64_t{r->n} * ps));
       continue;
     }
-    if (parts.empty()) from = id * ps;
-    parts.push_back(File::Buffer{private_[id].get(), size_t{run} * ps});
+    if (parts.empty()) from = r->id * ps;
+    parts.push_back(File::Buffer{r->page, size_t{r->n} * ps});
   }
   if (!parts.empty()) MMDOC_RETURN_IF_ERROR(f->WriteGather(from, parts.data(), parts.size()));
   return Status::OK();
