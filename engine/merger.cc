@@ -88,7 +88,7 @@ void DBImpl::PublishBuffered(index::WriteBuffer* wb, uint64_t txid,
            merge_error_.ok() && !stop_merger_)
       merged_cv_.Wait();
     if (!merge_error_.ok() || stop_merger_) return;
-    checkpoint = log_full && merge_checkpoint_skipped_;
+    checkpoint = merge_checkpoint_skipped_;
     if (!checkpoint) {
       FreezeActive();
       return;
@@ -96,8 +96,10 @@ void DBImpl::PublishBuffered(index::WriteBuffer* wb, uint64_t txid,
   }
   // The merger merged the last generation while this writer held the token
   // and could not checkpoint: the log still holds its records. Let go of
-  // them here (rarely: only when a merge ends before the next commit).
-  // Should it fail, the pager's sticky error fails the next commit.
+  // them here, whether the log or the budget filled this generation: with a
+  // small budget a merge can end before each next commit publishes, every
+  // merge's checkpoint is skipped, and the log fills behind them. Should it
+  // fail, the pager's sticky error fails the next commit.
   {
     storage::MutexLock m(&merge_mu_);
     (void)pager()->Checkpoint();
