@@ -1,8 +1,7 @@
 // The POSIX FileSystem: the only place in mmdoc that makes file syscalls
 // (open, pread, pwrite, pwritev, ftruncate, posix_fallocate, mmap, munmap,
 // msync, madvise, mincore, fdatasync, fsync, flock, link, linkat, rename,
-// unlink). See
-// storage/file_system.h.
+// unlink). See storage/file_system.h.
 //
 // Thread safety: PosixFile methods may be called concurrently for disjoint
 // ranges (pread/pwrite/fdatasync are thread-safe); Map/Unmap/Truncate/
