@@ -172,7 +172,7 @@ class WriteTxnImpl final : public Txn {
   std::unordered_map<PageId, std::unique_ptr<uint8_t[]>> private_;
   uint64_t private_bytes_ = 0;
   std::vector<std::unique_ptr<uint8_t[]>> spare_;  // one-page buffers to reuse
-  static constexpr size_t kMaxGather = 1024;       // runs a stretch, for the scratch's size
+  static constexpr size_t kMaxGather = 1024;       // runs in one stretch at most
   // Pages from here on were taken from the file's end by this txn: never
   // part of a committed state (WriteBack).
   const PageId fresh_from_;
