@@ -239,7 +239,9 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   if (code != kExitOk) return code;
   Status s = loader.Flush();
   progress.Finish();
-  if (!s.ok()) return FailStatus("import: commit", s);
+  if (!s.ok()) {
+    return Fail(ExitCodeFor(s), "import: commit", Describe(s) + loader.FailedCommitNote());
+  }
   if (a.progress && isatty(STDERR_FILENO)) {
     std::fprintf(stderr, "imported %llu documents into %s\n",
                  static_cast<unsigned long long>(loader.inserted()), c.collection.c_str());

@@ -61,7 +61,9 @@ Status Loader::Flush() {
   Status s = txn_->Commit();
   txn_.reset();
   if (!s.ok()) {
+    failed_commit_ = ids_.size();
     ids_.clear();
+    bytes_ = 0;
     return s;
   }
   inserted_ += ids_.size();
@@ -76,6 +78,17 @@ Status Loader::Flush() {
   ids_.clear();
   bytes_ = 0;
   return Status::OK();
+}
+
+std::string Loader::FailedCommitNote() const {
+  if (failed_commit_ == 0) return "";
+  const auto n = static_cast<unsigned long long>(failed_commit_);
+  const auto m = static_cast<unsigned long long>(inserted_);
+  char buf[160];
+  std::snprintf(buf, sizeof(buf),
+                " (committing the %llu document%s up to here; the %llu before %s committed)", n,
+                n == 1 ? "" : "s", m, n == 1 ? "it are" : "them are");
+  return buf;
 }
 
 Status Loader::Explain(const Status& s, const Document& doc) {
@@ -96,7 +109,7 @@ int FailInsert(Loader* loader, const std::string& where, const std::string& deta
     return Fail(kExitBadInput, where,
                 detail + " (and committing the lines before it failed: " + Describe(s) + ")");
   }
-  return Fail(kExitBadInput, where, detail);
+  return Fail(kExitBadInput, where, detail + loader->FailedCommitNote());
 }
 
 bool IsBlank(std::string_view line) {

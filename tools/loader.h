@@ -36,6 +36,9 @@ class Loader {
   Status Flush();
 
   uint64_t inserted() const { return inserted_; }
+  // After a commit failed: " (committing the N documents up to here; the M
+  // before them are committed)", for the error message; "" otherwise.
+  std::string FailedCommitNote() const;
 
  private:
   // Tells a duplicate _id from a unique-index violation, naming the value.
@@ -49,6 +52,7 @@ class Loader {
   std::vector<Value> ids_;
   uint64_t bytes_ = 0;
   uint64_t inserted_ = 0;
+  uint64_t failed_commit_ = 0;  // documents in the batch whose commit failed
 };
 
 // Reports a failed insert at `where` ("line 7"), after committing what came

@@ -1229,11 +1229,16 @@ TEST_CASE("tool: a write that commits but cannot close on a full disk says so, e
   std::string docs;
   for (int i = 0; i < 6000; i++)
     docs += "{\"_id\": " + std::to_string(i) + ", \"s\": \"" + std::string(200, 'x') + "\"}\n";
-  ExpectError(RunTool({"insert", db, buffer, "--batch", "100"}, docs), 2, {"disk full"});
+  // The message says which batch failed and how much is in.
+  const Run full = RunTool({"insert", db, buffer, "--batch", "100"}, docs);
+  ExpectError(full, 2, {"disk full", "committing the 100 documents up to here"});
   auto count = [&] { return std::stoull(MustRun({"count", db, buffer}).out); };
   const uint64_t n = count();
   REQUIRE(n > 0);
   REQUIRE(n < 6000);
+  CHECK(n % 100 == 0);
+  CHECK(full.err.find("the " + std::to_string(n) + " before them are committed") !=
+        std::string::npos);
   ExpectError(RunTool({"insert", db, buffer}, "{\"_id\": \"one more\"}\n"), 2,
               {"close", "disk full", "committed"});
   CHECK(count() == n + 1);
