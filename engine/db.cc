@@ -79,7 +79,12 @@ std::string DBStats::ToJson() const {
        ", \"key_filters_ready\": " + std::to_string(key_filters_ready) +
        ", \"runs\": " + std::to_string(runs) + ", \"run_entries\": " + std::to_string(run_entries) +
        ", \"runs_merging\": " + std::to_string(runs_merging) +
-       ", \"log_full_merges\": " + std::to_string(log_full_merges) + ", \"collections\": [";
+       ", \"log_full_merges\": " + std::to_string(log_full_merges) +
+       ", \"merge_waits\": " + std::to_string(merge_waits);
+  char waited[32];
+  std::snprintf(waited, sizeof waited, "%.6f", merge_wait_seconds);
+  s += ", \"merge_wait_seconds\": " + std::string(waited) +
+       ", \"writer_checkpoints\": " + std::to_string(writer_checkpoints) + ", \"collections\": [";
   for (size_t i = 0; i < collections.size(); i++) {
     const CollectionStats& c = collections[i];
     if (i) s += ", ";
@@ -541,7 +546,7 @@ Status DBImpl::CheckPages(CheckReport* report) {
   return Status::Corruption("check failed", first);
 }
 
-Result<DBStats> DBImpl::Stats() {
+Result<DBStats> DBImpl::Stats(const StatsOptions& options) {
   DBStats st;
   // Readers as the caller sees them: taken before our own snapshot opens.
   storage::PagerStats ps = pager()->Stats();
@@ -564,6 +569,10 @@ Result<DBStats> DBImpl::Stats() {
     st.key_filter_bytes = wb->filter_bytes();
     st.key_filters_ready = wb->filters_ready();
     st.log_full_merges = log_full_merges_.load(std::memory_order_relaxed);
+    st.merge_waits = merge_waits_.load(std::memory_order_relaxed);
+    st.merge_wait_seconds =
+        static_cast<double>(merge_wait_ns_.load(std::memory_order_relaxed)) / 1e9;
+    st.writer_checkpoints = writer_checkpoints_.load(std::memory_order_relaxed);
   }
   uint64_t used = 0, cap = 0;
   auto names = t->ListCollections();
@@ -582,17 +591,19 @@ Result<DBStats> DBImpl::Stats() {
       }
     }
     index::TreeStats ts;
-    MMDOC_RETURN_IF_ERROR(c->primary->tree()->Verify(nullptr, &ts));
+    if (options.count_pages) MMDOC_RETURN_IF_ERROR(c->primary->tree()->Verify(nullptr, &ts));
     cs.data_pages = ts.branch_pages + ts.leaf_pages + ts.overflow_pages;
     used += ts.used_bytes;
     cap += ts.capacity_bytes;
     for (size_t i = 0; i < c->meta.indexes.size(); i++) {
       index::TreeStats is;
-      MMDOC_RETURN_IF_ERROR(c->index_trees[i]->tree()->Verify(nullptr, &is));
       IndexInfo info;
       FillIndexInfo(c->meta.indexes[i], &info);
-      info.entries =
-          static_cast<uint64_t>(static_cast<int64_t>(is.entries) + c->index_trees[i]->CountDelta());
+      if (options.count_pages) {
+        MMDOC_RETURN_IF_ERROR(c->index_trees[i]->tree()->Verify(nullptr, &is));
+        info.entries = static_cast<uint64_t>(static_cast<int64_t>(is.entries) +
+                                             c->index_trees[i]->CountDelta());
+      }
       cs.indexes.push_back(info);
       cs.index_pages.push_back(is.branch_pages + is.leaf_pages + is.overflow_pages);
       used += is.used_bytes;
@@ -1088,9 +1099,9 @@ Status DB::Check(CheckReport* report) {
   if (!impl_) return DBImpl::ClosedError();
   return impl_->Check(report);
 }
-Result<DBStats> DB::Stats() {
+Result<DBStats> DB::Stats(const StatsOptions& options) {
   if (!impl_) return DBImpl::ClosedError();
-  return impl_->Stats();
+  return impl_->Stats(options);
 }
 Status DB::Flush() {
   if (!impl_) return DBImpl::ClosedError();

@@ -176,7 +176,7 @@ class DBImpl {
   std::unique_ptr<TransactionImpl> ReadOn(PointRead* r);
 
   Status Check(CheckReport* report);
-  Result<DBStats> Stats();
+  Result<DBStats> Stats(const StatsOptions& options);
 
   // --- The write buffer (Options::write_buffer_size > 0; merger.cc) ---
   //
@@ -395,6 +395,11 @@ class DBImpl {
   // merge everything on the writer's thread (CommitBuffered).
   uint64_t active_log_bytes_ = 0;
   std::atomic<uint64_t> log_full_merges_{0};  // DBStats::log_full_merges
+  // DBStats::merge_waits, merge_wait_seconds (in ns), writer_checkpoints:
+  // counted by PublishBuffered.
+  std::atomic<uint64_t> merge_waits_{0};
+  std::atomic<uint64_t> merge_wait_ns_{0};
+  std::atomic<uint64_t> writer_checkpoints_{0};
   storage::Mutex token_mu_;
   storage::CondVar token_cv_{&token_mu_};
   bool token_held_ MMDOC_GUARDED_BY(token_mu_) = false;

@@ -4,6 +4,7 @@
 // design and the lock order.
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "engine/db_impl.h"
@@ -84,9 +85,19 @@ void DBImpl::PublishBuffered(index::WriteBuffer* wb, uint64_t txid,
   bool checkpoint = false;
   {
     storage::MutexLock l(&gen_mu_);
+    const auto start = std::chrono::steady_clock::now();
+    bool waited = false;
     while ((!wb->Frozen().empty() || (log_full && merge_checkpoint_pending_)) &&
-           merge_error_.ok() && !stop_merger_)
+           merge_error_.ok() && !stop_merger_) {
+      waited = true;
       merged_cv_.Wait();
+    }
+    if (waited) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now() - start);
+      merge_waits_.fetch_add(1, std::memory_order_relaxed);
+      merge_wait_ns_.fetch_add(static_cast<uint64_t>(ns.count()), std::memory_order_relaxed);
+    }
     if (!merge_error_.ok() || stop_merger_) return;
     checkpoint = merge_checkpoint_skipped_;
     if (!checkpoint) {
@@ -104,6 +115,7 @@ void DBImpl::PublishBuffered(index::WriteBuffer* wb, uint64_t txid,
     storage::MutexLock m(&merge_mu_);
     (void)pager()->Checkpoint();
   }
+  writer_checkpoints_.fetch_add(1, std::memory_order_relaxed);
   storage::MutexLock l(&gen_mu_);
   merge_checkpoint_skipped_ = false;
   FreezeActive();

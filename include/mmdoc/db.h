@@ -203,7 +203,28 @@ struct DBStats {
   // steady work this stays 0; a commit whose record is a large part of the
   // log can still cause one.
   uint64_t log_full_merges = 0;
+  // Since Open, the writer's other waits on the background merge:
+  //  - merge_waits: commits that filled the buffer's budget while the
+  //    generation before was still merging, and waited for that merge (the
+  //    merger falling behind: writes then go at its pace), and the seconds
+  //    they waited in all;
+  //  - writer_checkpoints: checkpoints a commit ran itself, each a sync of
+  //    the data file, because the merger had to skip its own while a writer
+  //    held the token (docs/write-path.md).
+  uint64_t merge_waits = 0;
+  double merge_wait_seconds = 0;
+  uint64_t writer_checkpoints = 0;
   std::string ToJson() const;
+};
+
+// What DB::Stats gathers.
+struct StatsOptions {
+  // Walk every tree for its pages, its index entries and the fill factor:
+  // this reads the whole file. Without it Stats reads only the catalog, and
+  // CollectionStats::data_pages and index_pages, IndexInfo::entries and
+  // DBStats::fill_factor are 0 (what is cheap to poll: sizes, document
+  // counts, the write buffer, runs and the writer's waits).
+  bool count_pages = true;
 };
 
 // Iterates the documents a query returns. Positioned before the first; call
@@ -507,7 +528,7 @@ class DB {
   // writes nothing. Busy when this thread has a write transaction open.
   Status Check(CheckReport* report = nullptr);
   // Sizes and counts of the last commit.
-  Result<DBStats> Stats();
+  Result<DBStats> Stats(const StatsOptions& options = StatsOptions());
   // Makes every commit so far durable (syncs the log). IOError.
   Status Flush();
   // Writes the current state into the data file and restarts the log.

@@ -19,6 +19,7 @@
 
 #include "mmdoc/db.h"
 #include "tests/support/fault_fs.h"
+#include "tests/support/fs_wrapper.h"
 #include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
 
@@ -679,6 +680,124 @@ TEST_CASE("write buffer: a budget far below the log lets go of the log at each f
   CHECK(db->Count("c").value() == 1200);
   db.Reopen();
   CHECK(db->Count("c").value() == 1200);
+}
+
+// A file system whose data file takes `delay` for each write: merges slow
+// enough that a writer fills the next generation before one ends.
+class SlowDataFileSystem final : public FileSystemWrapper {
+ public:
+  explicit SlowDataFileSystem(std::chrono::microseconds delay) : delay_(delay) {}
+
+  Result<std::unique_ptr<storage::File>> Open(const std::string& path, OpenMode mode) override {
+    auto f = base()->Open(path, mode);
+    if (!f.ok() || (path.size() >= 4 && path.compare(path.size() - 4, 4, "-log") == 0)) return f;
+    return std::unique_ptr<storage::File>(new SlowFile(std::move(f.value()), delay_));
+  }
+
+ private:
+  class SlowFile final : public FileWrapper {
+   public:
+    SlowFile(std::unique_ptr<storage::File> real, std::chrono::microseconds delay)
+        : FileWrapper(std::move(real)), delay_(delay) {}
+    Status WriteAt(uint64_t offset, const void* buf, size_t n) override {
+      std::this_thread::sleep_for(delay_);
+      return real()->WriteAt(offset, buf, n);
+    }
+
+   private:
+    const std::chrono::microseconds delay_;
+  };
+  const std::chrono::microseconds delay_;
+};
+
+// A 16 KiB budget and a 1 MiB log over `fs`.
+Options SlowMerges(SlowDataFileSystem* fs) {
+  Options o = Buffered(16 << 10);
+  o.file_system = fs;
+  o.log_size = 1 << 20;
+  return o;
+}
+
+StatsOptions Cheap() {
+  StatsOptions o;
+  o.count_pages = false;
+  return o;
+}
+
+TEST_CASE("write buffer: DBStats counts the commits that waited for a merge, and how long") {
+  // Each page write of a merge takes 2 ms; a commit takes microseconds and
+  // a generation is 16 KiB: a commit freezing the next generation finds
+  // the merge of the one before still running and waits for it.
+  SlowDataFileSystem fs(std::chrono::milliseconds(2));
+  TestDB db(SlowMerges(&fs));
+  auto before = db->Stats(Cheap());
+  REQUIRE(before.ok());
+  CHECK(before.value().merge_waits == 0);
+  CHECK(before.value().merge_wait_seconds == 0);
+  CHECK(before.value().writer_checkpoints == 0);
+  const std::string v(1000, 'v');
+  for (int i = 0; i < 400; i++) REQUIRE(db->Insert("c", Doc(i, i % 7, v)).ok());
+  auto st = db->Stats(Cheap());
+  REQUIRE(st.ok());
+  INFO(st.value().ToJson());
+  CHECK(st.value().merge_waits >= 1);
+  CHECK(st.value().merge_waits <= 400);
+  CHECK(st.value().merge_wait_seconds > 0);
+  CHECK(st.value().log_full_merges == 0);
+  // Without the page walk: the counts and the buffer, no pages or entries.
+  auto full = db->Stats();
+  REQUIRE(full.ok());
+  REQUIRE(st.value().collections.size() == 1);
+  REQUIRE(full.value().collections.size() == 1);
+  const CollectionStats& c = st.value().collections[0];
+  CHECK(c.documents == full.value().collections[0].documents);
+  CHECK(c.data_pages == 0);
+  CHECK(full.value().collections[0].data_pages > 0);
+  REQUIRE(c.indexes.size() == full.value().collections[0].indexes.size());
+  CHECK(st.value().fill_factor == 0);
+  CHECK(full.value().fill_factor > 0);
+  CHECK(st.value().page_count == full.value().page_count);
+}
+
+TEST_CASE("write buffer: DBStats counts the checkpoints a commit makes up for the merger") {
+  // A commit of 20 KiB freezes the whole 16 KiB generation. The writer then
+  // holds the token while the merge of it ends, so the merger, with nothing
+  // buffered, skips its checkpoint; the next freeze makes it up on the
+  // writer's thread. The merge's end is waited for, and the merger's try
+  // given 100 ms: tried up to five times against a slow machine.
+  SlowDataFileSystem fs(std::chrono::microseconds(500));
+  TestDB db(SlowMerges(&fs));
+  const std::string v(2000, 'v');
+  int id = 0;
+  auto big_commit = [&] {
+    auto t = db->Begin();
+    REQUIRE(t.ok());
+    for (int i = 0; i < 10; i++, id++) REQUIRE(t.value()->Insert("c", Doc(id, id % 7, v)).ok());
+    REQUIRE(t.value()->Commit().ok());
+  };
+  uint64_t made_up = 0;
+  for (int attempt = 0; attempt < 5 && made_up == 0; attempt++) {
+    big_commit();
+    {
+      auto t = db->Begin();
+      REQUIRE(t.ok());
+      REQUIRE(t.value()->Insert("c", Doc(id, id % 7, v)).ok());
+      id++;
+      const auto start = std::chrono::steady_clock::now();
+      while (db->Stats(Cheap()).value().write_buffer_bytes > 0 &&
+             std::chrono::steady_clock::now() - start < std::chrono::seconds(20))
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      REQUIRE(t.value()->Commit().ok());
+    }
+    big_commit();  // freezes for the budget, after the merge before it
+    made_up = db->Stats(Cheap()).value().writer_checkpoints;
+  }
+  CHECK(made_up >= 1);
+  CHECK(db->Stats(Cheap()).value().log_full_merges == 0);
+  CHECK(db->Count("c").value() == static_cast<uint64_t>(id));
+  db.Reopen();
+  CHECK(db->Count("c").value() == static_cast<uint64_t>(id));
 }
 
 // A document of the recovery test: k indexed, u under a unique index.
