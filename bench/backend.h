@@ -239,6 +239,14 @@ class Session {
   }
 };
 
+// How long a writer waited on its engine's background work (counters).
+struct WriterWaits {
+  uint64_t merge_waits = 0;  // commits that waited for the merge before
+  double merge_wait_seconds = 0;
+  uint64_t checkpoints = 0;      // checkpoints a commit ran itself
+  uint64_t log_full_merges = 0;  // commits that merged everything first
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -260,6 +268,13 @@ class Backend {
   // ("" when nothing): mmdoc's unmerged write buffer and runs, reported
   // beside the read phases so that a reader knows what they read through.
   virtual std::string State() const { return ""; }
+  // The writer's waits on the engine's own background work since the store
+  // opened, into *w; false when the engine does not count them (all but
+  // mmdoc: its merges and checkpoints, DBStats::merge_waits and after).
+  virtual bool Waits(WriterWaits* w) const {
+    (void)w;
+    return false;
+  }
   // Closes the store (flushes what the engine flushes on close).
   virtual Status Close() = 0;
 };

@@ -467,7 +467,11 @@ class MmdocBackend : public Backend {
 
   std::string State() const override {
     if (!buffered_ || db_ == nullptr) return "";
-    auto stats = db_->Stats();
+    // Without the page walk: it would read the whole file just before the
+    // phase it describes.
+    StatsOptions cheap;
+    cheap.count_pages = false;
+    auto stats = db_->Stats(cheap);
     if (!stats.ok()) return "stats: " + stats.status().ToString();
     const DBStats& st = stats.value();
     char b[160];
@@ -479,6 +483,20 @@ class MmdocBackend : public Backend {
                   static_cast<unsigned long long>(st.runs_merging),
                   static_cast<double>(st.key_filter_bytes) / (1 << 20));
     return b;
+  }
+
+  bool Waits(WriterWaits* w) const override {
+    if (!buffered_ || db_ == nullptr) return false;
+    StatsOptions cheap;
+    cheap.count_pages = false;
+    auto stats = db_->Stats(cheap);
+    if (!stats.ok()) return false;
+    const DBStats& st = stats.value();
+    w->merge_waits = st.merge_waits;
+    w->merge_wait_seconds = st.merge_wait_seconds;
+    w->checkpoints = st.writer_checkpoints;
+    w->log_full_merges = st.log_full_merges;
+    return true;
   }
 
   Status Close() override {

@@ -115,6 +115,18 @@ std::string SubCell(const std::string& phase, size_t i, const PhaseResult* r,
 
 // Whether the row has the bytes written per op (a write phase that ran):
 // then either a figure (io_known) or n/a.
+// "2 merges (0.41 s), 0 checkpoints, 0 full-log merges".
+std::string WaitsCell(const PhaseResult& r) {
+  char b[128];
+  std::snprintf(b, sizeof b, "for %llu merge%s (%.2f s), %llu checkpoint%s, %llu full-log merge%s",
+                static_cast<unsigned long long>(r.merge_waits), r.merge_waits == 1 ? "" : "s",
+                r.merge_wait_seconds, static_cast<unsigned long long>(r.writer_checkpoints),
+                r.writer_checkpoints == 1 ? "" : "s",
+                static_cast<unsigned long long>(r.log_full_merges),
+                r.log_full_merges == 1 ? "" : "s");
+  return b;
+}
+
 bool HasWriteBytes(const PhaseResult* r) { return r != nullptr && r->available && r->io_measured; }
 
 double PerOp(uint64_t bytes, const PhaseResult& r) {
@@ -276,6 +288,12 @@ std::string ResultsToJson(const MachineInfo& m, const RunInfo& run,
         bson_append_null(&row, "cancelled_write_bytes", -1);
       }
     }
+    if (r.waits_known) {
+      bson_append_int64(&row, "merge_waits", -1, static_cast<int64_t>(r.merge_waits));
+      bson_append_double(&row, "merge_wait_seconds", -1, r.merge_wait_seconds);
+      bson_append_int64(&row, "writer_checkpoints", -1, static_cast<int64_t>(r.writer_checkpoints));
+      bson_append_int64(&row, "log_full_merges", -1, static_cast<int64_t>(r.log_full_merges));
+    }
     if (!r.state_before.empty() || !r.state_after.empty()) {
       AppendString(&row, "state_before", r.state_before);
       AppendString(&row, "state_after", r.state_after);
@@ -299,7 +317,7 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
       "per_sec,"
       "p50_us,p99_us,gb_per_sec,store_bytes,notes,raw_ops_per_sec,overhead_"
       "pct,insert_overhead_pct,read_overhead_pct,write_bytes,write_bytes_per_op,"
-      "cancelled_write_bytes\n";
+      "cancelled_write_bytes,merge_waits,merge_wait_seconds,writer_checkpoints,log_full_merges\n";
   char buf[256];
   for (const auto& r : results) {
     std::snprintf(buf, sizeof buf, "%s,%s,%s,%llu,%d,%d,%s,%llu,%.6f,%.2f,%.3f,%.3f,",
@@ -329,6 +347,15 @@ std::string ResultsToCsv(const std::vector<PhaseResult>& results) {
                     static_cast<unsigned long long>(r.write_bytes), PerOp(r.write_bytes, r),
                     static_cast<unsigned long long>(r.cancelled_write_bytes));
       out += buf;
+    }
+    if (r.waits_known) {
+      std::snprintf(buf, sizeof buf, ",%llu,%.6f,%llu,%llu",
+                    static_cast<unsigned long long>(r.merge_waits), r.merge_wait_seconds,
+                    static_cast<unsigned long long>(r.writer_checkpoints),
+                    static_cast<unsigned long long>(r.log_full_merges));
+      out += buf;
+    } else {
+      out += ",,,,";
     }
     out += "\n";
   }
@@ -413,6 +440,11 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
             std::fprintf(out, " %10s", WriteCell(w, cancelled).c_str());
           std::fprintf(out, "\n");
         }
+        // What the writer waited on the engine's background work (the
+        // largest N), when the engine counts it.
+        const PhaseResult* last = rows.empty() ? nullptr : rows.back();
+        if (last != nullptr && last->available && last->waits_known)
+          std::fprintf(out, "%-*s %s\n", label_w, "  writer waited", WaitsCell(*last).c_str());
       }
     }
   }

@@ -204,6 +204,9 @@ struct Timed {
   // ends; io_known is false when either read failed.
   bool io_known = false;
   IoCounters io_before, io_after;
+  // The engine's writer waits during the work (Runner::RunTimed).
+  bool waits_known = false;
+  WriterWaits waits;
 };
 
 // Runs fn on `threads` workers over ops operations split evenly, and times
@@ -310,6 +313,22 @@ class Runner {
   std::vector<int> ReadThreads() const {
     return config_.read_threads.empty() ? std::vector<int>{config_.threads} : config_.read_threads;
   }
+  // RunParallel on this runner's sessions, with the engine's writer waits
+  // read before and after: they change only in the timed work's commits.
+  template <typename Fn>
+  Timed RunTimed(int threads, uint64_t ops, Progress* progress, Fn fn) {
+    WriterWaits before, after;
+    const bool known = backend_->Waits(&before);
+    Timed t = RunParallel(sessions_, threads, ops, progress, fn);
+    t.waits_known = known && backend_->Waits(&after);
+    if (t.waits_known) {
+      t.waits.merge_waits = after.merge_waits - before.merge_waits;
+      t.waits.merge_wait_seconds = after.merge_wait_seconds - before.merge_wait_seconds;
+      t.waits.checkpoints = after.checkpoints - before.checkpoints;
+      t.waits.log_full_merges = after.log_full_merges - before.log_full_merges;
+    }
+    return t;
+  }
   void Record(PhaseResult r, uint64_t ops, const Timed& t, const std::string& notes) {
     r.ops = ops;
     r.seconds = t.seconds;
@@ -328,6 +347,13 @@ class Runner {
             t.io_after.cancelled_write_bytes - t.io_before.cancelled_write_bytes;
         if (!r.io_known) r.write_bytes = r.cancelled_write_bytes = 0;
       }
+    }
+    if (WritePhase(r.phase) && t.waits_known) {
+      r.waits_known = true;
+      r.merge_waits = t.waits.merge_waits;
+      r.merge_wait_seconds = t.waits.merge_wait_seconds;
+      r.writer_checkpoints = t.waits.checkpoints;
+      r.log_full_merges = t.waits.log_full_merges;
     }
     r.notes = settings_;
     if (!notes.empty()) r.notes += "; " + notes;
@@ -591,7 +617,7 @@ Status Runner::Load(const std::string& phase) {
   if (preload > 0) {
     // Untimed bulk load, so the timed inserts meet a store of N documents.
     Progress progress(config_.progress, Label("preload"), preload);
-    Timed t = RunParallel(sessions_, 1, preload, &progress, [&](const Share& sh) {
+    Timed t = RunTimed(1, preload, &progress, [&](const Share& sh) {
       return WriteLoop(sh, 1000, [&](Session* session, uint64_t i) {
         return session->Insert(DocRef{data_.id(i), data_.key(i), data_.bson(i)});
       });
@@ -603,7 +629,7 @@ Status Runner::Load(const std::string& phase) {
   }
   FlushBeforeWrites();
   Progress progress(config_.progress, Label(phase), timed);
-  Timed t = RunParallel(sessions_, writers_, timed, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(writers_, timed, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
       uint64_t i = preload + k;
       return session->Insert(DocRef{data_.id(i), data_.key(i), data_.bson(i)});
@@ -627,7 +653,7 @@ Status Runner::SearchId(int threads) {
   const uint64_t ops = Lookups();
   const std::string before = backend_->State();
   Progress progress(config_.progress, Label("search_id", threads), ops);
-  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(threads, ops, &progress, [&](const Share& sh) {
     std::mt19937_64 rng(data_.seed() * 31 + 1 + sh.thread);
     std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
     std::string value;
@@ -650,7 +676,7 @@ Status Runner::SearchKey(int threads) {
   const uint64_t ops = Lookups();
   const std::string before = backend_->State();
   Progress progress(config_.progress, Label("search_key", threads), ops);
-  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(threads, ops, &progress, [&](const Share& sh) {
     std::mt19937_64 rng(data_.seed() * 31 + 2 + sh.thread);
     std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
     std::string value;
@@ -672,7 +698,7 @@ Status Runner::SearchKey(int threads) {
 Status Runner::SearchValue(int threads) {
   uint64_t ops = static_cast<uint64_t>(std::max(1, config_.scans));
   Progress progress(config_.progress, Label("search_value", threads), ops);
-  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(threads, ops, &progress, [&](const Share& sh) {
     std::mt19937_64 rng(data_.seed() * 31 + 3 + sh.thread);
     std::uniform_int_distribution<uint64_t> pick(0, data_.size() - 1);
     uint64_t prev = NowNs();
@@ -738,7 +764,7 @@ Status Runner::SearchPrefix(int threads) {
   }
   std::vector<uint64_t> found(ops, 0);
   Progress progress(config_.progress, Label("search_prefix", threads), ops);
-  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(threads, ops, &progress, [&](const Share& sh) {
     std::vector<std::string> values;
     return ReadLoop(sh, [&](Session* session, uint64_t k) {
       MMDOC_RETURN_IF_ERROR(session->FindKeyPrefix(prefixes[k], &values));
@@ -789,7 +815,7 @@ Status Runner::SortLimit(int threads) {
   for (auto& g : from) g = boost::uuids::to_string(gen());
   std::vector<uint64_t> found(ops, 0);
   Progress progress(config_.progress, Label("sort_limit", threads), ops);
-  Timed t = RunParallel(sessions_, threads, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(threads, ops, &progress, [&](const Share& sh) {
     std::vector<std::string> values;
     return ReadLoop(sh, [&](Session* session, uint64_t k) {
       MMDOC_RETURN_IF_ERROR(session->FindKeysFrom(from[k], kLimit, &values));
@@ -827,7 +853,7 @@ Status Runner::Update() {
       DurableCap(std::min<uint64_t>(std::max<uint64_t>(1, data_.size() / 10), data_.new_values()));
   FlushBeforeWrites();
   Progress progress(config_.progress, Label("update"), ops);
-  Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
       return session->UpdateValue(data_.id(perm_[k]), data_.new_value(k));
     });
@@ -863,7 +889,7 @@ Status Runner::Push() {
   for (uint64_t k = 0; k < ops; ++k) tags[k] = "t" + std::to_string(k);
   FlushBeforeWrites();
   Progress progress(config_.progress, Label("push"), ops);
-  Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
       return session->PushTag(data_.id(docs[k % m]), tags[k]);
     });
@@ -897,7 +923,7 @@ Status Runner::Delete() {
   uint64_t ops = DurableCap(n);
   FlushBeforeWrites();
   Progress progress(config_.progress, Label("delete"), ops);
-  Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
       return session->Delete(data_.id(perm_[offset + k]));
     });
@@ -929,7 +955,7 @@ Status Runner::DeleteValue() {
       static_cast<uint64_t>(std::max(1, (config_.scans + 1) / 2)), data_.size() - offset));
   FlushBeforeWrites();
   Progress progress(config_.progress, Label("delete_value"), ops);
-  Timed t = RunParallel(sessions_, 1, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(1, ops, &progress, [&](const Share& sh) {
     return WriteLoop(sh, config_.batch, [&](Session* session, uint64_t k) {
       uint64_t i = perm_[offset + k];
       uint64_t deleted = 0;
@@ -974,7 +1000,7 @@ Status Runner::DeleteAll() {
   uint64_t docs = live_;
   FlushBeforeWrites();
   Progress progress(config_.progress, Label("delete_all"), 1);
-  Timed t = RunParallel(sessions_, 1, 1, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(1, 1, &progress, [&](const Share& sh) {
     return WriteLoop(sh, 1, [&](Session* session, uint64_t) { return session->DeleteAll(); });
   });
   if (!t.status.ok()) return Status::IOError(engine_ + " delete_all", t.status.ToString());
@@ -999,7 +1025,7 @@ Status Runner::BuildIndex() {
   uint64_t docs = live_;
   FlushBeforeWrites();
   Progress progress(config_.progress, Label("build_index"), 1);
-  Timed t = RunParallel(sessions_, 1, 1, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(1, 1, &progress, [&](const Share& sh) {
     return WriteLoop(sh, 1, [&](Session* session, uint64_t) { return session->BuildKeyIndex(); });
   });
   if (!t.status.ok()) return Status::IOError(engine_ + " build_index", t.status.ToString());
@@ -1088,7 +1114,7 @@ Status Runner::Compound() {
   }
   std::vector<uint64_t> found(ops, 0);
   Progress progress(config_.progress, Label("compound"), ops);
-  Timed t = RunParallel(sessions_, config_.threads, ops, &progress, [&](const Share& sh) {
+  Timed t = RunTimed(config_.threads, ops, &progress, [&](const Share& sh) {
     std::vector<std::string> docs;
     return ReadLoop(sh, [&](Session* session, uint64_t k) {
       const Query& q = queries[k];

@@ -207,6 +207,14 @@ struct PhaseResult {
   uint64_t write_bytes = 0;
   uint64_t cancelled_write_bytes = 0;
   std::string notes;
+  // Write phases of an engine that counts them (Backend::Waits): what its
+  // writer waited on its own background work during the phase, as
+  // WriterWaits counts it.
+  bool waits_known = false;
+  uint64_t merge_waits = 0;
+  double merge_wait_seconds = 0;
+  uint64_t writer_checkpoints = 0;
+  uint64_t log_full_merges = 0;
   // Read phases: Backend::State() when the phase began and when it ended
   // (empty: the engine holds nothing besides its trees).
   std::string state_before;

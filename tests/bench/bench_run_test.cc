@@ -45,10 +45,12 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Parses the file with libbson's JSON parser; null document on failure.
+// Parses the file (or, with Parse, a text) with libbson's JSON parser;
+// null document on failure.
 struct Json {
-  explicit Json(const std::string& path) {
-    std::string text = ReadFile(path);
+  Json() = default;
+  explicit Json(const std::string& path) { Parse(ReadFile(path)); }
+  void Parse(const std::string& text) {
     bson_error_t error;
     doc = bson_new_from_json(reinterpret_cast<const uint8_t*>(text.data()),
                              static_cast<ssize_t>(text.size()), &error);
@@ -630,23 +632,48 @@ TEST_CASE("mmdoc-bench --flush-before-writes counts every page a write phase dir
   }
 }
 
+// What PrintTables prints.
+std::string TablesText(const RunInfo& run, const std::vector<PhaseResult>& results) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* mem = open_memstream(&buf, &len);
+  REQUIRE(mem != nullptr);
+  PrintTables(mem, run, results);
+  std::fclose(mem);
+  std::string text(buf, len);
+  std::free(buf);
+  return text;
+}
+
+// A run of 100 documents in `none` mode.
+RunInfo HundredDocs(std::vector<std::string> phases) {
+  RunInfo run;
+  run.docs = {100};
+  run.durabilities = {"none"};
+  run.phases = std::move(phases);
+  return run;
+}
+
+// A 100-document insert row of `engine` whose written bytes were measured.
+PhaseResult InsertRow(const char* engine) {
+  PhaseResult r;
+  r.engine = engine;
+  r.phase = "insert";
+  r.durability = "none";
+  r.docs = 100;
+  r.ops = 100;
+  r.ops_per_sec = 1000;
+  r.io_measured = true;
+  return r;
+}
+
 TEST_CASE("an unreadable /proc/self/io gives n/a and never 0", "[bench]") {
-  PhaseResult insert;
-  insert.engine = "lmdb";
-  insert.phase = "insert";
-  insert.durability = "none";
-  insert.docs = 100;
-  insert.ops = 100;
-  insert.ops_per_sec = 1000;
-  insert.io_measured = true;
+  PhaseResult insert = InsertRow("lmdb");
   insert.io_known = false;
   PhaseResult search = insert;
   search.phase = "search_id";
   search.io_measured = false;
-  RunInfo run;
-  run.docs = {100};
-  run.durabilities = {"none"};
-  run.phases = {"insert", "search_id"};
+  const RunInfo run = HundredDocs({"insert", "search_id"});
   const std::vector<PhaseResult> results = {insert, search};
 
   bson_error_t error;
@@ -668,17 +695,11 @@ TEST_CASE("an unreadable /proc/self/io gives n/a and never 0", "[bench]") {
 
   const std::string csv = ResultsToCsv(results);
   CHECK(csv.find("\nlmdb,insert,") != std::string::npos);
-  CHECK(csv.find(",n/a,n/a,n/a\n") != std::string::npos);
-  CHECK(csv.find(",,,\n", csv.find("\nlmdb,search_id,")) != std::string::npos);
+  // The io columns, then the writer's waits, empty for an engine without them.
+  CHECK(csv.find(",n/a,n/a,n/a,,,,\n") != std::string::npos);
+  CHECK(csv.find(",,,,,,,\n", csv.find("\nlmdb,search_id,")) != std::string::npos);
 
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* mem = open_memstream(&buf, &len);
-  REQUIRE(mem != nullptr);
-  PrintTables(mem, run, results);
-  std::fclose(mem);
-  const std::string text(buf, len);
-  std::free(buf);
+  const std::string text = TablesText(run, results);
   INFO(text);
   const size_t at = text.find("\n  written/op");
   REQUIRE(at != std::string::npos);
@@ -689,7 +710,47 @@ TEST_CASE("an unreadable /proc/self/io gives n/a and never 0", "[bench]") {
   // Known and zero is a figure: 0 B.
   insert.io_known = true;
   const std::string known = ResultsToCsv({insert});
-  CHECK(known.find(",0,0.0,0\n") != std::string::npos);
+  CHECK(known.find(",0,0.0,0,,,,\n") != std::string::npos);
+}
+
+TEST_CASE("the writer's waits are columns, JSON fields and a line, where the engine counts them",
+          "[bench]") {
+  PhaseResult insert = InsertRow("mmdoc");
+  insert.io_known = true;
+  insert.waits_known = true;
+  insert.merge_waits = 3;
+  insert.merge_wait_seconds = 0.25;
+  insert.writer_checkpoints = 1;
+  insert.log_full_merges = 0;
+  PhaseResult lmdb = insert;
+  lmdb.engine = "lmdb";
+  lmdb.waits_known = false;
+  const RunInfo run = HundredDocs({"insert"});
+  const std::vector<PhaseResult> results = {insert, lmdb};
+
+  const std::string csv = ResultsToCsv(results);
+  INFO(csv);
+  CHECK(csv.find("merge_waits,merge_wait_seconds,writer_checkpoints,log_full_merges\n") !=
+        std::string::npos);
+  CHECK(csv.find(",3,0.250000,1,0\n", csv.find("\nmmdoc,insert,")) != std::string::npos);
+  CHECK(csv.find(",,,,\n", csv.find("\nlmdb,insert,")) != std::string::npos);
+
+  Json json;
+  json.Parse(ResultsToJson(MachineInfo{}, run, results));
+  REQUIRE(json.doc != nullptr);
+  bson_iter_t v;
+  REQUIRE(json.Find("results.0.merge_waits", &v));
+  CHECK(bson_iter_as_int64(&v) == 3);
+  REQUIRE(json.Find("results.0.writer_checkpoints", &v));
+  CHECK(bson_iter_as_int64(&v) == 1);
+  CHECK(!json.Find("results.1.merge_waits", &v));
+
+  const std::string text = TablesText(run, results);
+  INFO(text);
+  CHECK(text.find("writer waited  for 3 merges (0.25 s), 1 checkpoint, 0 full-log merges") !=
+        std::string::npos);
+  // Only under mmdoc's table: LMDB's has no such line.
+  CHECK(text.find("writer waited") == text.rfind("writer waited"));
 }
 
 TEST_CASE("tools/run-bench builds a target the build system has", "[bench]") {
