@@ -239,9 +239,7 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   if (code != kExitOk) return code;
   Status s = loader.Flush();
   progress.Finish();
-  if (!s.ok()) {
-    return Fail(ExitCodeFor(s), "import: commit", Describe(s) + loader.FailedCommitNote());
-  }
+  if (!s.ok()) return FailCommit(loader, "import: commit", s);
   if (a.progress && isatty(STDERR_FILENO)) {
     std::fprintf(stderr, "imported %llu documents into %s\n",
                  static_cast<unsigned long long>(loader.inserted()), c.collection.c_str());

@@ -32,7 +32,7 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
   }
   if (std::cin.bad()) return FailInsert(&loader, "stdin", "read error");
   Status s = loader.Flush();
-  if (!s.ok()) return Fail(ExitCodeFor(s), "commit", Describe(s) + loader.FailedCommitNote());
+  if (!s.ok()) return FailCommit(loader, "commit", s);
   return CloseDb(db.get());
 }
 

@@ -112,6 +112,10 @@ int FailInsert(Loader* loader, const std::string& where, const std::string& deta
   return Fail(kExitBadInput, where, detail + loader->FailedCommitNote());
 }
 
+int FailCommit(const Loader& loader, const std::string& what, const Status& s) {
+  return Fail(ExitCodeFor(s), what, Describe(s) + loader.FailedCommitNote());
+}
+
 bool IsBlank(std::string_view line) {
   return line.find_first_not_of(" \t\r\n") == std::string_view::npos;
 }

@@ -59,6 +59,9 @@ class Loader {
 // before it in the same batch, so that exactly the input before `where` is
 // in the database.
 int FailInsert(Loader* loader, const std::string& where, const std::string& detail);
+// Reports the last batch's failed commit `s` (from Flush) at `what`, with
+// how many documents it held and how many are committed.
+int FailCommit(const Loader& loader, const std::string& what, const Status& s);
 
 // Whether a line of input holds only whitespace (skipped, not an error).
 bool IsBlank(std::string_view line);
