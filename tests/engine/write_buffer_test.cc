@@ -745,18 +745,21 @@ TEST_CASE("write buffer: DBStats counts the commits that waited for a merge, and
   CHECK(st.value().merge_wait_seconds > 0);
   CHECK(st.value().log_full_merges == 0);
   // Without the page walk: the counts and the buffer, no pages or entries.
+  // (The merger goes on between the two calls: pages may change, the
+  // document count may not.)
   auto full = db->Stats();
   REQUIRE(full.ok());
   REQUIRE(st.value().collections.size() == 1);
   REQUIRE(full.value().collections.size() == 1);
   const CollectionStats& c = st.value().collections[0];
-  CHECK(c.documents == full.value().collections[0].documents);
+  CHECK(c.documents == 400);
+  CHECK(full.value().collections[0].documents == 400);
   CHECK(c.data_pages == 0);
   CHECK(full.value().collections[0].data_pages > 0);
   REQUIRE(c.indexes.size() == full.value().collections[0].indexes.size());
   CHECK(st.value().fill_factor == 0);
   CHECK(full.value().fill_factor > 0);
-  CHECK(st.value().page_count == full.value().page_count);
+  CHECK(st.value().page_count > 0);
 }
 
 TEST_CASE("write buffer: DBStats counts the checkpoints a commit makes up for the merger") {
