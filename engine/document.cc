@@ -277,6 +277,18 @@ Status CheckDecimal(std::string_view text) {
                                  " is out of range or not a number (decimal128)");
 }
 
+// A double that libbson would read as 0 or as an infinity: its magnitude is
+// beyond a double's range (from_chars says so; denormals are in range).
+Status CheckDoubleRange(std::string_view number) {
+  if (!number.empty() && number[0] == '+') number.remove_prefix(1);
+  double v;
+  if (std::from_chars(number.data(), number.data() + number.size(), v).ec !=
+      std::errc::result_out_of_range) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument("number " + std::string(number) + " is out of range (double)");
+}
+
 // A decimal number, as JSON writes it with an optional '+', a leading or
 // trailing '.' allowed (what strtod reads), or a non-finite spelling.
 Status CheckDoubleText(std::string_view s) {
@@ -296,7 +308,7 @@ Status CheckDoubleText(std::string_view s) {
     ok = i < n && IsDigit(s[i]);
     while (i < n && IsDigit(s[i])) i++;
   }
-  if (ok && i == n) return Status::OK();
+  if (ok && i == n) return CheckDoubleRange(s);
   return Status::InvalidArgument("$numberDouble \"" + std::string(s) + "\" is not a number");
 }
 
@@ -305,6 +317,18 @@ Status CheckDoubleText(std::string_view s) {
 bool Exceeds(std::string_view digits, std::string_view max) {
   if (digits.size() != max.size()) return digits.size() > max.size();
   return digits.compare(max) > 0;
+}
+
+bool IsWordChar(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || IsDigit(c); }
+
+// A bare word outside strings: JSON's true, false and null, and the NaN and
+// Infinity that libbson reads (in any case, as it does).
+Status CheckWord(std::string_view w) {
+  if (w == "true" || w == "false" || w == "null" || EqualsNoCase(w, "nan") ||
+      EqualsNoCase(w, "infinity")) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument("invalid JSON: unexpected word '" + std::string(w) + "'");
 }
 
 Status CheckJsonNumbers(std::string_view json) {
@@ -360,11 +384,14 @@ Status CheckJsonNumbers(std::string_view json) {
       const char* digits = p;
       while (p < end && IsDigit(*p)) p++;
       if (p < end && (*p == '.' || *p == 'e' || *p == 'E')) {
-        // A double: libbson refuses one that overflows.
+        // A double: libbson refuses one that overflows, and reads one that
+        // underflows as 0.
         while (p < end &&
                (IsDigit(*p) || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-')) {
           p++;
         }
+        MMDOC_RETURN_IF_ERROR(
+            CheckDoubleRange(std::string_view(start, static_cast<size_t>(p - start))));
       } else if (p > digits) {
         std::string_view number(start, static_cast<size_t>(p - start));
         std::string_view mag(digits, static_cast<size_t>(p - digits));
@@ -388,8 +415,15 @@ Status CheckJsonNumbers(std::string_view json) {
     } else if (c == '}' || c == ']') {
       if (depth == timestamp_depth) timestamp_depth = -1;
       depth--;
+    } else if (IsWordChar(c)) {
+      // libbson reads the prefixes "n", "N" and "Na" of NaN as 0.
+      const char* word = p;
+      while (p < end && IsWordChar(*p)) p++;
+      MMDOC_RETURN_IF_ERROR(CheckWord(std::string_view(word, static_cast<size_t>(p - word))));
+      pending = kNone;
+      continue;
     } else if (!IsJsonSpace(c) && c != ',') {
-      pending = kNone;  // true, false, null, NaN, Infinity
+      pending = kNone;
     }
     p++;
   }

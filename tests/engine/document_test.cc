@@ -169,6 +169,19 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them", "[d
   bad(R"({"a": {"$numberDouble": "1.5x"}})", "1.5x");
   bad(R"({"a": {"$numberDouble": ""}})", "$numberDouble");
   bad(R"({"a": {"$numberDouble": "0x10"}})", "0x10");
+  // Doubles that libbson reads as 0: below the smallest denormal.
+  bad(R"({"a": 1e-400})", "number 1e-400 is out of range (double)");
+  bad(R"({"a": -2e-324})", "-2e-324");
+  bad(R"({"a": [0.1e-99999]})", "0.1e-99999");
+  bad(R"({"a": {"$numberDouble": "1e-400"}})", "1e-400");
+  // Words libbson reads as the number 0: prefixes of NaN.
+  bad(R"({"a": n})", "invalid JSON: unexpected word 'n'");
+  bad(R"({"a": N})", "'N'");
+  bad(R"({"a": Na, "b": 1})", "'Na'");
+  bad(R"({"a": [1, -n]})", "'n'");
+  bad(R"({"$set": {"z": Na}})", "'Na'");
+  bad(R"({"a": 1x})", "'x'");
+  bad("n", "'n'");
   // $timestamp fields are uint32.
   bad(R"({"a": {"$timestamp": {"t": 4294967296, "i": 1}}})",
       "timestamp field 4294967296 is out of range (uint32)");
@@ -186,6 +199,13 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them", "[d
   CHECK(type_of_a(R"({"a": 18446744073709551616e0})") == BSON_TYPE_DOUBLE);
   CHECK(type_of_a(R"({"a": 1e308})") == BSON_TYPE_DOUBLE);
   CHECK(type_of_a(R"({"a": -0})") == BSON_TYPE_INT32);
+  CHECK(ValueOfA(Parse(R"({"a": 1e-310})")).value.v_double == 1e-310);  // a denormal
+  CHECK(ValueOfA(Parse(R"({"a": 0.0e-999})")).value.v_double == 0);
+  for (const char* w : {"true", "false", "null", "NaN", "nan", "Infinity", "-Infinity"}) {
+    INFO(w);
+    CHECK(Document::FromJson(std::string(R"({"a": )") + w + "}").ok());
+  }
+  CHECK(std::isnan(ValueOfA(Parse(R"({"a": NaN})")).value.v_double));
   // Numbers inside strings and keys are text.
   for (const char* ok :
        {R"({"a": "18446744073709551616"})", R"({"a": "x\"18446744073709551616"})",
