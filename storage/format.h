@@ -107,6 +107,12 @@
 //   then zero padding to a multiple of 8.
 //   A record is valid when its magic, epoch and checksum match and its txid
 //   is one more than the previous record's (the first: meta txid + 1).
+//   Open replays the records after the chosen meta, a clean one's too: the
+//   next epoch's records after a clean meta mean that the meta that began
+//   them, the newest, is damaged, and they replay on the same pages. A
+//   valid record at the start of the records area (where every restart and
+//   wrap writes first) beyond what that replay reaches means the data file
+//   is older than its log: Corruption, unless accept_log_loss.
 #ifndef MMDOC_STORAGE_FORMAT_H_
 #define MMDOC_STORAGE_FORMAT_H_
 

@@ -258,6 +258,13 @@ Log::ScanEnd Log::Scan(Cursor from, uint64_t after_txid, const RecordFn& fn,
   return e;
 }
 
+bool Log::RecordAtStart(uint64_t* epoch, uint64_t* txid) const {
+  if (base_ == nullptr || start_ + kLogHeaderSize > capacity_.load()) return false;
+  *epoch = DecodeFixed64(base_ + start_ + kLogEpochOffset);
+  bool wrap;
+  return ValidAt(start_, *epoch, 0, &wrap, txid) >= 0 && !wrap;
+}
+
 uint64_t Log::InUse() const {
   const uint64_t head = used_.load(), tail = tail_.load();
   return head >= tail ? head - tail : (capacity_.load() - tail) + (head - start_);

@@ -113,6 +113,12 @@ class Log {
   ScanEnd Scan(Cursor from, uint64_t after_txid, const RecordFn& fn,
                const Cursor* stop = nullptr) const;
 
+  // The txid of the record at the start of the records area, read under
+  // the epoch its own header names: a restart and every wrap write there
+  // first, so it is the newest epoch's first record. False when no valid
+  // record (or a wrap marker) is there.
+  bool RecordAtStart(uint64_t* epoch, uint64_t* txid) const;
+
   // Appends the record of `txid` at the head. When it does not fit before
   // the end and the log is below its maximum size and not wrapped, the log
   // grows first (doubling, up to the maximum): the new bytes are written as

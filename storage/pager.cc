@@ -1025,10 +1025,25 @@ Status PagerImpl::OpenLog(bool created) {
   if (s.ok()) {
     // A clean database's log holds nothing to replay; a legacy one is read
     // and then replaced by a log with a header.
-    if (!durable_clean_) {
-      const Log::ScanEnd e = ScanLog(nullptr);
-      replay_records_ = e.records;
-      replayable = e.last_txid;
+    // A clean meta with records after it: the meta that began them (the
+    // newest, page txid % 2) is damaged; its pages are this one's, so the
+    // records replay on them as after a crash.
+    const Log::ScanEnd e = durable_clean_ && legacy_ ? Log::ScanEnd{} : ScanLog(nullptr);
+    if (e.records > 0) durable_clean_ = false;
+    replay_records_ = e.records;
+    replayable = std::max(replayable, e.last_txid);
+    // Records newer than any the scan reached: the data file is older than
+    // its log (a copy put back, or its newest meta page damaged).
+    uint64_t epoch, first;
+    if (!legacy_ && log_.RecordAtStart(&epoch, &first) && first > replayable &&
+        !opts_.accept_log_loss) {
+      return Status::Corruption(
+          path_, "the log holds commit " + std::to_string(first) +
+                     ", newer than what the data file and the log after its checkpoint reach "
+                     "(commit " +
+                     std::to_string(replayable) +
+                     "): the data file is an older copy, or its newest meta page is damaged "
+                     "(open with accept_log_loss to open at the data file's checkpoint)");
     }
     log_needs_create_ = legacy_;
   } else if (s.IsNotFound() || s.IsCorruption()) {
