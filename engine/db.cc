@@ -7,8 +7,10 @@
 #include <cstring>
 
 #include "engine/db_impl.h"
+#include "storage/coding.h"
 #include "storage/file_system.h"
 #include "storage/format.h"
+#include "storage/meta.h"
 
 namespace mmdoc {
 
@@ -137,6 +139,7 @@ Status DBImpl::OpenPager() {
   po.fs = options_.file_system;
   po.log_size = options_.log_size;
   po.sync_interval_ms = options_.sync_interval_ms;
+  std::copy(new_db_id_, new_db_id_ + 2, po.new_db_id);
   auto p = storage::Pager::Open(path_, po);
   if (!p.ok()) return p.status();
   std::shared_ptr<storage::Pager> pager = std::move(p.value());
@@ -166,11 +169,13 @@ Status DBImpl::NotWriting(const char* what) {
                       ": a write transaction is open in this thread; commit or abort it first");
 }
 
-Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Options& options) {
+Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Options& options,
+                                             const uint64_t* new_db_id) {
   if (path.empty()) return Status::InvalidArgument("database path is empty");
   if (options.sync_interval_ms == 0)
     return Status::InvalidArgument("sync_interval_ms must be positive");
   std::unique_ptr<DBImpl> db(new DBImpl(path, options));
+  if (new_db_id != nullptr) std::copy(new_db_id, new_db_id + 2, db->new_db_id_);
   uint64_t budget = options.write_buffer_size;
   // The variable replaces the default only: a size the caller chose stays.
   if (const char* env = std::getenv("MMDOC_WRITE_BUFFER");
@@ -624,7 +629,9 @@ Status DBImpl::CopyInto(TransactionImpl* src, const std::string& tmp,
   o.durability = Durability::kNone;
   o.accept_log_loss = false;
   o.write_buffer_size = 0;
-  auto dst = DBImpl::Open(tmp, o);
+  uint64_t id[2];
+  CopyId(pager().get(), id);
+  auto dst = DBImpl::Open(tmp, o, id);
   if (!dst.ok()) return dst.status();
   auto names = src->ListCollections();
   if (!names.ok()) return names.status();
@@ -681,6 +688,40 @@ Status DBImpl::Compact() {
   return s;
 }
 
+namespace {
+
+// Whether the file at `path` is a database (or a log) whose id is `id`, or
+// a data file nothing was written to yet (all zeros where the metas go).
+bool CarriesId(storage::FileSystem* fs, const std::string& path, bool log, const uint64_t id[2]) {
+  auto f = fs->Open(path, storage::OpenMode::kExisting);
+  if (!f.ok()) return false;
+  auto size = f.value()->Size();
+  if (!size.ok()) return false;
+  const uint64_t n = std::min<uint64_t>(size.value(), 2ull * storage::kMaxPageSize);
+  std::vector<uint8_t> head(n);
+  if (n > 0 && !f.value()->ReadAt(0, head.data(), n).ok()) return false;
+  if (log) {
+    return n >= storage::kLogHeaderDbIdOffset + 16 &&
+           storage::DecodeFixed64(head.data() + storage::kLogHeaderDbIdOffset) == id[0] &&
+           storage::DecodeFixed64(head.data() + storage::kLogHeaderDbIdOffset + 8) == id[1];
+  }
+  // (PickMeta reads no more than the two largest meta pages; the size is
+  // for its check of the page count.)
+  storage::Meta meta;
+  storage::PageId slot;
+  if (storage::PickMeta(head.data(), size.value(), path, &meta, &slot).ok()) {
+    return meta.db_id[0] == id[0] && meta.db_id[1] == id[1];
+  }
+  return std::all_of(head.begin(), head.end(), [](uint8_t b) { return b == 0; });
+}
+
+}  // namespace
+
+void DBImpl::CopyId(storage::Pager* p, uint64_t id[2]) {
+  p->DatabaseId(id);
+  id[0] ^= 0x636f6d7061637421ull;  // "compact!": any fixed change will do
+}
+
 void DBImpl::RemoveCompactionCopy() {
   storage::FileSystem* fs =
       options_.file_system ? options_.file_system : storage::FileSystem::Default();
@@ -693,8 +734,21 @@ void DBImpl::RemoveCompactionCopy() {
     auto f = fs->Open(tmp, storage::OpenMode::kExisting);
     if (!f.ok() || !f.value()->TryLock().ok()) return;
   }
-  for (const std::string& f : {tmp, tmp + "-log"})
-    if (fs->Exists(f)) (void)fs->Remove(f);
+  // The copy's log can outlive its data file: MoveTo renames the data file
+  // first, which then carries the database's own id.
+  uint64_t copy[2], own[2];
+  CopyId(pager().get(), copy);
+  pager()->DatabaseId(own);
+  const bool data = fs->Exists(tmp);
+  if (data && !CarriesId(fs, tmp, false, copy)) return;
+  // Beside the copy's data file, the log is the copy's (its header may not
+  // be written yet); alone, it must say whose it is.
+  const std::string log = tmp + "-log";
+  if (fs->Exists(log) &&
+      (data || CarriesId(fs, log, true, copy) || CarriesId(fs, log, true, own))) {
+    (void)fs->Remove(log);
+  }
+  if (data) (void)fs->Remove(tmp);
 }
 
 Status DBImpl::CompactPages() {
@@ -708,6 +762,15 @@ Status DBImpl::CompactPages() {
                       /*replaying=*/false);
   const std::string tmp = path_ + ".compact";
   RemoveCompactionCopy();  // what a compaction cut short left
+  storage::FileSystem* fs =
+      options_.file_system ? options_.file_system : storage::FileSystem::Default();
+  for (const std::string& f : {tmp, tmp + "-log"}) {
+    if (fs->Exists(f)) {
+      return Status::InvalidArgument(
+          f, "exists and is not left by a compaction of " + path_ +
+                 ": compaction writes its copy under that name; move the file away first");
+    }
+  }
   std::shared_ptr<storage::Pager> copy;
   Status s = CopyInto(&src, tmp, &copy);
   // The copy takes the database's name while both files stay locked, so no

@@ -149,7 +149,9 @@ struct PointRead;   // transaction.cc
 
 class DBImpl {
  public:
-  static Result<std::unique_ptr<DBImpl>> Open(const std::string& path, const Options& options);
+  // `new_db_id`: the id a new file gets (storage::PagerOptions::new_db_id).
+  static Result<std::unique_ptr<DBImpl>> Open(const std::string& path, const Options& options,
+                                              const uint64_t* new_db_id = nullptr);
   ~DBImpl();  // Close()
   // DB::Close: merges the write buffer and closes the pager (its clean
   // checkpoint); the first error either met. REQUIRES: no transaction open.
@@ -358,12 +360,18 @@ class DBImpl {
   Status CheckPages(CheckReport* report);
   Status CompactPages();
   // Removes the copy (path + ".compact" and its log) a compaction left when
-  // it was killed or failed. REQUIRES: the database open (its lock held).
+  // it was killed or failed: files that carry this database's copy id
+  // (CopyId), or a data file with nothing written yet. A database of its
+  // own that happens to have that name is left alone. REQUIRES: the
+  // database open (its lock held).
   void RemoveCompactionCopy();
+  // The id a compaction's copy of the file of `p` gets.
+  static void CopyId(storage::Pager* p, uint64_t id[2]);
 
   // Set by Open, read-only afterwards.
   std::string path_;
   Options options_;
+  uint64_t new_db_id_[2] = {0, 0};
   bool paranoid_ = false;
   storage::Mutex cache_mu_;
   std::shared_ptr<storage::Pager> pager_ MMDOC_GUARDED_BY(cache_mu_);

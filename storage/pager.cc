@@ -240,6 +240,10 @@ class PagerImpl final : public Pager {
   Status Verify() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   PagerStats Stats() override MMDOC_EXCLUDES(state_mu_, alloc_mu_);
   const std::string& path() const override { return path_; }
+  void DatabaseId(uint64_t id[2]) const override {
+    id[0] = db_id_[0];
+    id[1] = db_id_[1];
+  }
   Status MoveTo(const std::string& path) override;
   void Retire() override { retired_.store(true); }
   Status BackgroundError() override { return error_.Get(); }
@@ -915,8 +919,9 @@ std::vector<uint8_t> PagerImpl::NewFileImage() const {
   meta.page_size = opts_.page_size;
   meta.page_count = 2;
   meta.log_epoch = random64() | 1;
-  meta.db_id[0] = random64();
-  meta.db_id[1] = random64();
+  const bool chosen = opts_.new_db_id[0] != 0 || opts_.new_db_id[1] != 0;
+  meta.db_id[0] = chosen ? opts_.new_db_id[0] : random64();
+  meta.db_id[1] = chosen ? opts_.new_db_id[1] : random64();
   meta.clean = true;
   meta.log_offset = kLogRecordsOffset;
   std::vector<uint8_t> img(2ull * opts_.page_size, 0);

@@ -192,6 +192,10 @@ struct PagerOptions {
   bool accept_log_loss = false;
   // File system seam; nullptr means FileSystem::Default(). Not owned.
   FileSystem* fs = nullptr;
+  // A new file's database id (format.h, META PAGE); zero: a random one. A
+  // compaction names its copy's after the database it copies, so that an
+  // open can tell the copy's leftover from a database of the same name.
+  uint64_t new_db_id[2] = {0, 0};
 
   // --- Parameters that affect performance ---
   // The log's budget. A new log holds a sixteenth of it (4 KiB to 1 MiB of
@@ -411,6 +415,8 @@ class Pager {
 
   virtual PagerStats Stats() = 0;
   virtual const std::string& path() const = 0;
+  // The database id of the file (format.h, META PAGE).
+  virtual void DatabaseId(uint64_t id[2]) const = 0;
 
   // Gives this database the name `path` (and `path`-log), replacing the
   // files there: a clean checkpoint (rule 9), then the data file renamed
