@@ -83,7 +83,15 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
   options.durability = ParseDurability(c.durability).value_or(Durability::kFsync);
   auto db = DB::Open(c.db, options);
   if (!db.ok()) {
-    *code = Fail(kExitBadInput, what, Describe(db.status()));
+    std::string why = Describe(db.status());
+    // The library's messages name its option; here it is a flag.
+    for (size_t at; (at = why.find("accept_log_loss")) != std::string::npos;)
+      why.replace(at, std::strlen("accept_log_loss"), "--accept-log-loss");
+    if (why.find("Permission denied") != std::string::npos)
+      why +=
+          " (every command, a read too, opens the database and its log for writing: it locks "
+          "them, and replays the log after a crash)";
+    *code = Fail(kExitBadInput, what, why);
     return nullptr;
   }
   return std::move(db).value();
