@@ -71,7 +71,7 @@ Status Log::Map() {
   return Status::OK();
 }
 
-Status Log::Open(const uint64_t db_id[2], bool legacy, uint64_t max_size) {
+Status Log::Open(const uint64_t db_id[2], bool legacy, uint64_t max_size, bool keep_truncated) {
   Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kExisting);
   if (!f.ok()) return f.status();
   file_ = std::move(f.value());
@@ -104,10 +104,19 @@ Status Log::Open(const uint64_t db_id[2], bool legacy, uint64_t max_size) {
       DecodeFixed64(h + kLogHeaderDbIdOffset + 8) != db_id[1]) {
     return bad("the log belongs to another database");
   }
-  const uint64_t records = DecodeFixed64(h + kLogHeaderRecordsSizeOffset);
+  uint64_t records = DecodeFixed64(h + kLogHeaderRecordsSizeOffset);
   if (*size < kLogRecordsOffset + records) {
-    return bad("the log is truncated: " + std::to_string(*size) + " bytes, its header says " +
-               std::to_string(kLogRecordsOffset + records));
+    if (!keep_truncated || *size < kLogRecordsOffset + kLogHeaderSize) {
+      return bad("the log is truncated: " + std::to_string(*size) + " bytes, its header says " +
+                 std::to_string(kLogRecordsOffset + records));
+    }
+    records = (*size - kLogRecordsOffset) / 8 * 8;
+    Status s = WriteHeader(db_id, records);
+    if (s.ok()) s = file_->Sync();
+    if (!s.ok()) {
+      file_.reset();
+      return s;
+    }
   }
   start_ = kLogRecordsOffset;
   capacity_.store(kLogRecordsOffset + records);

@@ -73,7 +73,10 @@ class Log {
   // the file is shorter than the header says (a longer file is a growth cut
   // short: the header's size counts). `legacy`: a version 1 or 2 log, which
   // has no header, whose records start at 0, and which never grows.
-  Status Open(const uint64_t db_id[2], bool legacy, uint64_t max_size);
+  // `keep_truncated` (PagerOptions::accept_log_loss): a file shorter than
+  // its header says is opened at its length instead, the header rewritten
+  // to say so, so that the records it still holds replay.
+  Status Open(const uint64_t db_id[2], bool legacy, uint64_t max_size, bool keep_truncated = false);
   // Creates (or truncates) the log of database `db_id` with `size` bytes of
   // records, zero-filled, header written, file and directory synced, then
   // maps it with room to grow to `max_size` (>= size). On failure (Full on

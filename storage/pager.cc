@@ -1025,7 +1025,7 @@ Status PagerImpl::OpenLog(bool created) {
     recovered_ = true;
     return Status::OK();
   }
-  Status s = log_.Open(db_id_, legacy_, opts_.log_size);
+  Status s = log_.Open(db_id_, legacy_, opts_.log_size, opts_.accept_log_loss);
   uint64_t replayable = log_txid_;
   if (s.ok()) {
     // A clean database's log holds nothing to replay; a legacy one is read

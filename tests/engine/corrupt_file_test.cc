@@ -376,6 +376,40 @@ TEST_CASE("corrupt file: a damaged newest meta does not hide the commits its ses
   CHECK(db.value()->Count("a").value() == 51);
 }
 
+TEST_CASE("corrupt file: a truncated log with accept_log_loss replays the records it still holds") {
+  TempDir dir;
+  const std::string path = dir.File("c.mmdb");
+  CleanThenCrashedSession(path, 0, 10, 20);
+  std::string log = ReadAll(path + "-log");
+  size_t off = storage::kLogRecordsOffset, last = 0;
+  while (off + 32 <= log.size() && U32(log, off + 12) == 0x4c4f4731) {
+    last = off;
+    off += (32 + U32(log, off + 8) + 7) / 8 * 8;
+  }
+  REQUIRE(last > 0);
+  std::filesystem::resize_file(path + "-log", last + 40);  // into the last record
+  auto refused = DB::Open(path, Options());
+  INFO(refused.status().ToString());
+  REQUIRE(refused.status().IsCorruption());
+  CHECK(refused.status().ToString().find("truncated") != std::string::npos);
+  Options o;
+  o.accept_log_loss = true;
+  {
+    auto db = DB::Open(path, o);
+    INFO(db.status().ToString());
+    REQUIRE(db.ok());
+    CHECK(db.value()->Check().ok());
+    CHECK(db.value()->Count("a").value() == 29);  // all but the cut record
+    CHECK(db.value()->Get("a", Value::Int32(28)).value() == Doc(28));
+    REQUIRE(db.value()->Insert("a", Doc(100)).ok());
+  }
+  auto db = DB::Open(path, Options());  // the log agrees with its header again
+  INFO(db.status().ToString());
+  REQUIRE(db.ok());
+  CHECK(db.value()->Check().ok());
+  CHECK(db.value()->Count("a").value() == 30);
+}
+
 TEST_CASE("corrupt file: a data file older than its log is Corruption, not lost commits") {
   TempDir dir;
   const std::string path = dir.File("c.mmdb");
