@@ -2,7 +2,9 @@
 // lists the commands and `mmdoc COMMAND --help` explains one. This file
 // only parses the command line (CLI11); tools/commands.cc does the work.
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <tuple>
@@ -397,7 +399,17 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   try {
-    return mmdoc::tool::Main(argc, argv);
+    int code = mmdoc::tool::Main(argc, argv);
+    // Output still buffered when the command ended: a full disk or a closed
+    // pipe shows only here, and the answer it lost is a failure too.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      const int e = errno;
+      if (code != mmdoc::tool::kExitBadInput) {
+        code = mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "writing the output",
+                                 e != 0 ? std::strerror(e) : "write error");
+      }
+    }
+    return code;
   } catch (const std::exception& e) {
     return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error", e.what());
   } catch (...) {

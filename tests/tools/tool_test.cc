@@ -50,8 +50,10 @@ void WriteFile(const std::string& path, const std::string& data) {
 std::string ToolPath() { return BuildDir() + "/tools/mmdoc"; }
 
 // Runs the tool with `args`, `input` on stdin; stdout and stderr go to
-// files (no pipe can fill up and deadlock). Kills it after 60 s.
-Run RunTool(const std::vector<std::string>& args, const std::string& input = "") {
+// files (no pipe can fill up and deadlock), stdout to `out_to` when given.
+// Kills it after 60 s.
+Run RunTool(const std::vector<std::string>& args, const std::string& input = "",
+            const std::string& out_to = "") {
   static TempDir io;
   static int n = 0;
   const std::string base = io.File("run" + std::to_string(++n));
@@ -66,7 +68,8 @@ Run RunTool(const std::vector<std::string>& args, const std::string& input = "")
   REQUIRE(pid >= 0);
   if (pid == 0) {
     int in = open((base + ".in").c_str(), O_RDONLY);
-    int out = open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int out = out_to.empty() ? open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)
+                             : open(out_to.c_str(), O_WRONLY);
     int err = open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (in < 0 || out < 0 || err < 0) _exit(126);
     dup2(in, 0);
@@ -772,6 +775,28 @@ TEST_CASE("tool: import in batches of many documents", "[tools]") {
   CHECK(r.err.empty());  // no progress bar: stderr is not a terminal
   CHECK(CountOf(db) == static_cast<uint64_t>(n));
   ExpectCheckOk(db);
+}
+
+TEST_CASE("tool: an answer lost to a full disk is an error, exit 2", "[tools]") {
+  // Found by an independent test: `get DB 0 > /dev/full` exited 0, the
+  // small answer lost in stdio's buffer at exit.
+  TempDir dir;
+  const std::string db = dir.File("o.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 0, \"a\": 1}\n");
+  MustRun({"index", "create", db, "a"});  // so that `index list` has a line to print
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"get", db, "0"},
+                                             {"count", db},
+                                             {"find", db, "{}"},
+                                             {"distinct", db, "a"},
+                                             {"stats", db},
+                                             {"check", db},
+                                             {"index", "list", db},
+                                             {"update", db, "{}", "{\"$set\": {\"a\": 2}}"}}) {
+    INFO(args[0]);
+    ExpectError(RunTool(args, "", "/dev/full"), 2, {"writing the output", "No space left"});
+  }
+  CHECK(MustRun({"get", db, "0"}).out == "{ \"_id\" : 0, \"a\" : 2 }\n");  // the update committed
 }
 
 TEST_CASE("tool: check, stats and compact on a good database", "[tools]") {
