@@ -57,17 +57,53 @@ bool ParseSort(const std::string& spec, FindOptions* o) {
   }
 }
 
+// Whether `s` is spelled as a JSON number: -?digits[.digits][(e|E)[+-]digits].
+bool LooksLikeNumber(const std::string& s) {
+  if (s.empty()) return false;
+  size_t i = s[0] == '-' ? 1 : 0;
+  auto digits = [&] {
+    const size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') i++;
+    return i > from;
+  };
+  if (!digits()) return false;
+  if (i < s.size() && s[i] == '.' && (++i, !digits())) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    i++;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) i++;
+    if (!digits()) return false;
+  }
+  return i == s.size();
+}
+
 }  // namespace
 
 int RunGet(const CommonArgs& c, const std::string& id_arg, const std::string& json_mode) {
   auto id = Value::FromJson(id_arg);
   if (!id.ok()) {
-    // A bare word is a string; something that meant to be JSON is an error.
+    // A bare word is a string; something that meant to be JSON (a number
+    // out of range too) is an error.
     size_t i = id_arg.find_first_not_of(" \t");
-    if (i != std::string::npos && std::strchr("{[\"", id_arg[i]) != nullptr) {
+    if ((i != std::string::npos && std::strchr("{[\"", id_arg[i]) != nullptr) ||
+        LooksLikeNumber(id_arg)) {
       return Fail(kExitBadInput, "id", JsonError(id.status()) + " in " + id_arg);
     }
+    if (!bson_utf8_validate(id_arg.data(), id_arg.size(), false)) {
+      return Fail(kExitBadInput, "id", "not valid UTF-8");
+    }
     id = Value::String(id_arg);
+  }
+  // {"$gt": 1} is a filter, which no _id can equal: MongoDB refuses an _id
+  // with a '$' field, and so does insert.
+  if (const bson_value_t* v = id->get(); v->value_type == BSON_TYPE_DOCUMENT) {
+    bson_iter_t it;
+    if (bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len) &&
+        bson_iter_next(&it) && bson_iter_key(&it)[0] == '$') {
+      return Fail(kExitBadInput, "id",
+                  std::string(bson_iter_key(&it)) +
+                      " is an operator, and an _id holds none: find DB '{\"_id\": ...}' takes "
+                      "a filter");
+    }
   }
   int code = kExitOk;
   auto db = OpenDb(c, false, &code);

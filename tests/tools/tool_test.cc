@@ -297,6 +297,26 @@ TEST_CASE("tool: get of a missing id exits 1", "[tools]") {
   ExpectError(RunTool({"get", db, "{\"$oid\": "}), 2, {"invalid JSON"});
 }
 
+TEST_CASE("tool: get takes a bare word as a string, and refuses what no _id can be", "[tools]") {
+  // Found by an independent test: `get n` returned the document with _id
+  // 0, `get 1e400` looked up the string, `get '{"$foo": 1}'` looked up a
+  // document by equality and invalid UTF-8 was reported as _id null.
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb");
+  MustRun({"insert", db},
+          "{\"_id\": 0}\n{\"_id\": \"n\"}\n{\"_id\": \"1e400\"}\n{\"_id\": \"3f2a-x\"}\n");
+  CHECK(MustRun({"get", db, "n"}).out == "{ \"_id\" : \"n\" }\n");
+  CHECK(MustRun({"get", db, "3f2a-x"}).out == "{ \"_id\" : \"3f2a-x\" }\n");
+  CHECK(MustRun({"get", db, "\"1e400\""}).out == "{ \"_id\" : \"1e400\" }\n");
+  CHECK(MustRun({"get", db, "-0"}).out == "{ \"_id\" : 0 }\n");
+  ExpectError(RunTool({"get", db, "N"}), 1, {"\"N\""});
+  ExpectError(RunTool({"get", db, "1e400"}), 2, {"1e400", "out of range"});
+  ExpectError(RunTool({"get", db, "9223372036854775808"}), 2, {"out of range (int64)"});
+  ExpectError(RunTool({"get", db, "{\"$foo\": 1}"}), 2, {"$foo", "operator"});
+  ExpectError(RunTool({"get", db, "{\"$gt\": -1}"}), 2, {"$gt", "operator"});
+  ExpectError(RunTool({"get", db, "\xff"}), 2, {"UTF-8"});
+}
+
 TEST_CASE("tool: invalid JSON on line K keeps what came before", "[tools]") {
   for (const char* batch : {"1", "2", "100"}) {
     SECTION(std::string("batch ") + batch) {
