@@ -364,6 +364,11 @@ class PagerImpl final : public Pager {
   // than at the next checkpoint (they could never be read again). The
   // sticky error when not.
   Status CheckFileInPlace();
+  // Whether the file at path_ is still this database: the same file (not
+  // renamed over or removed), whose durable meta page is still this
+  // pager's (not overwritten in place, as `cp other.mmdb DB` does). The
+  // error when not.
+  Status FileIsOurs();
   // Counts a reader of the snapshot committed_ names.
   void RegisterReaderLocked() MMDOC_REQUIRES(state_mu_);
   void UnregisterReader(uint64_t txid, bool internal) MMDOC_EXCLUDES(state_mu_) {
@@ -1343,14 +1348,34 @@ Status PagerImpl::CheckFileInPlace() {
   if (now - last < kFileCheckMs || retired_.load()) return Status::OK();
   // One thread asks; commits that race it go on, as within the interval.
   if (!file_checked_ms_.compare_exchange_strong(last, now)) return Status::OK();
-  Result<bool> here = data_->IsAt(path_);
-  if (here.ok() && *here) return Status::OK();
-  Status s = here.ok() ? Status::IOError(path_,
-                                         "the database file was moved, replaced or removed "
-                                         "while open: reopen the database")
-                       : here.status();
-  SetError(s);
+  Status s = FileIsOurs();
+  if (!s.ok()) SetError(s);
   return s;
+}
+
+Status PagerImpl::FileIsOurs() {
+  Result<bool> here = data_->IsAt(path_);
+  if (!here.ok()) return here.status();
+  if (!*here) {
+    return Status::IOError(path_,
+                           "the database file was moved, replaced or removed while open: reopen "
+                           "the database");
+  }
+  // Read with pread, between two reads of the txid: a checkpoint that
+  // wrote the other meta page meanwhile is not a stranger.
+  const uint64_t txid = checkpoint_txid_.load();
+  std::vector<uint8_t> page(ps_);
+  MMDOC_RETURN_IF_ERROR(data_->ReadAt((txid % 2) * ps_, page.data(), ps_));
+  if (checkpoint_txid_.load() != txid) return Status::OK();
+  Meta m;
+  std::string why;
+  if (DecodeMeta(page.data(), ps_, txid % 2, &m, &why) && m.txid == txid &&
+      m.db_id[0] == db_id_[0] && m.db_id[1] == db_id_[1]) {
+    return Status::OK();
+  }
+  return Status::IOError(path_,
+                         "the database file was overwritten while open (its meta page is no "
+                         "longer this database's): reopen the database");
 }
 
 Status PagerImpl::AppendCommit(std::string_view payload, Durability d, uint64_t* txid) {
@@ -1434,6 +1459,11 @@ Status PagerImpl::Checkpoint() {
 // is in progress.
 Status PagerImpl::CheckpointLocked(bool clean) {
   if (HasError()) return BackgroundError();
+  // Nothing is written into a file that is no longer this database.
+  if (Status here = FileIsOurs(); !here.ok()) {
+    SetError(here);
+    return here;
+  }
   uint64_t txid = std::max(writer_committed().txid, checkpoint_txid_.load());
   if (txid % 2 == checkpoint_txid_.load() % 2) {
     // Never overwrite the newest durable meta: advance by an empty txn.
@@ -1555,7 +1585,9 @@ Status PagerImpl::MoveTo(const std::string& path) {
 
 void PagerImpl::StampDurable(uint64_t epoch, uint64_t txid) {
   // Written into the durable meta, whatever checkpoint it is: a stamp of a
-  // record the checkpoint covers says nothing the log contradicts.
+  // record the checkpoint covers says nothing the log contradicts. Not
+  // after an error: the file may no longer be this database (FileIsOurs).
+  if (HasError()) return;
   const PageId slot = checkpoint_txid_.load() % 2;
   EncodeStamp(Stamp{epoch, txid}, slot, meta_map_ + slot * ps_);
 }

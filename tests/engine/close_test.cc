@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +25,11 @@ std::unique_ptr<DB> OpenOrFail(const std::string& path, const Options& o = Optio
   INFO(db.status().ToString());
   REQUIRE(db.ok());
   return std::move(db.value());
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 // Inserts {_id: from..to-1, n: i} in transactions of `batch`.
@@ -120,6 +127,62 @@ TEST_CASE("close: a data file replaced while open stops the commits and is left 
     CHECK(n.value() == 1);
     CHECK(now->Get("c", V("\"other\"")).ok());
     RequireCheckPasses(now.get());
+  }
+}
+
+TEST_CASE(
+    "close: a data file overwritten in place while open stops the commits and is left alone") {
+  // Found by an independent test: `cp other.mmdb DB` over an open database
+  // (the same file, other bytes) went unnoticed; its commits were
+  // acknowledged and its checkpoint wrote into the copied-in database.
+  TempDir dir;
+  const std::string path = dir.File("db"), other = dir.File("other");
+  for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
+    INFO("write buffer " << buffer);
+    for (const std::string& p : {path, path + "-log", other, other + "-log"})
+      std::filesystem::remove(p);
+    Options o;
+    o.write_buffer_size = buffer;
+    {
+      auto d = OpenOrFail(other, o);
+      REQUIRE(d->Insert("c", J("{\"_id\": \"other\"}")).ok());
+    }
+    auto db = OpenOrFail(path, o);
+    InsertRange(db.get(), 0, 500);
+    // Written over the file without cutting it short, as a copy program
+    // does once it has truncated (a read past a shorter end is SIGBUS).
+    const std::string bytes = ReadFile(other);
+    {
+      REQUIRE(bytes.size() <= std::filesystem::file_size(path));
+      std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    // Commits stop within the check's interval (100 ms). Before that, one
+    // that reads the stranger's pages fails with Corruption, or commits.
+    const auto start = std::chrono::steady_clock::now();
+    Status s;
+    int committed = 0;
+    while (!s.IsIOError() && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+      s = db->Insert("c", J("{\"_id\": " + std::to_string(1000 + committed) + "}"));
+      if (s.ok()) committed++;
+      if (!s.ok() && !s.IsIOError()) CHECK(s.IsCorruption());
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    INFO(s.ToString() << " after " << committed << " commits");
+    CHECK(s.IsIOError());
+    CHECK(s.ToString().find("overwritten") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
+    // From then on nothing is written into the file; Close reports it.
+    const std::string at_error = ReadFile(path);
+    CHECK(db->Insert("c", J("{\"_id\": \"late\"}")).IsIOError());
+    s = db->Close();
+    CHECK(s.IsIOError());
+    db.reset();
+    CHECK(ReadFile(path) == at_error);
+    auto reopened = OpenOrFail(path, o);
+    CHECK(reopened->Count("c").value() == 1);
+    CHECK(reopened->Get("c", V("\"other\"")).ok());
+    RequireCheckPasses(reopened.get());
   }
 }
 
