@@ -319,6 +319,15 @@ bool Exceeds(std::string_view digits, std::string_view max) {
   return digits.compare(max) > 0;
 }
 
+// libbson keeps the regex flags it knows (i, l, m, s, u, x) and drops the
+// others without a word; the query's regex refuses l (engine/regex.cc).
+Status CheckRegexOptions(std::string_view options) {
+  const size_t bad = options.find_first_not_of("ilmsux");
+  if (bad == std::string_view::npos) return Status::OK();
+  return Status::InvalidArgument("invalid flag '" + std::string(1, options[bad]) +
+                                 "' in regex options \"" + std::string(options) + "\"");
+}
+
 bool IsWordChar(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || IsDigit(c); }
 
 // A bare word outside strings: JSON's true, false and null, and the NaN and
@@ -336,7 +345,8 @@ Status CheckJsonNumbers(std::string_view json) {
   const char* const end = p + json.size();
   int depth = 0;
   int timestamp_depth = -1;  // depth of an open {"$timestamp": {...}} body
-  enum { kNone, kDecimal, kDouble, kTimestamp } pending = kNone;  // key seen
+  int regex_depth = -1;      // of an open {"$regularExpression": {...}} body
+  enum { kNone, kDecimal, kDouble, kTimestamp, kRegexOptions } pending = kNone;  // key seen
   while (p < end) {
     const char c = *p;
     if (c == '"') {
@@ -362,10 +372,24 @@ Status CheckJsonNumbers(std::string_view json) {
             pending = kDouble;
           } else if (str == "$timestamp") {
             pending = kTimestamp;
+          } else if (str == "$options") {
+            pending = kRegexOptions;
+          } else if (str == "$regularExpression") {
+            regex_depth = depth + 1;
           }
+        } else if (str == "options" && depth == regex_depth) {
+          pending = kRegexOptions;
         }
         p = q + 1;
         continue;
+      }
+      if (pending == kRegexOptions) {
+        std::string decoded;
+        if (escaped) {
+          decoded = Unescape(str);
+          str = decoded;
+        }
+        MMDOC_RETURN_IF_ERROR(CheckRegexOptions(str));
       }
       if (pending == kDecimal || pending == kDouble) {
         std::string decoded;
@@ -414,6 +438,7 @@ Status CheckJsonNumbers(std::string_view json) {
       pending = kNone;
     } else if (c == '}' || c == ']') {
       if (depth == timestamp_depth) timestamp_depth = -1;
+      if (depth == regex_depth) regex_depth = -1;
       depth--;
     } else if (IsWordChar(c)) {
       // libbson reads the prefixes "n", "N" and "Na" of NaN as 0.

@@ -182,6 +182,10 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them", "[d
   bad(R"({"$set": {"z": Na}})", "'Na'");
   bad(R"({"a": 1x})", "'x'");
   bad("n", "'n'");
+  // Regex flags libbson would drop without a word.
+  bad(R"({"a": {"$regex": "x", "$options": "z"}})", "invalid flag 'z' in regex options");
+  bad(R"({"a": {"$regex": "x", "$options": "ig"}})", "'g'");
+  bad(R"({"a": {"$regularExpression": {"pattern": "x", "options": "q"}}})", "'q'");
   // $timestamp fields are uint32.
   bad(R"({"a": {"$timestamp": {"t": 4294967296, "i": 1}}})",
       "timestamp field 4294967296 is out of range (uint32)");
@@ -206,6 +210,9 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them", "[d
     CHECK(Document::FromJson(std::string(R"({"a": )") + w + "}").ok());
   }
   CHECK(std::isnan(ValueOfA(Parse(R"({"a": NaN})")).value.v_double));
+  CHECK(std::string(ValueOfA(Parse(R"({"a": {"$regex": "x", "$options": "imsxu"}})"))
+                        .value.v_regex.options) == "imsux");                     // libbson's order
+  CHECK(Document::FromJson(R"({"options": "z", "b": {"options": "q"}})").ok());  // plain fields
   // Numbers inside strings and keys are text.
   for (const char* ok :
        {R"({"a": "18446744073709551616"})", R"({"a": "x\"18446744073709551616"})",
