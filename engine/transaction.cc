@@ -35,6 +35,9 @@ Status CheckCollectionName(std::string_view coll) {
   if (coll.find('\0') != std::string_view::npos)
     return Status::InvalidArgument("collection name must not contain a NUL byte");
   if (coll.size() > 200) return Status::InvalidArgument("collection name longer than 200 bytes");
+  // Names are printed as JSON (stats, the server's listCollections).
+  if (!bson_utf8_validate(coll.data(), coll.size(), false))
+    return Status::InvalidArgument("collection name is not valid UTF-8");
   return Status::OK();
 }
 

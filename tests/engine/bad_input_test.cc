@@ -322,9 +322,15 @@ TEST_CASE("bad input: wrong types and unknown operators in filters and updates")
   CHECK(!db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"$inc": {"s": 1}})")).ok());
   // An array _id.
   CHECK(db->Insert("c", J(R"({"_id": [1, 2]})")).IsInvalidArgument());
-  // Empty and NUL collection names.
+  // Empty, NUL and invalid UTF-8 collection names (the last found by an
+  // independent test: `stats --json` then printed invalid JSON).
   CHECK(db->CreateCollection("").IsInvalidArgument());
   CHECK(db->CreateCollection(std::string("a\0b", 3)).IsInvalidArgument());
+  CHECK(db->CreateCollection("a\xff"
+                             "b")
+            .IsInvalidArgument());
+  CHECK(db->Insert("a\xc3", J(R"({"_id": 1})")).IsInvalidArgument());
+  CHECK(db->CreateCollection("caf\xc3\xa9").ok());
   ExpectSeed3(db);
 }
 
