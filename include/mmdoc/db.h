@@ -441,7 +441,7 @@ class DB {
   // options, path is a directory), IOError.
   static Result<std::unique_ptr<DB>> Open(std::string_view path,
                                           const Options& options = Options());
-  ~DB();  // Close(), its status unseen; REQUIRES: no unfinished transactions
+  ~DB();  // Close(), its status unseen; REQUIRES: as Close
 
   // Closes the database: merges the write buffer into the pages, writes a
   // clean checkpoint (the log is then not needed) and releases the files
@@ -449,10 +449,13 @@ class DB {
   // closed cleanly. Otherwise the error that stopped it (Full, IOError, or
   // the error an earlier commit or checkpoint met, which every write since
   // has returned): every commit that succeeded is still in the log, and the
-  // next Open replays it; an IOError naming a file moved, replaced or
-  // removed while open means that file is no longer the database's. Every
-  // later call but Close (which returns the same status again) and path()
-  // fails with InvalidArgument. REQUIRES: no unfinished transactions.
+  // next Open replays it; an IOError naming a file moved, replaced,
+  // overwritten or removed while open means that file is no longer the
+  // database's. Every later call but Close (which returns the same status
+  // again) and path() fails with InvalidArgument. REQUIRES: no unfinished
+  // transactions, and no call of this DB running on another thread (a call
+  // that is running when Close frees what it reads may crash, as with
+  // mdb_env_close): stop the threads that use the DB, or wait for them, first.
   Status Close();
   DB(const DB&) = delete;
   DB& operator=(const DB&) = delete;
