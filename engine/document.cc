@@ -582,7 +582,12 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
   int r = bson_json_reader_read(reader, out, &err);
   Status s;
   if (r < 0) {
-    s = Status::InvalidArgument("invalid JSON", err.message);
+    // libbson's reader stops at 98 levels, below BSON's 100 (kMaxNestingDepth).
+    s = std::strstr(err.message, "LEVELS_EXCEEDED") != nullptr
+            ? Status::InvalidArgument(
+                  "invalid JSON: nested deeper than the 98 levels the JSON reader takes "
+                  "(BSON carries up to 100)")
+            : Status::InvalidArgument("invalid JSON", err.message);
   } else if (r == 0) {
     s = Status::InvalidArgument("invalid JSON: empty");
   } else {

@@ -364,6 +364,18 @@ TEST_CASE("Document: size limit", "[document]") {
   CHECK(Document::FromJson("{\"a\": \"" + fits + "\"}").ok());
 }
 
+TEST_CASE("Document: JSON carries 98 levels, and says so past them", "[document]") {
+  auto nested = [](int levels) {
+    std::string s = "1";
+    for (int i = 0; i < levels; i++) s = "{\"a\": " + s + "}";  // `levels` objects
+    return s;
+  };
+  CHECK(Document::FromJson(nested(98)).ok());
+  auto r = Document::FromJson(nested(99));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("nested deeper than the 98 levels") != std::string::npos);
+}
+
 TEST_CASE("Document: nesting limit for BSON input", "[document]") {
   std::string ok = NestedBson(kMaxNestingDepth);
   auto r = Document::FromBson(reinterpret_cast<const uint8_t*>(ok.data()), ok.size());
