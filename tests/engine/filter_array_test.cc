@@ -1072,11 +1072,13 @@ TEST_CASE("Filter: the fuzz corpus seeds for the new operators", "[filter]") {
     std::getline(in, filter);
     std::getline(in, doc, '\0');
     INFO(name << ": " << filter << " / " << doc);
-    auto f = Filter::Parse(J(filter));
     if (std::string(name).rfind("regress-", 0) == 0) {
-      CHECK(f.status().IsInvalidArgument());
+      // Refused when read as JSON (a regex flag libbson would drop) or as a filter.
+      auto json = Document::FromJson(filter);
+      CHECK((json.ok() ? Filter::Parse(json.value()).status() : json.status()).IsInvalidArgument());
       continue;
     }
+    auto f = Filter::Parse(J(filter));
     REQUIRE(f.ok());
     Document d = J(doc);
     CHECK(f.value().Matches(d.data(), d.size()));
