@@ -52,6 +52,19 @@ uint16_t U16(const std::string& f, size_t off) {
   return v;
 }
 
+// The offset of the last record in a log's bytes (format.h, LOG FILE),
+// read from its start; *records counts them.
+size_t LastLogRecord(const std::string& log, int* records) {
+  size_t off = storage::kLogRecordsOffset, last = 0;
+  *records = 0;
+  while (off + 32 <= log.size() && U32(log, off + 12) == storage::kLogRecordMagic) {
+    last = off;
+    ++*records;
+    off += (32 + U32(log, off + 8) + 7) / 8 * 8;
+  }
+  return last;
+}
+
 enum Kind { kMetaNew, kMetaOld, kCatalog, kBranch, kLeaf, kOverflow, kFreeList };
 const char* KindName(Kind k) {
   static const char* names[] = {"newer meta", "older meta", "catalog",  "branch",
@@ -304,13 +317,8 @@ TEST_CASE(
   }
   // Find the last log record and damage its payload.
   std::string log = ReadAll(path + "-log");
-  size_t off = storage::kLogRecordsOffset, last = 0;
   int records = 0;
-  while (off + 32 <= log.size() && U32(log, off + 12) == 0x4c4f4731) {
-    last = off;
-    records++;
-    off += (32 + U32(log, off + 8) + 7) / 8 * 8;
-  }
+  const size_t last = LastLogRecord(log, &records);
   REQUIRE(records >= 20);
   log[last + 40] ^= 0x55;
   WriteAll(path + "-log", log);
@@ -380,13 +388,9 @@ TEST_CASE("corrupt file: a truncated log with accept_log_loss replays the record
   TempDir dir;
   const std::string path = dir.File("c.mmdb");
   CleanThenCrashedSession(path, 0, 10, 20);
-  std::string log = ReadAll(path + "-log");
-  size_t off = storage::kLogRecordsOffset, last = 0;
-  while (off + 32 <= log.size() && U32(log, off + 12) == 0x4c4f4731) {
-    last = off;
-    off += (32 + U32(log, off + 8) + 7) / 8 * 8;
-  }
-  REQUIRE(last > 0);
+  int records = 0;
+  const size_t last = LastLogRecord(ReadAll(path + "-log"), &records);
+  REQUIRE(records > 0);
   std::filesystem::resize_file(path + "-log", last + 40);  // into the last record
   auto refused = DB::Open(path, Options());
   INFO(refused.status().ToString());
