@@ -43,6 +43,21 @@ void InsertRange(DB* db, int from, int to, int batch = 100) {
   }
 }
 
+// Makes `other` a closed database holding {_id: "other"} in "c", and
+// returns `path` opened afresh with 500 documents in "c".
+std::unique_ptr<DB> OpenBesideOther(const std::string& path, const std::string& other,
+                                    const Options& o) {
+  for (const std::string& p : {path, path + "-log", other, other + "-log"})
+    std::filesystem::remove(p);
+  {
+    auto d = OpenOrFail(other, o);
+    REQUIRE(d->Insert("c", J("{\"_id\": \"other\"}")).ok());
+  }
+  auto db = OpenOrFail(path, o);
+  InsertRange(db.get(), 0, 500);
+  return db;
+}
+
 }  // namespace
 
 TEST_CASE("close: a clean close lets go of the lock and leaves no need for the log") {
@@ -88,16 +103,9 @@ TEST_CASE("close: a data file replaced while open stops the commits and is left 
   const std::string path = dir.File("db"), other = dir.File("other");
   for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
     INFO("write buffer " << buffer);
-    for (const std::string& p : {path, path + "-log", other, other + "-log"})
-      std::filesystem::remove(p);
     Options o;
     o.write_buffer_size = buffer;
-    {
-      auto d = OpenOrFail(other, o);
-      REQUIRE(d->Insert("c", J("{\"_id\": \"other\"}")).ok());
-    }
-    auto db = OpenOrFail(path, o);
-    InsertRange(db.get(), 0, 500);
+    auto db = OpenBesideOther(path, other, o);
     std::filesystem::rename(other, path);
     // Commits stop within the check's interval (100 ms): none after it.
     const auto start = std::chrono::steady_clock::now();
@@ -139,16 +147,9 @@ TEST_CASE(
   const std::string path = dir.File("db"), other = dir.File("other");
   for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
     INFO("write buffer " << buffer);
-    for (const std::string& p : {path, path + "-log", other, other + "-log"})
-      std::filesystem::remove(p);
     Options o;
     o.write_buffer_size = buffer;
-    {
-      auto d = OpenOrFail(other, o);
-      REQUIRE(d->Insert("c", J("{\"_id\": \"other\"}")).ok());
-    }
-    auto db = OpenOrFail(path, o);
-    InsertRange(db.get(), 0, 500);
+    auto db = OpenBesideOther(path, other, o);
     // Written over the file without cutting it short, as a copy program
     // does once it has truncated (a read past a shorter end is SIGBUS).
     const std::string bytes = ReadFile(other);
