@@ -398,7 +398,8 @@ struct BTree::Impl {
   Status GetNode(PageId id, int depth, const uint8_t** p) {
     if (depth > kMaxDepth) return PageError(id, "tree too deep (a cycle?)");
     MMDOC_RETURN_IF_ERROR(txn->Get(id, p));
-    return CheckNode(*p, ps, id);
+    Status s = CheckNode(*p, ps, id);
+    return s.ok() ? s : txn->Explain(std::move(s));
   }
 
   // Rewrites w with its own cells packed at the end (frag becomes 0).
@@ -902,7 +903,7 @@ Status BTree::Get(std::string_view key, std::string_view* value) {
   for (int depth = 0; depth <= kMaxDepth; depth++) {
     const uint8_t* p;
     MMDOC_RETURN_IF_ERROR(txn_->Get(id, &p));
-    MMDOC_RETURN_IF_ERROR(CheckNode(p, ps, id));
+    if (Status s = CheckNode(p, ps, id); !s.ok()) return txn_->Explain(std::move(s));
     if (Type(p) == PageType::kLeaf) {
       uint32_t pos;
       bool found;
@@ -1080,7 +1081,7 @@ Status DescendEdge(storage::Txn* txn, std::vector<Frame>* path, PageId id, bool 
     if (path->size() > static_cast<size_t>(kMaxDepth)) return PageError(id, "tree too deep");
     const uint8_t* p;
     MMDOC_RETURN_IF_ERROR(txn->Get(id, &p));
-    MMDOC_RETURN_IF_ERROR(CheckNode(p, ps, id));
+    if (Status s = CheckNode(p, ps, id); !s.ok()) return txn->Explain(std::move(s));
     uint32_t n = Count(p);
     if (Type(p) == PageType::kLeaf) {
       path->push_back({p, id, last ? static_cast<int>(n) - 1 : 0});
@@ -1126,7 +1127,7 @@ Status BTree::Cursor::Seek(std::string_view target) {
     if (path_.size() > static_cast<size_t>(kMaxDepth)) return PageError(id, "tree too deep");
     const uint8_t* p;
     MMDOC_RETURN_IF_ERROR(txn->Get(id, &p));
-    MMDOC_RETURN_IF_ERROR(CheckNode(p, ps, id));
+    if (Status s = CheckNode(p, ps, id); !s.ok()) return txn->Explain(std::move(s));
     if (Type(p) == PageType::kLeaf) {
       uint32_t pos;
       bool eq;

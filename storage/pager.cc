@@ -69,6 +69,7 @@ class ReadTxnImpl final : public Txn {
   ~ReadTxnImpl() override;
 
   bool writable() const override { return false; }
+  Status Explain(Status s) override;
   uint64_t txid() const override { return snap_.txid; }
   uint32_t page_size() const override;
   uint64_t page_count() const override { return snap_.page_count; }
@@ -124,6 +125,7 @@ class WriteTxnImpl final : public Txn {
   ~WriteTxnImpl() override { Abort(); }
 
   bool writable() const override { return true; }
+  Status Explain(Status s) override;
   uint64_t txid() const override { return txid_; }
   uint32_t page_size() const override;
   uint64_t page_count() const override { return page_count_; }
@@ -369,6 +371,14 @@ class PagerImpl final : public Pager {
   // pager's (not overwritten in place, as `cp other.mmdb DB` does). The
   // error when not.
   Status FileIsOurs();
+  // Txn::Explain.
+  Status ExplainCorruption(Status s) {
+    if (!s.IsCorruption()) return s;
+    Status here = FileIsOurs();
+    if (here.ok()) return s;
+    SetError(here);
+    return here;
+  }
   // Counts a reader of the snapshot committed_ names.
   void RegisterReaderLocked() MMDOC_REQUIRES(state_mu_);
   void UnregisterReader(uint64_t txid, bool internal) MMDOC_EXCLUDES(state_mu_) {
@@ -519,6 +529,7 @@ ReadTxnImpl::~ReadTxnImpl() {
   if (holds_writer_) p_->ReleaseWriter();
 }
 uint32_t ReadTxnImpl::page_size() const { return p_->ps_; }
+Status ReadTxnImpl::Explain(Status s) { return p_->ExplainCorruption(std::move(s)); }
 Status ReadTxnImpl::Get(PageId id, const uint8_t** page) {
   return p_->CheckPage(id, snap_.base, snap_.page_count, page);
 }
@@ -536,6 +547,7 @@ WriteTxnImpl::WriteTxnImpl(PagerImpl* p, const Snapshot& base, uint64_t txid, Pa
 }
 
 uint32_t WriteTxnImpl::page_size() const { return p_->ps_; }
+Status WriteTxnImpl::Explain(Status s) { return p_->ExplainCorruption(std::move(s)); }
 
 bool WriteTxnImpl::IsDirty(PageId id) const {
   return id < p_->marks_.size() && p_->marks_[id].dirty == serial_;

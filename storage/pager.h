@@ -268,6 +268,11 @@ class Txn {
   // Returns the page (the first page of a run) in *page. Corruption (naming
   // the page) when id is out of range or its checksum fails.
   virtual Status Get(PageId id, const uint8_t** page) = 0;
+  // What a page that Get returned but that is not what its reader expects
+  // (`s`, a Corruption) says: when the file is no longer this database (one
+  // copied over it while open, whose pages passed their checksums), that
+  // error, made sticky; else `s`.
+  virtual Status Explain(Status s) = 0;
 
   // --- write transactions only ---
   // A new run of n contiguous pages, zeroed except the page header (type,

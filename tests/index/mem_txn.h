@@ -87,6 +87,7 @@ class MemTxn : public storage::Txn {
   PageId root(int slot) const override { return roots_[slot]; }
   void set_root(int slot, PageId id) override { roots_[slot] = id; }
 
+  Status Explain(Status s) override { return s; }
   Status Get(PageId id, const uint8_t** page) override {
     auto d = dirty_.find(id);
     if (d != dirty_.end()) {
