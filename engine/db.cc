@@ -723,8 +723,7 @@ void DBImpl::CopyId(storage::Pager* p, uint64_t id[2]) {
 }
 
 void DBImpl::RemoveCompactionCopy() {
-  storage::FileSystem* fs =
-      options_.file_system ? options_.file_system : storage::FileSystem::Default();
+  storage::FileSystem* fs = FileSystem();
   const std::string tmp = path_ + ".compact";
   if (!fs->Exists(tmp) && !fs->Exists(tmp + "-log")) return;
   // With the database's lock held no other process is compacting it, so a
@@ -762,8 +761,7 @@ Status DBImpl::CompactPages() {
                       /*replaying=*/false);
   const std::string tmp = path_ + ".compact";
   RemoveCompactionCopy();  // what a compaction cut short left
-  storage::FileSystem* fs =
-      options_.file_system ? options_.file_system : storage::FileSystem::Default();
+  storage::FileSystem* fs = FileSystem();
   for (const std::string& f : {tmp, tmp + "-log"}) {
     if (fs->Exists(f)) {
       return Status::InvalidArgument(

@@ -365,6 +365,10 @@ class DBImpl {
   // own that happens to have that name is left alone. REQUIRES: the
   // database open (its lock held).
   void RemoveCompactionCopy();
+  // Options::file_system, or the default.
+  storage::FileSystem* FileSystem() const {
+    return options_.file_system ? options_.file_system : storage::FileSystem::Default();
+  }
   // The id a compaction's copy of the file of `p` gets.
   static void CopyId(storage::Pager* p, uint64_t id[2]);
 

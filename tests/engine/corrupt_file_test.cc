@@ -358,6 +358,22 @@ void CleanThenCrashedSession(const std::string& path, int first, int clean, int 
   db.reset();
 }
 
+// Open refuses `path` with Corruption containing `why`; with
+// accept_log_loss it opens, and the database passes Check.
+std::unique_ptr<DB> RefusedThenAccepted(const std::string& path, const std::string& why) {
+  auto refused = DB::Open(path, Options());
+  INFO(refused.status().ToString());
+  REQUIRE(refused.status().IsCorruption());
+  CHECK(refused.status().ToString().find(why) != std::string::npos);
+  Options o;
+  o.accept_log_loss = true;
+  auto db = DB::Open(path, o);
+  INFO(db.status().ToString());
+  REQUIRE(db.ok());
+  CHECK(db.value()->Check().ok());
+  return std::move(db.value());
+}
+
 TEST_CASE("corrupt file: a damaged newest meta does not hide the commits its session logged") {
   // Found by an independent test: the session's first checkpoint (the meta
   // that starts its log) was damaged, the older clean meta was taken, and
@@ -402,20 +418,11 @@ TEST_CASE("corrupt file: a truncated log with accept_log_loss replays the record
   const size_t last = LastLogRecord(ReadAll(path + "-log"), &records);
   REQUIRE(records > 0);
   std::filesystem::resize_file(path + "-log", last + 40);  // into the last record
-  auto refused = DB::Open(path, Options());
-  INFO(refused.status().ToString());
-  REQUIRE(refused.status().IsCorruption());
-  CHECK(refused.status().ToString().find("truncated") != std::string::npos);
-  Options o;
-  o.accept_log_loss = true;
   {
-    auto db = DB::Open(path, o);
-    INFO(db.status().ToString());
-    REQUIRE(db.ok());
-    CHECK(db.value()->Check().ok());
-    CHECK(db.value()->Count("a").value() == 29);  // all but the cut record
-    CHECK(db.value()->Get("a", Value::Int32(28)).value() == Doc(28));
-    REQUIRE(db.value()->Insert("a", Doc(100)).ok());
+    auto db = RefusedThenAccepted(path, "truncated");
+    CHECK(db->Count("a").value() == 29);  // all but the cut record
+    CHECK(db->Get("a", Value::Int32(28)).value() == Doc(28));
+    REQUIRE(db->Insert("a", Doc(100)).ok());
   }
   auto db = DB::Open(path, Options());  // the log agrees with its header again
   INFO(db.status().ToString());
@@ -434,17 +441,7 @@ TEST_CASE("corrupt file: a data file older than its log is Corruption, not lost 
   const std::string backup = ReadAll(path);
   CleanThenCrashedSession(path, 1, 10, 20);
   WriteAll(path, backup);  // the old copy put back beside the newer log
-  auto refused = DB::Open(path, Options());
-  INFO(refused.status().ToString());
-  REQUIRE(refused.status().IsCorruption());
-  CHECK(refused.status().ToString().find("older copy") != std::string::npos);
-  Options o;
-  o.accept_log_loss = true;
-  auto db = DB::Open(path, o);
-  INFO(db.status().ToString());
-  REQUIRE(db.ok());
-  CHECK(db.value()->Check().ok());
-  CHECK(db.value()->Count("a").value() == 1);
+  CHECK(RefusedThenAccepted(path, "older copy")->Count("a").value() == 1);
 }
 
 }  // namespace
