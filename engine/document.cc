@@ -65,6 +65,7 @@ Status CheckTree(bson_iter_t* it, int depth) {
                                    std::to_string(kMaxNestingDepth) + " levels");
   }
   const uint32_t len = it->len;  // bson_iter_next zeroes it at the end
+  const uint8_t* raw = it->raw;
   while (bson_iter_next(it)) {
     const char* key = bson_iter_key(it);
     uint32_t key_len = bson_iter_key_len(it);
@@ -134,6 +135,11 @@ Status CheckTree(bson_iter_t* it, int depth) {
   }
   if (it->off + 1 != len) {
     return Status::InvalidArgument("invalid BSON: document ends before its length");
+  }
+  // A last byte that is not 0 stops bson_iter_next as the end does, without
+  // err_off; bson_iter_recurse does not check a subdocument's last byte.
+  if (raw[len - 1] != 0) {
+    return Status::InvalidArgument("invalid BSON: document does not end with a 0 byte");
   }
   return Status::OK();
 }

@@ -92,6 +92,30 @@ TEST_CASE("bad input: invalid BSON, bad lengths and bad types") {
   CHECK(Bad(good).ok());
 }
 
+TEST_CASE("bad input: a subdocument or array whose last byte is not 0") {
+  // bson_iter stops on such a byte as on the end, and bson_iter_recurse does
+  // not check it, so only the validator's own check refuses these.
+  struct Case {
+    const char* json;
+    const char* next_key;  // the key after the nested value; "" when it is last
+  };
+  for (const Case& c : {Case{R"({"_id": 2, "sub": {"x": 1}, "after": "y"})", "after"},
+                        Case{R"({"_id": 2, "arr": [1, 2], "after": "y"})", "after"},
+                        Case{R"({"_id": 2, "e": {}, "after": 1})", "after"},
+                        Case{R"({"_id": 2, "deep": {"a": {"b": [{}]}}})", ""}}) {
+    CAPTURE(c.json);
+    std::string b = J(c.json).bytes();
+    // The nested value's last byte sits before the next element's type byte,
+    // or before the outer document's own last byte.
+    const size_t last = *c.next_key != 0 ? b.find(c.next_key) - 2 : b.size() - 2;
+    REQUIRE(b[last] == 0);
+    b[last] = '@';
+    auto d = Document::FromBson(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+    CHECK(d.status().IsInvalidArgument());
+    CHECK(d.status().ToString().find("0 byte") != std::string::npos);
+  }
+}
+
 TEST_CASE("bad input: a document over 16 MiB, and just under it") {
   TestDB db;
   Seed3(db);
