@@ -703,7 +703,9 @@ Status AppendMissing(const PathTree& n, const std::vector<const PathTree*>& seen
     if (std::find(seen.begin(), seen.end(), child.get()) != seen.end()) continue;
     if (name == "$") return PositionalUnmatched(where + ".$");
     if (!Creates(*child, st)) continue;
-    if (!IsNumeric(name) || name.size() > 7) {
+    // "01" is not an index (it would add a second element "1"); MongoDB
+    // cannot create such a field in an array either.
+    if (!IsNumeric(name) || name.size() > 7 || (name.size() > 1 && name[0] == '0')) {
       return Status::InvalidArgument("cannot create field " + name + " in array", where);
     }
     extra.emplace_back(std::stoull(name), child.get());
@@ -757,7 +759,13 @@ Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array, const std::str
     }
     seen.push_back(c);
     if (c->op != PathTree::kNone) {
+      const uint32_t before = out->len;
       MMDOC_RETURN_IF_ERROR(ApplyLeaf(*c, key, bson_iter_value(it), st, out));
+      // An array keeps its indexes: $unset of an element leaves null there,
+      // as MongoDB does, rather than a gap in the keys.
+      if (is_array && out->len == before) {
+        bson_append_null(out, key.data(), static_cast<int>(key.size()));
+      }
       continue;
     }
     std::string sub_where = where.empty() ? std::string(key) : where + "." + std::string(key);

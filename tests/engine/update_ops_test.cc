@@ -398,6 +398,27 @@ TEST_CASE("Update: operators on paths through arrays and non-documents", "[updat
         J(R"({"_id": 1, "a": 5})"));
 }
 
+TEST_CASE("Update: $unset of an array element leaves null; \"01\" is no index", "[update]") {
+  // MongoDB's $unset page: an element is replaced by null, not removed, so
+  // the array's keys stay 0..n-1.
+  CHECK(Apply(R"({"_id": 1, "a": [1, 2, 3]})", R"({"$unset": {"a.0": ""}})") ==
+        J(R"({"_id": 1, "a": [null, 2, 3]})"));
+  CHECK(Apply(R"({"_id": 1, "b": [1, 2, 3]})", R"({"$unset": {"b.$": ""}})", R"({"b": 2})") ==
+        J(R"({"_id": 1, "b": [1, null, 3]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [{"x": 1, "y": 2}]})", R"({"$unset": {"a.0.x": ""}})") ==
+        J(R"({"_id": 1, "a": [{"y": 2}]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [1]})", R"({"$unset": {"a.5": ""}})") ==
+        J(R"({"_id": 1, "a": [1]})"));
+  // A leading zero would write a second element "1".
+  for (const char* u : {R"({"$set": {"a.01": 7}})", R"({"$inc": {"a.00": 1}})",
+                        R"({"$push": {"a.01": 1}})", R"({"$set": {"a.01.b": 1}})"}) {
+    CAPTURE(u);
+    ExpectError(R"({"_id": 1, "a": [1, 2]})", u, "cannot create field 0");
+  }
+  CHECK(Apply(R"({"_id": 1, "a": {"01": 1}})", R"({"$set": {"a.01": 7}})") ==
+        J(R"({"_id": 1, "a": {"01": 7}})"));
+}
+
 TEST_CASE("Update: the operators' paths conflict as MongoDB's do", "[update]") {
   for (const char* u :
        {R"({"$push": {"a": 1}, "$pull": {"a": 1}})", R"({"$push": {"a.b": 1}, "$set": {"a": 1}})",
