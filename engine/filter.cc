@@ -1230,6 +1230,9 @@ bool Better(const Intervals& a, const Intervals& b) {
 std::optional<Intervals> ValueBounds(const Node& n) {
   switch (n.kind) {
     case Node::kPred:
+      // A nested $elemMatch holds for an element that is itself an array,
+      // whose key is that whole array, not the elements it looks at.
+      if (n.op == Node::kElemMatch) return std::nullopt;
       return PredBounds(n);
     case Node::kNor:
       return std::nullopt;

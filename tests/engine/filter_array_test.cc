@@ -1030,6 +1030,37 @@ TEST_CASE("Filter: new operators give the same answers with and without indexes 
   CHECK(ixscans > 0);
 }
 
+TEST_CASE("Filter: a nested $elemMatch gives the same answer with an index on the array",
+          "[filter][engine]") {
+  // A multikey index keys [2, [3]] by 2 and by the whole inner array [3], so
+  // a nested $elemMatch has no bounds in the inner array's elements.
+  Options o;
+  o.durability = Durability::kNone;
+  test::TestDB db(o);
+  for (const char* d : {R"({"_id": 1, "a": [2, [3]], "b": [{"c": [2, [3]]}]})",
+                        R"({"_id": 2, "a": [[1, 2], [3]], "b": [{"c": [[1, 2], [3]]}]})",
+                        R"({"_id": 3, "a": [3, 1], "b": [{"c": [3, 1]}]})"}) {
+    REQUIRE(db->Insert("plain", J(d)).ok());
+    REQUIRE(db->Insert("indexed", J(d)).ok());
+  }
+  REQUIRE(db->CreateIndex("indexed", "a").ok());
+  REQUIRE(db->CreateIndex("indexed", "b.c").ok());
+  struct Case {
+    const char* filter;
+    uint64_t count;
+  };
+  for (const Case& c : {Case{R"({"a": {"$elemMatch": {"$elemMatch": {"$eq": 3}}}})", 2},
+                        Case{R"({"a": {"$elemMatch": {"$elemMatch": {"$gt": 1}}}})", 2},
+                        Case{R"({"a": {"$all": [{"$elemMatch": {"$elemMatch": {"$eq": 1}}}]}})", 1},
+                        Case{R"({"a": {"$elemMatch": {"$elemMatch": {"$eq": 3}, "$size": 1}}})", 2},
+                        Case{R"({"b.c": {"$elemMatch": {"$elemMatch": {"$eq": 3}}}})", 2},
+                        Case{R"({"a": {"$elemMatch": {"$eq": 3}}})", 1}}) {
+    CAPTURE(c.filter);
+    CHECK(db->Count("plain", J(c.filter)).value() == c.count);
+    CHECK(db->Count("indexed", J(c.filter)).value() == c.count);
+  }
+}
+
 TEST_CASE("Filter: a prefix regex on an indexed field scans only its range", "[filter][engine]") {
   Options o;
   o.durability = Durability::kNone;
