@@ -1045,6 +1045,11 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
     update.View(&b);
     MMDOC_RETURN_IF_ERROR(engine::Update::ParseInto(&b, &u));
   }
+  // MongoDB's rule: one replacement document would make every match alike.
+  if (many && u.is_replacement()) {
+    return Status::InvalidArgument(
+        "UpdateMany takes update operators ($set, ...), not a replacement document");
+  }
   MMDOC_RETURN_IF_ERROR(u.BindQuery(filter));  // for the positional $
   const engine::UpdateContext context;
   CollState* c;

@@ -335,7 +335,8 @@ class Transaction {
   // overflow, $push/$addToSet/$pop/$pull/$pullAll of a non-array, a $rename
   // to itself or along its own path or through an array, a path through a
   // non-document, a positional $ the filter gives no element for, a change
-  // of _id; AlreadyExists for a unique index violation or an upsert's
+  // of _id, a replacement document given to UpdateMany (MongoDB's rule);
+  // AlreadyExists for a unique index violation or an upsert's
   // duplicate _id. Nothing is changed when UpdateOne returns an error;
   // UpdateMany may have updated earlier documents in this transaction
   // (DB::UpdateMany, in a transaction of its own, changes nothing).

@@ -599,6 +599,13 @@ TEST_CASE("update operators and delete by filter", "[engine]") {
   CHECK(db->Get("c", V("7")).value().Get("s").status().IsNotFound());
   CHECK(db->UpdateOne("c", J("{}"), J(R"({"$inc": {"n": "x"}})")).status().IsInvalidArgument());
   CHECK(db->UpdateOne("c", J("{}"), J(R"({"$bogus": {"n": 1}})")).status().IsInvalidArgument());
+  // MongoDB's rule: a replacement updates one document, never many alike.
+  for (const char* replacement : {R"({"status": "x"})", "{}"}) {
+    auto many = db->UpdateMany("c", J("{}"), J(replacement));
+    CHECK(many.status().IsInvalidArgument());
+    CHECK(many.status().ToString().find("replacement") != std::string::npos);
+  }
+  CHECK(db->Count("c", J(R"({"n": {"$exists": true}})")).value() == 10);
   auto d = db->DeleteMany("c", J(R"({"n": {"$lt": 3}})"));
   REQUIRE(d.ok());
   CHECK(d.value() == 3);
