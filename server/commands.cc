@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -134,6 +137,14 @@ bool Lookup(const bson_t* cmd, const char* key, bson_iter_t* it) {
   return bson_iter_init_find(it, cmd, key);
 }
 
+// A string value whole: BSON strings may hold NUL, and a name cut at one
+// would address another collection.
+std::string Utf8(const bson_iter_t* it) {
+  uint32_t len = 0;
+  const char* s = bson_iter_utf8(it, &len);
+  return std::string(s, len);
+}
+
 // A number field as int64 (MongoDB accepts int32, int64 and whole doubles).
 std::optional<int64_t> Int(const bson_iter_t* it) {
   if (BSON_ITER_HOLDS_INT32(it)) return bson_iter_int32(it);
@@ -172,12 +183,39 @@ std::string ProjectionFields(const Document& proj, std::vector<std::string>* out
   return "";
 }
 
+// An optional document field (query, sort): absent or null is {}, any
+// other type an error (MongoDB's 14 TypeMismatch), never read as {}.
+std::optional<Document> OptionalDoc(const bson_t* cmd, const char* command, const char* key,
+                                    std::string* error) {
+  bson_iter_t it;
+  if (!Lookup(cmd, key, &it) || BSON_ITER_HOLDS_NULL(&it)) return Document();
+  if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    *error = Error(14, std::string(command) + ": " + key + " must be a document");
+    return std::nullopt;
+  }
+  return Sub(&it);
+}
+
+// A statement's q: a document, required (an absent or mistyped one must not
+// become {}, which matches everything).
+Status StatementQuery(const bson_t* statement, const char* command, Document* q) {
+  bson_iter_t it;
+  if (!bson_iter_init_find(&it, statement, "q")) {
+    return Status::InvalidArgument(std::string(command) + ": statement without q");
+  }
+  if (!BSON_ITER_HOLDS_DOCUMENT(&it)) {
+    return Status::InvalidArgument(std::string(command) + ": q must be a document");
+  }
+  *q = Sub(&it);
+  return Status::OK();
+}
+
 // Why "db.coll" is not a namespace this server takes, or "".
 std::string NamespaceProblem(const std::string& db, const std::string& coll) {
-  if (db.empty() || db.find_first_of("./\\ \"$") != std::string::npos) {
+  if (db.empty() || db.find_first_of(std::string_view("./\\ \"$\0", 7)) != std::string::npos) {
     return "invalid database name \"" + db + "\"";
   }
-  if (coll.empty() || coll[0] == '$' || coll.find('$') != std::string::npos) {
+  if (coll.empty() || coll.find_first_of(std::string_view("$\0", 2)) != std::string::npos) {
     return "invalid collection name \"" + coll + "\"";
   }
   return "";
@@ -191,7 +229,7 @@ std::optional<std::string> Namespace(const std::string& db, const bson_t* cmd, s
     *error = Error(73, "the command's first value must be a collection name (a string)");
     return std::nullopt;
   }
-  std::string coll = bson_iter_utf8(&it, nullptr);
+  std::string coll = Utf8(&it);
   std::string problem = NamespaceProblem(db, coll);
   if (!problem.empty()) {
     *error = Error(73, problem);
@@ -465,7 +503,7 @@ std::string Commands::ListCollections(const std::string& db, const bson_t* cmd) 
     if (bson_iter_init(&fit, &f)) {
       while (bson_iter_next(&fit)) {
         if (std::strcmp(bson_iter_key(&fit), "name") == 0 && BSON_ITER_HOLDS_UTF8(&fit)) {
-          only = bson_iter_utf8(&fit, nullptr);
+          only = Utf8(&fit);
         } else {
           return Error(
               2, "listCollections: only a filter on the name is supported, not " + filter.ToJson());
@@ -628,6 +666,7 @@ class Commands::Reply {
 
 std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, const char* command,
                                       const char* field, const Statement& statement,
+                                      const std::function<void()>& reset,
                                       const std::function<void(bson_t* reply)>& counts) {
   std::string error;
   auto ns = Namespace(db, cmd, &error);
@@ -642,56 +681,76 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
   Document statements = Sub(&it);
   bson_t arr;
   statements.View(&arr);
-  // One transaction and one commit for the whole batch: a failed statement
-  // changes nothing, so the ones before it (and, unordered, after) stand.
-  auto txn = db_->Begin(*wo);
-  if (!txn.ok()) return ErrorFor(txn.status());
-  Reply reply;
-  size_t index = 0;
-  bson_iter_t e;
-  if (bson_iter_init(&e, &arr)) {
-    for (; bson_iter_next(&e); index++) {
-      Status s;
-      if (!BSON_ITER_HOLDS_DOCUMENT(&e)) {
-        s = Status::InvalidArgument(std::string(command) + ": " + field + "[" +
-                                    std::to_string(index) + "] is not a document");
-      } else {
-        s = statement(txn->get(), *ns, index, Sub(&e));
-      }
-      if (!s.ok()) {
-        reply.AddError(index, s, *ns);
-        if (ordered) break;
+  // Statements that failed after changing documents: a rerun fails them
+  // without running them. Each rerun adds one, so the loop ends.
+  std::map<size_t, Status> undone;
+  for (;;) {
+    reset();
+    // One transaction and one commit for the whole batch: a failed statement
+    // changes nothing, so the ones before it (and, unordered, after) stand.
+    auto txn = db_->Begin(*wo);
+    if (!txn.ok()) return ErrorFor(txn.status());
+    Reply reply;
+    bool rerun = false;
+    size_t index = 0;
+    bson_iter_t e;
+    if (bson_iter_init(&e, &arr)) {
+      for (; bson_iter_next(&e); index++) {
+        Status s;
+        auto failed = undone.find(index);
+        if (failed != undone.end()) {
+          s = failed->second;
+        } else if (!BSON_ITER_HOLDS_DOCUMENT(&e)) {
+          s = Status::InvalidArgument(std::string(command) + ": " + field + "[" +
+                                      std::to_string(index) + "] is not a document");
+        } else {
+          bool left_changes = false;
+          s = statement(txn->get(), *ns, index, Sub(&e), &left_changes);
+          if (!s.ok() && left_changes) {
+            undone.emplace(index, s);
+            rerun = true;
+            break;
+          }
+        }
+        if (!s.ok()) {
+          reply.AddError(index, s, *ns);
+          if (ordered) break;
+        }
       }
     }
+    if (rerun) {
+      (*txn)->Abort();
+      continue;
+    }
+    Status s = (*txn)->Commit();
+    if (!s.ok()) return ErrorFor(s);
+    bson_t b;
+    bson_init(&b);
+    counts(&b);
+    reply.AppendErrors(&b);
+    BSON_APPEND_DOUBLE(&b, "ok", 1.0);
+    return Finish(&b);
   }
-  Status s = (*txn)->Commit();
-  if (!s.ok()) return ErrorFor(s);
-  bson_t b;
-  bson_init(&b);
-  counts(&b);
-  reply.AppendErrors(&b);
-  BSON_APPEND_DOUBLE(&b, "ok", 1.0);
-  return Finish(&b);
 }
 
 std::string Commands::Insert(const std::string& db, const bson_t* cmd) {
   int64_t n = 0;
   return WriteStatements(
       db, cmd, "insert", "documents",
-      [&](Transaction* txn, const std::string& ns, size_t, const Document& doc) {
+      [&](Transaction* txn, const std::string& ns, size_t, const Document& doc, bool*) {
         Status s = txn->Insert(ns, doc);
         if (s.ok()) n++;
         return s;
       },
-      [&](bson_t* b) { BSON_APPEND_INT32(b, "n", static_cast<int32_t>(n)); });
+      [&] { n = 0; }, [&](bson_t* b) { BSON_APPEND_INT32(b, "n", static_cast<int32_t>(n)); });
 }
 
 std::string Commands::Update(const std::string& db, const bson_t* cmd) {
   int64_t n = 0;
   int64_t modified = 0;
   std::vector<std::pair<size_t, Value>> upserted;
-  auto statement = [&](Transaction* txn, const std::string& ns, size_t index,
-                       const Document& stmt) {
+  auto statement = [&](Transaction* txn, const std::string& ns, size_t index, const Document& stmt,
+                       bool* left_changes) {
     Status s;
     bson_t sv;
     stmt.View(&sv);
@@ -700,7 +759,7 @@ std::string Commands::Update(const std::string& db, const bson_t* cmd) {
     Document change;
     UpdateOptions uo;
     bool multi = false;
-    if (bson_iter_init_find(&f, &sv, "q") && BSON_ITER_HOLDS_DOCUMENT(&f)) q = Sub(&f);
+    MMDOC_RETURN_IF_ERROR(StatementQuery(&sv, "update", &q));
     if (!bson_iter_init_find(&f, &sv, "u")) {
       s = Status::InvalidArgument("update: statement without u");
     } else if (BSON_ITER_HOLDS_ARRAY(&f)) {
@@ -719,7 +778,10 @@ std::string Commands::Update(const std::string& db, const bson_t* cmd) {
     }
     if (!s.ok()) return s;
     auto r = multi ? txn->UpdateMany(ns, q, change, uo) : txn->UpdateOne(ns, q, change, uo);
-    if (!r.ok()) return r.status();
+    if (!r.ok()) {
+      *left_changes = multi;  // UpdateOne changes nothing when it fails
+      return r.status();
+    }
     n += static_cast<int64_t>(r->matched);
     modified += static_cast<int64_t>(r->modified);
     if (r->upserted_id) {
@@ -744,20 +806,26 @@ std::string Commands::Update(const std::string& db, const bson_t* cmd) {
     }
     bson_append_array_end(b, &ua);
   };
-  return WriteStatements(db, cmd, "update", "updates", statement, counts);
+  auto reset = [&] {
+    n = 0;
+    modified = 0;
+    upserted.clear();
+  };
+  return WriteStatements(db, cmd, "update", "updates", statement, reset, counts);
 }
 
 std::string Commands::Delete(const std::string& db, const bson_t* cmd) {
   int64_t n = 0;
   return WriteStatements(
       db, cmd, "delete", "deletes",
-      [&](Transaction* txn, const std::string& ns, size_t, const Document& stmt) {
+      [&](Transaction* txn, const std::string& ns, size_t, const Document& stmt,
+          bool* left_changes) {
         bson_t sv;
         stmt.View(&sv);
         bson_iter_t f;
         Document q;
         std::optional<int64_t> limit;
-        if (bson_iter_init_find(&f, &sv, "q") && BSON_ITER_HOLDS_DOCUMENT(&f)) q = Sub(&f);
+        MMDOC_RETURN_IF_ERROR(StatementQuery(&sv, "delete", &q));
         if (bson_iter_init_find(&f, &sv, "limit")) limit = Int(&f);
         if (!limit || (*limit != 0 && *limit != 1)) {
           return Status::InvalidArgument("delete: limit must be 0 (all) or 1");
@@ -766,11 +834,14 @@ std::string Commands::Delete(const std::string& db, const bson_t* cmd) {
           return Status::InvalidArgument("delete: collation is not supported");
         }
         auto r = *limit == 1 ? txn->DeleteOne(ns, q) : txn->DeleteMany(ns, q);
-        if (!r.ok()) return r.status();
+        if (!r.ok()) {
+          *left_changes = *limit == 0;
+          return r.status();
+        }
         n += static_cast<int64_t>(*r);
         return Status::OK();
       },
-      [&](bson_t* b) { BSON_APPEND_INT32(b, "n", static_cast<int32_t>(n)); });
+      [&] { n = 0; }, [&](bson_t* b) { BSON_APPEND_INT32(b, "n", static_cast<int32_t>(n)); });
 }
 
 bool Commands::FillBatch(ServerCursor* c, int64_t batch_size, bson_t* arr, Status* error) {
@@ -873,6 +944,38 @@ std::string Commands::Find(const std::string& db, const bson_t* cmd) {
     }
   }
   if (Lookup(cmd, "collation", &it)) return Error(2, "find: collation is not supported");
+  // Options that would change the answer (min, max, returnKey, tailable,
+  // ...) are refused rather than ignored; these only shape the cursor or
+  // the driver's conversation.
+  static const char* const kFindFields[] = {"find",
+                                            "filter",
+                                            "sort",
+                                            "projection",
+                                            "skip",
+                                            "limit",
+                                            "batchSize",
+                                            "singleBatch",
+                                            "hint",
+                                            "comment",
+                                            "maxTimeMS",
+                                            "readConcern",
+                                            "$db",
+                                            "$readPreference",
+                                            "lsid",
+                                            "$clusterTime",
+                                            "allowDiskUse",
+                                            "noCursorTimeout",
+                                            "allowPartialResults"};
+  bson_iter_t field;
+  if (bson_iter_init(&field, cmd)) {
+    while (bson_iter_next(&field)) {
+      const char* key = bson_iter_key(&field);
+      if (std::none_of(std::begin(kFindFields), std::end(kFindFields),
+                       [key](const char* f) { return std::strcmp(f, key) == 0; })) {
+        return Error(2, std::string("find: option ") + key + " is not supported");
+      }
+    }
+  }
   auto txn = db_->BeginRead();
   if (!txn.ok()) return ErrorFor(txn.status());
   auto cursor = (*txn)->Find(*ns, filter, fo);
@@ -915,7 +1018,7 @@ std::string Commands::GetMore(const std::string& db, const bson_t* cmd) {
   if (!Lookup(cmd, "collection", &it) || !BSON_ITER_HOLDS_UTF8(&it)) {
     return Error(14, "getMore: collection must be a string");
   }
-  std::string ns = db + "." + bson_iter_utf8(&it, nullptr);
+  std::string ns = db + "." + Utf8(&it);
   int64_t batch = 0;
   if (Lookup(cmd, "batchSize", &it)) {
     auto v = Int(&it);
@@ -1019,8 +1122,8 @@ std::string Commands::Count(const std::string& db, const bson_t* cmd) {
   auto ns = Namespace(db, cmd, &error);
   if (!ns) return error;
   bson_iter_t it;
-  Document query;
-  if (Lookup(cmd, "query", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) query = Sub(&it);
+  auto query = OptionalDoc(cmd, "count", "query", &error);
+  if (!query) return error;
   int64_t skip = 0;
   int64_t limit = 0;
   if (Lookup(cmd, "skip", &it)) {
@@ -1030,10 +1133,10 @@ std::string Commands::Count(const std::string& db, const bson_t* cmd) {
   }
   if (Lookup(cmd, "limit", &it)) {
     auto v = Int(&it);
-    if (!v) return Error(2, "count: limit must be a number");
+    if (!v || *v == INT64_MIN) return Error(2, "count: limit must be a number");
     limit = *v < 0 ? -*v : *v;
   }
-  auto n = db_->Count(*ns, query);
+  auto n = db_->Count(*ns, *query);
   if (!n.ok()) return ErrorFor(n.status());
   int64_t count = std::max<int64_t>(0, static_cast<int64_t>(*n) - skip);
   if (limit > 0) count = std::min(count, limit);
@@ -1051,11 +1154,14 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
   auto wo = WriteConcern(cmd);
   if (!wo.ok()) return Error(2, wo.status().message());
   bson_iter_t it;
-  Document query;
-  if (Lookup(cmd, "query", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) query = Sub(&it);
+  auto opt_query = OptionalDoc(cmd, "findAndModify", "query", &error);
+  if (!opt_query) return error;
+  const Document& query = *opt_query;
   FindAndModifyOptions fo;
-  if (Lookup(cmd, "sort", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) {
-    Document sort = Sub(&it);
+  auto opt_sort = OptionalDoc(cmd, "findAndModify", "sort", &error);
+  if (!opt_sort) return error;
+  {
+    const Document& sort = *opt_sort;
     bson_t sv;
     sort.View(&sv);
     bson_iter_t k;
@@ -1083,6 +1189,7 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
   fo.upsert = Lookup(cmd, "upsert", &it) && Truthy(&it);
   Result<std::optional<Document>> r = std::optional<Document>();
   bool upserted = false;
+  std::optional<Value> upserted_id;
   if (remove) {
     if (Lookup(cmd, "update", &it)) return Error(9, "findAndModify: both remove and update");
     r = db_->FindOneAndDelete(*ns, query, fo, *wo);
@@ -1098,8 +1205,16 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
     no_upsert.upsert = false;
     r = db_->FindOneAndUpdate(*ns, query, update, no_upsert, *wo);
     if (r.ok() && !r->has_value() && fo.upsert) {
-      r = db_->FindOneAndUpdate(*ns, query, update, fo, *wo);
+      // Asked for the document after, whatever `new` says, for its _id.
+      FindAndModifyOptions after = fo;
+      after.return_after = true;
+      r = db_->FindOneAndUpdate(*ns, query, update, after, *wo);
       upserted = true;
+      if (r.ok() && r->has_value()) {
+        auto id = (*r)->Get("_id");
+        if (id.ok()) upserted_id = std::move(id).value();
+        if (!fo.return_after) *r = std::nullopt;
+      }
     }
   }
   if (!r.ok()) {
@@ -1112,6 +1227,7 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
   BSON_APPEND_DOCUMENT_BEGIN(&b, "lastErrorObject", &last);
   BSON_APPEND_INT32(&last, "n", r->has_value() || upserted ? 1 : 0);
   if (!remove) BSON_APPEND_BOOL(&last, "updatedExisting", r->has_value() && !upserted);
+  if (upserted_id) BSON_APPEND_VALUE(&last, "upserted", upserted_id->get());
   bson_append_document_end(&b, &last);
   if (r->has_value()) {
     bson_t v;
@@ -1132,10 +1248,10 @@ std::string Commands::Distinct(const std::string& db, const bson_t* cmd) {
   if (!Lookup(cmd, "key", &it) || !BSON_ITER_HOLDS_UTF8(&it)) {
     return Error(14, "distinct: key must be a string");
   }
-  std::string key = bson_iter_utf8(&it, nullptr);
-  Document query;
-  if (Lookup(cmd, "query", &it) && BSON_ITER_HOLDS_DOCUMENT(&it)) query = Sub(&it);
-  auto values = db_->Distinct(*ns, key, query);
+  std::string key = Utf8(&it);
+  auto query = OptionalDoc(cmd, "distinct", "query", &error);
+  if (!query) return error;
+  auto values = db_->Distinct(*ns, key, *query);
   if (!values.ok()) return ErrorFor(values.status());
   bson_t b;
   bson_init(&b);

@@ -103,14 +103,19 @@ class Commands {
   // array) runs statement by statement in one write transaction, each
   // element (or InvalidArgument for one that is not a document) given to
   // `statement` with its index; a failure becomes a writeError and stops
-  // an ordered command; then one commit. The reply is {<counts appends>,
+  // an ordered command; then one commit. A statement that fails after
+  // changing documents (an UpdateMany that meets a duplicate key halfway)
+  // sets *left_changes: the transaction is dropped and the statements run
+  // again from `reset` counts, that one failing without running, so that a
+  // failed statement changes nothing. The reply is {<counts appends>,
   // writeErrors, ok: 1}, or the error of the namespace, the writeConcern,
   // the field, the Begin or the Commit. `command` names the command in
   // messages ("insert: documents must be an array").
   using Statement = std::function<Status(Transaction* txn, const std::string& ns, size_t index,
-                                         const Document& element)>;
+                                         const Document& element, bool* left_changes)>;
   std::string WriteStatements(const std::string& db, const bson_t* cmd, const char* command,
                               const char* field, const Statement& statement,
+                              const std::function<void()>& reset,
                               const std::function<void(bson_t* reply)>& counts);
   // The write options a command's writeConcern asks for.
   Result<WriteOptions> WriteConcern(const bson_t* cmd) const;

@@ -212,6 +212,17 @@ void Server::Serve(Connection* c) {
     auto request = ParseMessage(message);
     if (!request.ok()) {
       bool framed = header->op_code == kOpMsg || header->op_code == kOpQuery;
+      // A client that set moreToCome reads no reply: one would answer its
+      // next request. Closing is the only error it can see.
+      uint32_t flags = 0;
+      if (header->op_code == kOpMsg && message.size() >= kHeaderSize + 4) {
+        std::memcpy(&flags, &message[kHeaderSize], 4);  // little-endian, as the host
+      }
+      if ((flags & kFlagMoreToCome) != 0) {
+        Log("connection " + std::to_string(c->id) + " from " + c->peer + ": " +
+            request.status().message() + " (moreToCome); closing");
+        break;
+      }
       Log("connection " + std::to_string(c->id) + " from " + c->peer + ": " +
           request.status().message() + (framed ? "" : "; closing"));
       std::string reply = Commands::ErrorReply(

@@ -183,6 +183,163 @@ def test_more_to_come_gets_no_reply(srv):
     s.close()
 
 
+def command(s, doc, request_id=70):
+    s.sendall(op_msg(doc, request_id=request_id))
+    r = read_reply(s)
+    assert r is not None, "connection closed after %r" % (doc,)
+    return r[2]
+
+
+def fill(s, coll, docs):
+    command(s, {"drop": coll, "$db": "bad"})
+    doc = command(s, {"insert": coll, "documents": docs, "$db": "bad"})
+    assert doc["n"] == len(docs), doc
+
+
+def test_subdocument_without_its_last_zero(srv):
+    """A nested document whose last byte is not 0: refused whole (code 22),
+    never stored, never a crash (it once crashed createIndexes)."""
+    s = connect(srv)
+    fill(s, "term", [{"_id": 1}])
+    for cmd, key in [({"insert": "term", "documents": [{"_id": 2, "sub": {"x": 1}, "after": "y"}],
+                       "$db": "bad"}, b"after"),
+                     ({"createIndexes": "term", "indexes": [{"key": {"a": 1}, "name": "a_1"}],
+                       "$db": "bad"}, b"name"),
+                     ({"find": "term", "filter": {}, "sort": {"a": 1}, "$db": "bad"}, b"$db")]:
+        raw = bytearray(bson.BSON.encode(cmd))
+        at = raw.index(key) - 1  # the nested document's last byte
+        assert raw[at] == 0
+        raw[at] = ord("@")
+        s.sendall(op_msg(None, raw_body=bytes(raw), request_id=71))
+        op, to, doc = read_reply(s)
+        assert to == 71 and doc["ok"] == 0 and doc["code"] == 22, doc
+    doc = command(s, {"count": "term", "$db": "bad"})
+    assert doc["n"] == 1, doc
+    s.close()
+
+
+def test_q_missing_or_not_a_document_matches_nothing(srv):
+    """MongoDB refuses these; reading them as {} emptied the collection."""
+    s = connect(srv)
+    fill(s, "q", [{"_id": i, "g": 1} for i in range(5)])
+    for cmd in [{"delete": "q", "deletes": [{"q": None, "limit": 0}], "$db": "bad"},
+                {"delete": "q", "deletes": [{"limit": 0}], "$db": "bad"},
+                {"update": "q", "updates": [{"q": "oops", "u": {"$set": {"g": 2}}, "multi": True}],
+                 "$db": "bad"},
+                {"update": "q", "updates": [{"u": {"$set": {"g": 2}}, "multi": True}],
+                 "$db": "bad"}]:
+        doc = command(s, cmd)
+        assert doc["ok"] == 1 and doc["n"] == 0 and len(doc["writeErrors"]) == 1, (cmd, doc)
+    for cmd in [{"count": "q", "query": "x", "$db": "bad"},
+                {"distinct": "q", "key": "g", "query": 5, "$db": "bad"},
+                {"findAndModify": "q", "query": [], "remove": True, "$db": "bad"},
+                {"findAndModify": "q", "sort": 1, "remove": True, "$db": "bad"}]:
+        doc = command(s, cmd)
+        assert doc["ok"] == 0 and doc["code"] == 14, (cmd, doc)
+    assert command(s, {"count": "q", "query": {"g": 1}, "$db": "bad"})["n"] == 5
+    assert command(s, {"count": "q", "query": None, "$db": "bad"})["n"] == 5
+    s.close()
+
+
+def test_multi_replacement_is_refused(srv):
+    s = connect(srv)
+    fill(s, "mr", [{"_id": i, "keep": i} for i in range(3)])
+    doc = command(s, {"update": "mr", "updates": [{"q": {}, "u": {"status": "x"}, "multi": True}],
+                      "$db": "bad"})
+    assert doc["n"] == 0 and doc["nModified"] == 0 and "operators" in \
+        doc["writeErrors"][0]["errmsg"], doc
+    assert command(s, {"count": "mr", "query": {"keep": {"$exists": True}}, "$db": "bad"})["n"] == 3
+    s.close()
+
+
+def test_failed_multi_update_changes_nothing(srv):
+    """The third statement fails on its second document: the reply and the
+    collection both say that statement changed nothing; the others stand."""
+    s = connect(srv)
+    fill(s, "um", [{"_id": i, "g": 1, "e": i} for i in range(3)] + [{"_id": 9, "g": 2, "e": 9}])
+    assert command(s, {"createIndexes": "um", "indexes": [{"key": {"e": 1}, "name": "e_1",
+                                                           "unique": True}], "$db": "bad"})["ok"]
+    for ordered in (True, False):
+        doc = command(s, {"update": "um", "ordered": ordered, "$db": "bad", "updates": [
+            {"q": {"_id": 9}, "u": {"$inc": {"n": 1}}},
+            {"q": {"_id": 9}, "u": {"$inc": {"n": 1}}},
+            {"q": {"g": 1}, "u": {"$set": {"e": "same"}}, "multi": True},
+            {"q": {"_id": 9}, "u": {"$inc": {"n": 1}}}]})
+        assert [e["index"] for e in doc["writeErrors"]] == [2], doc
+        assert doc["writeErrors"][0]["code"] == 11000, doc
+        assert doc["nModified"] == (2 if ordered else 3), doc
+        assert command(s, {"count": "um", "query": {"e": "same"}, "$db": "bad"})["n"] == 0
+    assert command(s, {"count": "um", "query": {"n": 5}, "$db": "bad"})["n"] == 1
+    s.close()
+
+
+def test_nul_in_a_name_is_refused(srv):
+    s = connect(srv)
+    fill(s, "c", [{"_id": 1}])
+    for cmd in [{"insert": "c\0evil", "documents": [{"_id": 2}], "$db": "bad"},
+                {"drop": "c\0evil", "$db": "bad"},
+                {"dropDatabase": 1, "$db": "bad\0x"}]:
+        doc = command(s, cmd)
+        assert doc["ok"] == 0 and doc["code"] == 73, (cmd, doc)
+    assert command(s, {"count": "c", "$db": "bad"})["n"] == 1
+    s.close()
+
+
+def test_find_refuses_options_it_does_not_know(srv):
+    s = connect(srv)
+    fill(s, "fo", [{"_id": i} for i in range(6)])
+    for opt in [{"min": {"_id": 3}}, {"max": {"_id": 3}}, {"returnKey": True},
+                {"tailable": True}, {"frobnicate": 1}]:
+        doc = command(s, dict({"find": "fo", "hint": {"_id": 1}, "$db": "bad"}, **opt))
+        assert doc["ok"] == 0 and list(opt)[0] in doc["errmsg"], (opt, doc)
+    doc = command(s, {"find": "fo", "hint": {"_id": 1}, "comment": "c", "maxTimeMS": 5,
+                      "allowDiskUse": True, "$db": "bad"})
+    assert len(doc["cursor"]["firstBatch"]) == 6, doc
+    s.close()
+
+
+def test_a_failed_more_to_come_message_closes_the_connection(srv):
+    """The client reads no reply to it: one would answer its next request."""
+    s = connect(srv)
+    good = bson.BSON.encode({"insert": "c", "documents": [{"_id": 3}], "$db": "bad"})
+    bad = good[:4] + b"\x7f" + good[5:]
+    s.sendall(op_msg(None, flags=2, raw_body=bad, request_id=81))
+    assert closed(s)
+
+
+def test_a_batch_over_16_mib_in_a_sequence(srv):
+    """Drivers pack up to maxMessageSizeBytes of documents into a kind 1
+    section; each document stays under 16 MiB."""
+    s = connect(srv)
+    command(s, {"drop": "big", "$db": "bad"})
+    docs = b"".join(bson.BSON.encode({"_id": i, "pad": "x" * 1000}) for i in range(20000))
+    seq = b"documents\0" + docs
+    body = bson.BSON.encode({"insert": "big", "$db": "bad"})
+    payload = struct.pack("<I", 0) + b"\x00" + body + b"\x01" + struct.pack("<i", 4 + len(seq)) + seq
+    assert len(payload) > 16 * 1024 * 1024
+    s.sendall(frame(OP_MSG, payload, request_id=91))
+    op, to, doc = read_reply(s)
+    assert to == 91 and doc["ok"] == 1 and doc["n"] == 20000, doc
+    assert command(s, {"count": "big", "$db": "bad"})["n"] == 20000
+    command(s, {"drop": "big", "$db": "bad"})
+    s.close()
+
+
+def test_find_and_modify_upsert_names_its_id(srv):
+    s = connect(srv)
+    fill(s, "fam", [{"_id": 1}])
+    for new in (False, True):
+        doc = command(s, {"findAndModify": "fam", "query": {"_id": 10 + new},
+                          "update": {"$set": {"a": 1}}, "upsert": True, "new": new, "$db": "bad"})
+        last = doc["lastErrorObject"]
+        assert last["n"] == 1 and last["updatedExisting"] is False, doc
+        assert last["upserted"] == 10 + new, doc
+        assert (doc["value"] is None) if not new else (doc["value"]["_id"] == 11), doc
+    doc = command(s, {"count": "fam", "limit": bson.int64.Int64(-2**63), "$db": "bad"})
+    assert doc["ok"] == 0, doc
+    s.close()
+
+
 def test_legacy_query(srv):
     s = connect(srv)
     q = struct.pack("<i", 0) + b"admin.$cmd\0" + struct.pack("<ii", 0, -1)
