@@ -198,6 +198,24 @@ Status Log::Rename(const std::string& path) {
   return Status::OK();
 }
 
+Status Log::CheckInPlace() {
+  const uint64_t capacity = capacity_.load();  // Grow extends the file first
+  Result<bool> here = file_->IsAt(path_);
+  if (!here.ok()) return here.status();
+  if (!*here) {
+    return Status::IOError(path_,
+                           "the log was moved, replaced or removed while open: commits stop; "
+                           "what it held since the last checkpoint went with it");
+  }
+  Result<uint64_t> size = file_->Size();
+  if (!size.ok()) return size.status();
+  if (*size < capacity) {
+    return Status::IOError(path_, "the log was truncated while open (" + std::to_string(*size) +
+                                      " of " + std::to_string(capacity) + " bytes): commits stop");
+  }
+  return Status::OK();
+}
+
 Status Log::Remove() {
   if (!fs_->Exists(path_)) return Status::OK();
   return fs_->Remove(path_);

@@ -93,6 +93,9 @@ class Log {
   // Renames the log file to `path` (replacing what is there). REQUIRES: the
   // log is not shared with another thread.
   Status Rename(const std::string& path);
+  // IOError when the file at path() is no longer this log (moved, replaced,
+  // removed) or is shorter than the log: commits there would be lost.
+  Status CheckInPlace();
 
   // A place in the log: where a record starts (or the next one will), and
   // the epoch the record there has (or will have).

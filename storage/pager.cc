@@ -228,7 +228,18 @@ class PagerImpl final : public Pager {
   Status AppendUnsynced(std::string_view payload, Durability d, uint64_t* txid,
                         CommitTicket* ticket) override;
   Status SyncCommit(Durability d, const CommitTicket& ticket) override {
-    return log_.Sync(d, Log::Position{ticket.offset, ticket.length, ticket.lsn_end});
+    MMDOC_RETURN_IF_ERROR(
+        log_.Sync(d, Log::Position{ticket.offset, ticket.length, ticket.lsn_end}));
+    // A synced commit is durable only if the log is still at its path: one
+    // stat beside the sync's fraction of a millisecond.
+    if (d == Durability::kMsync || d == Durability::kFsync || d == Durability::kGroup) {
+      Status s = log_.CheckInPlace();
+      if (!s.ok()) {
+        SetError(s);
+        return s;
+      }
+    }
+    return Status::OK();
   }
   LogPosition LogHead() override {
     const Log::Cursor h = log_.head();
@@ -909,6 +920,13 @@ Status PagerImpl::OpenDataFile(bool* created) {
     if (!f.ok()) {
       if (!f.status().IsNotFound()) return f.status();
       if (!opts_.create_if_missing) return Status::NotFound(path_, "database does not exist");
+      // A log without its data file may hold the only copy of commits (a
+      // data file deleted after a crash): a new database would overwrite it.
+      if (LogHasContent()) {
+        return Status::Corruption(path_, "the data file is missing but its log " + log_.path() +
+                                             " is not: refusing to start a new database over it "
+                                             "(restore the data file, or remove the log)");
+      }
       Status s = CreateFile();
       if (s.ok()) {
         *created = true;
@@ -1361,6 +1379,7 @@ Status PagerImpl::CheckFileInPlace() {
   // One thread asks; commits that race it go on, as within the interval.
   if (!file_checked_ms_.compare_exchange_strong(last, now)) return Status::OK();
   Status s = FileIsOurs();
+  if (s.ok() && log_.ready()) s = log_.CheckInPlace();
   if (!s.ok()) SetError(s);
   return s;
 }
