@@ -178,6 +178,9 @@ class DBImpl {
   std::unique_ptr<TransactionImpl> ReadOn(PointRead* r);
 
   Status Check(CheckReport* report);
+  // Every buffered change merged into the pages, for a reader of the pages
+  // alone (DB::Salvage). OK at once without a buffer.
+  Status MergeBuffered(const char* what);
   Result<DBStats> Stats(const StatsOptions& options);
 
   // --- The write buffer (Options::write_buffer_size > 0; merger.cc) ---

@@ -208,6 +208,15 @@ Status DBImpl::MergeAll(bool checkpoint) {
   return s;
 }
 
+Status DBImpl::MergeBuffered(const char* what) {
+  if (!buffered()) return Status::OK();
+  MMDOC_RETURN_IF_ERROR(NotWriting(what));
+  AcquireWriterToken();
+  Status s = MergeAll(/*checkpoint=*/false);
+  ReleaseWriterToken();
+  return s;
+}
+
 Status DBImpl::Checkpoint() {
   if (!buffered()) return pager()->Checkpoint();
   MMDOC_RETURN_IF_ERROR(NotWriting("Checkpoint"));

@@ -21,6 +21,10 @@ Status DB::Salvage(std::string_view collection,
   SalvageReport& r = report ? *report : local;
   r = SalvageReport();
   if (!impl_) return DBImpl::ClosedError();
+  // Salvage reads pages: the write buffer's changes go there first. When
+  // they cannot (the damage may be why), what they hold is named as missing.
+  const Status merged = impl_->MergeBuffered("Salvage");
+  if (merged.IsBusy()) return merged;
   std::shared_ptr<storage::Pager> pager = impl_->pager();  // kept while salvaging
   auto txn = pager->BeginRead();
   if (!txn.ok()) return txn.status();
@@ -122,6 +126,11 @@ Status DB::Salvage(std::string_view collection,
     r.problems.push_back("the collection's document count is unreadable");
   }
   (void)bad_docs;
+  if (!merged.ok()) {
+    r.lost_known = false;
+    r.problems.push_back("the write buffer's changes could not be merged into the pages (" +
+                         merged.ToString() + "): changes since the last merge are missing");
+  }
   return Status::OK();
 }
 

@@ -431,6 +431,47 @@ TEST_CASE("corrupt file: a truncated log with accept_log_loss replays the record
   CHECK(db.value()->Count("a").value() == 30);
 }
 
+TEST_CASE("corrupt file: a missing data file beside its log is refused, not made anew") {
+  // After a crash the log may hold the only copy of commits: a new database
+  // at the path would start its log over them.
+  TempDir dir;
+  const std::string path = dir.File("m.mmdb");
+  {
+    auto db = DB::Open(path, Options()).value();
+    REQUIRE(db->Insert("a", Doc(0)).ok());
+  }
+  const std::string log = ReadAll(path + "-log");
+  std::filesystem::remove(path);
+  auto refused = DB::Open(path, Options());
+  INFO(refused.status().ToString());
+  CHECK(refused.status().IsCorruption());
+  CHECK(refused.status().ToString().find("data file is missing") != std::string::npos);
+  CHECK(!std::filesystem::exists(path));
+  CHECK(ReadAll(path + "-log") == log);
+  std::filesystem::remove(path + "-log");  // the remedy the message names
+  auto fresh = DB::Open(path, Options());
+  REQUIRE(fresh.ok());
+  CHECK(fresh.value()->Count("a").value() == 0);
+}
+
+TEST_CASE("corrupt file: Salvage of an open database includes its unmerged writes") {
+  TempDir dir;
+  const std::string path = dir.File("b.mmdb");
+  auto db = DB::Open(path, Options()).value();
+  for (int i = 0; i < 500; i++) REQUIRE(db->Insert("a", Doc(i)).ok());
+  DB::SalvageReport r;
+  size_t n = 0;
+  REQUIRE(db->Salvage(
+                "a", [&](std::string_view) { n++; }, &r)
+              .ok());
+  CHECK(n == 500);
+  CHECK(r.recovered == 500);
+  CHECK(r.lost_known);
+  CHECK(r.lost == 0);
+  REQUIRE(db->Insert("a", Doc(500)).ok());  // writes go on after it
+  CHECK(db->Count("a").value() == 501);
+}
+
 TEST_CASE("corrupt file: a data file older than its log is Corruption, not lost commits") {
   TempDir dir;
   const std::string path = dir.File("c.mmdb");
