@@ -174,7 +174,11 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
   if (path.empty()) return Status::InvalidArgument("database path is empty");
   if (options.sync_interval_ms == 0)
     return Status::InvalidArgument("sync_interval_ms must be positive");
-  std::unique_ptr<DBImpl> db(new DBImpl(path, options));
+  storage::FileSystem* fs =
+      options.file_system ? options.file_system : storage::FileSystem::Default();
+  Result<std::string> resolved = fs->Resolve(path);
+  if (!resolved.ok()) return resolved.status();
+  std::unique_ptr<DBImpl> db(new DBImpl(*resolved, options));
   if (new_db_id != nullptr) std::copy(new_db_id, new_db_id + 2, db->new_db_id_);
   uint64_t budget = options.write_buffer_size;
   // The variable replaces the default only: a size the caller chose stays.

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -350,6 +351,21 @@ class PosixFileSystem final : public FileSystem {
   }
 
   bool Exists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
+
+  Result<std::string> Resolve(const std::string& path) override {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real == nullptr) {
+      if (errno == ENOENT) {
+        return Status::NotFound(path, "a symbolic link to a file that does not exist");
+      }
+      return ErrnoStatus(path, errno, "realpath");
+    }
+    std::string resolved(real);
+    std::free(real);
+    return resolved;
+  }
 
   Status Remove(const std::string& path) override {
     if (::unlink(path.c_str()) != 0) return ErrnoStatus(path, errno, "unlink");

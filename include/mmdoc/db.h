@@ -432,10 +432,13 @@ class DB {
   // database is created whole: after a crash at any moment its path either does
   // not exist or holds an empty database. Opening a database that was closed
   // cleanly writes nothing to it until the first write (it removes what a
-  // compaction killed midway left: path.compact and its log). Errors: Busy
-  // (another process or handle has it open), NotFound (no file, and
-  // !create_if_missing), Corruption (naming the page; a file that is empty or
-  // all zeros when it may not be created over; or, naming the log, a database
+  // compaction killed midway left: path.compact and its log). A symbolic link
+  // at path is followed: the database, its log and a compaction's copy live
+  // beside the file it names, which path() returns. Errors: Busy (another
+  // process or handle has it open), NotFound (no file, and
+  // !create_if_missing; a link to nothing), Corruption (naming the page; a
+  // file that is empty or all zeros when it may not be created over; a
+  // missing data file beside a log that is not empty; or, naming the log, a database
   // not closed cleanly whose log is missing, another database's, damaged, cut
   // short or an older copy of itself: see Options::accept_log_loss), Full (no
   // room to create it, or to replay its log into pages), InvalidArgument (bad

@@ -167,6 +167,11 @@ class FileSystem {
   virtual Status Rename(const std::string& from, const std::string& to) = 0;
   // fsync of the directory holding path, so a create or rename is durable.
   virtual Status SyncDir(const std::string& path) = 0;
+  // Where a database named `path` lives: the file a symbolic link at path
+  // names (so that its log, and a compaction's rename, go beside that file,
+  // not the link), else path itself. NotFound naming the link when it
+  // names nothing. The default takes every path as it is.
+  virtual Result<std::string> Resolve(const std::string& path) { return path; }
 
   // The process-wide POSIX file system. Never deleted.
   static FileSystem* Default();

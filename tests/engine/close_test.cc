@@ -246,3 +246,31 @@ TEST_CASE("close: a log removed, replaced or truncated while open stops the comm
     }
   }
 }
+
+TEST_CASE("close: a database opened through a symbolic link lives beside the file it names") {
+  TempDir dir;
+  const std::string real = dir.File("real.mmdb"), link = dir.File("link.mmdb");
+  {
+    auto db = OpenOrFail(real);
+    InsertRange(db.get(), 0, 2);
+  }
+  std::filesystem::create_symlink(real, link);
+  {
+    auto db = OpenOrFail(link);
+    CHECK(db->path() == std::filesystem::canonical(real).string());
+    InsertRange(db.get(), 2, 3);
+    REQUIRE(db->Compact().ok());  // renames over the file, not the link
+    InsertRange(db.get(), 3, 4);
+  }
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(!std::filesystem::exists(link + "-log"));
+  CHECK(OpenOrFail(real)->Count("c").value() == 4);
+  // A link to nothing is NotFound naming it, and nothing is made.
+  const std::string dangling = dir.File("dangling.mmdb");
+  std::filesystem::create_symlink(dir.File("nowhere.mmdb"), dangling);
+  auto none = DB::Open(dangling);
+  INFO(none.status().ToString());
+  CHECK(none.status().IsNotFound());
+  CHECK(none.status().ToString().find("symbolic link") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir.File("nowhere.mmdb")));
+}

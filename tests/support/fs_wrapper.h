@@ -76,6 +76,7 @@ class FileSystemWrapper : public storage::FileSystem {
     return base_->Rename(from, to);
   }
   Status SyncDir(const std::string& path) override { return base_->SyncDir(path); }
+  Result<std::string> Resolve(const std::string& path) override { return base_->Resolve(path); }
 
  protected:
   storage::FileSystem* base() const { return base_; }
