@@ -819,6 +819,8 @@ struct Update::Impl {
   std::string positional_prefix;
   const PathTree* positional_node = nullptr;
   std::unique_ptr<Filter> positional_filter;
+  // The query's {array: {$elemMatch: ...}}, as a filter on {"x": [element]}.
+  std::unique_ptr<Filter> positional_elem_match;
   // $rename: each source path and its target's node.
   std::vector<std::pair<std::string, const PathTree*>> renames;
   // Nodes of an earlier parse, for ParseInto's to reuse.
@@ -835,6 +837,7 @@ struct Update::Impl {
     positional_prefix.clear();
     positional_node = nullptr;
     positional_filter.reset();
+    positional_elem_match.reset();
     renames.clear();
   }
 
@@ -1371,11 +1374,14 @@ Status Update::BindQuery(const Document& filter) {
   Impl& impl = *impl_;
   if (impl.positional_node == nullptr) return Status::OK();
   impl.positional_filter.reset();
-  // The top-level predicates on the array, renamed onto {"x": element}.
+  impl.positional_elem_match.reset();
+  // The top-level predicates on the array, renamed onto {"x": element};
+  // an $elemMatch on the array itself (MongoDB's way to name one element by
+  // several fields) onto {"x": [element]}, where it holds for that element.
   const std::string& prefix = impl.positional_prefix;
-  bson_t f;
+  bson_t f, em;
   bson_init(&f);
-  bool any = false;
+  bson_init(&em);
   bson_iter_t it;
   if (bson_iter_init_from_data(&it, filter.data(), filter.size())) {
     while (bson_iter_next(&it)) {
@@ -1384,21 +1390,32 @@ Status Update::BindQuery(const Document& filter) {
           (key.size() > prefix.size() && key[prefix.size()] != '.')) {
         continue;
       }
+      bson_iter_t op;
+      if (key.size() == prefix.size() && BSON_ITER_HOLDS_DOCUMENT(&it) &&
+          bson_iter_recurse(&it, &op) && bson_iter_find(&op, "$elemMatch")) {
+        bson_t cond;
+        bson_append_document_begin(&em, "x", 1, &cond);
+        bson_append_iter(&cond, "$elemMatch", -1, &op);
+        bson_append_document_end(&em, &cond);
+        continue;
+      }
       std::string renamed = "x" + std::string(key.substr(prefix.size()));
       bson_append_iter(&f, renamed.data(), static_cast<int>(renamed.size()), &it);
-      any = true;
     }
   }
   Status s;
-  if (any) {
-    auto parsed = Filter::Parse(&f);
+  for (auto [b, out] :
+       {std::pair{&f, &impl.positional_filter}, std::pair{&em, &impl.positional_elem_match}}) {
+    if (!s.ok() || bson_count_keys(b) == 0) continue;
+    auto parsed = Filter::Parse(b);
     if (parsed.ok()) {
-      impl.positional_filter = std::make_unique<Filter>(std::move(parsed.value()));
+      *out = std::make_unique<Filter>(std::move(parsed.value()));
     } else {
       s = parsed.status();
     }
   }
   bson_destroy(&f);
+  bson_destroy(&em);
   return s;
 }
 
@@ -1471,8 +1488,8 @@ Status Update::Impl::Prepare(const uint8_t* doc, size_t len, const UpdateContext
   if (positional_node != nullptr) {
     const std::string path = positional_prefix + ".$";
     bson_value_t arr;
-    if (positional_filter == nullptr || !LookupPath(doc, len, positional_prefix, &arr) ||
-        arr.value_type != BSON_TYPE_ARRAY) {
+    if ((positional_filter == nullptr && positional_elem_match == nullptr) ||
+        !LookupPath(doc, len, positional_prefix, &arr) || arr.value_type != BSON_TYPE_ARRAY) {
       return PositionalUnmatched(path);
     }
     bson_iter_t it;
@@ -1490,8 +1507,17 @@ Status Update::Impl::Prepare(const uint8_t* doc, size_t len, const UpdateContext
       } else {
         bson_append_iter(&candidate, "x", 1, &it);
       }
-      matched = positional_filter->Matches(bson_get_data(&candidate), candidate.len);
+      matched = positional_filter == nullptr ||
+                positional_filter->Matches(bson_get_data(&candidate), candidate.len);
       bson_destroy(&candidate);
+      if (matched && positional_elem_match != nullptr) {
+        bson_init(&candidate);  // {"x": [element]}
+        bson_append_array_begin(&candidate, "x", 1, &wrap);
+        bson_append_iter(&wrap, "0", 1, &it);
+        bson_append_array_end(&candidate, &wrap);
+        matched = positional_elem_match->Matches(bson_get_data(&candidate), candidate.len);
+        bson_destroy(&candidate);
+      }
       if (matched) st->positional_key.assign(Key(&it));
     }
     if (!matched) return PositionalUnmatched(path);

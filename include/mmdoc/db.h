@@ -326,14 +326,14 @@ class Transaction {
   //   $pop (1 / -1) $pull (a value; a condition such as {$gte: 6}; a query
   //   on document elements) $pullAll, and the positional $ ("a.$",
   //   "a.$.x"): the first element of array a that the filter's top-level
-  //   predicates on a ("a": ..., "a.x": ...) match.
+  //   predicates on a ("a": ..., "a.x": ..., "a": {$elemMatch: ...}) match.
   // Not supported (InvalidArgument naming it): $bit, $[] and
   // $[<identifier>], the positional $ in an upsert's insert.
   // Errors: InvalidArgument for a bad filter (as Find) or update, naming the
   // field: an unknown operator, a bad operand, conflicting paths (equal,
-  // or one inside the other), $inc/$mul of a non-number or an int64
-  // overflow, $push/$addToSet/$pop/$pull/$pullAll of a non-array, a $rename
-  // to itself or along its own path or through an array, a path through a
+  // or one inside the other), $inc/$mul of a non-number (Decimal128
+  // included: not supported there) or an int64 overflow, $push/$addToSet/$pop/$pull/$pullAll of a
+  // non-array, a $rename to itself or along its own path or through an array, a path through a
   // non-document, a positional $ the filter gives no element for, a change
   // of _id, a replacement document given to UpdateMany (MongoDB's rule);
   // AlreadyExists for a unique index violation or an upsert's

@@ -370,6 +370,20 @@ TEST_CASE("Update: the positional $", "[update]") {
               R"({"a.b": [2]})") == J(R"({"_id": 1, "a": {"b": [1, [2, 9]]}})"));
   CHECK(Apply(R"({"_id": 1, "a": [{"x": [1]}, {"x": [2]}]})", R"({"$unset": {"a.$.x": 1}})",
               R"({"a.x": 2})") == J(R"({"_id": 1, "a": [{"x": [1]}, {}]})"));
+  // $elemMatch names one element by several fields (MongoDB's manual,
+  // "Update Embedded Documents Using Multiple Field Matches"), or by
+  // several operators on a scalar element.
+  CHECK(Apply(R"({"_id": 1, "a": [{"b": 2, "c": 1}, {"b": 2, "c": 2}, {"b": 1, "c": 2}]})",
+              R"({"$set": {"a.$.c": 9}})", R"({"a": {"$elemMatch": {"b": 2, "c": 2}}})") ==
+        J(R"({"_id": 1, "a": [{"b": 2, "c": 1}, {"b": 2, "c": 9}, {"b": 1, "c": 2}]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [1, 7, 4]})", R"({"$set": {"a.$": 0}})",
+              R"({"a": {"$elemMatch": {"$gt": 2, "$lt": 5}}})") ==
+        J(R"({"_id": 1, "a": [1, 7, 0]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [{"b": 1}, {"b": 2, "c": 3}]})", R"({"$set": {"a.$.d": 1}})",
+              R"({"a.c": 3, "a": {"$elemMatch": {"b": {"$gte": 1}}}})") ==
+        J(R"({"_id": 1, "a": [{"b": 1}, {"b": 2, "c": 3, "d": 1}]})"));
+  ExpectError(R"({"_id": 1, "a": [{"b": 1}]})", R"({"$set": {"a.$.c": 9}})", "positional",
+              R"({"a": {"$elemMatch": {"b": 2}}})");
   // No predicate on the array, no matching element, not an array.
   ExpectError(R"({"_id": 1, "a": [1]})", R"({"$set": {"a.$": 0}})", "positional operator", "{}");
   ExpectError(R"({"_id": 1, "a": [1]})", R"({"$set": {"a.$": 0}})", "a.$", R"({"_id": 1})");
