@@ -242,7 +242,7 @@ TEST_CASE("close: a log removed, replaced or truncated while open stops the comm
       CHECK(s.ToString().find("-log") != std::string::npos);
       if (d != Durability::kNone) CHECK(acknowledged == 0);
       CHECK(db->Insert("c", J(R"({"_id": "after"})")).IsIOError());
-      db->Close();
+      CHECK(db->Close().IsIOError());
     }
   }
 }

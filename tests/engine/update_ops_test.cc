@@ -412,7 +412,7 @@ TEST_CASE("Update: operators on paths through arrays and non-documents", "[updat
         J(R"({"_id": 1, "a": 5})"));
 }
 
-TEST_CASE("Update: $unset of an array element leaves null; \"01\" is no index", "[update]") {
+TEST_CASE("Update: $unset of an array element leaves null, and \"01\" is no index", "[update]") {
   // MongoDB's $unset page: an element is replaced by null, not removed, so
   // the array's keys stay 0..n-1.
   CHECK(Apply(R"({"_id": 1, "a": [1, 2, 3]})", R"({"$unset": {"a.0": ""}})") ==
