@@ -474,6 +474,7 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
         epoch = epoch_.load();
       }
       Status s = file_->MapSync(base_, from, off + len - from);
+      if (s.ok()) s = CheckInPlace();
       if (!s.ok()) {
         error_->Set(s);
         return s;
@@ -496,6 +497,7 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
           const uint64_t epoch = epoch_.load();
           sync_mu_.Unlock();
           Status s = file_->Sync();
+          if (s.ok()) s = CheckInPlace();
           if (!s.ok()) error_->Set(s);
           sync_mu_.Lock();
           leader_active_ = false;
@@ -522,6 +524,7 @@ Status Log::Flush() {
     if (durable_lsn_ >= target) return Status::OK();
   }
   Status s = file_->Sync();
+  if (s.ok()) s = CheckInPlace();  // synced into the file at our path, or lost
   if (!s.ok()) {
     error_->Set(s);
     return s;

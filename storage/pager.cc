@@ -228,18 +228,7 @@ class PagerImpl final : public Pager {
   Status AppendUnsynced(std::string_view payload, Durability d, uint64_t* txid,
                         CommitTicket* ticket) override;
   Status SyncCommit(Durability d, const CommitTicket& ticket) override {
-    MMDOC_RETURN_IF_ERROR(
-        log_.Sync(d, Log::Position{ticket.offset, ticket.length, ticket.lsn_end}));
-    // A synced commit is durable only if the log is still at its path: one
-    // stat beside the sync's fraction of a millisecond.
-    if (d == Durability::kMsync || d == Durability::kFsync || d == Durability::kGroup) {
-      Status s = log_.CheckInPlace();
-      if (!s.ok()) {
-        SetError(s);
-        return s;
-      }
-    }
-    return Status::OK();
+    return log_.Sync(d, Log::Position{ticket.offset, ticket.length, ticket.lsn_end});
   }
   LogPosition LogHead() override {
     const Log::Cursor h = log_.head();
