@@ -1,6 +1,7 @@
 // The commands that move collections in and out of a database: import
 // (JSON documents, one after another or in an array, or BSON) and export
 // (JSON lines in either Extended JSON mode, or BSON; and --salvage).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -202,13 +203,45 @@ int Salvage(DB* db, const CommonArgs& c, Output* out, const DocFormat& format) {
 
 }  // namespace
 
+// Copies a stream (a pipe, a FIFO, standard input) into an unnamed temporary
+// file, which can be sniffed and read again from its start; nullptr and
+// errno on failure. Its size in *size.
+FILE* Spool(FILE* in, uint64_t* size) {
+  FILE* out = std::tmpfile();
+  if (out == nullptr) return nullptr;
+  std::string buf(1 << 16, '\0');
+  *size = 0;
+  for (;;) {
+    const size_t n = std::fread(buf.data(), 1, buf.size(), in);
+    if (n > 0 && std::fwrite(buf.data(), 1, n, out) != n) break;
+    *size += n;
+    if (n < buf.size()) {
+      if (std::ferror(in) || std::fflush(out) != 0) break;
+      std::rewind(out);
+      return out;
+    }
+  }
+  const int saved = errno;
+  std::fclose(out);
+  errno = saved;
+  return nullptr;
+}
+
 int RunImport(const CommonArgs& c, const ImportArgs& a) {
-  const std::string what = a.file;
+  const std::string what = a.file == "-" ? "standard input" : a.file;
   if (IsDirectory(a.file)) return Fail(kExitBadInput, what, "is a directory");
-  FILE* in = std::fopen(a.file.c_str(), "rb");
+  FILE* in = a.file == "-" ? stdin : std::fopen(a.file.c_str(), "rb");
   if (in == nullptr) return Fail(kExitBadInput, what, std::strerror(errno));
-  std::unique_ptr<FILE, int (*)(FILE*)> closer(in, &std::fclose);
+  std::unique_ptr<FILE, int (*)(FILE*)> closer(in == stdin ? nullptr : in, &std::fclose);
   uint64_t size = FileSize(a.file);
+  // A stream cannot be read twice (the sniff below, then the import): it
+  // is read whole into a temporary file first.
+  struct stat st;
+  if (fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode)) {
+    in = Spool(in, &size);
+    if (in == nullptr) return Fail(kExitBadInput, what, std::strerror(errno));
+    closer.reset(in);
+  }
 
   std::string head(4096, '\0');
   head.resize(std::fread(head.data(), 1, head.size(), in));

@@ -253,7 +253,11 @@ int Main(int argc, char** argv) {
                          "document K (exit 2) the documents before K are committed and nothing "
                          "after.");
   AddCommon(import, &c);
-  import->add_option("FILE", import_args.file, "File to read")->required();
+  import
+      ->add_option("FILE", import_args.file,
+                   "File to read; - reads standard input (a pipe or FIFO is copied to a temporary "
+                   "file first)")
+      ->required();
   import->add_option("--format", import_args.format, "auto, json or bson")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "json", "bson"}));

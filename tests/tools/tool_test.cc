@@ -529,6 +529,43 @@ TEST_CASE("tool: import of empty, binary and malformed files", "[tools]") {
   ExpectCheckOk(db);
 }
 
+// Runs the tool with `input` written into a pipe on its standard input;
+// its exit status.
+int RunWithPipe(const std::string& args, const std::string& input) {
+  FILE* p = popen((ToolPath() + " " + args + " 2>/dev/null").c_str(), "w");
+  REQUIRE(p != nullptr);
+  std::fwrite(input.data(), 1, input.size(), p);
+  const int status = pclose(p);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_CASE("tool: import reads a pipe, standard input and a FIFO", "[tools]") {
+  // The format sniff reads the start of the input; a stream cannot be read
+  // again, so it once imported nothing and exited 0.
+  TempDir dir;
+  const std::string db = dir.File("p.mmdb");
+  CHECK(RunWithPipe("import " + db + " -", "{\"_id\": 1}\n{\"_id\": 2}\n") == 0);
+  CHECK(RunWithPipe("import " + db + " /dev/stdin", "{\"_id\": 3}\n") == 0);
+  CHECK(CountOf(db) == 3);
+  CHECK(RunWithPipe("import " + db + " -", "{this is not json}\n") == 2);
+  CHECK(RunWithPipe("import " + db + " -", "") == 2);  // empty, as an empty file
+  std::string many;
+  for (int i = 100; i < 5100; i++) many += "{\"_id\": " + std::to_string(i) + "}\n";
+  CHECK(RunWithPipe("import " + db + " -", many) == 0);  // more than the sniffed head
+  CHECK(CountOf(db) == 5003);
+  const std::string fifo = dir.File("in.fifo");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] {
+    std::ofstream out(fifo);
+    out << "{\"_id\": \"fifo\"}\n";
+  });
+  Run r = RunTool({"import", db, fifo});
+  writer.join();
+  CHECK(r.status == 0);
+  CHECK(CountOf(db) == 5004);
+  ExpectCheckOk(db);
+}
+
 // Splits concatenated BSON with libbson's reader (as bsondump would).
 std::vector<std::string> ReadBsonFile(const std::string& path) {
   std::vector<std::string> docs;
