@@ -198,24 +198,6 @@ Status Log::Rename(const std::string& path) {
   return Status::OK();
 }
 
-Status Log::CheckInPlace() {
-  const uint64_t capacity = capacity_.load();  // Grow extends the file first
-  Result<bool> here = file_->IsAt(path_);
-  if (!here.ok()) return here.status();
-  if (!*here) {
-    return Status::IOError(path_,
-                           "the log was moved, replaced or removed while open: commits stop; "
-                           "what it held since the last checkpoint went with it");
-  }
-  Result<uint64_t> size = file_->Size();
-  if (!size.ok()) return size.status();
-  if (*size < capacity) {
-    return Status::IOError(path_, "the log was truncated while open (" + std::to_string(*size) +
-                                      " of " + std::to_string(capacity) + " bytes): commits stop");
-  }
-  return Status::OK();
-}
-
 Status Log::Remove() {
   if (!fs_->Exists(path_)) return Status::OK();
   return fs_->Remove(path_);
@@ -474,7 +456,6 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
         epoch = epoch_.load();
       }
       Status s = file_->MapSync(base_, from, off + len - from);
-      if (s.ok()) s = CheckInPlace();
       if (!s.ok()) {
         error_->Set(s);
         return s;
@@ -497,7 +478,6 @@ Status Log::SyncTo(Durability d, uint64_t off, uint64_t len, uint64_t lsn_end) {
           const uint64_t epoch = epoch_.load();
           sync_mu_.Unlock();
           Status s = file_->Sync();
-          if (s.ok()) s = CheckInPlace();
           if (!s.ok()) error_->Set(s);
           sync_mu_.Lock();
           leader_active_ = false;
@@ -524,7 +504,6 @@ Status Log::Flush() {
     if (durable_lsn_ >= target) return Status::OK();
   }
   Status s = file_->Sync();
-  if (s.ok()) s = CheckInPlace();  // synced into the file at our path, or lost
   if (!s.ok()) {
     error_->Set(s);
     return s;

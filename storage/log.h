@@ -93,12 +93,6 @@ class Log {
   // Renames the log file to `path` (replacing what is there). REQUIRES: the
   // log is not shared with another thread.
   Status Rename(const std::string& path);
-  // IOError when the file at path() is no longer this log (moved, replaced,
-  // removed) or is shorter than the log: commits there would be lost. Every
-  // sync asks it after the sync (three stat calls, a few microseconds
-  // against a sync's hundreds) and makes a failure sticky, so that no
-  // durable commit is acknowledged into a file nobody will read.
-  Status CheckInPlace();
 
   // A place in the log: where a record starts (or the next one will), and
   // the epoch the record there has (or will have).

@@ -1368,7 +1368,6 @@ Status PagerImpl::CheckFileInPlace() {
   // One thread asks; commits that race it go on, as within the interval.
   if (!file_checked_ms_.compare_exchange_strong(last, now)) return Status::OK();
   Status s = FileIsOurs();
-  if (s.ok() && log_.ready()) s = log_.CheckInPlace();
   if (!s.ok()) SetError(s);
   return s;
 }

@@ -206,43 +206,33 @@ TEST_CASE("close: a data file removed while open stops the commits") {
   CHECK(!std::filesystem::exists(path));
 }
 
-TEST_CASE("close: a log removed, replaced or truncated while open stops the commits") {
-  // A durable commit checks the log beside its sync, so none is acknowledged
-  // into a file that is gone; the others within the 100 ms file check.
-  for (const char* how : {"removed", "replaced", "truncated"}) {
+TEST_CASE("close: a log removed or replaced while open loses nothing at a clean close") {
+  // The log is not watched (docs/design.md): it is needed only after a
+  // crash, and stopping the commits for it would lose the unmerged ones at
+  // Close, where the closing merge and checkpoint keep them all.
+  for (const char* how : {"removed", "replaced"}) {
     for (Durability d : {Durability::kFsync, Durability::kGroup, Durability::kNone}) {
-      // Truncated under a writer that stores through the map is SIGBUS, as
-      // for LMDB's file: only the durable modes write the log with pwrite.
-      if (std::string(how) == "truncated" && d == Durability::kNone) continue;
       CAPTURE(how, DurabilityName(d));
       TempDir dir;
       const std::string path = dir.File("db");
       Options o;
       o.durability = d;
+      {
+        auto db = OpenOrFail(path, o);
+        InsertRange(db.get(), 0, 100);
+        const std::string log = path + "-log";
+        if (std::string(how) == "removed") {
+          std::filesystem::remove(log);
+        } else {
+          std::filesystem::copy_file(log, log + ".copy");
+          std::filesystem::rename(log + ".copy", log);
+        }
+        InsertRange(db.get(), 100, 300);
+        REQUIRE(db->Close().ok());
+      }
       auto db = OpenOrFail(path, o);
-      InsertRange(db.get(), 0, 100);
-      const std::string log = path + "-log";
-      if (std::string(how) == "removed") {
-        std::filesystem::remove(log);
-      } else if (std::string(how) == "replaced") {
-        std::filesystem::copy_file(log, log + ".copy");
-        std::filesystem::rename(log + ".copy", log);
-      } else {
-        std::filesystem::resize_file(log, 4096);
-      }
-      Status s;
-      int acknowledged = 0;
-      for (int i = 0; i < 400 && s.ok(); i++) {
-        s = db->Insert("c", J("{\"_id\": " + std::to_string(1000 + i) + "}"));
-        if (s.ok()) acknowledged++;
-        if (d == Durability::kNone) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      INFO(s.ToString());
-      CHECK(s.IsIOError());
-      CHECK(s.ToString().find("-log") != std::string::npos);
-      if (d != Durability::kNone) CHECK(acknowledged == 0);
-      CHECK(db->Insert("c", J(R"({"_id": "after"})")).IsIOError());
-      CHECK(db->Close().IsIOError());
+      CHECK(db->Count("c").value() == 300);
+      RequireCheckPasses(db.get());
     }
   }
 }
