@@ -23,7 +23,7 @@ Status DB::Salvage(std::string_view collection,
   if (!impl_) return DBImpl::ClosedError();
   // Salvage reads pages: the write buffer's changes go there first. When
   // they cannot (the damage may be why), what they hold is named as missing.
-  const Status merged = impl_->MergeBuffered("Salvage");
+  Status merged = impl_->MergeBuffered("Salvage");
   if (merged.IsBusy()) return merged;
   std::shared_ptr<storage::Pager> pager = impl_->pager();  // kept while salvaging
   auto txn = pager->BeginRead();
