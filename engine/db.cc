@@ -174,9 +174,7 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
   if (path.empty()) return Status::InvalidArgument("database path is empty");
   if (options.sync_interval_ms == 0)
     return Status::InvalidArgument("sync_interval_ms must be positive");
-  storage::FileSystem* fs =
-      options.file_system ? options.file_system : storage::FileSystem::Default();
-  Result<std::string> resolved = fs->Resolve(path);
+  Result<std::string> resolved = FileSystemOf(options)->Resolve(path);
   if (!resolved.ok()) return resolved.status();
   std::unique_ptr<DBImpl> db(new DBImpl(*resolved, options));
   if (new_db_id != nullptr) std::copy(new_db_id, new_db_id + 2, db->new_db_id_);

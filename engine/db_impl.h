@@ -369,9 +369,10 @@ class DBImpl {
   // database open (its lock held).
   void RemoveCompactionCopy();
   // Options::file_system, or the default.
-  storage::FileSystem* FileSystem() const {
-    return options_.file_system ? options_.file_system : storage::FileSystem::Default();
+  static storage::FileSystem* FileSystemOf(const Options& o) {
+    return o.file_system ? o.file_system : storage::FileSystem::Default();
   }
+  storage::FileSystem* FileSystem() const { return FileSystemOf(options_); }
   // The id a compaction's copy of the file of `p` gets.
   static void CopyId(storage::Pager* p, uint64_t id[2]);
 
