@@ -1496,28 +1496,25 @@ Status Update::Impl::Prepare(const uint8_t* doc, size_t len, const UpdateContext
     bson_iter_init_from_data(&it, arr.value.v_doc.data, arr.value.v_doc.data_len);
     bool matched = false;
     while (!matched && bson_iter_next(&it)) {
-      // {"x": element}; an element that is an array is wrapped once more,
-      // so that it is compared whole rather than by its own elements.
-      bson_t candidate, wrap;
-      bson_init(&candidate);
-      if (BSON_ITER_HOLDS_ARRAY(&it)) {
-        bson_append_array_begin(&candidate, "x", 1, &wrap);
+      // {"x": element}, or {"x": [element]}: what an $elemMatch on the array
+      // holds for, and how an element that is an array is compared whole.
+      const bool is_array = BSON_ITER_HOLDS_ARRAY(&it);
+      bson_t plain, wrapped, wrap;
+      bson_init(&plain);
+      bson_init(&wrapped);
+      if (is_array || positional_elem_match != nullptr) {
+        bson_append_array_begin(&wrapped, "x", 1, &wrap);
         bson_append_iter(&wrap, "0", 1, &it);
-        bson_append_array_end(&candidate, &wrap);
-      } else {
-        bson_append_iter(&candidate, "x", 1, &it);
+        bson_append_array_end(&wrapped, &wrap);
       }
-      matched = positional_filter == nullptr ||
-                positional_filter->Matches(bson_get_data(&candidate), candidate.len);
-      bson_destroy(&candidate);
-      if (matched && positional_elem_match != nullptr) {
-        bson_init(&candidate);  // {"x": [element]}
-        bson_append_array_begin(&candidate, "x", 1, &wrap);
-        bson_append_iter(&wrap, "0", 1, &it);
-        bson_append_array_end(&candidate, &wrap);
-        matched = positional_elem_match->Matches(bson_get_data(&candidate), candidate.len);
-        bson_destroy(&candidate);
-      }
+      if (!is_array) bson_append_iter(&plain, "x", 1, &it);
+      const bson_t* candidate = is_array ? &wrapped : &plain;
+      matched = (positional_filter == nullptr ||
+                 positional_filter->Matches(bson_get_data(candidate), candidate->len)) &&
+                (positional_elem_match == nullptr ||
+                 positional_elem_match->Matches(bson_get_data(&wrapped), wrapped.len));
+      bson_destroy(&plain);
+      bson_destroy(&wrapped);
       if (matched) st->positional_key.assign(Key(&it));
     }
     if (!matched) return PositionalUnmatched(path);
