@@ -201,8 +201,6 @@ int Salvage(DB* db, const CommonArgs& c, Output* out, const DocFormat& format) {
   return complete ? kExitOk : kExitNotFound;
 }
 
-}  // namespace
-
 // Copies a stream (a pipe, a FIFO, standard input) into an unnamed temporary
 // file, which can be sniffed and read again from its start; nullptr and
 // errno on failure. Its size in *size.
@@ -227,17 +225,21 @@ FILE* Spool(FILE* in, uint64_t* size) {
   return nullptr;
 }
 
+}  // namespace
+
 int RunImport(const CommonArgs& c, const ImportArgs& a) {
   const std::string what = a.file == "-" ? "standard input" : a.file;
   if (IsDirectory(a.file)) return Fail(kExitBadInput, what, "is a directory");
   FILE* in = a.file == "-" ? stdin : std::fopen(a.file.c_str(), "rb");
   if (in == nullptr) return Fail(kExitBadInput, what, std::strerror(errno));
   std::unique_ptr<FILE, int (*)(FILE*)> closer(in == stdin ? nullptr : in, &std::fclose);
-  uint64_t size = FileSize(a.file);
   // A stream cannot be read twice (the sniff below, then the import): it
   // is read whole into a temporary file first.
   struct stat st;
-  if (fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode)) {
+  uint64_t size = 0;
+  if (fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode)) {
+    size = static_cast<uint64_t>(st.st_size);
+  } else {
     in = Spool(in, &size);
     if (in == nullptr) return Fail(kExitBadInput, what, std::strerror(errno));
     closer.reset(in);
