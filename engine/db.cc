@@ -174,6 +174,8 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
   if (path.empty()) return Status::InvalidArgument("database path is empty");
   if (options.sync_interval_ms == 0)
     return Status::InvalidArgument("sync_interval_ms must be positive");
+  if (!IsDurability(options.durability))
+    return Status::InvalidArgument("Options::durability is not a known mode");
   Result<std::string> resolved = FileSystemOf(options)->Resolve(path);
   if (!resolved.ok()) return resolved.status();
   std::unique_ptr<DBImpl> db(new DBImpl(*resolved, options));
@@ -256,6 +258,10 @@ Status DBImpl::ReplayIntoBuffer(uint64_t txid, std::string_view payload) {
 Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, bool replaying) {
   MMDOC_RETURN_IF_ERROR(NotWriting("Begin"));
   const Durability d = wo.durability.value_or(options_.durability);
+  // Checked before anything is logged: the log would keep a commit that
+  // then failed on its mode.
+  if (!IsDurability(d))
+    return Status::InvalidArgument("WriteOptions::durability is not a known mode");
   {
     storage::MutexLock l(&turn_mu_);
     writers_asked_++;

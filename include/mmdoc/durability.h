@@ -56,6 +56,10 @@ inline const char* DurabilityName(Durability d) {
   return "?";
 }
 
+// Whether d is one of the five modes (a value cast from a wider integer may
+// not be); DB::Open and DB::Begin refuse any other with InvalidArgument.
+inline bool IsDurability(Durability d) { return DurabilityName(d)[0] != '?'; }
+
 // Parses a name printed by DurabilityName; nullopt for anything else.
 inline std::optional<Durability> ParseDurability(std::string_view s) {
   if (s == "none") return Durability::kNone;

@@ -445,5 +445,29 @@ TEST_CASE("bad input: a second open of the same database is Busy") {
   ExpectSeed3(db);
 }
 
+TEST_CASE("bad input: a durability mode out of range is refused before anything is logged") {
+  TestDB db;
+  Seed3(db);
+  const auto bad = static_cast<Durability>(9);
+  WriteOptions wo;
+  wo.durability = bad;
+  Status s = db->Insert("c", J(R"({"_id": "failed"})"), nullptr, wo);
+  CHECK(s.IsInvalidArgument());
+  CHECK(Has(s, "durability"));
+  CHECK(db->Begin(wo).status().IsInvalidArgument());
+  // The database goes on as before, and the refused write never returns.
+  REQUIRE(db->Insert("c", J(R"({"_id": "ok"})")).ok());
+  db.Reopen();
+  CHECK(db->Get("c", Value::String("failed")).status().IsNotFound());
+  CHECK(db->Get("c", Value::String("ok")).ok());
+  Options o;
+  o.durability = bad;
+  auto other = DB::Open(db.path() + "-other", o);
+  CHECK(other.status().IsInvalidArgument());
+  CHECK(Has(other.status(), "durability"));
+  REQUIRE(db->Delete("c", Value::String("ok")).ok());
+  ExpectSeed3(db);
+}
+
 }  // namespace
 }  // namespace mmdoc::test
