@@ -404,10 +404,18 @@ bool PointMatches(std::string_view doc, std::string_view field, std::string_view
   if (!bson_iter_init_from_data(&it, reinterpret_cast<const uint8_t*>(doc.data()), doc.size()) ||
       !bson_iter_find_w_len(&it, field.data(), static_cast<int>(field.size())))
     return false;
+  // A Symbol compares as the string it holds (MongoDB's order, and the key
+  // the index gives it).
   auto is_value = [&](const bson_iter_t* e) {
-    if (!BSON_ITER_HOLDS_UTF8(e)) return false;
     uint32_t len;
-    const char* s = bson_iter_utf8(e, &len);
+    const char* s;
+    if (BSON_ITER_HOLDS_UTF8(e)) {
+      s = bson_iter_utf8(e, &len);
+    } else if (BSON_ITER_HOLDS_SYMBOL(e)) {
+      s = bson_iter_symbol(e, &len);
+    } else {
+      return false;
+    }
     return std::string_view(s, len) == value;
   };
   if (is_value(&it)) return true;

@@ -1197,3 +1197,21 @@ TEST_CASE("GetBy returns what Find limit 1 returns (randomized)", "[engine]") {
   REQUIRE(db->CreateIndex("c", "u", IndexOptions{true}).ok());
   check_all("index rebuilt");
 }
+
+TEST_CASE("an index lookup of a string finds a Symbol holding it, as a scan does", "[engine]") {
+  // MongoDB orders a Symbol with the strings: {a: "b"} matches {a: Symbol("b")}.
+  for (const bool unique : {false, true}) {
+    TestDB db(Fast());
+    REQUIRE(db->Insert("c", J(R"({"_id": 1, "a": {"$symbol": "b"}})")).ok());
+    if (!unique) REQUIRE(db->Insert("c", J(R"({"_id": 2, "a": "b"})")).ok());
+    const size_t n = unique ? 1 : 2;
+    CHECK(db->Find("c", J(R"({"a": "b"})")).value().size() == n);
+    REQUIRE(db->CreateIndex("c", "a", IndexOptions{unique}).ok());
+    CHECK(db->Find("c", J(R"({"a": "b"})")).value().size() == n);
+    CHECK(db->Find("c", J(R"({"a": {"$eq": "b"}})")).value().size() == n);
+    CHECK(db->Count("c", J(R"({"a": "b"})")).value() == n);
+    auto one = db->GetBy("c", "a", Value::String("b"));
+    REQUIRE(one.ok());
+    CHECK(one.value().Get("_id").value().ToJson() == "1");
+  }
+}
