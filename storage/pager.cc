@@ -305,9 +305,14 @@ class PagerImpl final : public Pager {
   // the caller may create; then it is made a new database in place, and
   // *created is set.
   Status LoadExisting(uint64_t size, bool* created);
-  // Whether the log file exists with any byte that is not zero at its start.
-  bool LogHasContent();
+  // *has: whether a file at the log's path holds anything but zeros. An
+  // error other than NotFound (a name too long, no permission) is returned.
+  Status LogHasContent(bool* has);
   Status OpenLog(bool created);
+  // OK when the file at the log's path may be replaced by a new log:
+  // missing, empty, zeros, or an mmdoc log. Anything else is not ours to
+  // truncate (this data file through a link, a database named like our log).
+  Status LogPathReplaceable();
   // Before the first commit of a session (rule 9): a log of this database,
   // the data file's holes allocated, and a checkpoint that marks the
   // database in use. Not sticky on failure.
@@ -514,6 +519,7 @@ class PagerImpl final : public Pager {
   // writer gate, read by AppendCommit without it.
   std::atomic<bool> in_use_{false};
   bool log_needs_create_ = false;  // missing, foreign, damaged or legacy
+  bool log_unreadable_ = false;    // something at the log's path is not a log we read
   Stamp stamp_;                    // the durable meta's stamp at open
   bool have_stamp_ = false;
   uint8_t* meta_map_ = nullptr;  // the first map: the meta pages, always mapped
@@ -911,7 +917,9 @@ Status PagerImpl::OpenDataFile(bool* created) {
       if (!opts_.create_if_missing) return Status::NotFound(path_, "database does not exist");
       // A log without its data file may hold the only copy of commits (a
       // data file deleted after a crash): a new database would overwrite it.
-      if (LogHasContent()) {
+      bool log_has_content;
+      MMDOC_RETURN_IF_ERROR(LogHasContent(&log_has_content));
+      if (log_has_content) {
         return Status::Corruption(path_, "the data file is missing but its log " + log_.path() +
                                              " is not: refusing to start a new database over it "
                                              "(restore the data file, or remove the log)");
@@ -958,14 +966,42 @@ Status PagerImpl::CreateFile() {
   return fs_->CreateExclusive(path_, img.data(), img.size());
 }
 
-bool PagerImpl::LogHasContent() {
+Status PagerImpl::LogHasContent(bool* has) {
+  *has = false;
   Result<std::unique_ptr<File>> f = fs_->Open(log_.path(), OpenMode::kExisting);
-  if (!f.ok()) return !f.status().IsNotFound();
+  if (!f.ok()) return f.status().IsNotFound() ? Status::OK() : f.status();
   Result<uint64_t> size = f.value()->Size();
-  if (!size.ok()) return true;
+  if (!size.ok()) return size.status();
   std::vector<uint8_t> head(std::min<uint64_t>(*size, kLogRecordsOffset));
-  if (!head.empty() && !f.value()->ReadAt(0, head.data(), head.size()).ok()) return true;
-  return std::any_of(head.begin(), head.end(), [](uint8_t b) { return b != 0; });
+  if (!head.empty()) MMDOC_RETURN_IF_ERROR(f.value()->ReadAt(0, head.data(), head.size()));
+  *has = std::any_of(head.begin(), head.end(), [](uint8_t b) { return b != 0; });
+  return Status::OK();
+}
+
+Status PagerImpl::LogPathReplaceable() {
+  const std::string& log = log_.path();
+  Result<bool> same = data_->IsAt(log);
+  if (!same.ok()) return same.status();
+  if (*same) {
+    return Status::InvalidArgument(
+        log, "is this database's data file (a link to it): refusing to write the log over it");
+  }
+  Result<std::unique_ptr<File>> f = fs_->Open(log, OpenMode::kExisting);
+  if (!f.ok()) return f.status().IsNotFound() ? Status::OK() : f.status();
+  Result<uint64_t> size = f.value()->Size();
+  if (!size.ok()) return size.status();
+  std::vector<uint8_t> head(std::min<uint64_t>(*size, kLogRecordsOffset));
+  if (!head.empty()) MMDOC_RETURN_IF_ERROR(f.value()->ReadAt(0, head.data(), head.size()));
+  if (head.size() >= kLogHeaderMagicOffset + 8 &&
+      DecodeFixed64(head.data() + kLogHeaderMagicOffset) == kLogMagic)
+    return Status::OK();
+  if (std::all_of(head.begin(), head.end(), [](uint8_t b) { return b == 0; })) return Status::OK();
+  return Status::InvalidArgument(
+      log, std::string(head.size() >= kMetaMagicOffset + 8 &&
+                               DecodeFixed64(head.data() + kMetaMagicOffset) == kMagic
+                           ? "is another mmdoc database's data file"
+                           : "exists and is not an mmdoc log") +
+               ": refusing to write " + path_ + "'s log over it; move the file away first");
 }
 
 Status PagerImpl::LoadExisting(uint64_t size, bool* created) {
@@ -986,7 +1022,9 @@ Status PagerImpl::LoadExisting(uint64_t size, bool* created) {
                                            ": not an mmdoc database (or one whose creation "
                                            "never finished)");
     }
-    if (LogHasContent()) {
+    bool log_has_content;
+    MMDOC_RETURN_IF_ERROR(LogHasContent(&log_has_content));
+    if (log_has_content) {
       return Status::Corruption(path_, what + " but its log " + log_.path() +
                                            " is not: refusing to start a new database over it");
     }
@@ -1087,6 +1125,7 @@ Status PagerImpl::OpenLog(bool created) {
                                 "the last checkpoint)");
     }
     log_needs_create_ = true;
+    log_unreadable_ = s.IsCorruption();
   } else {
     return s;
   }
@@ -1572,9 +1611,11 @@ Status PagerImpl::StartWriting() {
   if (log_needs_create_ || !log_.ready() ||
       (covered && durable_clean_ && log_.capacity() - log_.start() != InitialLogSize())) {
     // A log is replaced only while the durable meta says it holds nothing.
+    if (log_unreadable_) MMDOC_RETURN_IF_ERROR(LogPathReplaceable());
     if (!durable_clean_) MMDOC_RETURN_IF_ERROR(CheckpointLocked(/*clean=*/true));
     MMDOC_RETURN_IF_ERROR(log_.Create(db_id_, InitialLogSize(), opts_.log_size));
     log_needs_create_ = false;
+    log_unreadable_ = false;
   } else {
     MMDOC_RETURN_IF_ERROR(log_.AllocateAll());
   }

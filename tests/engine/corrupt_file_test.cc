@@ -485,6 +485,79 @@ TEST_CASE("corrupt file: a data file older than its log is Corruption, not lost 
   CHECK(RefusedThenAccepted(path, "older copy")->Count("a").value() == 1);
 }
 
+// A clean database's log is made anew at its first write; what is at the
+// log's path is truncated only when it is a log (or nothing).
+TEST_CASE("corrupt file: the log's path holding a database or the data file itself is left alone") {
+  TempDir dir;
+  const std::string app = dir.File("app");
+  auto count = [](const std::string& path) -> int64_t {
+    auto db = DB::Open(path);
+    if (!db.ok()) return -1;
+    auto n = db.value()->Count("c");
+    return n.ok() ? static_cast<int64_t>(n.value()) : -1;
+  };
+  {
+    auto db = DB::Open(app).value();
+    REQUIRE(db->Insert("c", J(R"({"_id": 1})")).ok());
+  }
+  std::filesystem::remove(app + "-log");  // clean: not needed
+  SECTION("another database named like the log") {
+    {
+      auto other = DB::Open(app + "-log").value();
+      for (int i = 0; i < 50; i++)
+        REQUIRE(other->Insert("c", J("{\"_id\": " + std::to_string(i) + "}")).ok());
+    }
+    auto db = DB::Open(app);
+    REQUIRE(db.ok());
+    Status s = db.value()->Insert("c", J(R"({"_id": 2})"));
+    INFO(s.ToString());
+    CHECK(s.IsInvalidArgument());
+    CHECK(s.ToString().find("another mmdoc database") != std::string::npos);
+    db.value().reset();
+    CHECK(count(app + "-log") == 50);
+    std::filesystem::remove(app + "-log");
+    std::filesystem::remove(app + "-log-log");
+  }
+  SECTION("a link to the data file") {
+    std::filesystem::create_hard_link(app, app + "-log");
+    auto db = DB::Open(app);
+    REQUIRE(db.ok());
+    Status s = db.value()->Insert("c", J(R"({"_id": 2})"));
+    INFO(s.ToString());
+    CHECK(s.IsInvalidArgument());
+    CHECK(s.ToString().find("data file") != std::string::npos);
+    db.value().reset();
+    std::filesystem::remove(app + "-log");
+  }
+  SECTION("a file that is not mmdoc's") {
+    std::ofstream(app + "-log") << "someone's notes\n";
+    auto db = DB::Open(app);
+    REQUIRE(db.ok());
+    CHECK(db.value()->Insert("c", J(R"({"_id": 2})")).IsInvalidArgument());
+    db.value().reset();
+    std::ifstream in(app + "-log");
+    std::string line;
+    std::getline(in, line);
+    CHECK(line == "someone's notes");
+    std::filesystem::remove(app + "-log");
+  }
+  CHECK(count(app) == 1);
+  auto db = DB::Open(app).value();
+  CHECK(db->Insert("c", J(R"({"_id": 3})")).ok());
+  RequireCheckPasses(db.get());
+}
+
+TEST_CASE("corrupt file: a log name too long for the file system is that error, not a log") {
+  TempDir dir;
+  // 253 bytes fit a name (255 at most); with "-log" the log's name does not.
+  const std::string path = dir.File(std::string(253, 'n'));
+  auto db = DB::Open(path);
+  INFO(db.status().ToString());
+  REQUIRE_FALSE(db.ok());
+  CHECK_FALSE(db.status().IsCorruption());
+  CHECK(db.status().ToString().find("too long") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace mmdoc::test
 
