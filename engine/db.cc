@@ -779,6 +779,12 @@ Status DBImpl::CompactPages() {
   }
   std::shared_ptr<storage::Pager> copy;
   Status s = CopyInto(&src, tmp, &copy);
+  // The copy replaces files its owner may have kept private.
+  if (s.ok()) s = fs->MatchAccess(path_, tmp);
+  if (s.ok()) {
+    const std::string log = path_ + "-log";
+    s = fs->MatchAccess(fs->Exists(log) ? log : path_, tmp + "-log");
+  }
   // The copy takes the database's name while both files stay locked, so no
   // other process opens either in between (storage::Pager::MoveTo).
   if (s.ok()) s = copy->MoveTo(path_);

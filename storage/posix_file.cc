@@ -367,6 +367,19 @@ class PosixFileSystem final : public FileSystem {
     return resolved;
   }
 
+  Status MatchAccess(const std::string& like, const std::string& path) override {
+    struct stat st;
+    if (::stat(like.c_str(), &st) != 0) {
+      if (errno == ENOENT) return Status::OK();
+      return ErrnoStatus(like, errno, "stat");
+    }
+    // The owner first: chown may clear set-id bits that chmod then restores.
+    if (::chown(path.c_str(), st.st_uid, st.st_gid) != 0 && errno != EPERM)
+      return ErrnoStatus(path, errno, "chown");
+    if (::chmod(path.c_str(), st.st_mode & 07777) != 0) return ErrnoStatus(path, errno, "chmod");
+    return Status::OK();
+  }
+
   Status Remove(const std::string& path) override {
     if (::unlink(path.c_str()) != 0) return ErrnoStatus(path, errno, "unlink");
     return Status::OK();

@@ -172,6 +172,13 @@ class FileSystem {
   // not the link), else path itself. NotFound naming the link when it
   // names nothing. The default takes every path as it is.
   virtual Result<std::string> Resolve(const std::string& path) { return path; }
+  // Gives `path` the permission bits, owner and group of `like` (a
+  // compaction's copy takes those of the file it replaces); the owner is
+  // kept where the process may not give it away. OK when `like` does not
+  // exist. The default does nothing.
+  virtual Status MatchAccess(const std::string& /*like*/, const std::string& /*path*/) {
+    return Status::OK();
+  }
 
   // The process-wide POSIX file system. Never deleted.
   static FileSystem* Default();

@@ -3,6 +3,9 @@
 // when the test ends.
 #include "mmdoc/db.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <functional>
@@ -720,6 +723,31 @@ TEST_CASE("a database named like a compaction's copy is not removed, nor overwri
   CHECK(o.value()->Count("c").value() == 1);
   // (A killed compaction's own copy still goes at the next open:
   // tools/crash kill: a compaction killed midway ...)
+}
+
+TEST_CASE("compact keeps the files' permissions and owner", "[engine]") {
+  // Found by an independent test: the copy got the umask's 0644 and the
+  // caller's owner, so a private database became world-readable.
+  test::TempDir dir;
+  const std::string path = dir.File("private");
+  auto db = DB::Open(path, Fast()).value();
+  for (int i = 0; i < 100; i++)
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(i) + "}")).ok());
+  for (const std::string& f : {path, path + "-log"}) {
+    REQUIRE(::chmod(f.c_str(), 0600) == 0);
+    // As root (CI), another owner too; elsewhere the mode only.
+    if (::geteuid() == 0) REQUIRE(::chown(f.c_str(), 65534, 65534) == 0);
+  }
+  REQUIRE(db->Compact().ok());
+  CHECK(db->Insert("c", J(R"({"_id": "after"})")).ok());
+  for (const std::string& f : {path, path + "-log"}) {
+    INFO(f);
+    struct stat st;
+    REQUIRE(::stat(f.c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 0600);
+    if (::geteuid() == 0) CHECK(st.st_uid == 65534);
+  }
+  test::RequireCheckPasses(db.get());
 }
 
 TEST_CASE("a second open of the same file is refused", "[engine]") {

@@ -77,6 +77,9 @@ class FileSystemWrapper : public storage::FileSystem {
   }
   Status SyncDir(const std::string& path) override { return base_->SyncDir(path); }
   Result<std::string> Resolve(const std::string& path) override { return base_->Resolve(path); }
+  Status MatchAccess(const std::string& like, const std::string& path) override {
+    return base_->MatchAccess(like, path);
+  }
 
  protected:
   storage::FileSystem* base() const { return base_; }
