@@ -3,9 +3,11 @@
 // only parses the command line (CLI11); tools/commands.cc does the work.
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -402,6 +404,9 @@ int Main(int argc, char** argv) {
 }  // namespace mmdoc::tool
 
 int main(int argc, char** argv) {
+  // Past a file size limit (ulimit -f) a write then fails with EFBIG, an
+  // error the command reports, instead of SIGXFSZ ending the tool unseen.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     int code = mmdoc::tool::Main(argc, argv);
     // Output still buffered when the command ended: a full disk or a closed
@@ -414,6 +419,9 @@ int main(int argc, char** argv) {
       }
     }
     return code;
+  } catch (const std::bad_alloc&) {
+    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "out of memory",
+                             "what was committed before it stays (see mmdoc check)");
   } catch (const std::exception& e) {
     return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error", e.what());
   } catch (...) {

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1326,6 +1327,30 @@ TEST_CASE("tool: a write that commits but cannot close on a full disk says so, e
   CHECK(count() == n + 1);
   MustRun({"get", db, buffer, "\"one more\""});
   MustRun({"check", db, buffer});
+}
+
+// Found by an independent test: past `ulimit -f` the kernel's SIGXFSZ ended
+// the tool with no message. It now gets EFBIG: one line, exit 2, and what
+// was committed before stays.
+TEST_CASE("tool: a file size limit is an error, not a signal", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("d.mmdb"), json = dir.File("in.json");
+  std::string docs;
+  for (int i = 0; i < 20000; i++)
+    docs += "{\"_id\": " + std::to_string(i) + ", \"s\": \"" + std::string(200, 'x') + "\"}\n";
+  WriteFile(json, docs);  // before the limit, which this process has too
+  struct rlimit old;
+  REQUIRE(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  struct rlimit small = old;
+  small.rlim_cur = 2 << 20;  // the child inherits it; this process writes less
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+  const Run r = RunTool({"import", db, json, "--batch", "500"});
+  REQUIRE(setrlimit(RLIMIT_FSIZE, &old) == 0);
+  ExpectError(r, 2, {"File too large"});
+  const uint64_t n = std::stoull(MustRun({"count", db}).out);
+  CHECK(n < 20000);
+  CHECK(n % 500 == 0);
+  MustRun({"check", db});
 }
 
 }  // namespace
