@@ -751,6 +751,11 @@ bool CursorImpl::NextMatch(std::string_view* doc) {
 
 bool CursorImpl::Next() {
   if (!status_.ok()) return false;
+  // Committed or aborted under the cursor: the pages it walked may be gone.
+  if (t_ != nullptr && t_->finished()) {
+    status_ = Status::InvalidArgument("the cursor's transaction has ended (committed or aborted)");
+    return false;
+  }
   // Create refused negative counts.
   if (options_.limit != 0 && returned_ >= static_cast<uint64_t>(options_.limit)) return false;
   std::string_view d;

@@ -120,9 +120,8 @@ Status DBImpl::Close() {
     // Everything buffered goes into the pages, so the pager's closing
     // checkpoint leaves the database clean; if that fails, the log keeps it.
     StopMerger();
-    AcquireWriterToken();
+    WriterTokenHold token(this);
     s = MergeAll(/*checkpoint=*/false);
-    ReleaseWriterToken();
   }
   std::shared_ptr<storage::Pager> p = pager();
   if (p == nullptr) return s;
@@ -387,12 +386,10 @@ Status DBImpl::Check(CheckReport* report) {
   if (buffered()) {
     // The pages, with every buffered change merged into them and none
     // arriving meanwhile.
-    AcquireWriterToken();
+    WriterTokenHold token(this);
     // A merge that finds the disk full leaves the pages as they were.
     Status m = MergeAll(/*checkpoint=*/false);
-    Status s = m.ok() || m.IsFull() ? CheckPages(&r) : m;
-    ReleaseWriterToken();
-    return s;
+    return m.ok() || m.IsFull() ? CheckPages(&r) : m;
   }
   return CheckPages(&r);
 }
@@ -686,13 +683,12 @@ Status DBImpl::Compact() {
   if (!buffered()) return CompactPages();
   // Every buffered change into the pages, and writers kept out until the
   // copy has replaced the file.
-  AcquireWriterToken();
+  WriterTokenHold token(this);
   Status s = MergeAll(/*checkpoint=*/false);
   if (s.ok()) {
     storage::MutexLock m(&merge_mu_);
     s = CompactPages();
   }
-  ReleaseWriterToken();
   return s;
 }
 
@@ -827,6 +823,7 @@ Transaction::~Transaction() {
   // A read transaction this ends goes back to its DB to be renewed by a
   // later BeginRead (it holds no snapshot meanwhile). One the caller
   // already finished does not touch the DB again: it may be gone.
+  if (impl_ && !impl_->finished()) impl_->Uncount();
   if (impl_ && impl_->read_only() && !impl_->finished()) {
     DBImpl* db = impl_->db();
     db->EndRead(std::move(impl_));
@@ -912,11 +909,15 @@ Status Transaction::DropIndex(std::string_view c, std::string_view f) {
 // outlive its DB, which then must close.
 Status Transaction::Commit() {
   Status s = impl_->Commit();
-  impl_->ReleasePager();
+  if (impl_->finished()) {
+    impl_->Uncount();
+    impl_->ReleasePager();
+  }
   return s;
 }
 void Transaction::Abort() {
   impl_->Abort();
+  impl_->Uncount();
   impl_->ReleasePager();
 }
 
@@ -925,6 +926,13 @@ DB::~DB() = default;
 
 Status DB::Close() {
   if (!impl_) return close_status_;
+  // Closing under them would free what they read (and the write one's
+  // own thread would wait for itself): the caller finishes them first.
+  if (const int open = impl_->OpenTransactions(); open > 0) {
+    return Status::Busy(path_, std::to_string(open) +
+                                   (open == 1 ? " transaction is" : " transactions are") +
+                                   " still open: commit, abort or destroy it first");
+  }
   close_status_ = impl_->Close();
   impl_.reset();  // the files and the lock
   return close_status_;
@@ -940,6 +948,7 @@ Result<std::unique_ptr<Transaction>> DB::Begin(const WriteOptions& o) {
   if (!impl_) return DBImpl::ClosedError();
   auto t = impl_->Begin(o);
   if (!t.ok()) return t.status();
+  t.value()->CountOpen();
   return std::unique_ptr<Transaction>(new Transaction(std::move(t.value())));
 }
 
@@ -947,6 +956,7 @@ Result<std::unique_ptr<Transaction>> DB::BeginRead() {
   if (!impl_) return DBImpl::ClosedError();
   auto t = impl_->BeginRead();
   if (!t.ok()) return t.status();
+  t.value()->CountOpen();
   return std::unique_ptr<Transaction>(new Transaction(std::move(t.value())));
 }
 

@@ -156,6 +156,10 @@ class DBImpl {
   // DB::Close: merges the write buffer and closes the pager (its clean
   // checkpoint); the first error either met. REQUIRES: no transaction open.
   Status Close();
+  // Transactions the caller holds unfinished (see TransactionImpl::CountOpen):
+  // DB::Close refuses while there are any.
+  int OpenTransactions() const { return open_txns_.load(); }
+  void CountTransactions(int delta) { open_txns_.fetch_add(delta); }
   // What every DB call returns after DB::Close.
   static Status ClosedError() { return Status::InvalidArgument("the database is closed"); }
 
@@ -243,6 +247,18 @@ class DBImpl {
   void AcquireWriterToken() MMDOC_EXCLUDES(token_mu_);
   // Ends a write transaction's hold: the writer token of a buffered DB.
   void ReleaseWriterToken() MMDOC_EXCLUDES(token_mu_);
+  // Holds the writer token for a scope; released on every way out of it,
+  // an exception's (std::bad_alloc) too, so that Close cannot wait forever.
+  class WriterTokenHold {
+   public:
+    explicit WriterTokenHold(DBImpl* db) : db_(db) { db_->AcquireWriterToken(); }
+    ~WriterTokenHold() { db_->ReleaseWriterToken(); }
+    WriterTokenHold(const WriterTokenHold&) = delete;
+    WriterTokenHold& operator=(const WriterTokenHold&) = delete;
+
+   private:
+    DBImpl* const db_;
+  };
   // After a merge failed (a full disk), merges everything now: OK when it
   // succeeds (the merger goes on), else its error, which fails the commit
   // that asked. REQUIRES: the writer token.
@@ -386,6 +402,7 @@ class DBImpl {
   std::shared_ptr<const CatalogCache> cache_ MMDOC_GUARDED_BY(cache_mu_);
   // The thread holding the write transaction, if any.
   std::atomic<std::thread::id> writer_thread_{};
+  std::atomic<int> open_txns_{0};  // OpenTransactions
   // Writers that asked for the write transaction and writers whose turn
   // came (they got it, or an error): Compact lets the writers already
   // waiting go first, so that back-to-back compactions cannot starve them
@@ -527,6 +544,17 @@ class TransactionImpl {
   storage::Pager* pager() const { return pager_.get(); }
   // Drops the reference to the pager. REQUIRES: finished.
   void ReleasePager() { pager_.reset(); }
+  // A Transaction the caller holds (DB::Begin, DB::BeginRead) counts in
+  // DBImpl::OpenTransactions from CountOpen until it finishes or goes.
+  void CountOpen() {
+    counted_ = true;
+    db_->CountTransactions(1);
+  }
+  void Uncount() {
+    if (!counted_) return;
+    counted_ = false;
+    db_->CountTransactions(-1);
+  }
 
   Result<Document> Get(std::string_view coll, const Value& id);
   Result<Document> GetBy(std::string_view coll, std::string_view field, const Value& value);
@@ -733,6 +761,7 @@ class TransactionImpl {
   Durability durability_;
   bool replaying_;
   bool finished_ = false;
+  bool counted_ = false;  // see CountOpen
   Status poisoned_;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls_;
   WriteBuffers buf_;                          // log record, scratch strings, index keys

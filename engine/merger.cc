@@ -211,19 +211,15 @@ Status DBImpl::MergeAll(bool checkpoint) {
 Status DBImpl::MergeBuffered(const char* what) {
   if (!buffered()) return Status::OK();
   MMDOC_RETURN_IF_ERROR(NotWriting(what));
-  AcquireWriterToken();
-  Status s = MergeAll(/*checkpoint=*/false);
-  ReleaseWriterToken();
-  return s;
+  WriterTokenHold token(this);
+  return MergeAll(/*checkpoint=*/false);
 }
 
 Status DBImpl::Checkpoint() {
   if (!buffered()) return pager()->Checkpoint();
   MMDOC_RETURN_IF_ERROR(NotWriting("Checkpoint"));
-  AcquireWriterToken();
-  Status s = MergeAll(/*checkpoint=*/true);
-  ReleaseWriterToken();
-  return s;
+  WriterTokenHold token(this);
+  return MergeAll(/*checkpoint=*/true);
 }
 
 Status DBImpl::RetryFailedMerge() {

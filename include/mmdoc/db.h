@@ -53,10 +53,12 @@
 // until the database is reopened (reads go on). A disk that cannot hold a
 // write fails it with Full; writes go on once there is room.
 //
-// Thread safety: a DB may be used from many threads at once. A Transaction
-// and a Cursor belong to one thread at a time. A thread that holds the write
-// transaction gets Busy from Begin, the auto-committed writes, Check and
-// Compact (each would wait for that thread's own writer forever).
+// Thread safety: a DB may be used from many threads at once. A read
+// Transaction and a Cursor belong to one thread at a time; a write
+// Transaction to the thread that began it, to its end (the DB knows the
+// writer by its thread). That thread gets Busy from Begin, the
+// auto-committed writes, Check, Compact and Close (each would wait for its
+// own writer forever).
 #ifndef MMDOC_DB_H_
 #define MMDOC_DB_H_
 
@@ -232,7 +234,8 @@ struct StatsOptions {
 class Cursor {
  public:
   ~Cursor();
-  // Advances; false at the end or on error.
+  // Advances; false at the end or on error (InvalidArgument once its
+  // transaction has committed or aborted: the snapshot it read is gone).
   bool Next();
   // The current document's BSON bytes, valid until Next() or the cursor's
   // transaction ends. REQUIRES: the last Next() returned true.
@@ -240,7 +243,7 @@ class Cursor {
   // A copy of the current document. REQUIRES: the last Next() returned true.
   Document document() const;
   // OK, or the error that ended iteration early (Corruption naming a page,
-  // IOError).
+  // IOError, InvalidArgument after its transaction ended).
   Status status() const;
   // How the query ran so far.
   ExplainInfo explain() const;
@@ -445,21 +448,23 @@ class DB {
   // options, path is a directory), IOError.
   static Result<std::unique_ptr<DB>> Open(std::string_view path,
                                           const Options& options = Options());
-  ~DB();  // Close(), its status unseen; REQUIRES: as Close
+  ~DB();  // Close(), its status unseen; REQUIRES: as Close, no unfinished transactions
 
   // Closes the database: merges the write buffer into the pages, writes a
   // clean checkpoint (the log is then not needed) and releases the files
-  // and the lock, so that another process may open it at once. OK when it
-  // closed cleanly. Otherwise the error that stopped it (Full, IOError, or
+  // and the lock, so that another process may open it at once. Busy, and
+  // nothing closed, while a Transaction from Begin or BeginRead is neither
+  // committed, aborted nor destroyed. OK when it closed cleanly. Otherwise
+  // the error that stopped it (Full, IOError, or
   // the error an earlier commit or checkpoint met, which every write since
   // has returned): every commit that succeeded is still in the log, and the
   // next Open replays it; an IOError naming a file moved, replaced,
   // overwritten or removed while open means that file is no longer the
   // database's. Every later call but Close (which returns the same status
-  // again) and path() fails with InvalidArgument. REQUIRES: no unfinished
-  // transactions, and no call of this DB running on another thread (a call
-  // that is running when Close frees what it reads may crash, as with
-  // mdb_env_close): stop the threads that use the DB, or wait for them, first.
+  // again) and path() fails with InvalidArgument. REQUIRES: no call of this
+  // DB running on another thread (a call that is running when Close frees
+  // what it reads may crash, as with mdb_env_close): stop the threads that
+  // use the DB, or wait for them, first.
   Status Close();
   DB(const DB&) = delete;
   DB& operator=(const DB&) = delete;

@@ -6,10 +6,12 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <new>
 #include <string>
 #include <thread>
 
 #include "mmdoc/db.h"
+#include "tests/support/fs_wrapper.h"
 #include "tests/support/test_db.h"
 
 using namespace mmdoc;
@@ -263,4 +265,97 @@ TEST_CASE("close: a database opened through a symbolic link lives beside the fil
   CHECK(none.status().IsNotFound());
   CHECK(none.status().ToString().find("symbolic link") != std::string::npos);
   CHECK(!std::filesystem::exists(dir.File("nowhere.mmdb")));
+}
+
+TEST_CASE("close: Busy while a transaction is open, and nothing closed") {
+  TempDir dir;
+  const std::string path = dir.File("db");
+  for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
+    INFO("write buffer " << buffer);
+    std::filesystem::remove(path);
+    std::filesystem::remove(path + "-log");
+    Options o;
+    o.write_buffer_size = buffer;
+    auto db = OpenOrFail(path, o);
+    InsertRange(db.get(), 0, 10);
+    // A read snapshot: Close would free the pages it reads.
+    auto r = db->BeginRead();
+    REQUIRE(r.ok());
+    Status s = db->Close();
+    CHECK(s.IsBusy());
+    CHECK(s.ToString().find("still open") != std::string::npos);
+    CHECK(r.value()->Get("c", V("5")).ok());
+    CHECK(db->Insert("c", J(R"({"_id": 100})")).ok());
+    r.value().reset();
+    // The write transaction's own thread: Busy, not a wait for itself.
+    auto w = db->Begin();
+    REQUIRE(w.ok());
+    REQUIRE(w.value()->Insert("c", J(R"({"_id": 101})")).ok());
+    CHECK(db->Close().IsBusy());
+    REQUIRE(w.value()->Commit().ok());
+    // Committed but not destroyed: finished, so Close goes ahead.
+    auto cursor_txn = db->BeginRead();
+    REQUIRE(cursor_txn.ok());
+    cursor_txn.value()->Abort();
+    REQUIRE(db->Close().ok());
+    // The lock is gone at once, and every commit is there.
+    w.value().reset();
+    cursor_txn.value().reset();
+    auto again = OpenOrFail(path, o);
+    CHECK(again->Count("c").value() == 12);
+    RequireCheckPasses(again.get());
+  }
+}
+
+TEST_CASE("close: a cursor whose transaction ended says so instead of reading freed pages") {
+  TempDir dir;
+  auto db = OpenOrFail(dir.File("db"));
+  InsertRange(db.get(), 0, 300);
+  for (const bool commit : {true, false}) {
+    INFO("commit " << commit);
+    auto t = commit ? db->Begin() : db->BeginRead();
+    REQUIRE(t.ok());
+    auto c = t.value()->Find("c", J("{}"));
+    REQUIRE(c.ok());
+    REQUIRE(c.value()->Next());
+    if (commit) {
+      REQUIRE(t.value()->Commit().ok());
+    } else {
+      t.value()->Abort();
+    }
+    // Pages the snapshot read may now be reused.
+    InsertRange(db.get(), 1000 + (commit ? 0 : 1000), 1500 + (commit ? 0 : 1000));
+    REQUIRE(db->Compact().ok());
+    CHECK_FALSE(c.value()->Next());
+    CHECK(c.value()->status().IsInvalidArgument());
+  }
+  RequireCheckPasses(db.get());
+}
+
+namespace {
+
+// Out of memory where Compact opens its copy.
+class CopyOutOfMemory final : public mmdoc::test::FileSystemWrapper {
+ public:
+  Result<std::unique_ptr<storage::File>> Open(const std::string& path, OpenMode mode) override {
+    if (path.size() > 8 && path.compare(path.size() - 8, 8, ".compact") == 0)
+      throw std::bad_alloc();
+    return FileSystemWrapper::Open(path, mode);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("close: an exception out of Compact leaves no writer holding the database") {
+  TempDir dir;
+  CopyOutOfMemory fs;
+  Options o;
+  o.file_system = &fs;
+  auto db = OpenOrFail(dir.File("db"), o);
+  InsertRange(db.get(), 0, 200);
+  CHECK_THROWS_AS(db->Compact(), std::bad_alloc);
+  // Writers, Check and Close go on: none waits for a token the throw kept.
+  CHECK(db->Insert("c", J(R"({"_id": "after"})")).ok());
+  RequireCheckPasses(db.get());
+  CHECK(db->Close().ok());
 }
