@@ -823,8 +823,9 @@ Transaction::~Transaction() {
   // A read transaction this ends goes back to its DB to be renewed by a
   // later BeginRead (it holds no snapshot meanwhile). One the caller
   // already finished does not touch the DB again: it may be gone.
-  if (impl_ && !impl_->finished()) impl_->Uncount();
-  if (impl_ && impl_->read_only() && !impl_->finished()) {
+  if (!impl_ || impl_->finished()) return;
+  impl_->Uncount();
+  if (impl_->read_only()) {
     DBImpl* db = impl_->db();
     db->EndRead(std::move(impl_));
   }
@@ -929,9 +930,11 @@ Status DB::Close() {
   // Closing under them would free what they read (and the write one's
   // own thread would wait for itself): the caller finishes them first.
   if (const int open = impl_->OpenTransactions(); open > 0) {
-    return Status::Busy(path_, std::to_string(open) +
-                                   (open == 1 ? " transaction is" : " transactions are") +
-                                   " still open: commit, abort or destroy it first");
+    return Status::Busy(
+        path_, std::to_string(open) + (open == 1 ? " transaction is still open: commit, abort or "
+                                                   "destroy it first"
+                                                 : " transactions are still open: commit, abort or "
+                                                   "destroy them first"));
   }
   close_status_ = impl_->Close();
   impl_.reset();  // the files and the lock

@@ -294,13 +294,13 @@ TEST_CASE("close: Busy while a transaction is open, and nothing closed") {
     CHECK(db->Close().IsBusy());
     REQUIRE(w.value()->Commit().ok());
     // Committed but not destroyed: finished, so Close goes ahead.
-    auto cursor_txn = db->BeginRead();
-    REQUIRE(cursor_txn.ok());
-    cursor_txn.value()->Abort();
+    auto aborted = db->BeginRead();
+    REQUIRE(aborted.ok());
+    aborted.value()->Abort();
     REQUIRE(db->Close().ok());
     // The lock is gone at once, and every commit is there.
     w.value().reset();
-    cursor_txn.value().reset();
+    aborted.value().reset();
     auto again = OpenOrFail(path, o);
     CHECK(again->Count("c").value() == 12);
     RequireCheckPasses(again.get());
