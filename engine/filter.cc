@@ -10,8 +10,9 @@
 //     $elemMatch look at the array itself only;
 //   - range operators compare only within one canonical type bracket
 //     ({$gt: 5} never matches a string); NaN only matches $eq/$gte/$lte NaN;
-//     {$gt/$gte: MinKey} and {$lt/$lte: MaxKey} match every value (arrays
-//     through their elements, so not [], and not a missing path);
+//     {$gt/$gte: MinKey} and {$lt/$lte: MaxKey} match every value, a
+//     missing path and [] too (other arrays through their elements, so
+//     not [MinKey] for $gt MinKey: its key is outside the bounds);
 //   - {a: null} (and $in with null, $gte/$lte null) also match a missing
 //     path; $ne/$nin are the negations of $eq/$in ({a: {$ne: null}} does not
 //     match a missing a); $not is the negation of the operators it holds,
@@ -777,14 +778,28 @@ bool AnyElement(const bson_value_t* v, Fn&& fn) {
   return false;
 }
 
+// {$gt/$gte: MinKey} or {$lt/$lte: MaxKey}: true of every value, a missing
+// path and [] among them (both keyed as null, inside the bounds).
+bool MatchesAll(Node::Op op, const bson_value_t* operand) {
+  const bson_type_t t = operand->value_type;
+  return ((op == Node::kGt || op == Node::kGte) && t == BSON_TYPE_MINKEY) ||
+         ((op == Node::kLt || op == Node::kLte) && t == BSON_TYPE_MAXKEY);
+}
+
+bool IsEmptyArray(const bson_value_t* v) {
+  return v->value_type == BSON_TYPE_ARRAY && v->value.v_doc.data_len <= 5;
+}
+
 // Whether a value reached at the end of the path (nullptr: missing)
 // satisfies a positive predicate ($eq, ranges, one $in value).
 bool Holds(const bson_value_t* v, Node::Op op, const bson_value_t* operand) {
   if (v == nullptr) {
     // Missing compares as null.
     bool null_op = operand->value_type == BSON_TYPE_NULL;
-    return null_op && (op == Node::kEq || op == Node::kGte || op == Node::kLte);
+    return (null_op && (op == Node::kEq || op == Node::kGte || op == Node::kLte)) ||
+           MatchesAll(op, operand);
   }
+  if (IsEmptyArray(v) && MatchesAll(op, operand)) return true;
   // A range compares a whole array only with an array operand: otherwise
   // the $gt MinKey / $lt MaxKey "everything" rule would match arrays as a
   // whole, which their element keys cannot show to an index.

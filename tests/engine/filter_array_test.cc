@@ -1116,5 +1116,43 @@ TEST_CASE("Filter: the fuzz corpus seeds for the new operators", "[filter]") {
   }
 }
 
+TEST_CASE("Filter: $gt MinKey and $lt MaxKey find a missing field and [] with or without an index",
+          "[filter][engine]") {
+  // Found by an outside test: both left out the missing field and [],
+  // which MongoDB matches (its index keys them as null, inside the bounds).
+  Options o;
+  o.durability = Durability::kNone;
+  test::TestDB db(o);
+  for (const char* d :
+       {R"({"_id": 1, "a": 1})", R"({"_id": 2})", R"({"_id": 3, "a": []})",
+        R"({"_id": 4, "a": null})", R"({"_id": 5, "a": [[]]})",
+        R"({"_id": 6, "a": {"$minKey": 1}})", R"({"_id": 7, "a": {"$maxKey": 1}})"}) {
+    for (const char* c : {"plain", "indexed", "sparse"}) REQUIRE(db->Insert(c, J(d)).ok());
+  }
+  REQUIRE(db->CreateIndex("indexed", "a").ok());
+  IndexOptions sparse;
+  sparse.sparse = true;
+  REQUIRE(db->CreateIndex("sparse", "a", sparse).ok());
+  struct Case {
+    const char* filter;
+    uint64_t count;
+  };
+  for (const Case& c :
+       {Case{R"({"a": {"$gt": {"$minKey": 1}}})", 6}, Case{R"({"a": {"$gte": {"$minKey": 1}}})", 7},
+        Case{R"({"a": {"$lt": {"$maxKey": 1}}})", 6}, Case{R"({"a": {"$lte": {"$maxKey": 1}}})", 7},
+        Case{R"({"a": {"$gt": {"$minKey": 1}, "$lt": {"$maxKey": 1}}})", 5},
+        Case{R"({"a": {"$not": {"$gt": {"$minKey": 1}}}})", 1},
+        Case{R"({"a.b": {"$gt": {"$minKey": 1}}})", 7}}) {
+    CAPTURE(c.filter);
+    for (const char* coll : {"plain", "indexed", "sparse"}) {
+      CAPTURE(coll);
+      CHECK(db->Count(coll, J(c.filter)).value() == c.count);
+      auto found = db->Find(coll, J(c.filter));
+      REQUIRE(found.ok());
+      CHECK(found.value().size() == c.count);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mmdoc::engine
