@@ -1640,11 +1640,13 @@ Status CollectEqualities(bson_iter_t* it, PathTree* base) {
       std::string_view op = Key(&ops);
       if (op == "$eq") {
         MMDOC_RETURN_IF_ERROR(add(key, bson_iter_value(&ops)));
-      } else if (op == "$in" && BSON_ITER_HOLDS_ARRAY(&ops)) {
+      } else if ((op == "$in" || op == "$all") && BSON_ITER_HOLDS_ARRAY(&ops)) {
+        // One value: an equality (MongoDB rewrites a one-element $all so too).
         bson_value_t in = *bson_iter_value(&ops);
         std::vector<View> elems;
         Elements(&in, &elems);
-        if (elems.size() == 1 && elems[0].v.value_type != BSON_TYPE_REGEX) {
+        if (elems.size() == 1 && elems[0].v.value_type != BSON_TYPE_REGEX &&
+            FirstKey(&elems[0].v) != "$elemMatch") {
           MMDOC_RETURN_IF_ERROR(add(key, &elems[0].v));
         }
       }

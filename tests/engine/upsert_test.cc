@@ -72,6 +72,30 @@ TEST_CASE("upsert: a regex in the filter is a pattern, not a value to insert", "
   CHECK(Json(Only(db)) == Json(J(R"({"_id": 8, "k": 1, "n": 1})")));
 }
 
+TEST_CASE("upsert: a one-element $all or $in is an equality; longer ones are not",
+          "[update][upsert]") {
+  // Found by an outside test: {x: {$all: [1]}} left x out (MongoDB
+  // rewrites a one-element $all into x: 1, as it does $in).
+  struct Case {
+    const char* filter;
+    const char* inserted;
+  };
+  for (const Case& c :
+       {Case{R"({"_id": 1, "x": {"$all": [1]}})", R"({"_id": 1, "x": 1, "n": 1})"},
+        Case{R"({"_id": 1, "x": {"$all": [[1, 2]]}})", R"({"_id": 1, "x": [1, 2], "n": 1})"},
+        Case{R"({"_id": 1, "x": {"$in": ["s"]}})", R"({"_id": 1, "x": "s", "n": 1})"},
+        Case{R"({"_id": 1, "x": {"$all": [1, 2]}})", R"({"_id": 1, "n": 1})"},
+        Case{R"({"_id": 1, "x": {"$all": [{"$elemMatch": {"y": 1}}]}})", R"({"_id": 1, "n": 1})"},
+        Case{R"({"_id": 1, "x": {"$all": [{"$regex": "^a"}]}})", R"({"_id": 1, "n": 1})"}}) {
+    CAPTURE(c.filter);
+    TestDB db(Fast());
+    auto r = db->UpdateOne("c", J(c.filter), J(R"({"$set": {"n": 1}})"), Upsert());
+    REQUIRE(r.ok());
+    REQUIRE(r->upserted_id.has_value());
+    CHECK(Json(Only(db)) == Json(J(c.inserted)));
+  }
+}
+
 TEST_CASE("upsert: an ObjectId _id when the filter has no _id equality", "[update][upsert]") {
   TestDB db(Fast());
   auto r = db->UpdateMany("c", J(R"({"_id": {"$gt": 1}, "k": "x", "$and": [{"m": 2}]})"),
