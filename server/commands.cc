@@ -158,8 +158,43 @@ std::optional<int64_t> Int(const bson_iter_t* it) {
   return std::nullopt;
 }
 
-// MongoDB's truthiness for flags such as upsert, multi, unique.
-bool Truthy(const bson_iter_t* it) { return bson_iter_as_bool(it); }
+// A boolean option (upsert, multi, ordered, unique, ...) as MongoDB reads
+// one: a bool or a number (non-zero is true); null is false, as absent.
+// Anything else, the string "false" among them, is nullopt: refused, never
+// taken as true.
+std::optional<bool> Flag(const bson_iter_t* it) {
+  switch (bson_iter_type(it)) {
+    case BSON_TYPE_BOOL:
+      return bson_iter_bool(it);
+    case BSON_TYPE_INT32:
+    case BSON_TYPE_INT64:
+    case BSON_TYPE_DOUBLE:
+      return bson_iter_as_bool(it);  // a NaN is true, as MongoDB's
+    case BSON_TYPE_DECIMAL128: {
+      bson_decimal128_t d;
+      bson_iter_decimal128(it, &d);
+      char text[BSON_DECIMAL128_STRING];
+      bson_decimal128_to_string(&d, text);
+      return std::strtod(text, nullptr) != 0.0;  // NaN != 0 too
+    }
+    case BSON_TYPE_NULL:
+    case BSON_TYPE_UNDEFINED:
+      return false;
+    default:
+      return std::nullopt;
+  }
+}
+
+// Reads the boolean option `key` of `doc` into *out, which is left alone
+// when it is absent. Returns "" or the error reply (14 TypeMismatch).
+std::string ReadFlag(const bson_t* doc, const char* command, const char* key, bool* out) {
+  bson_iter_t it;
+  if (!bson_iter_init_find(&it, doc, key)) return "";
+  auto v = Flag(&it);
+  if (!v) return Error(14, std::string(command) + ": " + key + " must be a boolean");
+  *out = *v;
+  return "";
+}
 
 // MongoDB's projection document as FindOptions::projection: {a: 1} is "a",
 // {a: 0} is "-a". Returns "" or why it cannot be one.
@@ -178,7 +213,7 @@ std::string ProjectionFields(const Document& proj, std::vector<std::string>* out
     // The engine reads "-a" as {a: 0}: refused rather than misread.
     if (!key.empty() && key[0] == '-')
       return "projecting a field whose name starts with '-' is not supported: " + key;
-    out->push_back(Truthy(&p) ? key : "-" + key);
+    out->push_back(Flag(&p).value_or(true) ? key : "-" + key);
   }
   return "";
 }
@@ -341,6 +376,40 @@ bool SameKeys(const std::vector<IndexKey>& a, const std::vector<IndexKey>& b) {
   return true;
 }
 
+// The document less its top-level _id.
+Document WithoutId(const Document& d) {
+  bson_t view;
+  d.View(&view);
+  bson_t out;
+  bson_init(&out);
+  bson_copy_to_excluding_noinit(&view, &out, "_id", nullptr);
+  Document result = Document::FromTrustedBytes(
+      std::string(reinterpret_cast<const char*>(bson_get_data(&out)), out.len));
+  bson_destroy(&out);
+  return result;
+}
+
+// "" when the read concern is one every read here keeps: each reads a
+// snapshot of committed writes, so local, available and majority (a
+// standalone's) hold; snapshot, linearizable and cluster times do not.
+std::string ReadConcernProblem(const bson_iter_t* rc) {
+  if (!BSON_ITER_HOLDS_DOCUMENT(rc)) return "readConcern must be a document";
+  bson_iter_t f;
+  if (!bson_iter_recurse(rc, &f)) return "readConcern is not a valid document";
+  while (bson_iter_next(&f)) {
+    const std::string key = bson_iter_key(&f);
+    if (key == "provenance") continue;
+    if (key != "level") return "readConcern " + key + " is not supported";
+    if (!BSON_ITER_HOLDS_UTF8(&f)) return "readConcern level must be a string";
+    const std::string level = Utf8(&f);
+    if (level != "local" && level != "available" && level != "majority") {
+      return "readConcern level " + level +
+             " is not supported (local, available and majority are; there are no transactions)";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 struct Commands::ServerCursor {
@@ -370,6 +439,21 @@ std::string Commands::Run(const Request& request, int64_t connection_id) {
     return Error(59, "empty command document");
   }
   std::string name = bson_iter_key(&it);
+  // No sessions or replicas: a transaction or a read concern this server
+  // cannot keep is refused, never run as a plain command (whose writes
+  // would stand after an abortTransaction).
+  for (const char* field : {"txnNumber", "startTransaction", "autocommit"}) {
+    if (Lookup(&cmd, field, &it)) {
+      return Error(20,
+                   "Transaction numbers are only allowed on a replica set member or mongos "
+                   "(mmdoc serve has no transactions; " +
+                       std::string(field) + " given)");
+    }
+  }
+  if (Lookup(&cmd, "readConcern", &it)) {
+    std::string problem = ReadConcernProblem(&it);
+    if (!problem.empty()) return Error(72, name + ": " + problem);
+  }
   return Dispatch(name, request, connection_id);
 }
 
@@ -459,7 +543,9 @@ std::string Commands::ListDatabases(const bson_t* cmd) {
       Sub(&it).size() > 5) {  // 5 bytes: the empty document
     return Error(2, "listDatabases: filter is not supported");
   }
-  bool name_only = Lookup(cmd, "nameOnly", &it) && Truthy(&it);
+  bool name_only = false;
+  std::string bad = ReadFlag(cmd, "listDatabases", "nameOnly", &name_only);
+  if (!bad.empty()) return bad;
   std::map<std::string, uint64_t> sizes;  // database -> bytes of its pages
   for (const CollectionStats& c : stats->collections) {
     size_t dot = c.name.find('.');
@@ -511,7 +597,9 @@ std::string Commands::ListCollections(const std::string& db, const bson_t* cmd) 
       }
     }
   }
-  bool name_only = Lookup(cmd, "nameOnly", &it) && Truthy(&it);
+  bool name_only = false;
+  std::string bad = ReadFlag(cmd, "listCollections", "nameOnly", &name_only);
+  if (!bad.empty()) return bad;
   auto names = db_->ListCollections();
   if (!names.ok()) return ErrorFor(names.status());
   std::vector<std::string> docs;
@@ -550,8 +638,12 @@ std::string Commands::Create(const std::string& db, const bson_t* cmd) {
   auto ns = Namespace(db, cmd, &error);
   if (!ns) return error;
   bson_iter_t it;
-  for (const char* opt : {"capped", "validator", "viewOn", "timeseries", "clusteredIndex"}) {
-    if (Lookup(cmd, opt, &it) && (std::strcmp(opt, "capped") != 0 || Truthy(&it))) {
+  bool capped = false;
+  std::string bad = ReadFlag(cmd, "create", "capped", &capped);
+  if (!bad.empty()) return bad;
+  if (capped) return Error(72, "create: option capped is not supported");
+  for (const char* opt : {"validator", "viewOn", "timeseries", "clusteredIndex"}) {
+    if (Lookup(cmd, opt, &it)) {
       return Error(72, std::string("create: option ") + opt + " is not supported");
     }
   }
@@ -606,7 +698,20 @@ Result<WriteOptions> Commands::WriteConcern(const bson_t* cmd) const {
   wc.View(&view);
   bool durable = false;
   bson_iter_t f;
-  if (bson_iter_init_find(&f, &view, "j")) durable = Truthy(&f);
+  // j and fsync both ask for a durable write (fsync: MongoDB's older name).
+  if (bson_iter_init(&f, &view)) {
+    while (bson_iter_next(&f)) {
+      const std::string_view key = bson_iter_key(&f);
+      if (key == "j" || key == "fsync") {
+        auto v = Flag(&f);
+        if (!v)
+          return Status::InvalidArgument("writeConcern " + std::string(key) + " must be a boolean");
+        durable = durable || *v;
+      } else if (key != "w" && key != "wtimeout" && key != "provenance" && key != "getLastError") {
+        return Status::InvalidArgument("writeConcern has an unknown field " + std::string(key));
+      }
+    }
+  }
   if (bson_iter_init_find(&f, &view, "w")) {
     if (BSON_ITER_HOLDS_UTF8(&f)) {
       if (std::strcmp(bson_iter_utf8(&f, nullptr), "majority") != 0) {
@@ -674,7 +779,9 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
   auto wo = WriteConcern(cmd);
   if (!wo.ok()) return Error(2, wo.status().message());
   bson_iter_t it;
-  bool ordered = !Lookup(cmd, "ordered", &it) || Truthy(&it);
+  bool ordered = true;
+  std::string bad = ReadFlag(cmd, command, "ordered", &ordered);
+  if (!bad.empty()) return bad;
   if (!Lookup(cmd, field, &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
     return Error(9, std::string(command) + ": " + field + " must be an array");
   }
@@ -769,8 +876,12 @@ std::string Commands::Update(const std::string& db, const bson_t* cmd) {
     } else {
       change = Sub(&f);
     }
-    if (bson_iter_init_find(&f, &sv, "upsert")) uo.upsert = Truthy(&f);
-    if (bson_iter_init_find(&f, &sv, "multi")) multi = Truthy(&f);
+    for (const char* flag : {"upsert", "multi"}) {
+      if (!bson_iter_init_find(&f, &sv, flag)) continue;
+      auto v = Flag(&f);
+      if (!v) return Status::InvalidArgument(std::string("update: ") + flag + " must be a boolean");
+      (std::strcmp(flag, "multi") == 0 ? multi : uo.upsert) = *v;
+    }
     for (const char* opt : {"arrayFilters", "collation"}) {
       if (s.ok() && bson_iter_init_find(&f, &sv, opt)) {
         s = Status::InvalidArgument(std::string("update: ") + opt + " is not supported");
@@ -927,7 +1038,9 @@ std::string Commands::Find(const std::string& db, const bson_t* cmd) {
     if (!problem.empty()) return Error(2, "find: " + problem);
   }
   int64_t batch = kDefaultFirstBatch;
-  bool single_batch = Lookup(cmd, "singleBatch", &it) && Truthy(&it);
+  bool single_batch = false;
+  std::string bad = ReadFlag(cmd, "find", "singleBatch", &single_batch);
+  if (!bad.empty()) return bad;
   for (const char* opt : {"skip", "limit", "batchSize"}) {
     if (!Lookup(cmd, opt, &it)) continue;
     auto v = Int(&it);
@@ -1070,28 +1183,34 @@ std::string Commands::KillCursors(const std::string& db, const bson_t* cmd) {
   if (!Lookup(cmd, "cursors", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
     return Error(14, "killCursors: cursors must be an array");
   }
-  Document ids = Sub(&it);
+  Document list = Sub(&it);
   bson_t arr;
-  ids.View(&arr);
+  list.View(&arr);
+  // All checked before any is killed: a bad id fails the whole command.
+  std::vector<int64_t> ids;
+  bson_iter_t c;
+  if (bson_iter_init(&c, &arr)) {
+    while (bson_iter_next(&c)) {
+      if (!BSON_ITER_HOLDS_INT64(&c) && !BSON_ITER_HOLDS_INT32(&c)) {
+        return Error(14, "killCursors: cursor ids must be integers");
+      }
+      ids.push_back(bson_iter_as_int64(&c));
+    }
+  }
   std::vector<int64_t> killed;
   std::vector<int64_t> not_found;
   std::vector<std::unique_ptr<ServerCursor>> dead;  // destroyed outside the lock
   {
     std::lock_guard<std::mutex> lock(mu_);
-    bson_iter_t c;
-    if (bson_iter_init(&c, &arr)) {
-      while (bson_iter_next(&c)) {
-        auto id = Int(&c);
-        if (!id) continue;
-        auto found = cursors_.find(*id);
-        if (found == cursors_.end() || found->second->ns != *ns || found->second->in_use) {
-          not_found.push_back(*id);
-          continue;
-        }
-        dead.push_back(std::move(found->second));
-        cursors_.erase(found);
-        killed.push_back(*id);
+    for (const int64_t id : ids) {
+      auto found = cursors_.find(id);
+      if (found == cursors_.end() || found->second->ns != *ns || found->second->in_use) {
+        not_found.push_back(id);
+        continue;
       }
+      dead.push_back(std::move(found->second));
+      cursors_.erase(found);
+      killed.push_back(id);
     }
   }
   dead.clear();
@@ -1133,7 +1252,8 @@ std::string Commands::Count(const std::string& db, const bson_t* cmd) {
   }
   if (Lookup(cmd, "limit", &it)) {
     auto v = Int(&it);
-    if (!v || *v == INT64_MIN) return Error(2, "count: limit must be a number");
+    if (!v) return Error(2, "count: limit must be a number");
+    if (*v == INT64_MIN) return Error(2, "count: limit is out of range");
     limit = *v < 0 ? -*v : *v;
   }
   auto n = db_->Count(*ns, *query);
@@ -1184,9 +1304,16 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
     if (Lookup(cmd, opt, &it))
       return Error(2, std::string("findAndModify: ") + opt + " is not supported");
   }
-  bool remove = Lookup(cmd, "remove", &it) && Truthy(&it);
-  fo.return_after = Lookup(cmd, "new", &it) && Truthy(&it);
-  fo.upsert = Lookup(cmd, "upsert", &it) && Truthy(&it);
+  bool remove = false;
+  for (const auto& [key, out] : {std::pair<const char*, bool*>{"remove", &remove},
+                                 {"new", &fo.return_after},
+                                 {"upsert", &fo.upsert}}) {
+    std::string bad = ReadFlag(cmd, "findAndModify", key, out);
+    if (!bad.empty()) return bad;
+  }
+  if (remove && fo.return_after)
+    return Error(9, "findAndModify: remove and new cannot be combined");
+  if (remove && fo.upsert) return Error(9, "findAndModify: remove and upsert cannot be combined");
   Result<std::optional<Document>> r = std::optional<Document>();
   bool upserted = false;
   std::optional<Value> upserted_id;
@@ -1206,14 +1333,23 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
     r = db_->FindOneAndUpdate(*ns, query, update, no_upsert, *wo);
     if (r.ok() && !r->has_value() && fo.upsert) {
       // Asked for the document after, whatever `new` says, for its _id.
+      // A projection that drops _id is applied here, after the _id is read.
       FindAndModifyOptions after = fo;
       after.return_after = true;
+      auto& fields = after.projection;
+      const auto drop_id = std::remove(fields.begin(), fields.end(), "-_id");
+      const bool strip_id = drop_id != fields.end();
+      fields.erase(drop_id, fields.end());
       r = db_->FindOneAndUpdate(*ns, query, update, after, *wo);
       upserted = true;
       if (r.ok() && r->has_value()) {
         auto id = (*r)->Get("_id");
         if (id.ok()) upserted_id = std::move(id).value();
-        if (!fo.return_after) *r = std::nullopt;
+        if (!fo.return_after) {
+          *r = std::nullopt;
+        } else if (strip_id) {
+          **r = WithoutId(**r);
+        }
       }
     }
   }
@@ -1400,10 +1536,10 @@ std::string Commands::CreateIndexes(const std::string& db, const bson_t* cmd) {
             std::string problem;
             w.keys = KeyPattern(&f, &problem);
             if (w.keys.empty()) return Error(67, "createIndexes: " + problem);
-          } else if (key == "unique") {
-            w.options.unique = Truthy(&f);
-          } else if (key == "sparse") {
-            w.options.sparse = Truthy(&f);
+          } else if (key == "unique" || key == "sparse") {
+            auto v = Flag(&f);
+            if (!v) return Error(14, "createIndexes: " + key + " must be a boolean");
+            (key == "unique" ? w.options.unique : w.options.sparse) = *v;
           } else if (key == "partialFilterExpression" && BSON_ITER_HOLDS_DOCUMENT(&f)) {
             w.options.partial_filter = Sub(&f);
           } else if (key != "name" && key != "v" && key != "background" && key != "ns") {
@@ -1428,7 +1564,16 @@ std::string Commands::CreateIndexes(const std::string& db, const bson_t* cmd) {
   size_t n_before = before->size() + 1;
   size_t created = 0;
   for (const Want& w : wants) {
-    if (w.keys.size() == 1 && w.keys[0].field == "_id") continue;  // always there
+    if (w.keys.size() == 1 && w.keys[0].field == "_id") {
+      // The _id index is always there; it serves either direction.
+      if (w.keys[0].direction != 1 || w.options.sparse || w.options.partial_filter.size() > 5) {
+        return Error(67,
+                     "createIndexes: the only index on _id is {_id: 1}, which serves both "
+                     "directions; one with another direction or sparse or partial is not "
+                     "supported");
+      }
+      continue;
+    }
     const IndexInfo* have = nullptr;
     for (const IndexInfo& i : *before) {
       if (SameKeys(i.keys, w.keys)) have = &i;

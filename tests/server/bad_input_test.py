@@ -340,6 +340,110 @@ def test_find_and_modify_upsert_names_its_id(srv):
     s.close()
 
 
+def test_a_flag_that_is_not_a_boolean_is_refused(srv):
+    """Found by an outside test: the string "false" was read as true, so an
+    update with multi: "false" changed every document and remove: "false"
+    deleted one. Booleans, numbers and null are flags; nothing else is."""
+    s = connect(srv)
+    fill(s, "flags", [{"_id": i, "k": 1} for i in range(5)])
+    for cmd in [{"update": "flags", "updates": [{"q": {"k": 1}, "u": {"$set": {"k": 2}},
+                                                 "multi": "false"}]},
+                {"update": "flags", "updates": [{"q": {"_id": 99}, "u": {"$set": {"k": 2}},
+                                                 "upsert": "false"}]}]:
+        doc = command(s, dict(cmd, **{"$db": "bad"}))
+        assert doc["n"] == 0 and "must be a boolean" in doc["writeErrors"][0]["errmsg"], doc
+    for cmd in [{"findAndModify": "flags", "query": {"_id": 1}, "remove": "false"},
+                {"findAndModify": "flags", "query": {"_id": 1}, "update": {"$set": {"k": 3}},
+                 "new": "false"},
+                {"find": "flags", "batchSize": 2, "singleBatch": "false"},
+                {"insert": "flags", "documents": [{"_id": 0}, {"_id": 50}], "ordered": "false"},
+                {"listCollections": 1, "nameOnly": "false"},
+                {"createIndexes": "flags", "indexes": [{"key": {"k": 1}, "name": "k_1",
+                                                        "unique": "false"}]}]:
+        doc = command(s, dict(cmd, **{"$db": "bad"}))
+        assert doc["ok"] == 0 and doc["code"] == 14 and "must be a boolean" in doc["errmsg"], \
+            (cmd, doc)
+    doc = command(s, {"insert": "flags", "documents": [{"_id": 51}],
+                      "writeConcern": {"j": "yes"}, "$db": "bad"})
+    assert doc["ok"] == 0 and "j must be a boolean" in doc["errmsg"], doc
+    # Nothing changed: five documents with k: 1, no index on k.
+    assert command(s, {"count": "flags", "query": {"k": 1}, "$db": "bad"})["n"] == 5
+    assert command(s, {"count": "flags", "$db": "bad"})["n"] == 5
+    indexes = command(s, {"listIndexes": "flags", "$db": "bad"})["cursor"]["firstBatch"]
+    assert [i["name"] for i in indexes] == ["_id_"], indexes
+    # Numbers and null are flags, as MongoDB's: 0 and null are false.
+    doc = command(s, {"update": "flags", "updates": [{"q": {"k": 1}, "u": {"$set": {"k": 1}},
+                                                      "multi": 1, "upsert": None}], "$db": "bad"})
+    assert doc["ok"] == 1 and doc["n"] == 5, doc
+    doc = command(s, {"find": "flags", "batchSize": 2, "singleBatch": 0, "$db": "bad"})
+    assert doc["cursor"]["id"] != 0, doc
+    command(s, {"killCursors": "flags", "cursors": [doc["cursor"]["id"]], "$db": "bad"})
+    s.close()
+
+
+def test_transactions_and_read_concerns_it_cannot_keep_are_refused(srv):
+    """Found by an outside test: an insert with startTransaction committed at
+    once, and stayed after abortTransaction failed."""
+    s = connect(srv)
+    lsid = {"id": bson.binary.Binary(b"0123456789abcdef", 4)}
+    doc = command(s, {"insert": "txn", "documents": [{"_id": 1}], "lsid": lsid,
+                      "txnNumber": bson.int64.Int64(1), "startTransaction": True,
+                      "autocommit": False, "$db": "bad"})
+    assert doc["ok"] == 0 and doc["code"] == 20, doc
+    assert command(s, {"count": "txn", "$db": "bad"})["n"] == 0
+    for rc in [{"level": "snapshot"}, {"level": "linearizable"}, {"afterClusterTime": 5}, "local"]:
+        doc = command(s, {"find": "txn", "readConcern": rc, "$db": "bad"})
+        assert doc["ok"] == 0 and doc["code"] == 72 and "readConcern" in doc["errmsg"], (rc, doc)
+    for level in ("local", "majority", "available"):
+        doc = command(s, {"find": "txn", "readConcern": {"level": level}, "$db": "bad"})
+        assert doc["ok"] == 1, (level, doc)
+    doc = command(s, {"insert": "txn", "documents": [{"_id": 2}],
+                      "writeConcern": {"w": 1, "bogus": 1}, "$db": "bad"})
+    assert doc["ok"] == 0 and "bogus" in doc["errmsg"], doc
+    s.close()
+
+
+def test_find_and_modify_option_clashes_and_projected_upserts(srv):
+    s = connect(srv)
+    fill(s, "famp", [{"_id": 1}])
+    for extra in ({"new": True}, {"upsert": True}):
+        doc = command(s, dict({"findAndModify": "famp", "query": {"_id": 1}, "remove": True,
+                               "$db": "bad"}, **extra))
+        assert doc["ok"] == 0 and "cannot be combined" in doc["errmsg"], doc
+    assert command(s, {"count": "famp", "$db": "bad"})["n"] == 1
+    # A projection without _id still reports the upserted _id.
+    for fields in ({"_id": 0}, {"a": 1, "_id": 0}):
+        doc = command(s, {"findAndModify": "famp", "query": {"_id": 7}, "fields": fields,
+                          "update": {"$set": {"a": 1, "b": 2}}, "upsert": True, "new": True,
+                          "$db": "bad"})
+        assert doc["lastErrorObject"]["upserted"] == 7, doc
+        assert "_id" not in doc["value"] and doc["value"]["a"] == 1, doc
+        assert ("b" in doc["value"]) == ("a" not in fields), doc
+        command(s, {"delete": "famp", "deletes": [{"q": {"_id": 7}, "limit": 1}], "$db": "bad"})
+    s.close()
+
+
+def test_kill_cursors_and_id_indexes_refuse_what_they_cannot_do(srv):
+    s = connect(srv)
+    fill(s, "kc", [{"_id": i} for i in range(5)])
+    doc = command(s, {"find": "kc", "batchSize": 1, "$db": "bad"})
+    cursor = doc["cursor"]["id"]
+    doc = command(s, {"killCursors": "kc", "cursors": [cursor, 1.5, "s"], "$db": "bad"})
+    assert doc["ok"] == 0 and doc["code"] == 14, doc
+    # The bad list killed nothing: the cursor still reads.
+    doc = command(s, {"getMore": cursor, "collection": "kc", "$db": "bad"})
+    assert doc["ok"] == 1 and len(doc["cursor"]["nextBatch"]) == 4, doc
+    doc = command(s, {"createIndexes": "kc", "indexes": [{"key": {"_id": -1}, "name": "_id_-1"}],
+                      "$db": "bad"})
+    assert doc["ok"] == 0 and doc["code"] == 67, doc
+    doc = command(s, {"createIndexes": "kc", "indexes": [{"key": {"_id": 1}, "name": "_id_"}],
+                      "$db": "bad"})
+    assert doc["ok"] == 1, doc
+    doc = command(s, {"count": "kc", "limit": bson.int64.Int64(-2**63), "$db": "bad"})
+    assert doc["ok"] == 0 and "out of range" in doc["errmsg"], doc
+    s.close()
+
+
 def test_legacy_query(srv):
     s = connect(srv)
     q = struct.pack("<i", 0) + b"admin.$cmd\0" + struct.pack("<ii", 0, -1)
