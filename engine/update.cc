@@ -1764,7 +1764,8 @@ namespace {
 
 // Copies the parts of the container `it` iterates that `n` selects (a leaf
 // selects the whole field). Array elements that are documents are projected
-// one by one; other elements are dropped, as MongoDB does.
+// one by one, arrays in arrays element by element (find's projection, not
+// aggregation's $project); other elements are dropped, as MongoDB does.
 void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bool drop_id,
              bson_t* out) {
   uint32_t index = 0;
@@ -1785,7 +1786,6 @@ void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bool d
     if (!(sub_array || BSON_ITER_HOLDS_DOCUMENT(it)) || !bson_iter_recurse(it, &sub_it)) {
       continue;
     }
-    if (is_array && sub_array) continue;  // arrays in arrays are not projected into
     std::string k = is_array ? std::to_string(index++) : std::string(key);
     bson_t sub;
     if (sub_array) {
