@@ -72,7 +72,7 @@ TEST_CASE("upsert: a regex in the filter is a pattern, not a value to insert", "
   CHECK(Json(Only(db)) == Json(J(R"({"_id": 8, "k": 1, "n": 1})")));
 }
 
-TEST_CASE("upsert: a one-element $all or $in is an equality; longer ones are not",
+TEST_CASE("upsert: a one-element $all or $in is an equality, a longer one is not",
           "[update][upsert]") {
   // Found by an outside test: {x: {$all: [1]}} left x out (MongoDB
   // rewrites a one-element $all into x: 1, as it does $in).
