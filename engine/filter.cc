@@ -171,9 +171,12 @@ Status CheckConstant(const bson_value_t* v, std::string_view path) {
   if (!bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
     return Status::InvalidArgument("invalid BSON in the filter on", path);
   }
+  std::string_view prev;
   while (bson_iter_next(&it)) {
-    if (!array && bson_iter_key_len(&it) > 0 && bson_iter_key(&it)[0] == '$')
+    if (!array && bson_iter_key_len(&it) > 0 && bson_iter_key(&it)[0] == '$' &&
+        !DbRefKey(&it, prev))
       return NotImplemented(Key(&it), path);
+    prev = Key(&it);
     MMDOC_RETURN_IF_ERROR(CheckConstant(bson_iter_value(&it), path));
   }
   return Status::OK();
@@ -455,11 +458,12 @@ Status ParseMod(const bson_iter_t* op, std::string_view path, Node* pred) {
 Result<std::unique_ptr<Node>> ParseDoc(bson_iter_t* it);
 Status ParseOperators(std::string_view path, bson_iter_t* ops, Node* and_node);
 
-// Whether a document (what `it` holds) has a first key that starts with '$'.
+// Whether a document (what `it` holds) has a first key that starts with '$'
+// and is not a DBRef (compared as a value, as MongoDB does).
 bool FirstKeyIsOperator(const bson_iter_t* it) {
   bson_iter_t sub;
   if (!BSON_ITER_HOLDS_DOCUMENT(it) || !bson_iter_recurse(it, &sub)) return false;
-  return bson_iter_next(&sub) && bson_iter_key(&sub)[0] == '$';
+  return bson_iter_next(&sub) && bson_iter_key(&sub)[0] == '$' && !DbRefKey(&sub, "");
 }
 
 bool FirstKeyIs(const bson_iter_t* it, std::string_view key) {

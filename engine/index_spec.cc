@@ -96,9 +96,14 @@ std::string IndexName(const std::vector<IndexKey>& keys) {
 Status CheckIndexFieldPath(std::string_view field) {
   if (field.empty()) return Status::InvalidArgument("index field must not be empty");
   if (field.find('\0') != std::string_view::npos || field[0] == '$' || field.front() == '.' ||
-      field.back() == '.' || field.find("..") != std::string_view::npos ||
-      field.find(".$") != std::string_view::npos)  // a part starting with '$', as MongoDB refuses
+      field.back() == '.' || field.find("..") != std::string_view::npos)
     return Status::InvalidArgument("invalid index field path", field);
+  // A part starting with '$' only as a DBRef's field ("author.$id"), as MongoDB.
+  for (size_t at = field.find(".$"); at != std::string_view::npos; at = field.find(".$", at + 1)) {
+    const std::string_view part = field.substr(at + 1, field.find('.', at + 1) - (at + 1));
+    if (part != "$id" && part != "$ref" && part != "$db")
+      return Status::InvalidArgument("invalid index field path", field);
+  }
   if (field.size() > 200) return Status::InvalidArgument("index field path longer than 200 bytes");
   return Status::OK();
 }

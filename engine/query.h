@@ -189,7 +189,8 @@ class Projection {
 };
 
 // InvalidArgument ("field names must not start with '$': $foo") when a key
-// at any depth of the (valid) document starts with '$', and ("duplicate
+// at any depth of the (valid) document starts with '$' (a DBRef's keys below
+// the top level excepted: DbRefKey), and ("duplicate
 // field name: a") when a (sub)document at any depth has a field name twice
 // (array keys are positions and are not compared). Documents accept both
 // because filters and updates need them; stored documents must not have
@@ -197,6 +198,13 @@ class Projection {
 // this; so should any other path that stores a caller's document
 // (Replace). Allocates nothing unless a (sub)document has over 256 fields.
 Status CheckFieldNames(const uint8_t* doc, size_t len);
+
+// Whether the '$' key of the element `it` holds is a DBRef's, in its place
+// ({$ref: "coll", $id: value[, $db: "db"], ...}: $ref a string right before
+// $id, $db a string right after it), given the key before it (empty at the
+// first). MongoDB stores these below the top level, and a filter compares
+// a document that starts so as a value.
+bool DbRefKey(const bson_iter_t* it, std::string_view prev);
 
 // Adds an ObjectId _id as the first field when the document has none; moves
 // an existing _id first. InvalidArgument when _id is an array, undefined or

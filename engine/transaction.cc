@@ -687,10 +687,11 @@ Result<uint64_t> TransactionImpl::Count(std::string_view coll, const Document& f
 Result<std::vector<Value>> TransactionImpl::Distinct(std::string_view coll, std::string_view field,
                                                      const Document& filter) {
   if (finished_) return Status::InvalidArgument("transaction already finished");
-  for (size_t start = 0;;) {  // a dotted path: no empty part, none starting with '$'
+  for (size_t start = 0;;) {  // a dotted path: no empty part, no '$' but a DBRef's below the top
     const size_t dot = field.find('.', start);
     const std::string_view part = field.substr(start, dot == field.npos ? dot : dot - start);
-    if (part.empty() || part[0] == '$' || part.find('\0') != part.npos)
+    const bool dbref = start > 0 && (part == "$id" || part == "$ref" || part == "$db");
+    if (part.empty() || (part[0] == '$' && !dbref) || part.find('\0') != part.npos)
       return Status::InvalidArgument("bad distinct field", field);
     if (dot == field.npos) break;
     start = dot + 1;

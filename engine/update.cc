@@ -89,16 +89,19 @@ Status CheckWideLevel(bson_iter_t level) {
 }
 
 // The '$' and duplicate checks of CheckFieldNames over the container `it`
-// iterates (an array's keys are positions, not names: not compared).
-Status CheckNamesIn(bson_iter_t* it, bool is_array) {
+// iterates (an array's keys are positions, not names: not compared). Below
+// the top level a DBRef's keys are allowed, as MongoDB stores them.
+Status CheckNamesIn(bson_iter_t* it, bool is_array, bool top) {
   const bson_iter_t start = *it;
   std::string_view first[kLinearKeys];
   size_t n = 0;  // keys in first[]; past kLinearKeys, CheckWideLevel ran
+  std::string_view prev;
   while (bson_iter_next(it)) {
     const std::string_view key = Key(it);
-    if (!key.empty() && key[0] == '$') {
+    if (!key.empty() && key[0] == '$' && (top || is_array || !DbRefKey(it, prev))) {
       return Status::InvalidArgument("field names must not start with '$'", key);
     }
+    prev = key;
     if (!is_array && n <= kLinearKeys) {
       if (n < kLinearKeys) {
         for (size_t i = 0; i < n; i++) {
@@ -113,17 +116,22 @@ Status CheckNamesIn(bson_iter_t* it, bool is_array) {
     bson_iter_t child;
     const bool array = BSON_ITER_HOLDS_ARRAY(it);
     if ((array || BSON_ITER_HOLDS_DOCUMENT(it)) && bson_iter_recurse(it, &child)) {
-      MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child, array));
+      MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child, array, false));
     }
   }
   return Status::OK();
 }
 
+// A value an operator stores: below the top level wherever it goes.
 Status CheckValueNames(const bson_value_t* v) {
   if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY) {
     return Status::OK();
   }
-  return CheckFieldNames(v->value.v_doc.data, v->value.v_doc.data_len);
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, v->value.v_doc.data, v->value.v_doc.data_len)) {
+    return Status::InvalidArgument("invalid BSON document");
+  }
+  return CheckNamesIn(&it, v->value_type == BSON_TYPE_ARRAY, false);
 }
 
 // Nesting levels inside a value (a scalar is 0, {} is 1).
@@ -803,7 +811,18 @@ Status CheckFieldNames(const uint8_t* doc, size_t len) {
   if (!bson_iter_init_from_data(&it, doc, len)) {
     return Status::InvalidArgument("invalid BSON document");
   }
-  return CheckNamesIn(&it, false);
+  return CheckNamesIn(&it, false, true);
+}
+
+bool DbRefKey(const bson_iter_t* it, std::string_view prev) {
+  const std::string_view key = Key(it);
+  if (key == "$ref") {
+    bson_iter_t next = *it;
+    return BSON_ITER_HOLDS_UTF8(it) && bson_iter_next(&next) && Key(&next) == "$id";
+  }
+  if (key == "$id") return prev == "$ref";
+  if (key == "$db") return prev == "$id" && BSON_ITER_HOLDS_UTF8(it);
+  return false;
 }
 
 // ------------------------------------------------------------------ Update

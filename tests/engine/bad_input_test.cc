@@ -213,6 +213,59 @@ TEST_CASE("bad input: $ field names on insert, replace and update") {
   ExpectSeed3(db);
 }
 
+TEST_CASE("bad input: a DBRef below the top level is stored, found and indexed, other $ keys not") {
+  // Found by an outside test: a mongodump with DBRefs could not be
+  // imported. MongoDB stores {$ref, $id[, $db]} below the top level.
+  TestDB db;
+  REQUIRE(db->Insert("c", J(R"({"_id": 1})")).ok());
+  const char* ref =
+      R"({"$ref": "users", "$id": {"$oid": "5f0000000000000000000001"}, "$db": "app"})";
+  REQUIRE(db->Insert("c", J(std::string(R"({"_id": 7, "author": )") + ref + "}")).ok());
+  REQUIRE(
+      db->Insert("c", J(R"({"_id": 8, "refs": [{"$ref": "users", "$id": 2, "note": "x"}]})")).ok());
+  CHECK(
+      db->UpdateOne("c", J(R"({"_id": 1})"), J(std::string(R"({"$set": {"author": )") + ref + "}}"))
+          .ok());
+  REQUIRE(db->CreateIndex("c", "author.$id").ok());
+  // Compared as a value, by its fields, and through the index.
+  for (const std::string& filter :
+       {std::string(R"({"author": )") + ref + "}",
+        std::string(R"({"author": {"$eq": )") + ref + "}}",
+        std::string(R"({"author": {"$in": [)") + ref + "]}}",
+        std::string(R"({"author.$id": {"$oid": "5f0000000000000000000001"}})"),
+        std::string(R"({"author.$ref": "users"})")}) {
+    CAPTURE(filter);
+    auto n = db->Count("c", J(filter));
+    REQUIRE(n.ok());
+    CHECK(n.value() == 2);
+  }
+  CHECK(db->Count("c", J(R"({"refs.$id": 2})")).value() == 1);
+  CHECK(db->Distinct("c", "author.$ref", J("{}")).value().size() == 1);
+  CHECK(db->CreateIndex("c", "author.$x").IsInvalidArgument());
+  CHECK(db->CreateIndex("c", "$id").IsInvalidArgument());
+  CHECK(db->Get("c", V("7")).value().ToJson().find("\"$ref\"") != std::string::npos);
+  // Not a DBRef: refused, and nothing stored.
+  for (const char* bad :
+       {R"({"_id": 9, "$ref": "users", "$id": 1})",                 // at the top level
+        R"({"_id": 9, "a": {"$id": 1, "$ref": "users"}})",          // $id before $ref
+        R"({"_id": 9, "a": {"$ref": "users", "x": 1, "$id": 1}})",  // $id not right after
+        R"({"_id": 9, "a": {"$ref": 5, "$id": 1}})",                // $ref not a string
+        R"({"_id": 9, "a": {"$ref": "u", "$id": 1, "$db": 3}})",    // $db not a string
+        R"({"_id": 9, "a": {"$ref": "u", "$id": 1, "$x": 3}})",     // another $ key
+        R"({"_id": 9, "a": [{"$ref": "u"}]})"}) {
+    CAPTURE(bad);
+    auto d = Document::FromJson(bad);
+    if (!d.ok()) continue;  // the JSON reader refused it itself
+    Status s = db->Insert("c", d.value());
+    CHECK(s.IsInvalidArgument());
+    CHECK(Has(s, "must not start with '$'"));
+  }
+  CHECK_FALSE(db->Get("c", V("9")).ok());
+  // A filter document starting with another $ key is still operators.
+  CHECK(
+      db->Count("c", J(R"({"author": {"$id": 1, "$ref": "users"}})")).status().IsInvalidArgument());
+}
+
 TEST_CASE("bad input: duplicate field names on insert, replace and update") {
   TestDB db;
   Seed3(db);
