@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
 #include "engine/db_impl.h"
 #include "storage/coding.h"
@@ -211,7 +213,11 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
       db->FreezeActive();
     }
     DBImpl* raw = db.get();
-    db->merger_ = std::thread([raw] { raw->MergerLoop(); });
+    try {
+      db->merger_ = std::thread([raw] { raw->MergerLoop(); });
+    } catch (const std::system_error& e) {  // no memory or threads left: an error, not a throw
+      return Status::IOError("cannot start the write buffer's merger thread", e.what());
+    }
   }
   return db;
 }

@@ -4,6 +4,8 @@
 #include <cassert>
 #include <chrono>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
 #include "storage/checksum.h"
 #include "storage/coding.h"
@@ -515,7 +517,16 @@ Status Log::Flush() {
 }
 
 void Log::StartFlusher(uint32_t interval_ms) {
-  // Once: both a write txn's commit and a log-only commit may ask.
+  // Once: both a write txn's commit and a log-only commit may ask. A thread
+  // that cannot start (no memory or threads left) leaves the flag unset, so
+  // the next commit asks again; until then the records wait for a sync.
+  try {
+    StartFlusherOnce(interval_ms);
+  } catch (const std::system_error&) {
+  }
+}
+
+void Log::StartFlusherOnce(uint32_t interval_ms) {
   std::call_once(flusher_once_, [this, interval_ms] {
     flusher_ = std::thread([this, interval_ms] {
       MutexLock l(&sync_mu_);

@@ -188,6 +188,7 @@ class Log {
   const std::string& path() const { return path_; }
 
  private:
+  void StartFlusherOnce(uint32_t interval_ms) MMDOC_EXCLUDES(sync_mu_);  // may throw
   Status SyncTo(Durability d, uint64_t offset, uint64_t length, uint64_t lsn_end)
       MMDOC_EXCLUDES(sync_mu_);
   // After a sync of everything appended up to `lsn` (captured with its txid

@@ -1353,5 +1353,32 @@ TEST_CASE("tool: a file size limit is an error, not a signal", "[tools]") {
   MustRun({"check", db});
 }
 
+TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]") {
+  // Found by an outside test: under ulimit -v, Open's std::thread threw
+  // and the process aborted. A 64 TiB default thread stack (the child takes
+  // it from RLIMIT_STACK) cannot be mapped, so the merger cannot start.
+  if (kSanitized) {
+    WARN("skipped: the sanitizers' runtimes map and start threads of their own");
+    return;
+  }
+  TempDir dir;
+  const std::string db = dir.File("d.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1}\n");
+  struct rlimit old;
+  REQUIRE(getrlimit(RLIMIT_STACK, &old) == 0);
+  struct rlimit huge = old;
+  huge.rlim_cur = rlim_t{1} << 46;
+  if (old.rlim_max != RLIM_INFINITY && old.rlim_max < huge.rlim_cur) {
+    WARN("skipped: the hard stack limit is below 64 TiB");
+    return;
+  }
+  REQUIRE(setrlimit(RLIMIT_STACK, &huge) == 0);
+  const Run r = RunTool({"count", db});
+  REQUIRE(setrlimit(RLIMIT_STACK, &old) == 0);
+  ExpectError(r, 2, {"cannot start", "thread"});
+  CHECK(MustRun({"count", db}).out == "1\n");
+  MustRun({"check", db});
+}
+
 }  // namespace
 }  // namespace mmdoc::test
