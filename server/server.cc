@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 #include "server/wire.h"
@@ -66,6 +68,7 @@ Server::~Server() {
   Stop();
   JoinFinished(true);
   if (listen_fd_ >= 0) close(listen_fd_);
+  if (spare_fd_ >= 0) close(spare_fd_);
   for (int fd : wake_fds_) {
     if (fd >= 0) close(fd);
   }
@@ -109,7 +112,20 @@ Status Server::Listen() {
   port_ = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                      : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   listen_fd_ = fd;
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   return Status::OK();
+}
+
+// Out of descriptors, a pending connection would wake poll again at once:
+// it is accepted on the spare descriptor and closed, so its client hears a
+// close and the loop does not spin.
+void Server::ShedConnection() {
+  if (spare_fd_ >= 0) close(spare_fd_);
+  int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd >= 0) close(fd);
+  Log("refused a connection: out of file descriptors (ulimit -n)");
+  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (spare_fd_ < 0) poll(nullptr, 0, 100);  // none to spare yet: wait rather than spin
 }
 
 void Server::Stop() {
@@ -153,7 +169,10 @@ void Server::Run() {
     sockaddr_storage addr{};
     socklen_t len = sizeof(addr);
     int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) ShedConnection();
+      continue;
+    }
     std::string peer = PeerName(addr);
     std::lock_guard<std::mutex> lock(mu_);
     if (connections_.size() >= options_.max_connections) {
@@ -170,7 +189,13 @@ void Server::Run() {
     c->peer = peer;
     Connection* raw = c.get();
     connections_.push_back(std::move(c));
-    raw->thread = std::thread([this, raw] { Serve(raw); });
+    try {
+      raw->thread = std::thread([this, raw] { Serve(raw); });
+    } catch (const std::system_error& e) {  // no memory or threads left
+      Log("refused connection from " + peer + ": cannot start its thread: " + e.what());
+      connections_.pop_back();
+      close(fd);
+    }
   }
   // Wake every connection blocked in recv; each finishes what it runs.
   {

@@ -73,11 +73,13 @@ class Server {
   void Serve(Connection* c);
   void Log(const std::string& line);
   void JoinFinished(bool all);
+  void ShedConnection();
 
   Commands* commands_;
   ServerOptions options_;
   int listen_fd_ = -1;
   int wake_fds_[2] = {-1, -1};  // Stop() writes to [1] to wake Run's poll
+  int spare_fd_ = -1;           // given up to accept and close a connection past ulimit -n
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> next_id_{1};

@@ -11,8 +11,9 @@ import time
 
 
 class Server:
-    def __init__(self, mmdoc, args=(), db=None):
+    def __init__(self, mmdoc, args=(), db=None, preexec=None):
         self.mmdoc = mmdoc
+        self.preexec = preexec  # run in the child before exec (resource limits)
         self.tmp = None
         if db is None:
             self.tmp = tempfile.TemporaryDirectory(prefix="mmdoc-serve-")
@@ -26,7 +27,7 @@ class Server:
         self.stderr = open(self.db + ".serve.log", "ab")
         self.proc = subprocess.Popen(
             [self.mmdoc, "serve", self.db, "--port", "0"] + self.args,
-            stdout=subprocess.PIPE, stderr=self.stderr)
+            stdout=subprocess.PIPE, stderr=self.stderr, preexec_fn=self.preexec)
         line = self.proc.stdout.readline().decode()
         m = re.search(r"listening on [^ ]*:(\d+) ", line)
         if not m:
