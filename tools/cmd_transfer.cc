@@ -249,7 +249,7 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   head.resize(std::fread(head.data(), 1, head.size(), in));
   std::rewind(in);
   InputFormat format = SniffFormat(head, size);
-  if (format == InputFormat::kEmpty) return Fail(kExitBadInput, what, "file is empty");
+  const bool empty = format == InputFormat::kEmpty;
   if (a.json_array && a.format == "bson") {
     return Fail(kExitBadInput, "import: usage", "--json-array reads JSON, not --format bson");
   }
@@ -267,6 +267,13 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   int code = kExitOk;
   auto db = OpenDb(c, true, &code);
   if (!db) return code;
+  if (empty) {
+    // What export writes for an empty collection: no documents, and the
+    // collection made, as mongorestore makes it.
+    Status s = db->CreateCollection(c.collection);
+    if (!s.ok() && !s.IsAlreadyExists()) return FailStatus("import", s);
+    return CloseDb(db.get());
+  }
   Loader loader(db.get(), c.collection, a.batch, false);
   Progress progress("import", size, a.progress && isatty(STDERR_FILENO));
   code = format == InputFormat::kBson ? ImportBson(in, what, &loader, &progress)
