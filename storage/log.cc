@@ -182,7 +182,12 @@ Status Log::Grow(uint64_t need) {
   // claims them, a failure or crash here loses nothing, so it is not sticky.
   Status s = ZeroFill(cap, grown);
   if (s.ok()) s = file_->Sync();
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    // A disk that filled midway keeps the zeros written so far: given
+    // back, or a full disk would stay full of log no record uses.
+    (void)file_->Truncate(cap);
+    return s;
+  }
   // A torn or unsynced header would lose the log: that is sticky (rule 8).
   s = WriteHeader(db_id_, grown - start_);
   if (s.ok()) s = file_->Sync();

@@ -172,8 +172,8 @@ struct DBStats {
   std::vector<CollectionStats> collections;
   uint32_t page_size = 0;
   uint64_t file_size = 0;
-  // The log file's size now (a growth a full disk cut short may leave
-  // unused blocks past it), and Options::log_size, the most it grows to: it
+  // The log file's size now (a growth a full disk cuts short is given
+  // back), and Options::log_size, the most it grows to: it
   // starts at 1 MiB (less for a smaller budget) and doubles as the work
   // needs; a clean close lets the next session start it small again.
   uint64_t log_file_size = 0;
