@@ -336,6 +336,66 @@ Status CheckRegexOptions(std::string_view options) {
 
 bool IsWordChar(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || IsDigit(c); }
 
+bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// The wrappers' strings libbson reads too kindly, so that a typo became
+// another value: an ObjectId's other letters as zeros, "100" as subtype
+// 0x10, " +05" as 5, 2020-02-30 as March 1.
+Status CheckOidText(std::string_view s) {
+  if (s.size() == 24 && std::all_of(s.begin(), s.end(), IsHex)) return Status::OK();
+  return Status::InvalidArgument("invalid JSON: $oid \"" + std::string(s) +
+                                 "\" is not 24 hexadecimal digits");
+}
+
+// $numberInt and $numberLong: an optional '-' and decimal digits, without
+// leading zeros, as Extended JSON writes them (the range is checked later).
+Status CheckIntText(std::string_view key, std::string_view s) {
+  const std::string_view digits = !s.empty() && s[0] == '-' ? s.substr(1) : s;
+  if (!digits.empty() && std::all_of(digits.begin(), digits.end(), IsDigit) &&
+      (digits[0] != '0' || digits.size() == 1)) {
+    return Status::OK();
+  }
+  return Status::InvalidArgument("invalid JSON: " + std::string(key) + " \"" + std::string(s) +
+                                 "\" is not an integer");
+}
+
+Status CheckSubTypeText(std::string_view s) {
+  if (!s.empty() && s.size() <= 2 && std::all_of(s.begin(), s.end(), IsHex)) return Status::OK();
+  return Status::InvalidArgument("invalid JSON: binary subType \"" + std::string(s) +
+                                 "\" is not one or two hexadecimal digits");
+}
+
+// An ISO-8601 $date: the day exists in its month, the time in its day.
+// The layout itself is libbson's to check.
+Status CheckDateText(std::string_view s) {
+  auto num = [&s](size_t at, size_t n, int* v) {
+    if (at + n > s.size()) return false;
+    *v = 0;
+    for (size_t i = at; i < at + n; i++) {
+      if (!IsDigit(s[i])) return false;
+      *v = *v * 10 + (s[i] - '0');
+    }
+    return true;
+  };
+  int year, month, day;
+  if (!num(0, 4, &year) || s.size() < 10 || s[4] != '-' || !num(5, 2, &month) || s[7] != '-' ||
+      !num(8, 2, &day)) {
+    return Status::OK();
+  }
+  static const int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  const int last = month == 2 && leap ? 29 : month >= 1 && month <= 12 ? kDays[month - 1] : 0;
+  int hour = 0, minute = 0, second = 0;
+  const bool timed = s.size() > 10 && s[10] == 'T';
+  if (day < 1 || day > last ||
+      (timed && ((num(11, 2, &hour) && hour > 23) || (num(14, 2, &minute) && minute > 59) ||
+                 (num(17, 2, &second) && second > 59)))) {
+    return Status::InvalidArgument("invalid JSON: $date \"" + std::string(s) +
+                                   "\" is not a date and time that exist");
+  }
+  return Status::OK();
+}
+
 // A bare word outside strings: JSON's true, false and null, and the NaN and
 // Infinity that libbson reads (in any case, as it does).
 Status CheckWord(std::string_view w) {
@@ -352,7 +412,20 @@ Status CheckJsonNumbers(std::string_view json) {
   int depth = 0;
   int timestamp_depth = -1;  // depth of an open {"$timestamp": {...}} body
   int regex_depth = -1;      // of an open {"$regularExpression": {...}} body
-  enum { kNone, kDecimal, kDouble, kTimestamp, kRegexOptions } pending = kNone;  // key seen
+  int binary_depth = -1;     // of an open {"$binary": {...}} body
+  enum {
+    kNone,
+    kDecimal,
+    kDouble,
+    kTimestamp,
+    kRegexOptions,
+    kOid,
+    kInt,
+    kLong,
+    kSubType,
+    kDate,
+    kUndefined
+  } pending = kNone;  // key seen
   while (p < end) {
     const char c = *p;
     if (c == '"') {
@@ -382,9 +455,23 @@ Status CheckJsonNumbers(std::string_view json) {
             pending = kRegexOptions;
           } else if (str == "$regularExpression") {
             regex_depth = depth + 1;
+          } else if (str == "$binary") {
+            binary_depth = depth + 1;
+          } else if (str == "$oid") {
+            pending = kOid;
+          } else if (str == "$numberInt") {
+            pending = kInt;
+          } else if (str == "$numberLong") {
+            pending = kLong;
+          } else if (str == "$date") {
+            pending = kDate;
+          } else if (str == "$undefined") {
+            pending = kUndefined;
           }
         } else if (str == "options" && depth == regex_depth) {
           pending = kRegexOptions;
+        } else if (str == "subType" && depth == binary_depth) {
+          pending = kSubType;
         }
         p = q + 1;
         continue;
@@ -397,13 +484,36 @@ Status CheckJsonNumbers(std::string_view json) {
         }
         MMDOC_RETURN_IF_ERROR(CheckRegexOptions(str));
       }
-      if (pending == kDecimal || pending == kDouble) {
+      if (pending != kNone && pending != kRegexOptions && pending != kTimestamp) {
         std::string decoded;
         if (escaped) {
           decoded = Unescape(str);
           str = decoded;
         }
-        MMDOC_RETURN_IF_ERROR(pending == kDecimal ? CheckDecimal(str) : CheckDoubleText(str));
+        switch (pending) {
+          case kDecimal:
+            MMDOC_RETURN_IF_ERROR(CheckDecimal(str));
+            break;
+          case kDouble:
+            MMDOC_RETURN_IF_ERROR(CheckDoubleText(str));
+            break;
+          case kOid:
+            MMDOC_RETURN_IF_ERROR(CheckOidText(str));
+            break;
+          case kInt:
+          case kLong:
+            MMDOC_RETURN_IF_ERROR(
+                CheckIntText(pending == kInt ? "$numberInt" : "$numberLong", str));
+            break;
+          case kSubType:
+            MMDOC_RETURN_IF_ERROR(CheckSubTypeText(str));
+            break;
+          case kDate:
+            MMDOC_RETURN_IF_ERROR(CheckDateText(str));
+            break;
+          default:
+            break;
+        }
       }
       pending = kNone;
       continue;
@@ -445,12 +555,18 @@ Status CheckJsonNumbers(std::string_view json) {
     } else if (c == '}' || c == ']') {
       if (depth == timestamp_depth) timestamp_depth = -1;
       if (depth == regex_depth) regex_depth = -1;
+      if (depth == binary_depth) binary_depth = -1;
       depth--;
     } else if (IsWordChar(c)) {
       // libbson reads the prefixes "n", "N" and "Na" of NaN as 0.
       const char* word = p;
       while (p < end && IsWordChar(*p)) p++;
-      MMDOC_RETURN_IF_ERROR(CheckWord(std::string_view(word, static_cast<size_t>(p - word))));
+      const std::string_view w(word, static_cast<size_t>(p - word));
+      MMDOC_RETURN_IF_ERROR(CheckWord(w));
+      if (pending == kUndefined && w != "true") {
+        return Status::InvalidArgument("invalid JSON: $undefined must be true, not " +
+                                       std::string(w));
+      }
       pending = kNone;
       continue;
     } else if (!IsJsonSpace(c) && c != ',') {

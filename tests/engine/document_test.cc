@@ -236,6 +236,48 @@ TEST_CASE("Document: numbers libbson would change are refused, naming them", "[d
   }
 }
 
+TEST_CASE("Document: wrapper strings libbson reads too kindly are refused, naming them",
+          "[document]") {
+  // Found by an outside test: each of these became another value.
+  for (const auto& [json, needle] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"o": {"$oid": "0g0203040506070809zz0b0c"}})", "24 hexadecimal"},
+           {R"({"o": {"$oid": "-10203040506070809000b0c"}})", "24 hexadecimal"},
+           {R"({"o": {"$dbPointer": {"$ref": "c", "$id": {"$oid": "zz0203040506070809000b0c"}}}})",
+            "24 hexadecimal"},
+           {R"({"b": {"$binary": {"base64": "AAAA", "subType": "100"}}})", "subType"},
+           {R"({"b": {"$binary": {"base64": "AAAA", "subType": "-1"}}})", "subType"},
+           {R"({"b": {"$binary": {"base64": "AAAA", "subType": ""}}})", "subType"},
+           {R"({"n": {"$numberInt": " +05"}})", "not an integer"},
+           {R"({"n": {"$numberInt": "05"}})", "not an integer"},
+           {R"({"n": {"$numberLong": " 5"}})", "not an integer"},
+           {R"({"n": {"$numberLong": "1e3"}})", "not an integer"},
+           {R"({"d": {"$date": "2020-02-30T00:00:00Z"}})", "exist"},
+           {R"({"d": {"$date": "2019-02-29T00:00:00Z"}})", "exist"},
+           {R"({"d": {"$date": "2020-04-31T00:00:00Z"}})", "exist"},
+           {R"({"d": {"$date": "2020-13-01T00:00:00Z"}})", "exist"},
+           {R"({"d": {"$date": "2020-01-01T24:00:00Z"}})", "exist"},
+           {R"({"d": {"$date": "2020-01-01T00:60:00Z"}})", "exist"},
+           {R"({"u": {"$undefined": false}})", "must be true"}}) {
+    INFO(json);
+    auto d = Document::FromJson(json);
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.status().IsInvalidArgument());
+    CHECK(d.status().ToString().find(needle) != std::string::npos);
+  }
+  // Their well-formed neighbours read as before.
+  for (const char* json :
+       {R"({"o": {"$oid": "5F0000000000000000000001"}})",
+        R"({"b": {"$binary": {"base64": "AAAA", "subType": "80"}}})",
+        R"({"b": {"$binary": {"base64": "AAAA", "subType": "4"}}})",
+        R"({"n": {"$numberInt": "-2147483648"}, "m": {"$numberLong": "0"}})",
+        R"({"d": {"$date": "2020-02-29T23:59:59.999Z"}, "e": {"$date": "2000-02-29T00:00:00Z"}})",
+        R"({"d": {"$date": {"$numberLong": "-5"}}})", R"({"u": {"$undefined": true}})",
+        R"({"t": {"$type": "date"}})"}) {
+    INFO(json);
+    CHECK(Document::FromJson(json).ok());
+  }
+}
+
 TEST_CASE("Document: '$' keys are allowed (filters and updates need them)", "[document]") {
   CHECK(Parse(R"({"a": {"$gt": 1}})").ToJson() == R"({ "a" : { "$gt" : 1 } })");
   CHECK(Parse(R"({"$set": {"a": 1}})").size() > 5);
