@@ -676,6 +676,11 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
     ++i;
   }
   if (i == json.size()) return Status::InvalidArgument("invalid JSON: empty");
+  // libbson's error would stop at the byte and print nothing useful.
+  if (const size_t nul = json.find('\0'); nul != std::string_view::npos) {
+    return Status::InvalidArgument("invalid JSON: a NUL byte at offset " + std::to_string(nul) +
+                                   " (write \\u0000 in a string)");
+  }
   // libbson would turn a top-level array into {"0": .., "1": ..}.
   if (json[i] != '{') {
     return Status::InvalidArgument("invalid JSON: expected an object at the top level");

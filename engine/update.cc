@@ -339,6 +339,9 @@ Status Arith(bool mul, const bson_value_t* current, const bson_value_t* operand,
              const std::string& path, bson_value_t* out) {
   const char* name = mul ? "$mul" : "$inc";
   bson_type_t a = current->value_type, b = operand->value_type;
+  if (a == BSON_TYPE_DECIMAL128 || b == BSON_TYPE_DECIMAL128) {
+    return Status::InvalidArgument(std::string(name) + " of a Decimal128 is not supported", path);
+  }
   if (!IsNumber(a)) {
     return Status::InvalidArgument(std::string(name) + " on a non-number field", path);
   }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -84,7 +85,10 @@ InputFormat SniffFormat(const std::string& head, uint64_t file_size) {
   if (head.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // UTF-8 byte order mark
   i = head.find_first_not_of(" \t\r\n", i);
   if (i == std::string::npos) return InputFormat::kEmpty;
-  if (head.find('\0') != std::string::npos) return InputFormat::kUnknown;
+  // JSON with a NUL byte further on is read up to the document holding it.
+  if (head.find('\0') != std::string::npos && head[i] != '{' && head[i] != '[') {
+    return InputFormat::kUnknown;
+  }
   if (head[i] == '{') return InputFormat::kJson;
   if (head[i] == '[') return InputFormat::kJsonArray;
   return InputFormat::kUnknown;
@@ -129,9 +133,16 @@ int ImportBson(FILE* in, const std::string& what, Loader* loader, Progress* prog
     if (got < 4) {
       return FailInsert(loader, where, std::ferror(in) ? std::strerror(errno) : "truncated file");
     }
-    uint32_t len = storage::DecodeFixed32(len_bytes);
-    if (len < 5 || len > kMaxDocumentSize) {
-      return FailInsert(loader, where, "invalid BSON: bad document length " + std::to_string(len));
+    const uint32_t len = storage::DecodeFixed32(len_bytes);
+    if (len > kMaxDocumentSize && len <= INT32_MAX) {
+      return FailInsert(loader, where,
+                        "invalid BSON: document length " + std::to_string(len) +
+                            " is over the 16 MiB limit (" + std::to_string(kMaxDocumentSize) + ")");
+    }
+    if (len < 5 || len > kMaxDocumentSize) {  // BSON's length is a signed int32
+      return FailInsert(
+          loader, where,
+          "invalid BSON: bad document length " + std::to_string(static_cast<int32_t>(len)));
     }
     buf.resize(len);
     std::memcpy(buf.data(), len_bytes, 4);
@@ -139,9 +150,8 @@ int ImportBson(FILE* in, const std::string& what, Loader* loader, Progress* prog
       return FailInsert(loader, where, std::ferror(in) ? std::strerror(errno) : "truncated file");
     }
     auto doc = Document::FromBson(reinterpret_cast<const uint8_t*>(buf.data()), buf.size());
-    if (!doc.ok()) {
-      return FailInsert(loader, where, "invalid BSON: " + doc.status().message());
-    }
+    if (!doc.ok()) return FailInsert(loader, where, doc.status().message());  // "invalid BSON: ..."
+
     Status s = loader->Add(*doc);
     if (!s.ok()) return FailInsert(loader, where, Describe(s));
     offset += len;

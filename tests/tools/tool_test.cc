@@ -1362,6 +1362,34 @@ TEST_CASE("tool: a file size limit is an error, not a signal", "[tools]") {
   MustRun({"check", db});
 }
 
+TEST_CASE("tool: import's errors name the problem", "[tools]") {
+  // Found by an outside test: each of these named it wrongly or not at all.
+  TempDir dir;
+  const std::string db = dir.File("m.mmdb");
+  // A NUL byte on line 2: the first document is committed, the error says NUL.
+  WriteFile(dir.File("nul.json"), std::string("{\"_id\": 1}\n{\"_id\": 2, \"a\": \"x\0y\"}\n", 34));
+  ExpectError(RunTool({"import", db, dir.File("nul.json")}), 2,
+              {"document 2 at line 2", "NUL byte"});
+  CHECK(MustRun({"count", db}).out == "1\n");
+  // A negative BSON length is negative; one over 16 MiB names the limit.
+  std::string neg = {'\xfb', '\xff', '\xff', '\xff', '\x10', 'a', '\0'};
+  WriteFile(dir.File("neg.bson"), neg);
+  ExpectError(RunTool({"import", db, dir.File("neg.bson")}), 2, {"bad document length -5"});
+  std::string big = {'\x20', '\0', '\0', '\x01', '\x10', 'a', '\0', '\0', '\0', '\0', '\0', '\0'};
+  WriteFile(dir.File("big.bson"), big);
+  ExpectError(RunTool({"import", db, dir.File("big.bson")}), 2, {"16 MiB"});
+  // One "invalid BSON", not two.
+  std::string bad = {'\x0c', '\0', '\0', '\0', '\x10', 'a', '\0', '\x01', '\0', '\0', '\0', '\x01'};
+  WriteFile(dir.File("bad.bson"), bad);
+  const Run r = RunTool({"import", db, dir.File("bad.bson")});
+  ExpectError(r, 2, {"invalid BSON"});
+  CHECK_FALSE(Contains(r.err, "invalid BSON: invalid BSON"));
+  // $inc of a Decimal128 says so.
+  MustRun({"insert", db, "-c", "d"}, "{\"_id\": 1, \"g\": {\"$numberDecimal\": \"1.5\"}}\n");
+  ExpectError(RunTool({"update", db, "-c", "d", "{}", "{\"$inc\": {\"g\": 1}}"}), 2,
+              {"Decimal128"});
+}
+
 TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]") {
   // Found by an outside test: under ulimit -v, Open's std::thread threw
   // and the process aborted. A 64 TiB default thread stack (the child takes
