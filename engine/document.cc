@@ -839,8 +839,12 @@ class JsonWriter {
         if (pattern == nullptr || options == nullptr) return false;
         out_->append("{ \"$regularExpression\" : { \"pattern\" : ");
         if (!WriteString(pattern, std::strlen(pattern))) return false;
+        // In alphabetical order, once each, as Extended JSON (and BSON) say.
+        std::string sorted(options);
+        std::sort(sorted.begin(), sorted.end());
+        sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
         out_->append(", \"options\" : ");
-        if (!WriteString(options, std::strlen(options))) return false;
+        if (!WriteString(sorted.data(), sorted.size())) return false;
         out_->append(" } }");
         return true;
       }

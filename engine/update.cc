@@ -117,6 +117,13 @@ Status CheckNamesIn(bson_iter_t* it, bool is_array, bool top) {
     const bool array = BSON_ITER_HOLDS_ARRAY(it);
     if ((array || BSON_ITER_HOLDS_DOCUMENT(it)) && bson_iter_recurse(it, &child)) {
       MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child, array, false));
+    } else if (BSON_ITER_HOLDS_CODEWSCOPE(it)) {  // a scope is a stored document too
+      uint32_t code_len = 0, scope_len = 0;
+      const uint8_t* scope = nullptr;
+      bson_iter_codewscope(it, &code_len, &scope_len, &scope);
+      if (scope != nullptr && bson_iter_init_from_data(&child, scope, scope_len)) {
+        MMDOC_RETURN_IF_ERROR(CheckNamesIn(&child, false, false));
+      }
     }
   }
   return Status::OK();

@@ -56,6 +56,10 @@ int FailStatus(std::string_view what, const Status& s) {
 
 std::string JsonError(const Status& s) {
   std::string m = s.message();
+  // Well-formed JSON past a limit is not "invalid JSON".
+  if (m.rfind("document is larger than", 0) == 0 || m.rfind("document nested deeper", 0) == 0) {
+    return m;
+  }
   for (const char* prefix : {"invalid JSON: ", "Invalid JSON: "}) {
     if (m.rfind(prefix, 0) == 0) m.erase(0, std::strlen(prefix));
   }

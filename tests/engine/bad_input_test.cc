@@ -252,7 +252,8 @@ TEST_CASE("bad input: a DBRef below the top level is stored, found and indexed, 
         R"({"_id": 9, "a": {"$ref": 5, "$id": 1}})",                // $ref not a string
         R"({"_id": 9, "a": {"$ref": "u", "$id": 1, "$db": 3}})",    // $db not a string
         R"({"_id": 9, "a": {"$ref": "u", "$id": 1, "$x": 3}})",     // another $ key
-        R"({"_id": 9, "a": [{"$ref": "u"}]})"}) {
+        R"({"_id": 9, "a": [{"$ref": "u"}]})",
+        R"({"_id": 9, "c": {"$code": "x", "$scope": {"$x": 1}}})"}) {  // a scope is stored
     CAPTURE(bad);
     auto d = Document::FromJson(bad);
     if (!d.ok()) continue;  // the JSON reader refused it itself

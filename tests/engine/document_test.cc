@@ -886,6 +886,26 @@ TEST_CASE("Value: doubles print as the shortest text that reads back", "[documen
   }
 }
 
+TEST_CASE("Document: regex options print sorted, once each, as Extended JSON says",
+          "[document][json]") {
+  // Found by an outside test: BSON holding "xsmi" printed it so, and the
+  // JSON reader (which sorts) then gave other bytes than the canonical text.
+  bson_t b;
+  bson_init(&b);
+  bson_append_regex(&b, "r", 1, "a.b", "xsmii");
+  auto d = Document::FromBson(&b);
+  bson_destroy(&b);
+  REQUIRE(d.ok());
+  for (JsonMode mode : {JsonMode::kRelaxed, JsonMode::kCanonical}) {
+    const std::string json = d.value().ToJson(mode);
+    INFO(json);
+    CHECK(json.find("\"options\" : \"imsx\"") != std::string::npos);
+    auto back = Document::FromJson(json);
+    REQUIRE(back.ok());
+    CHECK(back.value().ToJson(mode) == json);
+  }
+}
+
 TEST_CASE("Document: relaxed dates are ISO-8601 only from 1970 to 9999", "[document][json]") {
   CHECK(Value::FromJson(R"({"$date": 0})").value().ToJson() ==
         R"({ "$date" : "1970-01-01T00:00:00Z" })");
