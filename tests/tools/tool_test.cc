@@ -1394,8 +1394,10 @@ TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]
   // Found by an outside test: under ulimit -v, Open's std::thread threw
   // and the process aborted. A 64 TiB default thread stack (the child takes
   // it from RLIMIT_STACK) cannot be mapped, so the merger cannot start.
-  if (kSanitized) {
-    WARN("skipped: the sanitizers' runtimes map and start threads of their own");
+  if (kSanitized || DefaultWriteBuffer() == 0) {
+    WARN(
+        "skipped: the sanitizers' runtimes start threads of their own; without a buffer "
+        "there is no merger thread");
     return;
   }
   TempDir dir;
