@@ -315,6 +315,19 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
   } else if (!a.salvage) {
     return FailStatus("export", collections.status());
   }
+  // Writing over the database's own files (-o DB, or stdout appended to
+  // it) would destroy what is being read: refused before anything is opened.
+  for (const std::string& own : {c.db, c.db + "-log"}) {
+    struct stat o, t;
+    if (stat(own.c_str(), &o) != 0) continue;
+    const bool to_stdout = a.output.empty() || a.output == "-";
+    const bool same = to_stdout ? fstat(STDOUT_FILENO, &t) == 0 : stat(a.output.c_str(), &t) == 0;
+    if (same && o.st_dev == t.st_dev && o.st_ino == t.st_ino) {
+      return Fail(kExitBadInput, to_stdout ? "export" : a.output,
+                  (to_stdout ? "standard output is " : "is ") + Quote(own) +
+                      ", the database's own file; export to another file");
+    }
+  }
   Output out;
   std::string error;
   if (!out.Open(a.output, &error)) return Fail(kExitBadInput, a.output, error);

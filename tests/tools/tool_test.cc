@@ -1390,6 +1390,25 @@ TEST_CASE("tool: import's errors name the problem", "[tools]") {
               {"Decimal128"});
 }
 
+TEST_CASE("tool: export refuses to write over the database's own files", "[tools]") {
+  // Found by an outside test: export -o DB truncated the data file it was
+  // reading (SIGBUS, every document gone); -o DB-log replaced the log.
+  TempDir dir;
+  const std::string db = dir.File("x.mmdb"), link = dir.File("link.mmdb");
+  std::string docs;
+  for (int i = 0; i < 100; i++) docs += "{\"_id\": " + std::to_string(i) + "}\n";
+  MustRun({"insert", db}, docs);
+  REQUIRE(symlink(db.c_str(), link.c_str()) == 0);
+  const std::string before = ReadFile(db);
+  for (const std::string& out : {db, db + "-log", link}) {
+    ExpectError(RunTool({"export", db, "-o", out}), 2, {"the database's own file"});
+  }
+  CHECK(RunWithPipe("export " + db + " >> " + db, "") == 2);
+  CHECK(ReadFile(db) == before);
+  CHECK(MustRun({"count", db}).out == "100\n");
+  MustRun({"check", db});
+}
+
 TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]") {
   // Found by an outside test: under ulimit -v, Open's std::thread threw
   // and the process aborted. A 64 TiB default thread stack (the child takes
