@@ -24,6 +24,7 @@
 
 #include "engine/db_impl.h"
 #include "engine/index_plan.h"
+#include "engine/regex.h"
 
 namespace mmdoc {
 
@@ -89,6 +90,7 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
                                                        engine::Filter filter,
                                                        const FindOptions& options) {
   MMDOC_RETURN_IF_ERROR(CheckCounts(options));
+  (void)engine::TakeRegexMatchError();  // none left over from elsewhere
   std::unique_ptr<CursorImpl> cur(new CursorImpl());
   cur->t_ = t;
   cur->c_ = c;
@@ -603,7 +605,12 @@ bool CursorImpl::NextFromScan(std::string_view* doc) {
     if (hidden) continue;
     std::string_view d = cursor_->value();
     explain_.docs_examined++;
-    if (filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size())) {
+    const bool match = filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+    if (Status e = engine::TakeRegexMatchError(); !e.ok()) {
+      status_ = e;
+      return false;
+    }
+    if (match) {
       *doc = d;
       return true;
     }
@@ -693,9 +700,15 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
       const bool empty_array = v.value_type == BSON_TYPE_UNDEFINED;
       if (empty_array != (null_pass_[interval_] == kNullPassEmptyArrays)) continue;
     }
-    if (exact_ ||
+    const bool match =
+        exact_ ||
         (point_check_ ? PointMatches(d, point_field_, point_value_)
-                      : filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size()))) {
+                      : filter_.Matches(reinterpret_cast<const uint8_t*>(d.data()), d.size()));
+    if (Status e = engine::TakeRegexMatchError(); !e.ok()) {
+      status_ = e;
+      return false;
+    }
+    if (match) {
       *doc = d;
       return true;
     }

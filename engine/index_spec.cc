@@ -8,6 +8,7 @@
 
 #include "engine/partial_filter.h"
 #include "engine/query_path.h"
+#include "engine/regex.h"
 #include "storage/coding.h"
 
 namespace mmdoc {
@@ -187,7 +188,12 @@ Status IndexEntryKeys(const IndexMeta& m, const uint8_t* doc, size_t len,
                       std::vector<std::string>* keys, bool* array) {
   keys->clear();
   if (array != nullptr) *array = false;
-  if (m.partial_filter && !m.partial_filter->Matches(doc, len)) return Status::OK();
+  if (m.partial_filter) {
+    (void)engine::TakeRegexMatchError();
+    const bool in = m.partial_filter->Matches(doc, len);
+    MMDOC_RETURN_IF_ERROR(engine::TakeRegexMatchError());
+    if (!in) return Status::OK();
+  }
   if (m.sparse) {
     bool any = false;
     for (const IndexKey& k : m.keys) any = any || Present(doc, len, k.field);

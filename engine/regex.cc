@@ -25,7 +25,26 @@ pcre2_match_data* ThreadMatchData() {
   return m.data;
 }
 
+// A match failure not yet taken (TakeRegexMatchError); failed is read on
+// every take, the message built only on a failure.
+struct MatchError {
+  bool failed = false;
+  std::string message;
+};
+
+MatchError& ThreadMatchError() {
+  thread_local MatchError e;
+  return e;
+}
+
 }  // namespace
+
+Status TakeRegexMatchError() {
+  MatchError& e = ThreadMatchError();
+  if (!e.failed) return Status::OK();
+  e.failed = false;
+  return Status::InvalidArgument(std::move(e.message));
+}
 
 std::string Regex::Describe(std::string_view pattern, std::string_view options) {
   std::string out = "/";
@@ -119,6 +138,17 @@ bool Regex::Matches(std::string_view s) const {
   }
   int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(data), s.size(), 0, 0, ThreadMatchData(),
                        nullptr);
+  if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) {
+    MatchError& e = ThreadMatchError();
+    if (!e.failed) {
+      PCRE2_UCHAR why[256];
+      if (pcre2_get_error_message(rc, why, sizeof(why)) < 0) why[0] = 0;
+      e.message = "regex " + Describe(pattern_, options_) +
+                  " could not be matched against a value (" + reinterpret_cast<const char*>(why) +
+                  ")";
+      e.failed = true;
+    }
+  }
   return rc >= 0;  // 0: matched, with no room to report where
 }
 

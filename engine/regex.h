@@ -28,6 +28,12 @@ struct pcre2_real_code_8;  // pcre2_code, from <pcre2.h>
 
 namespace mmdoc::engine {
 
+// The first match failure (Regex::Matches) on this thread since the last
+// call, as InvalidArgument naming the pattern; OK when there was none.
+// Clears it. Every caller of a filter's Matches that can return a Status
+// asks after matching.
+Status TakeRegexMatchError();
+
 class Regex {
  public:
   // Compiles `pattern` with `options` (letters from the list above, in any
@@ -40,9 +46,11 @@ class Regex {
   Regex(const Regex&) = delete;
   Regex& operator=(const Regex&) = delete;
 
-  // Whether the pattern matches somewhere in `s`. False when the match
-  // fails rather than finds nothing: `s` is not valid UTF-8, or PCRE2's
-  // match limit ran out (a pattern that backtracks without end).
+  // Whether the pattern matches somewhere in `s`. When the match fails
+  // rather than finds nothing (PCRE2's match or depth limit ran out: a
+  // pattern that backtracks without end), false, and the failure is kept
+  // for TakeRegexMatchError on this thread: the query must fail then, not
+  // answer without the document (MongoDB fails it too).
   bool Matches(std::string_view s) const;
 
   const std::string& pattern() const { return pattern_; }

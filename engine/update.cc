@@ -46,6 +46,7 @@
 
 #include "query.h"
 #include "query_path.h"
+#include "regex.h"
 #include "storage/coding.h"
 
 namespace mmdoc::engine {
@@ -1585,9 +1586,12 @@ Status Update::Apply(const uint8_t* doc, size_t len, const UpdateContext& contex
     return SizeOk(out->size());
   }
   if (!impl_->replacement) {
+    (void)TakeRegexMatchError();  // $pull's and the positional $'s filters
     ApplyState st;
     MMDOC_RETURN_IF_ERROR(impl_->Prepare(doc, len, context, &st));
-    return impl_->ApplyOperators(doc, len, st, out);
+    Status s = impl_->ApplyOperators(doc, len, st, out);
+    if (Status e = TakeRegexMatchError(); !e.ok()) return e;
+    return s;
   }
   // _id stays first and unchanged; a replacement may repeat it, not change
   // it.

@@ -1154,5 +1154,37 @@ TEST_CASE("Filter: $gt MinKey and $lt MaxKey find a missing field and [] with or
   }
 }
 
+TEST_CASE("Filter: a regex that runs out of PCRE2's match limit fails the query, not the match",
+          "[filter][engine]") {
+  // Found by an outside test: the limit read as "no match", so find, count,
+  // $not and $pull answered without the documents it hit.
+  Options o;
+  o.durability = Durability::kNone;
+  test::TestDB db(o);
+  for (int n : {5, 10, 30, 100}) {
+    REQUIRE(db->Insert("c", J("{\"_id\": " + std::to_string(n) + ", \"s\": \"" +
+                              std::string(static_cast<size_t>(n), 'a') + "b\", \"t\": [\"" +
+                              std::string(static_cast<size_t>(n), 'a') + "b\"]}"))
+                .ok());
+  }
+  const std::string re = R"("^(a+)+$|b")";
+  for (const std::string& filter :
+       {R"({"s": {"$regex": )" + re + "}}", R"({"s": {"$not": {"$regex": )" + re + "}}}",
+        R"({"s": {"$in": [{"$regex": )" + re + "}]}}"}) {
+    CAPTURE(filter);
+    auto n = db->Count("c", J(filter));
+    REQUIRE_FALSE(n.ok());
+    CHECK(n.status().IsInvalidArgument());
+    CHECK(n.status().ToString().find("match limit") != std::string::npos);
+    CHECK_FALSE(db->Find("c", J(filter)).ok());
+  }
+  auto r = db->UpdateMany("c", J("{}"), J(R"({"$pull": {"t": {"$regex": )" + re + "}}}"));
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().ToString().find("match limit") != std::string::npos);
+  CHECK(db->Count("c", J(R"({"t": {"$size": 1}})")).value() == 4);  // nothing pulled
+  // A regex that does not run out still answers, on the same thread.
+  CHECK(db->Count("c", J(R"({"s": {"$regex": "b$"}})")).value() == 4);
+}
+
 }  // namespace
 }  // namespace mmdoc::engine
