@@ -166,7 +166,9 @@ int Main(int argc, char** argv) {
   find->add_option("--project", find_args.project,
                    "Only these fields (and _id): a,b,c; or all but these: --project=-a,-b "
                    "(MongoDB's {a: 0}); -_id drops _id from either")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false)  // one value per --project: a FILTER after it stays FILTER
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   find->add_flag("--explain", find_args.explain,
                  "Print the plan (index or full scan, keys and documents "
                  "examined) as JSON "

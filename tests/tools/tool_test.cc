@@ -1409,6 +1409,19 @@ TEST_CASE("tool: export refuses to write over the database's own files", "[tools
   MustRun({"check", db});
 }
 
+TEST_CASE("tool: --project takes one value, so a FILTER after it stays the filter", "[tools]") {
+  // Found by an outside test: `find DB --project name FILTER` took FILTER as
+  // a second field and printed every document.
+  TempDir dir;
+  const std::string db = dir.File("p.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1, \"a\": 1, \"b\": 2}\n{\"_id\": 2, \"a\": 3, \"b\": 4}\n");
+  CHECK(MustRun({"find", db, "--project", "a", "{\"_id\": 2}"}).out ==
+        "{ \"_id\" : 2, \"a\" : 3 }\n");
+  CHECK(MustRun({"find", db, "--project", "a", "--project", "b", "{\"_id\": 1}"}).out ==
+        "{ \"_id\" : 1, \"a\" : 1, \"b\" : 2 }\n");
+  ExpectError(RunTool({"find", db, "{}", "--project", "a", "b"}), 2, {"not expected"});
+}
+
 TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]") {
   // Found by an outside test: under ulimit -v, Open's std::thread threw
   // and the process aborted. A 64 TiB default thread stack (the child takes
