@@ -277,13 +277,11 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   int code = kExitOk;
   auto db = OpenDb(c, true, &code);
   if (!db) return code;
-  if (empty) {
-    // What export writes for an empty collection: no documents, and the
-    // collection made, as mongorestore makes it.
-    Status s = db->CreateCollection(c.collection);
-    if (!s.ok() && !s.IsAlreadyExists()) return FailStatus("import", s);
-    return CloseDb(db.get());
-  }
+  // The collection is made first, as mongorestore makes it: what export
+  // writes for an empty one (no bytes, or []) imports as an empty one.
+  Status made = db->CreateCollection(c.collection);
+  if (!made.ok() && !made.IsAlreadyExists()) return FailStatus("import", made);
+  if (empty) return CloseDb(db.get());
   Loader loader(db.get(), c.collection, a.batch, false);
   Progress progress("import", size, a.progress && isatty(STDERR_FILENO));
   code = format == InputFormat::kBson ? ImportBson(in, what, &loader, &progress)

@@ -510,6 +510,9 @@ TEST_CASE("tool: import of empty, binary and malformed files", "[tools]") {
   MustRun({"import", db, dir.File("empty.bson"), "-c", "e"});
   CHECK(MustRun({"count", db, "-c", "e"}).out == "0\n");
   CHECK(MustRun({"count", db, "-c", "blank"}).out == "0\n");
+  WriteFile(dir.File("empty-array.json"), "[]");
+  MustRun({"import", db, dir.File("empty-array.json"), "-c", "arr"});
+  MustRun({"stats", db, "-c", "arr"});  // exit 1 when there is no such collection
   CHECK(MustRun({"count", db}).out == "1\n");
   const std::string copy = dir.File("copy.mmdb");
   MustRun({"export", db, "-c", "e", "-o", dir.File("e.json")});
