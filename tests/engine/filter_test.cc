@@ -204,6 +204,12 @@ TEST_CASE("Filter: bad filters are InvalidArgument naming the problem", "[filter
   bad(R"({"a": {"$exists": "yes"}})", "$exists");
   bad(R"({"a..b": 1})", "path");
   bad(R"({"": 1})", "path");
+  // A part starting with '$' names no stored field (an outside test found
+  // these matching nothing instead), but a DBRef's does.
+  bad(R"({"a.$foo": 1})", "starting with '$'");
+  bad(R"({"a.$": 1})", "starting with '$'");
+  bad(R"({"a.b.$x.c": {"$gt": 1}})", "starting with '$'");
+  CHECK(F(R"({"a.$id": 1, "a.$ref": "c", "a.$db": "d"})").MatchesAll() == false);
   Filter all;
   CHECK(all.MatchesAll());
   CHECK(F("{}").MatchesAll());
