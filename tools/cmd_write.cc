@@ -1,6 +1,7 @@
 // The commands that change documents: insert, update, delete.
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <string>
 
 #include "mmdoc/db.h"
@@ -15,24 +16,36 @@ namespace mmdoc::tool {
 
 int RunInsert(const CommonArgs& c, const InsertArgs& a) {
   int code = kExitOk;
-  auto db = OpenDb(c, /*create=*/true, &code);
-  if (!db) return code;
-  Loader loader(db.get(), c.collection, a.batch, a.echo);
+  // Opened (and made) at the first valid document: bad input from the start
+  // leaves no new database behind.
+  std::unique_ptr<DB> db;
+  std::unique_ptr<Loader> loader;
   std::string line;
   uint64_t line_no = 0;
   while (std::getline(std::cin, line)) {
     ++line_no;
     if (IsBlank(line)) continue;
+    const std::string where = "line " + std::to_string(line_no);
     auto doc = Document::FromJson(line);
     if (!doc.ok()) {
-      return FailInsert(&loader, "line " + std::to_string(line_no), JsonError(doc.status()));
+      if (loader == nullptr) return Fail(kExitBadInput, where, JsonError(doc.status()));
+      return FailInsert(loader.get(), where, JsonError(doc.status()));
     }
-    Status s = loader.Add(*doc);
-    if (!s.ok()) return FailInsert(&loader, "line " + std::to_string(line_no), Describe(s));
+    if (loader == nullptr) {
+      db = OpenDb(c, /*create=*/true, &code);
+      if (!db) return code;
+      loader = std::make_unique<Loader>(db.get(), c.collection, a.batch, a.echo);
+    }
+    Status s = loader->Add(*doc);
+    if (!s.ok()) return FailInsert(loader.get(), where, Describe(s));
   }
-  if (std::cin.bad()) return FailInsert(&loader, "stdin", "read error");
-  Status s = loader.Flush();
-  if (!s.ok()) return FailCommit(loader, "commit", s);
+  if (loader == nullptr) {
+    if (std::cin.bad()) return Fail(kExitBadInput, "stdin", "read error");
+    return kExitOk;  // nothing to insert
+  }
+  if (std::cin.bad()) return FailInsert(loader.get(), "stdin", "read error");
+  Status s = loader->Flush();
+  if (!s.ok()) return FailCommit(*loader, "commit", s);
   return CloseDb(db.get());
 }
 

@@ -1425,6 +1425,20 @@ TEST_CASE("tool: --project takes one value, so a FILTER after it stays the filte
   ExpectError(RunTool({"find", db, "{}", "--project", "a", "b"}), 2, {"not expected"});
 }
 
+TEST_CASE("tool: insert of bad input from its first line makes no database", "[tools]") {
+  // Found by an outside test: `echo '{bad' | mmdoc insert new.mmdb` exited 2
+  // and left a new empty database and log behind.
+  TempDir dir;
+  const std::string db = dir.File("new.mmdb");
+  ExpectError(RunTool({"insert", db}, "\n{bad\n"), 2, {"line 2", "invalid JSON"});
+  CHECK_FALSE(std::filesystem::exists(db));
+  CHECK_FALSE(std::filesystem::exists(db + "-log"));
+  MustRun({"insert", db}, "");  // nothing to insert: nothing made
+  CHECK_FALSE(std::filesystem::exists(db));
+  MustRun({"insert", db}, "{\"_id\": 1}\n");
+  CHECK(MustRun({"count", db}).out == "1\n");
+}
+
 TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]") {
   // Found by an outside test: under ulimit -v, Open's std::thread threw
   // and the process aborted. A 64 TiB default thread stack (the child takes
