@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -25,6 +26,8 @@ int RunServe(const CommonArgs& c, const ServeArgs& a) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   int code = kExitOk;
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(c.db, ec);
   auto db = OpenDb(c, /*create=*/true, &code);
   if (!db) return code;
 
@@ -42,7 +45,14 @@ int RunServe(const CommonArgs& c, const ServeArgs& a) {
     server::Commands commands(db.get(), co);
     server::Server srv(&commands, so);
     Status s = srv.Listen();
-    if (!s.ok()) return FailStatus("serve", s);
+    if (!s.ok()) {
+      // Nothing was served: a database made for it goes again.
+      if (!existed && db->Close().ok()) {
+        std::filesystem::remove(c.db, ec);
+        std::filesystem::remove(c.db + "-log", ec);
+      }
+      return FailStatus("serve", s);
+    }
     // One line on stdout, for scripts that started us on port 0.
     std::printf("mmdoc serve: listening on %s:%d (%s, durability %s)\n", a.bind.c_str(), srv.port(),
                 c.db.c_str(), DurabilityName(co.durability));

@@ -526,7 +526,25 @@ def test_out_of_descriptors(mmdoc):
         srv.stop()
 
 
-OWN_SERVER = ("test_max_connections", "test_out_of_descriptors")
+def test_a_port_in_use_makes_no_database(mmdoc):
+    """Found by an outside test: serve on a taken port exited 2 and left a
+    new empty database behind."""
+    import subprocess
+    import tempfile
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    port = taken.getsockname()[1]
+    with tempfile.TemporaryDirectory() as d:
+        db = os.path.join(d, "new.mmdb")
+        r = subprocess.run([mmdoc, "serve", db, "--port", str(port)], capture_output=True,
+                           timeout=60)
+        assert r.returncode == 2 and b"cannot listen" in r.stderr, r
+        assert not os.path.exists(db) and not os.path.exists(db + "-log"), os.listdir(d)
+    taken.close()
+
+
+OWN_SERVER = ("test_max_connections", "test_out_of_descriptors", "test_a_port_in_use_makes_no_database")
 
 
 def main():
