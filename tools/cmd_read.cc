@@ -1,4 +1,5 @@
 // The commands that read documents: get, find, count, distinct.
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -84,6 +85,13 @@ int RunGet(const CommonArgs& c, const std::string& id_arg, const std::string& js
     // A bare word is a string; something that meant to be JSON (a number
     // out of range too) is an error.
     size_t i = id_arg.find_first_not_of(" \t");
+    const size_t lead = id_arg.find_first_not_of(" \t-");
+    if (LooksLikeNumber(id_arg) && lead != std::string::npos && id_arg[lead] == '0' &&
+        lead + 1 < id_arg.size() && std::isdigit(static_cast<unsigned char>(id_arg[lead + 1]))) {
+      return Fail(kExitBadInput, "id",
+                  id_arg + " is not a JSON number (a leading zero); quote it for a string: '\"" +
+                      id_arg + "\"'");
+    }
     if ((i != std::string::npos && std::strchr("{[\"", id_arg[i]) != nullptr) ||
         LooksLikeNumber(id_arg)) {
       return Fail(kExitBadInput, "id", JsonError(id.status()) + " in " + id_arg);
@@ -92,6 +100,10 @@ int RunGet(const CommonArgs& c, const std::string& id_arg, const std::string& js
       return Fail(kExitBadInput, "id", "not valid UTF-8");
     }
     id = Value::String(id_arg);
+  }
+  const bson_type_t type = id->get()->value_type;
+  if (type == BSON_TYPE_ARRAY || type == BSON_TYPE_UNDEFINED || type == BSON_TYPE_REGEX) {
+    return Fail(kExitBadInput, "id", "an _id cannot be an array, undefined or a regex: " + id_arg);
   }
   // {"$gt": 1} is a filter, which no _id can equal: MongoDB refuses an _id
   // with a '$' field, and so does insert.

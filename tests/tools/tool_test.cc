@@ -316,6 +316,10 @@ TEST_CASE("tool: get takes a bare word as a string, and refuses what no _id can 
   ExpectError(RunTool({"get", db, "{\"$foo\": 1}"}), 2, {"$foo", "operator"});
   ExpectError(RunTool({"get", db, "{\"$gt\": -1}"}), 2, {"$gt", "operator"});
   ExpectError(RunTool({"get", db, "\xff"}), 2, {"UTF-8"});
+  // Found by an outside test: 007 said "invalid JSON ... position 7", and
+  // an array (which no _id is) said "not found".
+  ExpectError(RunTool({"get", db, "007"}), 2, {"leading zero", "'\"007\"'"});
+  ExpectError(RunTool({"get", db, "[1]"}), 2, {"cannot be an array"});
 }
 
 TEST_CASE("tool: invalid JSON on line K keeps what came before", "[tools]") {
