@@ -4,7 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -45,6 +47,20 @@ const std::vector<std::string> kCommands = {"insert", "get",      "find",    "up
                                             "count",  "distinct", "index",   "import", "export",
                                             "stats",  "check",    "compact", "serve"};
 const std::vector<std::string> kIndexCommands = {"create", "drop", "list"};
+
+// A count of at least 1 (CLI11's PositiveNumber said "0 not in range 0 to
+// 1.8e308" and let 2^64 through): whole digits, up to INT64_MAX.
+const CLI::Validator kAtLeastOne(
+    [](std::string& s) -> std::string {
+      const bool digits =
+          !s.empty() && s.size() <= 19 && s.find_first_not_of("0123456789") == std::string::npos;
+      const uint64_t v = digits ? std::strtoull(s.c_str(), nullptr, 10) : 0;
+      if (!digits || v == 0 || v > static_cast<uint64_t>(INT64_MAX)) {
+        return "must be a whole number from 1 to 9223372036854775807, not '" + s + "'";
+      }
+      return "";
+    },
+    "N>=1");
 
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
   for (const std::string& x : v) {
@@ -117,7 +133,7 @@ int Main(int argc, char** argv) {
   AddCommon(insert, &c);
   insert->add_option("--batch", insert_args.batch, "Lines per transaction")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   insert->add_flag("--echo", insert_args.echo,
                    "Print each inserted _id as JSON on stdout, flushed as soon "
                    "as the commit "
@@ -270,7 +286,7 @@ int Main(int argc, char** argv) {
                    "this flag)");
   import->add_option("--batch", import_args.batch, "Documents per transaction")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   import->add_flag("--no-progress", no_progress, "No progress bar (shown only on a terminal)");
 
   ExportArgs export_args;
@@ -341,17 +357,17 @@ int Main(int argc, char** argv) {
       ->add_option("--max-connections", serve_args.max_connections,
                    "Connections served at once; more are closed at once")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   serve
       ->add_option("--max-cursors", serve_args.max_cursors,
                    "Open server-side cursors at most (each holds a read snapshot)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
   serve
       ->add_option("--cursor-timeout-ms", serve_args.cursor_timeout_ms,
                    "Close a cursor left idle this long")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(kAtLeastOne);
 
   try {
     app.parse(argc, argv);

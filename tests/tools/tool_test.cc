@@ -1439,6 +1439,11 @@ TEST_CASE("tool: insert of bad input from its first line makes no database", "[t
   CHECK_FALSE(std::filesystem::exists(db + "-log"));
   MustRun({"insert", db}, "");  // nothing to insert: nothing made
   CHECK_FALSE(std::filesystem::exists(db));
+  // A count option says what it takes (it said "0 not in range 0 to 1.8e308").
+  for (const char* bad : {"0", "abc", "18446744073709551616", "-1"}) {
+    ExpectError(RunTool({"insert", db, "--batch", bad}, "{}\n"), 2, {"--batch", "from 1"});
+  }
+  CHECK_FALSE(std::filesystem::exists(db));
   MustRun({"insert", db}, "{\"_id\": 1}\n");
   CHECK(MustRun({"count", db}).out == "1\n");
 }
