@@ -29,6 +29,8 @@ bool ParseSortKey(const std::string& spec, FindOptions* o) {
   }
   size_t colon = field.rfind(':');
   if (colon != std::string::npos) {
+    // One direction only: -FIELD or FIELD:-1, not both (-a:-1 read as a:1).
+    if (dir < 0) return false;
     std::string d = field.substr(colon + 1);
     field.resize(colon);
     if (d == "-1" || d == "desc") {
@@ -36,6 +38,12 @@ bool ParseSortKey(const std::string& spec, FindOptions* o) {
     } else if (d != "1" && d != "asc") {
       return false;
     }
+  }
+  // What is left is a field path: not "-a" (--sort=--a), "a:-1" (a:-1:1)
+  // or JSON ('{"a": 1}'), which would sort on a field no document has.
+  if (field.empty() || field.find_first_of(":{}\"") != std::string::npos || field[0] == '-' ||
+      field[0] == '+') {
+    return false;
   }
   if (!FieldPathProblem(field).empty()) return false;
   for (const SortSpec& k : o->sort) {

@@ -235,6 +235,11 @@ TEST_CASE("tool: insert, get, find, count", "[tools]") {
   CHECK(Contains(explain.out, "IXSCAN"));
 
   ExpectError(RunTool({"find", db, "{}", "--sort", "age:sideways"}), 2, {"sort"});
+  // Found by an outside test: these ran on a field no document has, or
+  // (-age:-1) ascending.
+  for (const char* bad : {"--age", "age:-1:1", "{}", "-age:-1", "{\"age\": 1}"}) {
+    ExpectError(RunTool({"find", db, "{}", std::string("--sort=") + bad}), 2, {"sort"});
+  }
   ExpectCheckOk(db);
 }
 
