@@ -52,6 +52,11 @@ std::string ParseKeys(const std::string& text, std::vector<IndexKey>* keys) {
       part.erase(0, 1);
     }
     if (std::string problem = FieldPathProblem(part); !problem.empty()) return problem;
+    // JSON or a sort's a:1 written where a field belongs: almost surely not
+    // a field name (an outside test indexed a field named "a:1").
+    if (part.find_first_of(":[]{}\"") != std::string::npos) {
+      return "expected FIELD, -FIELD (a,-b for several) or {\"a\": 1, \"b\": -1}, not " + part;
+    }
     k.field = std::move(part);
     keys->push_back(std::move(k));
     if (comma == std::string::npos) return "";
@@ -87,7 +92,12 @@ int RunIndexDrop(const CommonArgs& c, const std::string& name) {
   // An index is named by its key pattern as create took it, or by name.
   std::vector<IndexKey> keys;
   std::string dropped = name;
-  if (ParseKeys(name, &keys).empty()) dropped = IndexName(keys);
+  const std::string problem = ParseKeys(name, &keys);
+  if (problem.empty()) {
+    dropped = IndexName(keys);
+  } else if (name.empty() || name[0] == '{') {  // a key pattern that is not one: bad input
+    return Fail(kExitBadInput, "index drop " + name, problem);
+  }
   int code = kExitOk;
   auto db = OpenDb(c, false, &code);
   if (!db) return code;

@@ -244,15 +244,20 @@ int Main(int argc, char** argv) {
       "or MongoDB's key pattern as JSON ('{\"a\": 1, \"b\": -1}'). With --unique, "
       "fails (exit 2, naming the value) if two indexed documents share a key.");
   AddCommon(index_create, &c);
-  index_create->add_option("FIELD", index_args.keys, "a.b, a,-b or {\"a\": 1, \"b\": -1}");
-  index_create->add_option("--fields", index_args.keys, "The same as FIELD");
+  CLI::Option* field_arg =
+      index_create->add_option("FIELD", index_args.keys, "a.b, a,-b or {\"a\": 1, \"b\": -1}");
+  index_create->add_option("--fields", index_args.keys, "The same as FIELD")->excludes(field_arg);
   index_create->add_flag("--unique", index_args.unique, "Reject duplicate keys");
   index_create->add_flag("--sparse", index_args.sparse,
                          "Leave out documents that have none of the fields");
-  index_create->add_option("--partial", index_args.partial,
-                           "Index only documents matching this filter (MongoDB's "
-                           "partialFilterExpression: equality, $exists: true, $gt $gte $lt "
-                           "$lte, $type, $and)");
+  index_create
+      ->add_option("--partial", index_args.partial,
+                   "Index only documents matching this filter (MongoDB's "
+                   "partialFilterExpression: equality, $exists: true, $gt $gte $lt "
+                   "$lte, $type, $and)")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.empty() ? std::string("needs a filter document") : ""; },
+          "FILTER"));
   CLI::App* index_drop =
       index->add_subcommand("drop", "Drop the index named FIELD (or on that key pattern).");
   AddCommon(index_drop, &c);

@@ -1453,6 +1453,26 @@ TEST_CASE("tool: insert of bad input from its first line makes no database", "[t
   CHECK(MustRun({"count", db}).out == "1\n");
 }
 
+TEST_CASE("tool: index create and drop refuse specs they would misread", "[tools]") {
+  // Found by an outside test: --partial '' built a plain index, FIELD with
+  // --fields dropped one, '[]' and a:1 indexed fields of those names, and a
+  // drop of '{' said "not found" (exit 1).
+  TempDir dir;
+  const std::string db = dir.File("i.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1, \"a\": 1}\n");
+  ExpectError(RunTool({"index", "create", db, "a", "--partial", ""}), 2, {"--partial"});
+  ExpectError(RunTool({"index", "create", db, "a", "--fields", "b"}), 2, {"--fields"});
+  for (const char* bad : {"[]", "[1]", "a:1", "a,b:-1"}) {
+    ExpectError(RunTool({"index", "create", db, bad}), 2, {"expected FIELD"});
+  }
+  CHECK(MustRun({"index", "list", db}).out.empty());
+  MustRun({"index", "create", db, "{\"a\": -1}"});
+  for (const char* bad : {"{", ""}) ExpectError(RunTool({"index", "drop", db, bad}), 2, {"drop"});
+  ExpectError(RunTool({"index", "drop", db, "nosuch"}), 1, {"nosuch"});
+  MustRun({"index", "drop", db, "{\"a\": -1}"});
+  CHECK(MustRun({"index", "list", db}).out.empty());
+}
+
 TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]") {
   // Found by an outside test: under ulimit -v, Open's std::thread threw
   // and the process aborted. A 64 TiB default thread stack (the child takes
