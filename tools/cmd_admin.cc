@@ -56,10 +56,11 @@ int RunStats(const CommonArgs& c, bool json) {
   }
   std::printf("\n%-24s %12s %12s\n", "collection / index", "documents", "pages");
   for (const CollectionStats& cs : s.collections) {
-    std::printf("%-24s %12llu %12llu\n", cs.name.c_str(), u(cs.documents), u(cs.data_pages));
+    std::printf("%-24s %12llu %12llu\n", Printable(cs.name).c_str(), u(cs.documents),
+                u(cs.data_pages));
     for (size_t i = 0; i < cs.indexes.size(); ++i) {
       const IndexInfo& ix = cs.indexes[i];
-      std::string label = "  " + ix.field + (ix.unique ? " (unique)" : "");
+      std::string label = "  " + Printable(ix.field) + (ix.unique ? " (unique)" : "");
       uint64_t pages = i < cs.index_pages.size() ? cs.index_pages[i] : 0;
       std::printf("%-24s %12llu %12llu\n", label.c_str(), u(ix.entries), u(pages));
     }

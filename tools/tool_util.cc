@@ -13,6 +13,21 @@ namespace {
 Progress* active_progress = nullptr;
 }  // namespace
 
+std::string Printable(std::string_view text) {
+  std::string shown;
+  for (const char ch : text) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f) {
+      char hex[5];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", u);
+      shown += hex;
+    } else {
+      shown += ch;
+    }
+  }
+  return shown;
+}
+
 int Fail(int code, std::string_view what, std::string_view detail) {
   std::string line = "mmdoc: ";
   line.append(what.data(), what.size());
@@ -23,7 +38,7 @@ int Fail(int code, std::string_view what, std::string_view detail) {
   // One line, whatever the detail holds (libbson messages may span lines).
   std::replace(line.begin(), line.end(), '\n', ' ');
   std::replace(line.begin(), line.end(), '\r', ' ');
-  line += '\n';
+  line = Printable(line) + '\n';
   if (active_progress != nullptr) active_progress->Finish();
   std::fflush(stdout);
   std::fputs(line.c_str(), stderr);

@@ -27,6 +27,10 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitNotFound = 1;  // also: a failed check
 inline constexpr int kExitBadInput = 2;  // also: usage and every other error
 
+// `text` with control bytes (a terminal's escapes, NUL) written as \xNN:
+// names and bytes from a damaged file are printed through it.
+std::string Printable(std::string_view text);
+
 // Prints "mmdoc: <what>: <detail>" as one line on stderr (newlines in
 // detail become spaces) and returns `code`.
 int Fail(int code, std::string_view what, std::string_view detail);

@@ -1473,6 +1473,20 @@ TEST_CASE("tool: index create and drop refuse specs they would misread", "[tools
   CHECK(MustRun({"index", "list", db}).out.empty());
 }
 
+TEST_CASE("tool: names with control bytes print escaped", "[tools]") {
+  // Found by an outside test: stats and errors sent a collection name's
+  // terminal escapes raw.
+  TempDir dir;
+  const std::string db = dir.File("e.mmdb"), name = "\x1b[31mRED";
+  MustRun({"insert", db, "-c", name}, "{\"_id\": 1}\n");
+  const Run stats = MustRun({"stats", db});
+  CHECK(Contains(stats.out, "\\x1b[31mRED"));
+  CHECK_FALSE(Contains(stats.out, "\x1b"));
+  const Run r = RunTool({"stats", db, "-c", "x\x1b"});
+  ExpectError(r, 1, {"\\x1b"});
+  CHECK_FALSE(Contains(r.err, "\x1b"));
+}
+
 TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]") {
   // Found by an outside test: under ulimit -v, Open's std::thread threw
   // and the process aborted. A 64 TiB default thread stack (the child takes
