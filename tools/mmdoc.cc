@@ -385,6 +385,11 @@ int Main(int argc, char** argv) {
 
   for (const CLI::Option* o : collection_options)
     c.collection_given = c.collection_given || o->count() > 0;
+  // Bad input for every command alike (stats and export said "no
+  // collection", exit 1; insert with no input exited 0).
+  if (c.collection_given && c.collection.empty()) {
+    return Fail(kExitBadInput, "-c", "collection name must not be empty");
+  }
   import_args.progress = !no_progress;
   export_args.progress = !no_progress;
   if (insert->parsed()) return RunInsert(c, insert_args);

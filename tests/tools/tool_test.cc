@@ -1485,6 +1485,11 @@ TEST_CASE("tool: names with control bytes print escaped", "[tools]") {
   const Run r = RunTool({"stats", db, "-c", "x\x1b"});
   ExpectError(r, 1, {"\\x1b"});
   CHECK_FALSE(Contains(r.err, "\x1b"));
+  // An empty name is bad input for every command (stats said "not found").
+  for (const char* cmd : {"stats", "export", "check", "count", "find"}) {
+    ExpectError(RunTool({cmd, db, "-c", ""}), 2, {"must not be empty"});
+  }
+  ExpectError(RunTool({"insert", db, "-c", ""}, ""), 2, {"must not be empty"});
 }
 
 TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]") {
