@@ -24,8 +24,8 @@ constexpr const char* kFooter =
     R"(Documents are JSON (MongoDB relaxed or canonical Extended JSON) on input and
 Extended JSON on output, one document per line: relaxed (readable; an int64
 may read back as int32) or, with --json-mode canonical, canonical (reads back
-as exactly the same BSON). Every command takes -c COLL (default: the
-collection named "default"); check and compact always cover the whole
+as exactly the same BSON). Every command but serve takes -c COLL (default:
+the collection named "default"); check and compact always cover the whole
 database, and with -c they first require that collection to exist.
 
 Exit status: 0 success; 1 not found (get, index drop, or export, stats,
