@@ -107,7 +107,10 @@ int CloseDb(DB* db) {
                 Describe(s) +
                     " (the changes are committed: the log holds them, and the next "
                     "open replays them)");
-  return FailStatus("close", s);
+  // Called after every commit succeeded: whatever failed at the close, they
+  // were made (a caller must not do them again).
+  return Fail(ExitCodeFor(s), "close",
+              Describe(s) + " (the changes were committed before the close failed)");
 }
 
 }  // namespace mmdoc::tool
