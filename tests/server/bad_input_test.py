@@ -92,6 +92,19 @@ def ping(srv):
     assert r is not None and r[1] == 99 and r[2]["ok"] == 1.0, r
 
 
+def ping_within(srv, seconds):
+    """Pings until the server answers, for at most `seconds`."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            ping(srv)
+            return
+        except (AssertionError, OSError):
+            if time.time() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_oversized_length(srv):
     s = connect(srv)
     s.sendall(frame(OP_MSG, b"", length=48000001))
@@ -467,15 +480,7 @@ def test_max_connections(mmdoc):
         c = connect(srv)
         assert closed(c), "a third connection was served past --max-connections 2"
         a.close()
-        deadline = time.time() + 5
-        while True:  # the server notices a's close within its one-second tick
-            try:
-                ping(srv)
-                break
-            except (AssertionError, OSError):
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.2)
+        ping_within(srv, 5)  # the server notices a's close within its one-second tick
         assert "refused connection" in srv.log()
         b.close()
         srv.stop()
@@ -513,15 +518,7 @@ def test_out_of_descriptors(mmdoc):
         assert busy < ticks / 2, "the server used %d ticks in 2 s holding connections" % busy
         for s in held:
             s.close()
-        deadline = time.time() + 5
-        while True:  # the server reaps the closed ones within its one-second tick
-            try:
-                ping(srv)
-                break
-            except (AssertionError, OSError):
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.2)
+        ping_within(srv, 5)  # the server reaps the closed ones within its one-second tick
         assert "out of file descriptors" in srv.log()
         srv.stop()
 
