@@ -197,12 +197,9 @@ Status CheckPath(std::string_view path) {
     return Status::InvalidArgument("bad field path in filter", path);
   }
   // Nor can a part starting with '$' (no stored field does) but a DBRef's.
-  for (size_t at = path.find(".$"); at != std::string_view::npos; at = path.find(".$", at + 1)) {
-    const std::string_view part = path.substr(at + 1, path.find('.', at + 1) - (at + 1));
-    if (part != "$id" && part != "$ref" && part != "$db") {
-      return Status::InvalidArgument(
-          "a field path in a filter cannot have a part starting with '$'", path);
-    }
+  if (!DollarPartsAreDbRef(path)) {
+    return Status::InvalidArgument("a field path in a filter cannot have a part starting with '$'",
+                                   path);
   }
   return Status::OK();
 }

@@ -100,11 +100,8 @@ Status CheckIndexFieldPath(std::string_view field) {
       field.back() == '.' || field.find("..") != std::string_view::npos)
     return Status::InvalidArgument("invalid index field path", field);
   // A part starting with '$' only as a DBRef's field ("author.$id"), as MongoDB.
-  for (size_t at = field.find(".$"); at != std::string_view::npos; at = field.find(".$", at + 1)) {
-    const std::string_view part = field.substr(at + 1, field.find('.', at + 1) - (at + 1));
-    if (part != "$id" && part != "$ref" && part != "$db")
-      return Status::InvalidArgument("invalid index field path", field);
-  }
+  if (!engine::DollarPartsAreDbRef(field))
+    return Status::InvalidArgument("invalid index field path", field);
   if (field.size() > 200) return Status::InvalidArgument("index field path longer than 200 bytes");
   return Status::OK();
 }

@@ -206,6 +206,13 @@ Status CheckFieldNames(const uint8_t* doc, size_t len);
 // a document that starts so as a value.
 bool DbRefKey(const bson_iter_t* it, std::string_view prev);
 
+// Whether a dotted path's parts after the first that start with '$' are all
+// a DBRef's ($id, $ref, $db): the only such fields a document stores.
+bool DollarPartsAreDbRef(std::string_view path);
+inline bool IsDbRefField(std::string_view part) {
+  return part == "$id" || part == "$ref" || part == "$db";
+}
+
 // Adds an ObjectId _id as the first field when the document has none; moves
 // an existing _id first. InvalidArgument when _id is an array, undefined or
 // a regex, a key starts with '$', a field name repeats, or the result is

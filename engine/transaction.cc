@@ -690,7 +690,7 @@ Result<std::vector<Value>> TransactionImpl::Distinct(std::string_view coll, std:
   for (size_t start = 0;;) {  // a dotted path: no empty part, no '$' but a DBRef's below the top
     const size_t dot = field.find('.', start);
     const std::string_view part = field.substr(start, dot == field.npos ? dot : dot - start);
-    const bool dbref = start > 0 && (part == "$id" || part == "$ref" || part == "$db");
+    const bool dbref = start > 0 && engine::IsDbRefField(part);
     if (part.empty() || (part[0] == '$' && !dbref) || part.find('\0') != part.npos)
       return Status::InvalidArgument("bad distinct field", field);
     if (dot == field.npos) break;

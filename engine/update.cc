@@ -825,6 +825,13 @@ Status CheckFieldNames(const uint8_t* doc, size_t len) {
   return CheckNamesIn(&it, false, true);
 }
 
+bool DollarPartsAreDbRef(std::string_view path) {
+  for (size_t at = path.find(".$"); at != std::string_view::npos; at = path.find(".$", at + 1)) {
+    if (!IsDbRefField(path.substr(at + 1, path.find('.', at + 1) - (at + 1)))) return false;
+  }
+  return true;
+}
+
 bool DbRefKey(const bson_iter_t* it, std::string_view prev) {
   const std::string_view key = Key(it);
   if (key == "$ref") {
