@@ -117,6 +117,7 @@ DBImpl::DBImpl(std::string path, const Options& options)
 DBImpl::~DBImpl() { (void)Close(); }
 
 Status DBImpl::Close() {
+  InstallSharedRead(nullptr);  // its read txn would hold the pages the close merges into
   Status s;
   if (buffered() && merger_.joinable()) {  // not opened: nothing to merge
     // Everything buffered goes into the pages, so the pager's closing
@@ -147,6 +148,7 @@ Status DBImpl::OpenPager() {
   {
     storage::MutexLock l(&cache_mu_);
     pager_ = pager;
+    SnapshotChanged();
   }
   if (buffered()) {
     Status s = pager->RecoverIntoMemory([this](uint64_t txid, std::string_view payload) {
@@ -157,6 +159,7 @@ Status DBImpl::OpenPager() {
     // into pages, from a buffer that never saw it.
     storage::MutexLock l(&cache_mu_);
     wbuf_ = std::make_shared<index::WriteBuffer>();
+    SnapshotChanged();
     active_log_bytes_ = 0;
   }
   return pager->Recover(
@@ -190,6 +193,7 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
     storage::MutexLock l(&db->cache_mu_);
     db->wbuf_ = std::make_shared<index::WriteBuffer>();
     db->buffer_budget_ = budget;
+    db->SnapshotChanged();
   }
   MMDOC_RETURN_IF_ERROR(db->OpenPager());
   // Runs left by a buffered session: a database opened without a buffer
@@ -805,12 +809,14 @@ Status DBImpl::CompactPages() {
     cache_ = nullptr;
     // The copy counts txids afresh; the old buffer is empty.
     if (wbuf_) wbuf_ = std::make_shared<index::WriteBuffer>();
+    SnapshotChanged();
     active_log_bytes_ = 0;
     prepared_ = nullptr;
     spares.swap(spare_reads_);
     kept = std::move(kept_write_);
   }
-  old->Retire();  // before src ends and lets the writers waiting on it in
+  InstallSharedRead(nullptr);  // a snapshot of the old file
+  old->Retire();               // before src ends and lets the writers waiting on it in
   return s;
 }
 

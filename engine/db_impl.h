@@ -43,6 +43,7 @@
 
 #include "engine/index_spec.h"
 #include "engine/query.h"
+#include "engine/shared_read.h"
 #include "engine/update.h"
 #include "index/btree.h"
 #include "index/buffered_tree.h"
@@ -176,10 +177,13 @@ class DBImpl {
   // (whose catalog and collection objects cost more than the lookup).
   Result<Document> Get(std::string_view coll, const Value& id);
   Result<Document> GetBy(std::string_view coll, std::string_view field, const Value& value);
-  // The snapshot a point read (Get, GetBy) reads, and a read transaction on
-  // it for the general path.
+  // The snapshot a point read (Get, GetBy) reads: the shared one, pinned
+  // (shared_read.h), or one of its own when every reader slot is taken; and
+  // a read transaction on a snapshot of its own, for the general path.
   Status BeginPointRead(PointRead* r);
-  std::unique_ptr<TransactionImpl> ReadOn(PointRead* r);
+  void EndPointRead(size_t slot) { reads_.Unpin(slot); }
+  Status OwnPointRead(PointRead* r);
+  Result<std::unique_ptr<TransactionImpl>> ReadOn(PointRead* r);
 
   Status Check(CheckReport* report);
   // Every buffered change merged into the pages, for a reader of the pages
@@ -211,6 +215,10 @@ class DBImpl {
   // generation waits for one slice at most, and the next slices reuse the
   // pages a slice freed, so the file does not grow by a whole tree.
   uint64_t run_slice_bytes() const { return buffer_budget_; }
+  // After a commit: retires the shared point-read snapshot if it is stale,
+  // so that its read txn keeps no pages from reuse, and frees retired ones
+  // no reader holds. Cheap when no point read ran since the last call.
+  void DropStaleRead() MMDOC_EXCLUDES(cache_mu_);
   // A read snapshot: the pager, its read txn, the buffer's view and the
   // catalog cache, taken together.
   // `internal`: the library's own reader (Pager::BeginInternalRead).
@@ -319,7 +327,9 @@ class DBImpl {
   void PublishCache(std::shared_ptr<const CatalogCache> c, const storage::Pager* from)
       MMDOC_EXCLUDES(cache_mu_) {
     storage::MutexLock l(&cache_mu_);
-    if (from == pager_.get()) cache_ = std::move(c);
+    if (from != pager_.get()) return;
+    cache_ = std::move(c);
+    SnapshotChanged();
   }
   // A write transaction of this thread began / finished (Begin refuses a
   // second one in the same thread instead of waiting for itself forever).
@@ -400,6 +410,22 @@ class DBImpl {
   storage::Mutex cache_mu_;
   std::shared_ptr<storage::Pager> pager_ MMDOC_GUARDED_BY(cache_mu_);
   std::shared_ptr<const CatalogCache> cache_ MMDOC_GUARDED_BY(cache_mu_);
+  // Bumped under cache_mu_ whenever pager_, cache_ or wbuf_ changes: a
+  // shared point-read snapshot taken at another count is stale.
+  std::atomic<uint64_t> read_version_{0};
+  void SnapshotChanged() MMDOC_REQUIRES(cache_mu_) {
+    read_version_.fetch_add(1, std::memory_order_release);
+  }
+  // The point reads' shared snapshot and reader slots (shared_read.h).
+  SharedReads reads_;
+  // Whether `s` is still what a new snapshot would read.
+  bool Current(const SharedRead& s) const;
+  // A shared snapshot of the state now. Lock order: reads_.mu() ->
+  // cache_mu_ -> the pager's.
+  Result<std::unique_ptr<SharedRead>> BuildSharedRead() MMDOC_EXCLUDES(cache_mu_);
+  // Installs `next` (nullptr: none) and frees what it replaced, unless a
+  // reader holds it.
+  void InstallSharedRead(std::unique_ptr<SharedRead> next) MMDOC_EXCLUDES(cache_mu_);
   // The thread holding the write transaction, if any.
   std::atomic<std::thread::id> writer_thread_{};
   std::atomic<int> open_txns_{0};  // OpenTransactions

@@ -155,6 +155,7 @@ Status DBImpl::PublishMerge(storage::Txn* txn, const index::BufferGeneration* ge
   storage::MutexLock l(&cache_mu_);
   MMDOC_RETURN_IF_ERROR(pager_->CommitMerge(txn, gen->last_txid(), next_record));
   cache_ = std::move(next);
+  SnapshotChanged();
   return wbuf_->Drop(gen);
 }
 
@@ -281,6 +282,7 @@ void DBImpl::MergerLoop() {
         }
       }
       merged_cv_.SignalAll();  // a writer waits for a merge, or its failure
+      DropStaleRead();         // the slice made the shared snapshot stale
       continue;
     }
     if (merge) {
@@ -296,6 +298,7 @@ void DBImpl::MergerLoop() {
         if (!s.ok()) MergeFailed(s);
       }
       merged_cv_.SignalAll();
+      DropStaleRead();  // the merge made the shared snapshot stale
     }
     // Merges come first: a writer may be waiting for one.
     if (build) {

@@ -255,6 +255,7 @@ Status DBImpl::PublishRewrite(storage::Txn* txn, std::shared_ptr<const CatalogCa
   storage::MutexLock l(&cache_mu_);
   MMDOC_RETURN_IF_ERROR(pager_->CommitRewrite(txn));
   cache_ = std::move(next);
+  SnapshotChanged();
   return Status::OK();
 }
 

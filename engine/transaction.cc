@@ -195,17 +195,30 @@ void SetTreeName(std::string_view coll, std::string_view field, std::string* nam
 
 // A point read on a snapshot's pages and write buffer together.
 struct PointRead {
-  std::shared_ptr<storage::Pager> pager;
-  std::shared_ptr<const CatalogCache> cache;
-  std::unique_ptr<storage::Txn> txn;
+  // What the read reads: the shared snapshot, pinned in `slot` of the DB's
+  // reader slots (shared_read.h), or, when every slot is taken, the
+  // snapshot of its own below.
+  storage::Txn* txn = nullptr;
+  const index::BufferView* view = nullptr;
+  const CatalogCache* cache = nullptr;
+  DBImpl* pinned_by = nullptr;  // non-null while the shared one is pinned
+  size_t slot = 0;
+
+  // The snapshot of its own.
+  std::shared_ptr<storage::Pager> own_pager;
+  std::shared_ptr<const CatalogCache> own_cache;
+  std::unique_ptr<storage::Txn> own_txn;
   // The thread's, so that its vector keeps its memory between reads; the
   // generations are let go when the read ends.
-  index::BufferView& view = ThreadView();
+  index::BufferView& own_view = ThreadView();
 
   PointRead() = default;
   PointRead(const PointRead&) = delete;
   PointRead& operator=(const PointRead&) = delete;
-  ~PointRead() { view.generations.clear(); }
+  ~PointRead() {
+    if (pinned_by != nullptr) pinned_by->EndPointRead(slot);
+    own_view.generations.clear();
+  }
 
   static index::BufferView& ThreadView() {
     thread_local index::BufferView v;
@@ -219,9 +232,9 @@ struct PointRead {
                 std::string_view key, std::string_view* value) {
     const bool has_runs = slot < cc.runs.size() && !cc.runs[slot].empty();
     // Hashed only when a layer above the pages needs it.
-    const uint64_t hash = view.generations.empty() && !has_runs ? 0 : index::KeyHash(key);
-    if (!view.generations.empty()) {
-      if (const index::BufferVersion* v = view.Find(name, key, hash)) {
+    const uint64_t hash = view->generations.empty() && !has_runs ? 0 : index::KeyHash(key);
+    if (!view->generations.empty()) {
+      if (const index::BufferVersion* v = view->Find(name, key, hash)) {
         if (v->erased()) return Status::NotFound("");
         *value = v->value();
         return Status::OK();
@@ -233,38 +246,75 @@ struct PointRead {
         if (r.filter != nullptr) r.filter->Prefetch(hash);
       for (const CachedRun& r : runs) {
         if (!index::RunMayHold(r.filter.get(), r.merged_below, key, hash)) continue;
-        index::BTree run(txn.get(), r.root, TreeKeyCodec());
+        index::BTree run(txn, r.root, TreeKeyCodec());
         bool found;
         bool erased;
         MMDOC_RETURN_IF_ERROR(index::FindInRun(&run, key, &found, &erased, value));
         if (found) return erased ? Status::NotFound("") : Status::OK();
       }
     }
-    index::BTree tree(txn.get(), root, TreeKeyCodec());
+    index::BTree tree(txn, root, TreeKeyCodec());
     return tree.Get(key, value);  // NotFound for an oversized key too
   }
 };
 
 Status DBImpl::BeginPointRead(PointRead* r) {
-  if (buffered()) return Snapshot(&r->pager, &r->txn, &r->view, &r->cache);
-  PagerAndCache(&r->pager, &r->cache);
-  auto read = r->pager->BeginRead();
-  if (!read.ok()) return read.status();
-  r->txn = std::move(read.value());
+  for (;;) {
+    const SharedRead* s;
+    size_t slot;
+    if (!reads_.Pin(&s, &slot)) break;  // every slot taken
+    if (s != nullptr && Current(*s)) {
+      r->txn = s->txn.get();
+      r->view = &s->view;
+      r->cache = s->cache.get();
+      r->pinned_by = this;
+      r->slot = slot;
+      return Status::OK();
+    }
+    if (s != nullptr) reads_.Unpin(slot);
+    // None, or stale: the first reader to get here installs a new one.
+    std::vector<std::unique_ptr<SharedRead>> dead;  // freed after the lock
+    storage::MutexLock l(reads_.mu());
+    const SharedRead* now = reads_.installed();
+    if (now == nullptr || !Current(*now)) {
+      auto next = BuildSharedRead();
+      if (!next.ok()) return next.status();
+      reads_.Install(std::move(next.value()), &dead);
+    }
+  }
+  MMDOC_RETURN_IF_ERROR(OwnPointRead(r));
+  r->txn = r->own_txn.get();
+  r->view = &r->own_view;
+  r->cache = r->own_cache.get();
   return Status::OK();
 }
 
-std::unique_ptr<TransactionImpl> DBImpl::ReadOn(PointRead* r) {
-  auto t = std::make_unique<TransactionImpl>(this, std::move(r->pager), std::move(r->txn), true,
-                                             Durability::kNone, false, &r->cache);
-  if (buffered()) t->SetView(std::move(r->view));
+Status DBImpl::OwnPointRead(PointRead* r) {
+  if (buffered()) return Snapshot(&r->own_pager, &r->own_txn, &r->own_view, &r->own_cache);
+  PagerAndCache(&r->own_pager, &r->own_cache);
+  auto read = r->own_pager->BeginRead();
+  if (!read.ok()) return read.status();
+  r->own_txn = std::move(read.value());
+  return Status::OK();
+}
+
+Result<std::unique_ptr<TransactionImpl>> DBImpl::ReadOn(PointRead* r) {
+  // The general path takes a snapshot of its own: a transaction keeps it.
+  if (r->pinned_by != nullptr) {
+    r->pinned_by = nullptr;
+    EndPointRead(r->slot);
+    MMDOC_RETURN_IF_ERROR(OwnPointRead(r));
+  }
+  auto t = std::make_unique<TransactionImpl>(this, std::move(r->own_pager), std::move(r->own_txn),
+                                             true, Durability::kNone, false, &r->own_cache);
+  if (buffered()) t->SetView(std::move(r->own_view));
   return t;
 }
 
 Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
   PointRead r;
   MMDOC_RETURN_IF_ERROR(BeginPointRead(&r));
-  if (const CachedColl* cc = CachedFor(r.txn.get(), r.cache.get(), coll)) {
+  if (const CachedColl* cc = CachedFor(r.txn, r.cache, coll)) {
     // The key and tree name are built in buffers each thread keeps, so
     // that a lookup allocates only the document it returns.
     thread_local std::string pk, name;
@@ -278,14 +328,16 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
     return Document::FromTrustedBytes(std::string(doc));
   }
   // A collection the cache does not know (or none): the general path.
-  return ReadOn(&r)->Get(coll, id);
+  auto t = ReadOn(&r);
+  if (!t.ok()) return t.status();
+  return t.value()->Get(coll, id);
 }
 
 Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, const Value& value) {
   if (field == "_id") return Get(coll, value);
   PointRead r;
   MMDOC_RETURN_IF_ERROR(BeginPointRead(&r));
-  const CachedColl* cc = CachedFor(r.txn.get(), r.cache.get(), coll);
+  const CachedColl* cc = CachedFor(r.txn, r.cache, coll);
   // A string looked up through a unique index on a plain field name: what
   // CursorImpl::CreatePoint and NextFromPoint do for {field: "string"},
   // without the transaction, the filter and the cursor.
@@ -297,7 +349,7 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
       key.clear();
       engine::AppendKey(value.get(), &key);
       thread_local std::string index_name, coll_name;  // read only when buffered
-      if (!r.view.generations.empty()) {
+      if (!r.view->generations.empty()) {
         SetTreeName(coll, field, &index_name);
         SetTreeName(coll, "", &coll_name);
       }
@@ -318,7 +370,9 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
       return Document::FromTrustedBytes(std::string(doc));
     }
   }
-  return ReadOn(&r)->GetBy(coll, field, value);
+  auto t = ReadOn(&r);
+  if (!t.ok()) return t.status();
+  return t.value()->GetBy(coll, field, value);
 }
 
 TransactionImpl::TransactionImpl(DBImpl* db, std::shared_ptr<storage::Pager> pager,
@@ -469,6 +523,7 @@ void TransactionImpl::EndWrite() {
 }
 
 void TransactionImpl::ReleaseToken() {
+  db_->DropStaleRead();  // what this txn committed made it stale
   if (!holds_token_) return;
   holds_token_ = false;
   db_->ReleaseWriterToken();

@@ -16,6 +16,7 @@
 //   MMDOC_ACQUIRE(mu...)       the function returns with mu held.
 //   MMDOC_RELEASE(mu...)       the function returns with mu released.
 //   MMDOC_ASSERT_CAPABILITY(mu) from here on the analysis assumes mu held.
+//   MMDOC_RETURN_CAPABILITY(mu) on a function returning a lock: it is mu.
 //   MMDOC_CAPABILITY(name)     on a class: its objects are locks.
 //   MMDOC_SCOPED_CAPABILITY    on a class: an RAII holder of a lock.
 //   MMDOC_NO_THREAD_SAFETY_ANALYSIS
@@ -61,6 +62,7 @@
 #define MMDOC_ACQUIRE(...) MMDOC_THREAD_ANNOTATION_(acquire_capability(__VA_ARGS__))
 #define MMDOC_RELEASE(...) MMDOC_THREAD_ANNOTATION_(release_capability(__VA_ARGS__))
 #define MMDOC_ASSERT_CAPABILITY(mu) MMDOC_THREAD_ANNOTATION_(assert_capability(mu))
+#define MMDOC_RETURN_CAPABILITY(mu) MMDOC_THREAD_ANNOTATION_(lock_returned(mu))
 #define MMDOC_NO_THREAD_SAFETY_ANALYSIS MMDOC_THREAD_ANNOTATION_(no_thread_safety_analysis)
 
 namespace mmdoc::storage {

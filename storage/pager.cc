@@ -230,6 +230,7 @@ class PagerImpl final : public Pager {
   Status SyncCommit(Durability d, const CommitTicket& ticket) override {
     return log_.Sync(d, Log::Position{ticket.offset, ticket.length, ticket.lsn_end});
   }
+  uint64_t published() const override { return published_.load(std::memory_order_acquire); }
   LogPosition LogHead() override {
     const Log::Cursor h = log_.head();
     return LogPosition{h.offset, h.epoch};
@@ -443,6 +444,8 @@ class PagerImpl final : public Pager {
   // Written by the writer under state_mu_; the writer reads it without
   // (writer_committed()).
   Snapshot committed_ MMDOC_GUARDED_BY(state_mu_);
+  // Bumped, under state_mu_, after each change of committed_ (published()).
+  std::atomic<uint64_t> published_{0};
   // Open readers: those of the newest snapshot any reader took are counted
   // in newest_readers_, older ones in readers_ (snapshot txid -> count).
   // Most read transactions start and end at the same newest snapshot, and
@@ -1063,6 +1066,7 @@ Status PagerImpl::LoadExisting(uint64_t size, bool* created) {
     committed_.page_count = meta.page_count;
     committed_.base = base_;
     std::copy(meta.roots, meta.roots + kMetaRoots, committed_.roots);
+    published_.fetch_add(1, std::memory_order_release);
   }
   MutexLock l(&alloc_mu_);
   MMDOC_RETURN_IF_ERROR(LoadFreeList(
@@ -1353,6 +1357,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durabil
     std::copy(txn->roots_, txn->roots_ + kMetaRoots, committed_.roots);
     committed_.page_count = txn->page_count_;
     committed_.base = base_;
+    published_.fetch_add(1, std::memory_order_release);
   }
   {
     MutexLock l(&alloc_mu_);
@@ -1532,6 +1537,7 @@ Status PagerImpl::CheckpointLocked(bool clean) {
     }
     MutexLock l(&state_mu_);
     committed_.txid = txid;
+    published_.fetch_add(1, std::memory_order_release);
   }
   Meta meta;
   meta.txid = txid;
@@ -1675,6 +1681,7 @@ Status PagerImpl::WriteFreeList(uint64_t txid, PageId* root, uint64_t* entries_c
     for (uint64_t i = 0; i < ext; i++) new_fl.push_back(pc + i);
     MutexLock sl(&state_mu_);
     committed_.page_count = pc + ext;
+    published_.fetch_add(1, std::memory_order_release);
   }
   // Old free-list pages were reachable from the durable meta: they wait
   // for this checkpoint (rule 5b).

@@ -395,6 +395,11 @@ class Pager {
     uint64_t epoch = 0;
   };
   virtual LogPosition LogHead() = 0;
+  // Changes each time the state a new read txn would see changes (a
+  // commit, a checkpoint's empty txn): a reader that keeps one snapshot for
+  // many reads (DBImpl's shared point-read snapshot) compares it to tell
+  // that its snapshot is no longer the newest. Any thread, no lock.
+  virtual uint64_t published() const = 0;
   // Commits a write txn that put into pages the changes of every record up
   // to `through_txid`; the first record after it starts at `next` (LogHead
   // when the caller stopped taking records into this merge). No log

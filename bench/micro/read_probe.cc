@@ -1,0 +1,152 @@
+// mmdoc-readprobe: point reads (DB::Get by _id) from one thread and from
+// several at once, on one database, alternating, so that a change to the
+// read path is measured against itself in the same process and hour, and
+// so that readers that slow each other down show (docs/write-path.md).
+//
+// It opens a new database with a write buffer, inserts --docs documents of
+// the seed's shape (36-character _id, key and value; a unique index on key)
+// in transactions of 1000, then runs --rounds rounds of --lookups random
+// gets on one thread and on --threads threads (the lookups split between
+// them), and prints each round's rate. The buffer is left as the inserts
+// left it (unmerged changes, runs): the reads look through it.
+//
+//   mmdoc-readprobe [--docs 200000] [--lookups 1000000] [--threads 2]
+//                   [--rounds 3] [--dir .]
+#include <bson/bson.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "mmdoc/db.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+std::string Guid(std::mt19937_64& rng) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string s(36, '-');
+  for (size_t i = 0; i < s.size(); i++)
+    if (i != 8 && i != 13 && i != 18 && i != 23) s[i] = kHex[rng() % 16];
+  return s;
+}
+
+[[noreturn]] void Die(const char* what, const mmdoc::Status& s) {
+  std::fprintf(stderr, "mmdoc-readprobe: %s: %s\n", what, s.ToString().c_str());
+  std::exit(2);
+}
+
+// `n` gets of random ids from `ids` on `threads` threads; ops/s.
+double Lookups(mmdoc::DB* db, const std::vector<std::string>& ids, uint64_t n, int threads,
+               uint64_t seed) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; t++) {
+    workers.emplace_back([&, t] {
+      std::mt19937_64 rng(seed * 1000 + static_cast<uint64_t>(t));
+      const uint64_t mine = n / static_cast<uint64_t>(threads);
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      for (uint64_t i = 0; i < mine; i++) {
+        auto d = db->Get("docs", mmdoc::Value::String(ids[rng() % ids.size()]));
+        if (!d.ok()) Die("get", d.status());
+      }
+    });
+  }
+  while (ready.load() < threads) std::this_thread::yield();
+  const Clock::time_point start = Clock::now();
+  go.store(true);
+  for (std::thread& w : workers) w.join();
+  return static_cast<double>(n) / Since(start);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t docs = 200000, lookups = 1000000, rounds = 3;
+  int threads = 2;
+  std::string dir = ".";
+  for (int i = 1; i < argc; i++) {
+    const std::string a = argv[i];
+    const bool more = i + 1 < argc;
+    if (a == "--docs" && more) {
+      docs = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--lookups" && more) {
+      lookups = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--threads" && more) {
+      threads = std::atoi(argv[++i]);
+    } else if (a == "--rounds" && more) {
+      rounds = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--dir" && more) {
+      dir = argv[++i];
+    } else {
+      std::fprintf(stderr,
+                   "usage: mmdoc-readprobe [--docs N] [--lookups N] [--threads N] [--rounds N] "
+                   "[--dir DIR]\n");
+      return 2;
+    }
+  }
+  if (docs == 0 || lookups == 0 || rounds == 0 || threads < 1 || threads > 64) {
+    std::fprintf(stderr,
+                 "mmdoc-readprobe: --docs, --lookups and --rounds must be positive, --threads "
+                 "1 to 64\n");
+    return 2;
+  }
+  namespace fs = std::filesystem;
+  const fs::path work = fs::path(dir) / ("readprobe-" + std::to_string(getpid()));
+  fs::create_directories(work);
+  mmdoc::Options o;
+  o.durability = mmdoc::Durability::kNone;
+  auto db = mmdoc::DB::Open((work / "db").string(), o);
+  if (!db.ok()) Die("open", db.status());
+  mmdoc::IndexOptions unique;
+  unique.unique = true;
+  if (mmdoc::Status s = db.value()->CreateIndex("docs", "key", unique); !s.ok())
+    Die("create index", s);
+  std::mt19937_64 rng(1);
+  std::vector<std::string> ids;
+  ids.reserve(docs);
+  const Clock::time_point fill = Clock::now();
+  while (ids.size() < docs) {
+    auto t = db.value()->Begin();
+    if (!t.ok()) Die("begin", t.status());
+    for (int i = 0; i < 1000 && ids.size() < docs; i++) {
+      ids.push_back(Guid(rng));
+      const std::string key = Guid(rng), value = Guid(rng);
+      bson_t b = BSON_INITIALIZER;
+      bson_append_utf8(&b, "_id", 3, ids.back().data(), static_cast<int>(ids.back().size()));
+      bson_append_utf8(&b, "key", 3, key.data(), static_cast<int>(key.size()));
+      bson_append_utf8(&b, "value", 5, value.data(), static_cast<int>(value.size()));
+      auto d = mmdoc::Document::FromBson(&b);
+      bson_destroy(&b);
+      if (!d.ok()) Die("document", d.status());
+      if (mmdoc::Status s = t.value()->Insert("docs", d.value()); !s.ok()) Die("insert", s);
+    }
+    if (mmdoc::Status s = t.value()->Commit(); !s.ok()) Die("commit", s);
+  }
+  std::printf("inserted %" PRIu64 " documents in %.1f s\n", docs, Since(fill));
+  std::printf("%5s %12s %12s %8s\n", "round", "1 thread/s", "threads/s", "scaling");
+  for (uint64_t r = 0; r < rounds; r++) {
+    const double one = Lookups(db.value().get(), ids, lookups, 1, 2 * r + 1);
+    const double many = Lookups(db.value().get(), ids, lookups, threads, 2 * r + 2);
+    std::printf("%5" PRIu64 " %12.0f %12.0f %7.2fx\n", r + 1, one, many, many / one);
+    std::fflush(stdout);
+  }
+  db.value().reset();
+  fs::remove_all(work);
+  return 0;
+}
