@@ -900,8 +900,14 @@ Status PagerImpl::Init() {
   if (s.ok()) s = OpenLog(created);
   if (!s.ok()) {
     // A database this call made and could not finish is removed whole, so
-    // a full disk is left as it was found (the lock is still ours).
-    if (created) (void)fs_->Remove(path_);
+    // a full disk (or an mmap that failed) leaves the path as it was found;
+    // its log goes too, or it would refuse the next create. (A create
+    // begins only when the log holds nothing: OpenDataFile.) The lock is
+    // still ours.
+    if (created) {
+      (void)fs_->Remove(path_);
+      (void)fs_->Remove(log_.path());
+    }
     return s;
   }
   opened_ = true;

@@ -12,6 +12,7 @@
 #include "storage/pager.h"
 #include "tests/storage/storage_test_util.h"
 #include "tests/support/fault_fs.h"
+#include "tests/support/fs_wrapper.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::storage {
@@ -188,6 +189,44 @@ TEST_CASE("fault: a failed write while creating the log fails Open") {
   // A create that fails leaves nothing behind.
   CHECK_FALSE(fs.Exists(dir.File("db")));
   CHECK_FALSE(fs.Exists(dir.File("db-log")));
+}
+
+// A file system whose log files cannot be mapped (mmap's ENOMEM under a
+// small ulimit -v), after the log was created and written.
+class NoLogMapFileSystem final : public test::FileSystemWrapper {
+ public:
+  Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
+    auto f = base()->Open(path, mode);
+    if (!f.ok()) return f.status();
+    const bool log = path.size() > 4 && path.compare(path.size() - 4, 4, "-log") == 0;
+    if (!log) return f;
+    return std::unique_ptr<File>(new NoMapFile(std::move(f.value())));
+  }
+
+ private:
+  class NoMapFile final : public test::FileWrapper {
+   public:
+    explicit NoMapFile(std::unique_ptr<File> real) : FileWrapper(std::move(real)) {}
+    Result<uint8_t*> Map(uint64_t, MapMode) override {
+      return Status::IOError(path(), "mmap: Cannot allocate memory");
+    }
+  };
+};
+
+TEST_CASE("fault: a log that cannot be mapped fails the create and leaves nothing behind") {
+  test::TempDir dir;
+  NoLogMapFileSystem fs;
+  PagerOptions o = SmallOptions();
+  o.fs = &fs;
+  auto r = Pager::Open(dir.File("db"), o);
+  REQUIRE(r.status().IsIOError());
+  CHECK_FALSE(fs.Exists(dir.File("db")));
+  // A log left behind would make the next create refuse the path.
+  CHECK_FALSE(fs.Exists(dir.File("db-log")));
+  o.fs = nullptr;
+  auto again = Pager::Open(dir.File("db"), o);
+  INFO(again.status().ToString());
+  CHECK(again.ok());
 }
 
 // Runs commits in `mode` with checkpoints mixed in, crashes, loses power,
