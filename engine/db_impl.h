@@ -682,6 +682,9 @@ class TransactionImpl {
   Status CommitBuffered();
   // Every change of this buffered txn, for the buffer.
   void AppendChanges(std::vector<index::BufferChange>* changes);
+  // Publishes logged commit `txid` into the buffer; out of memory midway,
+  // fails the pager (the log has the commit whole) and says so.
+  Status PublishLogged(uint64_t txid, const std::vector<index::BufferChange>& changes);
   // Adds the buffer's and the runs' net change at the snapshot to a loaded
   // collection's count (CollState::buffered_count).
   void CountBuffered(CollState* c);

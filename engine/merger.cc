@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <new>
 #include <utility>
 
 #include "engine/db_impl.h"
@@ -236,6 +237,26 @@ Status DBImpl::RetryFailedMerge() {
   return Status::OK();
 }
 
+namespace {
+
+// The merger thread has no caller to throw to. A merge that runs out of
+// memory unwinds (its txn aborts) and fails the pager: no write or
+// checkpoint follows that could build on half-made state in memory, and
+// the next Open replays every commit from the log.
+template <typename Fn>
+Status OutOfMemoryAsError(storage::Pager* pager, Fn fn) {
+  try {
+    return fn();
+  } catch (const std::bad_alloc&) {
+    Status s = Status::IOError("merging the write buffer: out of memory",
+                               "every commit is in the log; close and reopen the database");
+    pager->Fail(s);
+    return s;
+  }
+}
+
+}  // namespace
+
 void DBImpl::MergerLoop() {
   for (;;) {
     bool merge;
@@ -270,8 +291,10 @@ void DBImpl::MergerLoop() {
       bool more = false;
       {
         storage::MutexLock m(&merge_mu_);
-        s = MergeRunsNow(runs_min, run_slice_bytes(), &more);
-        if (s.ok()) s = CheckpointAfterMerge();
+        s = OutOfMemoryAsError(pager().get(), [&] {
+          Status m = MergeRunsNow(runs_min, run_slice_bytes(), &more);
+          return m.ok() ? CheckpointAfterMerge() : m;
+        });
       }
       {
         storage::MutexLock l(&gen_mu_);
@@ -289,8 +312,10 @@ void DBImpl::MergerLoop() {
       Status s;
       {
         storage::MutexLock m(&merge_mu_);
-        s = MergeOldest();
-        if (s.ok()) s = CheckpointAfterMerge();
+        s = OutOfMemoryAsError(pager().get(), [&] {
+          Status m = MergeOldest();
+          return m.ok() ? CheckpointAfterMerge() : m;
+        });
       }
       {
         storage::MutexLock l(&gen_mu_);
@@ -303,7 +328,12 @@ void DBImpl::MergerLoop() {
     // Merges come first: a writer may be waiting for one.
     if (build) {
       bool paused = false;
-      (void)BuildKeyFilters(&paused);
+      try {
+        (void)BuildKeyFilters(&paused);
+      } catch (const std::bad_alloc&) {
+        // The filter is left building and never handed over: reads go on
+        // with the ready one, or none.
+      }
       if (paused) {
         storage::MutexLock l(&gen_mu_);
         filters_due_ = true;

@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cstring>
 #include <map>
+#include <new>
 
 #include "engine/db_impl.h"
 #include "engine/query_path.h"
@@ -1494,7 +1495,7 @@ Status TransactionImpl::CommitBuffered() {
     const bool group = durability_ == Durability::kGroup;
     if (s.ok() && !group) s = pager_->SyncCommit(durability_, ticket);
     assert(wbuf_ != nullptr);  // set by Begin (ReuseBufferedState)
-    if (s.ok()) db_->PublishBuffered(wbuf_.get(), txid, changes, buf_.log.size());
+    if (s.ok()) s = PublishLogged(txid, changes);
     finished_ = true;
     if (s.ok()) KeepBufferedState();
     colls_.clear();
@@ -1513,6 +1514,23 @@ Status TransactionImpl::CommitBuffered() {
   if (!s.ok()) return s;
   if (db_->paranoid()) return db_->Check(nullptr);
   return Status::OK();
+}
+
+Status TransactionImpl::PublishLogged(uint64_t txid,
+                                      const std::vector<index::BufferChange>& changes) {
+  try {
+    db_->PublishBuffered(wbuf_.get(), txid, changes, buf_.log.size());
+    return Status::OK();
+  } catch (const std::bad_alloc&) {
+    // Readers never see a commit published in part (the buffer's last txid
+    // moves only at the end), but the next commit would show it: the pager
+    // takes no more writes, and the next Open replays this one whole.
+    Status s = Status::IOError(
+        "out of memory after commit " + std::to_string(txid) + " was logged",
+        "the next Open applies it; this database takes no more writes: close and reopen it");
+    pager_->Fail(s);
+    return s;
+  }
 }
 
 void TransactionImpl::AppendChanges(std::vector<index::BufferChange>* changes) {

@@ -250,6 +250,7 @@ class PagerImpl final : public Pager {
   Status MoveTo(const std::string& path) override;
   void Retire() override { retired_.store(true); }
   Status BackgroundError() override { return error_.Get(); }
+  void Fail(const Status& s) override { error_.Set(s); }
   Status SyncForCommit(Durability d, uint64_t log_offset, uint64_t length) override {
     return log_.SyncRange(d, log_offset, length);
   }

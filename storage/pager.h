@@ -443,6 +443,11 @@ class Pager {
   virtual void Retire() = 0;
   // The sticky error (rule 8), OK when none.
   virtual Status BackgroundError() = 0;
+  // Makes `s` the sticky error (unless one is kept already), for a caller
+  // that can no longer match the log with what it holds in memory (out of
+  // memory publishing a logged commit): every later write and checkpoint
+  // fails, and Close leaves the log for the next Open to replay.
+  virtual void Fail(const Status& s) = 0;
 
   // The only function that turns a durability mode into syscalls on the
   // log (rule 2). Exposed for the sync micro-benchmark and tests.
