@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "bench/machine.h"
+#include "bench/signal_cleanup.h"
 
 namespace mmdoc::bench {
 namespace {
@@ -49,28 +50,9 @@ constexpr int kMaxServers = 32;
 Running g_running[kMaxServers];
 std::mutex g_running_mu;  // slot allocation, outside handlers
 
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_previous[3];
-bool g_installed[3] = {false, false, false};
-
-// rm -rf path, from a signal handler: fork, execve and waitpid are
-// async-signal-safe.
-void RemoveTreeFromHandler(const char* path) {
-  if (path[0] != '/') return;
-  pid_t child = fork();
-  if (child == 0) {
-    const char* argv[] = {"rm", "-rf", "--", path, nullptr};
-    execv("/bin/rm", const_cast<char* const*>(argv));
-    _exit(127);
-  }
-  if (child > 0) {
-    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
-}
-
-void OnSignal(int sig) {
-  const int saved_errno = errno;
+// The signal handler's hook (bench/signal_cleanup.h): every running server
+// stopped, its data and socket directories removed.
+void StopServersFromHandler() {
   for (auto& r : g_running) {
     pid_t p = r.pid.load(std::memory_order_acquire);
     if (p > 0 && r.initdb) kill(-p, SIGKILL);
@@ -87,32 +69,6 @@ void OnSignal(int sig) {
     RemoveTreeFromHandler(r.data_dir);
     RemoveTreeFromHandler(r.socket_dir);
   }
-  // Then the signal's previous course: re-raised, it is delivered once this
-  // handler returns.
-  for (int i = 0; i < 3; ++i) {
-    if (kSignals[i] == sig && g_installed[i]) sigaction(sig, &g_previous[i], nullptr);
-  }
-  raise(sig);
-  errno = saved_errno;
-}
-
-void InstallHandlersOnce() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (int i = 0; i < 3; ++i) {
-      struct sigaction old;
-      if (sigaction(kSignals[i], nullptr, &old) != 0) continue;
-      // An ignored signal stays ignored (nohup, a background job's SIGINT).
-      if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) continue;
-      struct sigaction sa;
-      std::memset(&sa, 0, sizeof sa);
-      sa.sa_handler = OnSignal;
-      sigfillset(&sa.sa_mask);  // one cleanup at a time
-      sa.sa_flags = SA_RESTART;
-      g_previous[i] = old;
-      g_installed[i] = sigaction(kSignals[i], &sa, nullptr) == 0;
-    }
-  });
 }
 
 int Register(pid_t pid, bool initdb, const std::string& data_dir, const std::string& socket_dir) {
@@ -333,7 +289,7 @@ Status PgServer::Start(const std::string& dir,
   } closer{log_fd};
 
   // initdb: the cluster, fresh for this store.
-  InstallHandlersOnce();
+  AddSignalHook(StopServersFromHandler);
   std::string error;
   pid_t initdb = Spawn({bindir_ + "/initdb", "-D", data_dir_, "--auth=trust", "-E", "UTF8",
                         "--locale=C", "--no-sync", "-U", "postgres"},

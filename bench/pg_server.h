@@ -30,8 +30,9 @@
 //   - Stop (and the destructor) sends SIGINT, which is what `pg_ctl stop -m
 //     fast` sends: open transactions roll back, a checkpoint runs, the
 //     server exits; Stop waits for it (SIGQUIT, then SIGKILL, if it hangs).
-//   - SIGINT, SIGTERM or SIGHUP to the bench (Ctrl-C): a handler, installed
-//     at the first Start unless the signal is ignored, sends every running
+//   - SIGINT, SIGTERM or SIGHUP to the bench (Ctrl-C): the handler of
+//     bench/signal_cleanup.h, installed at the first Start unless the signal
+//     is ignored, first sends every running
 //     server SIGQUIT (`pg_ctl stop -m immediate`: no checkpoint, the data is
 //     about to go), kills a running initdb, waits for them to exit, removes
 //     its data and socket directories, then lets the signal take its course

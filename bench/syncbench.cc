@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "bench/signal_cleanup.h"
 #include "bench/workload.h"
 #include "storage/file_system.h"
 
@@ -58,6 +59,8 @@ Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c,
   auto opened = fs->Open(path, OpenMode::kCreate);
   if (!opened.ok()) return opened.status();
   std::unique_ptr<File> file = std::move(opened.value());
+  // Up to --max-file-mib (128 MiB) of it: gone on Ctrl-C too.
+  const int cleanup_slot = RemoveOnSignal(path);
 
   uint64_t max_ops = limits.max_file_bytes / c.block_size;
   if (limits.count > 0) max_ops = std::min(max_ops, limits.count);
@@ -110,6 +113,7 @@ Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c,
   }
   file.reset();
   Status r = fs->Remove(path);
+  ForgetOnSignal(cleanup_slot);
   if (s.ok()) s = r;
   if (!s.ok()) return s;
 

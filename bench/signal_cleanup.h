@@ -1,0 +1,43 @@
+// What the bench leaves behind when SIGINT, SIGTERM or SIGHUP ends it: one
+// handler for every tool of the test bed (mmdoc-bench's data directory,
+// mmdoc-syncbench's test file, a PostgreSQL server and its cluster).
+//
+// The handler, installed at the first registration unless the signal is
+// ignored (nohup, a background job's SIGINT), runs the hooks (PgServer's:
+// stop every running server), then removes every registered path with
+// `rm -rf` (fork, execve and waitpid are async-signal-safe; nftw is not),
+// then restores the signal's previous disposition and re-raises it: by
+// default the process ends by the signal, exit status 128+signo.
+//
+//   int slot = RemoveOnSignal(dir);   // absolute or relative to the cwd
+//   ... the run ...
+//   std::filesystem::remove_all(dir);
+//   ForgetOnSignal(slot);
+//
+// A signal between remove_all and ForgetOnSignal runs `rm -rf` on a path
+// that is gone, which is harmless. Registration is thread-safe; the
+// handler reads the table without locks.
+#ifndef MMDOC_BENCH_SIGNAL_CLEANUP_H_
+#define MMDOC_BENCH_SIGNAL_CLEANUP_H_
+
+#include <string>
+
+namespace mmdoc::bench {
+
+// Registers path (made absolute now) for removal on a signal; a slot for
+// ForgetOnSignal, or -1 when the table is full or the path too long (then
+// nothing removes it on a signal).
+int RemoveOnSignal(const std::string& path);
+// Unregisters a slot from RemoveOnSignal (-1: nothing).
+void ForgetOnSignal(int slot);
+
+// Installs hook to run in the handler before the paths are removed:
+// async-signal-safe calls only. At most a few hooks; each is added once.
+void AddSignalHook(void (*hook)());
+
+// rm -rf path from a signal handler (an absolute path; others are left).
+void RemoveTreeFromHandler(const char* path);
+
+}  // namespace mmdoc::bench
+
+#endif  // MMDOC_BENCH_SIGNAL_CLEANUP_H_
