@@ -388,8 +388,11 @@ void PrintTables(std::FILE* out, const RunInfo& run, const std::vector<PhaseResu
         if (any == nullptr || (!any->available && r.available)) any = &r;
       }
       if (any == nullptr) continue;
-      std::fprintf(out, "\n%s, durability %s, batch %d, threads %s (ops/s)\n", engine.c_str(),
-                   mode.c_str(), run.batch, threads.c_str());
+      // The inserts' writers, which are not the read threads in every mode.
+      const auto durability = ParseDurability(mode);
+      const int writers = durability ? InsertWriters(*durability, run.threads) : run.threads;
+      std::fprintf(out, "\n%s, durability %s, batch %d, threads %s, insert writers %d (ops/s)\n",
+                   engine.c_str(), mode.c_str(), run.batch, threads.c_str(), writers);
       std::string settings = any->notes.substr(0, any->notes.find("; "));
       std::fprintf(out, "  %s\n", settings.c_str());
       std::fprintf(out, "%-*s", label_w, "phase");

@@ -12,9 +12,10 @@
 //               "mapping_docs", "compound_docs",
 //               "engines", "phases", "rocksdb_build", "command"},
 //    "results": [{"engine", "phase", "durability", "docs", "batch",
-//                 "threads" (a read phase's workers; each read phase has
-//                 a row per count of read_threads), "available", "ops", "seconds", "ops_per_sec",
-//                 "p50_us", "p99_us", "store_bytes", "notes"
+//                 "threads" (the workers the phase ran on: a read phase's,
+//                 a row per count of read_threads; the insert phases'
+//                 writers, InsertWriters; 1 for the other write phases), "available", "ops",
+//                 "seconds", "ops_per_sec", "p50_us", "p99_us", "store_bytes", "notes"
 //                 [, "gb_per_sec", "mem_bw_fraction" for search_value]
 //                 [, "raw_ops_per_sec", "raw_p50_us", "raw_p99_us",
 //                    "overhead_pct", "insert_overhead_pct",
@@ -73,10 +74,10 @@ std::string ResultsToJson(const MachineInfo& machine, const RunInfo& run,
                           const std::vector<PhaseResult>& results);
 std::string ResultsToCsv(const std::vector<PhaseResult>& results);
 
-// One table per durability mode and engine (rows = phases, columns = doc
-// counts, ops/s; p50/p99 of the largest count; with several thread counts
-// a read phase has a row per count, "search_id x4"), then a comparison table per
-// mode and count with each engine's ratio to the baseline (mmdoc, or the
+// One table per durability mode and engine, its title giving the read
+// threads and the insert writers (rows = phases, columns = doc counts, ops/s; p50/p99 of the
+// largest count; with several thread counts a read phase has a row per count, "search_id x4"), then
+// a comparison table per mode and count with each engine's ratio to the baseline (mmdoc, or the
 // first engine when mmdoc did not run). Under search_value its GB/s and
 // that rate as a share of run.mem_read_gb_per_sec (when set); under
 // insert_noindex its ratio to insert (what the key index costs a write);

@@ -24,6 +24,7 @@
 #include "bench/bson_doc.h"
 #include "bench/machine.h"
 #include "bench/report.h"
+#include "bench/signal_cleanup.h"
 
 namespace mmdoc::bench {
 
@@ -74,6 +75,13 @@ bool WritePhase(const std::string& phase) {
                                                    "delete",         "delete_value", "delete_all",
                                                    "insert_noindex", "build_index",  "mapping"};
   return std::find(kWrites.begin(), kWrites.end(), phase) != kWrites.end();
+}
+
+int InsertWriters(Durability durability, int threads) {
+  if (durability == Durability::kNone) return 1;
+  // Group commit needs concurrent commits to group.
+  if (durability == Durability::kGroup && threads < 2) return 4;
+  return std::max(1, threads);
 }
 
 bool ThreadedPhase(const std::string& phase) {
@@ -302,7 +310,9 @@ class Runner {
   bool Wanted(const std::string& phase) const {
     return std::find(config_.phases.begin(), config_.phases.end(), phase) != config_.phases.end();
   }
-  // threads: the workers of a read phase's row (0: config_.threads).
+  // threads: the workers of a read phase's row (0: the phase's own, as
+  // PhaseResult::threads says: the inserts' writers, one for the other
+  // write phases, config_.threads for compound).
   PhaseResult Row(const std::string& phase, int threads = 0) const {
     PhaseResult r;
     r.engine = engine_;
@@ -310,7 +320,15 @@ class Runner {
     r.durability = DurabilityName(config_.durability);
     r.docs = data_.size();
     r.batch = config_.batch;
-    r.threads = threads > 0 ? threads : config_.threads;
+    if (threads > 0) {
+      r.threads = threads;
+    } else if (phase == "insert" || phase == "insert_noindex") {
+      r.threads = writers_;
+    } else if (WritePhase(phase)) {
+      r.threads = 1;
+    } else {
+      r.threads = config_.threads;
+    }
     return r;
   }
   // The thread counts the read phases run at (WorkloadConfig::read_threads).
@@ -452,6 +470,7 @@ class Runner {
 Result<std::vector<PhaseResult>> Runner::Run() {
   auto b = NewBackend(engine_);
   if (!b.ok()) return b.status();
+  writers_ = InsertWriters(config_.durability, config_.threads);
   const bool supported = b.value()->Supports(config_.durability);
   const bool has_mapping = b.value()->HasMapping();
   if (!supported) {
@@ -474,11 +493,8 @@ Result<std::vector<PhaseResult>> Runner::Run() {
     return Status::IOError("cannot create data directory", tmpl);
   }
   dir_ = buf.data();
-
-  writers_ = 1;
-  if (config_.durability != Durability::kNone) writers_ = std::max(1, config_.threads);
-  // Group commit needs concurrent commits to group.
-  if (config_.durability == Durability::kGroup && writers_ < 2) writers_ = 4;
+  // Gone on Ctrl-C too, as at the end of the run (bench/signal_cleanup.h).
+  const int cleanup_slot = config_.keep_data ? -1 : RemoveOnSignal(dir_);
 
   // Distinct documents for update, delete and delete_value.
   perm_.resize(data_.size());
@@ -549,6 +565,7 @@ Result<std::vector<PhaseResult>> Runner::Run() {
   if (!config_.keep_data) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
+    ForgetOnSignal(cleanup_slot);
   }
   if (!s.ok()) return s;
   return results_;

@@ -116,6 +116,11 @@ const std::vector<std::string>& DefaultPhases();
 // delete_value, delete_all, insert_noindex, build_index, mapping): the phases whose rows
 // carry the bytes written per operation.
 bool WritePhase(const std::string& phase);
+// The writer threads of the insert phases (insert, insert_noindex) in a
+// durability mode at WorkloadConfig::threads: one in none mode (nothing to
+// wait for), else `threads`, and at least 4 in group mode (group commit
+// needs concurrent commits to group). The other write phases run on one.
+int InsertWriters(Durability durability, int threads);
 // Whether a phase runs on WorkloadConfig::threads workers (search_id,
 // search_key, search_value, search_prefix, sort_limit): the phases timed
 // once per count of WorkloadConfig::read_threads.
@@ -126,7 +131,7 @@ struct WorkloadConfig {
   // Documents per write transaction.
   int batch = 1000;
   // Threads for the read phases, and writer threads for durable inserts
-  // (group mode uses at least 4 writers).
+  // (InsertWriters: group mode uses at least 4 writers).
   int threads = 1;
   // When not empty: the thread counts each read phase (ThreadedPhase) is
   // timed at, a row per count, in this order (the seed's threads
@@ -176,6 +181,8 @@ struct PhaseResult {
   std::string durability;
   uint64_t docs = 0;  // dataset size N
   int batch = 0;
+  // The workers the phase ran on: a read phase's count, the inserts'
+  // writers (InsertWriters), 1 for the other write phases.
   int threads = 0;
   bool available = true;  // false: the engine lacks the durability mode (n/a)
   uint64_t ops = 0;
