@@ -55,55 +55,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <new>
 
 #include "bench/backend.h"
 #include "bench/backends.h"
+#include "bench/cli.h"
 #include "bench/machine.h"
 #include "bench/report.h"
+#include "bench/signal_cleanup.h"
 #include "bench/syncbench.h"
 #include "bench/workload.h"
 
 namespace mmdoc::bench {
 namespace {
-
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-// "200k" -> 200000, "1M" -> 1000000; 0 on a bad count.
-uint64_t ParseCount(const std::string& s) {
-  if (s.empty()) return 0;
-  uint64_t mult = 1;
-  std::string digits = s;
-  char last = s.back();
-  if (last == 'k' || last == 'K') mult = 1000;
-  if (last == 'm' || last == 'M') mult = 1000000;
-  if (mult != 1) digits.pop_back();
-  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return 0;
-  return std::stoull(digits) * mult;
-}
-
-// Whether path can be written, checked before the run so a bad --json
-// fails in a second, not after the whole run: an existing file is opened
-// for append (not truncated), a new one is created and removed again.
-bool CheckWritable(const std::string& flag, const std::string& path) {
-  const bool existed = ::access(path.c_str(), F_OK) == 0;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | (existed ? 0 : O_CREAT | O_EXCL), 0644);
-  if (fd < 0) {
-    std::fprintf(stderr, "mmdoc-bench: cannot write %s %s: %s\n", flag.c_str(), path.c_str(),
-                 std::strerror(errno));
-    return false;
-  }
-  ::close(fd);
-  if (!existed) ::unlink(path.c_str());
-  return true;
-}
 
 bool WriteFile(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
@@ -144,21 +108,29 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--docs", docs_arg, "documents, or a list: 1M,2M,4M (k/M suffixes)")
       ->capture_default_str();
-  app.add_option("--batch", batch, "documents per write transaction")
+  app.add_option("--batch", batch, "documents per write transaction (1..1000000)")
       ->capture_default_str()
+      ->transform(UintText())
       ->check(CLI::Range(1, 1000000));
   app.add_option("--durability", durability_arg, "none|periodic|msync|fsync|group|all")
       ->capture_default_str();
   app.add_option("--threads", threads_arg,
-                 "threads for the read phases, and writer threads for durable inserts; a list "
+                 "threads for the read phases, and writer threads for durable inserts (group: at "
+                 "least 4; none: 1; the tables and rows say how many); a list "
                  "(1,2,4,8) times each read phase once per count, a row each, and the write "
                  "phases once with the lowest")
       ->capture_default_str();
-  app.add_option("--seed", seed, "seed of the GUIDs (the same for every engine)")
-      ->capture_default_str();
+  // At most 2^63-1: the JSON records it as a (signed) 64-bit integer.
+  app.add_option("--seed", seed,
+                 "seed of the GUIDs (the same for every engine; 0..9223372036854775807)")
+      ->capture_default_str()
+      ->transform(UintText())
+      ->check(CLI::Range(uint64_t{0}, uint64_t{INT64_MAX}));
   app.add_option("--scans", scans,
-                 "search_value scans (default 20, fewer above 1M docs); "
-                 "delete_value does half as many deletes, a scan each");
+                 "search_value scans, 1..1000000 (default 20, fewer above 1M docs); "
+                 "delete_value does half as many deletes, a scan each")
+      ->transform(UintText())
+      ->check(CLI::Range(1, 1000000));
   std::string phases_help =
       "phases to time, comma-separated (insert runs whenever a main-store "
       "phase needs the data; default all, or only insert with --durability "
@@ -168,34 +140,44 @@ int Main(int argc, char** argv) {
   app.add_option("--lookups", lookups,
                  "point reads per search_id and search_key phase (default "
                  "N/10, the seed's; more make a short phase less noisy)")
+      ->transform(UintText())
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
   app.add_option("--mapping-docs", mapping_docs,
                  "documents the mapping phase inserts and reads per round "
                  "(at most --docs)")
       ->capture_default_str()
+      ->transform(UintText())
       ->check(CLI::Range(uint64_t{1}, uint64_t{100000000}));
   app.add_option("--compound-docs", compound_docs,
                  "documents the compound phase loads (untimed) into its own store (at most "
                  "--docs)")
       ->capture_default_str()
+      ->transform(UintText())
       ->check(CLI::Range(uint64_t{10}, uint64_t{100000000}));
   app.add_option("--max-durable-ops", max_durable_ops,
                  "in a durable mode, time at most this many writes per phase (0 = all)")
-      ->capture_default_str();
-  app.add_option("--sync-interval-ms", sync_interval_ms, "flush interval of periodic mode")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(UintText());
+  app.add_option("--sync-interval-ms", sync_interval_ms,
+                 "flush interval of periodic mode (1..3600000)")
+      ->capture_default_str()
+      ->transform(UintText())
+      ->check(CLI::Range(1u, 3600000u));
   app.add_option("--mmdoc-log-mib", mmdoc_log_mib,
                  "mmdoc's log size in MiB (Options::log_size; a checkpoint "
                  "runs each time it fills; default: the library's, 64)")
+      ->transform(UintText())
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--mmdoc-buffer-mib", mmdoc_buffer_mib,
                  "mmdoc's write buffer in MiB (Options::write_buffer_size; mmdoc-pages has "
                  "none)")
       ->capture_default_str()
+      ->transform(UintText())
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--mmdoc-page-kib", mmdoc_page_kib,
                  "mmdoc's page size in KiB (Options::page_size: 4, 8, 16, "
                  "32 or 64; default: the library's, 4)")
+      ->transform(UintText())
       ->check(CLI::IsMember({4u, 8u, 16u, 32u, 64u}));
   app.add_option("--dir", dir_arg,
                  "data directory (default: a temporary one in the current directory)");
@@ -207,17 +189,45 @@ int Main(int argc, char** argv) {
                "phase's dirty pages are otherwise not counted again)");
   app.add_flag("--keep", keep, "keep the data files");
   app.add_flag("--quiet", quiet, "no tables on stdout");
-  CLI11_PARSE(app, argc, argv);
-  if ((!json_path.empty() && !CheckWritable("--json", json_path)) ||
-      (!csv_path.empty() && !CheckWritable("--csv", csv_path)))
+  if (int rc = ParseCommandLine("mmdoc-bench", app, argc, argv); rc >= 0) return rc;
+  // A list given with an empty item ("2k,", "1,,2", ",") is refused, as is
+  // an empty list: none of them is a default.
+  auto list = [](const char* flag, const std::string& arg, std::vector<std::string>* out) {
+    if (SplitList(arg, out)) return true;
+    std::fprintf(stderr, "mmdoc-bench: %s '%s' has an empty item\n", flag, arg.c_str());
+    return false;
+  };
+  if (!json_path.empty() && json_path == csv_path) {
+    std::fprintf(stderr, "mmdoc-bench: --json and --csv name the same file %s\n",
+                 json_path.c_str());
+    return 2;
+  }
+  if (!json_path.empty() && !csv_path.empty()) {
+    std::error_code ec1, ec2;
+    const auto json_abs = std::filesystem::weakly_canonical(json_path, ec1);
+    const auto csv_abs = std::filesystem::weakly_canonical(csv_path, ec2);
+    if (!ec1 && !ec2 && json_abs == csv_abs) {
+      std::fprintf(stderr, "mmdoc-bench: --json %s and --csv %s are the same file\n",
+                   json_path.c_str(), csv_path.c_str());
+      return 2;
+    }
+  }
+  if ((!json_path.empty() && !CheckWritable("mmdoc-bench", "--json", json_path)) ||
+      (!csv_path.empty() && !CheckWritable("mmdoc-bench", "--csv", csv_path)))
     return 2;
 
   RunInfo run;
   for (int i = 0; i < argc; ++i) run.command += (i ? " " : "") + std::string(argv[i]);
-  run.engines = engines_arg.empty() ? DefaultBackendNames() : SplitList(engines_arg);
+  if (app.count("--engines") == 0) {
+    run.engines = DefaultBackendNames();
+  } else if (!list("--engines", engines_arg, &run.engines)) {
+    return 2;
+  }
   {
     bool local = false, remote = false;
-    for (const auto& c : SplitList(clients_arg)) {
+    std::vector<std::string> clients;
+    if (!list("--clients", clients_arg, &clients)) return 2;
+    for (const auto& c : clients) {
       if (c == "local") {
         local = true;
       } else if (c == "remote") {
@@ -257,21 +267,22 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  for (const auto& d : SplitList(docs_arg)) {
-    uint64_t n = ParseCount(d);
-    if (n < 10) {
-      std::fprintf(stderr, "mmdoc-bench: bad --docs value '%s' (need a count >= 10)\n", d.c_str());
+  std::vector<std::string> items;
+  if (!list("--docs", docs_arg, &items)) return 2;
+  for (const auto& d : items) {
+    // The documents are numbered in 32 bits (the key order's oracle).
+    uint64_t n = 0;
+    if (!ParseCount(d, &n) || n < 10 || n > UINT32_MAX) {
+      std::fprintf(stderr, "mmdoc-bench: bad --docs value '%s' (need a count from 10 to %u)\n",
+                   d.c_str(), UINT32_MAX);
       return 2;
     }
     run.docs.push_back(n);
   }
-  if (run.docs.empty()) {
-    std::fprintf(stderr, "mmdoc-bench: --docs is empty\n");
-    return 2;
-  }
   // Ascending and distinct: the lowest count is the writers' (and the only
   // one, as before lists, when one is given).
-  for (const auto& t : SplitList(threads_arg)) {
+  if (!list("--threads", threads_arg, &items)) return 2;
+  for (const auto& t : items) {
     const bool digits = t.size() <= 3 && t.find_first_not_of("0123456789") == std::string::npos;
     const int n = digits ? std::stoi(t) : 0;
     if (n < 1 || n > 256) {
@@ -283,10 +294,6 @@ int Main(int argc, char** argv) {
   std::sort(run.thread_list.begin(), run.thread_list.end());
   run.thread_list.erase(std::unique(run.thread_list.begin(), run.thread_list.end()),
                         run.thread_list.end());
-  if (run.thread_list.empty()) {
-    std::fprintf(stderr, "mmdoc-bench: --threads is empty\n");
-    return 2;
-  }
   const int threads = run.thread_list[0];
   if (durability_arg == "all") {
     run.durabilities = {"none", "periodic", "msync", "fsync", "group"};
@@ -296,17 +303,18 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "mmdoc-bench: bad --durability '%s'\n", durability_arg.c_str());
     return 2;
   }
-  if (phases_arg.empty()) {
+  if (app.count("--phases") == 0) {
     run.phases = durability_arg == "all" ? std::vector<std::string>{"insert"} : DefaultPhases();
   } else {
-    for (const auto& p : SplitList(phases_arg)) {
+    std::vector<std::string> wanted;
+    if (!list("--phases", phases_arg, &wanted)) return 2;
+    for (const auto& p : wanted) {
       if (std::find(AllPhases().begin(), AllPhases().end(), p) == AllPhases().end()) {
         std::fprintf(stderr, "mmdoc-bench: unknown phase '%s'\n", p.c_str());
         return 2;
       }
     }
     // Canonical order.
-    auto wanted = SplitList(phases_arg);
     for (const auto& p : AllPhases()) {
       if (std::find(wanted.begin(), wanted.end(), p) != wanted.end()) run.phases.push_back(p);
     }
@@ -321,9 +329,13 @@ int Main(int argc, char** argv) {
   run.flush_before_writes = flush_before_writes;
   run.rocksdb_build = RocksDbBuild();
 
-  // The data directory.
+  // The data directory: made (or, with --dir, a directory made in it and
+  // removed again) before anything is printed, so one the bench cannot
+  // write is bad input, not a failed run. Its own is removed on Ctrl-C too
+  // (bench/signal_cleanup.h).
   bool own_dir = dir_arg.empty();
   std::string parent;
+  int cleanup_slot = -1;
   if (own_dir) {
     char tmpl[] = "./mmdoc-bench-XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {
@@ -334,6 +346,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
     parent = tmpl;
+    if (!keep) cleanup_slot = RemoveOnSignal(parent);
   } else {
     std::error_code ec;
     std::filesystem::create_directories(dir_arg, ec);
@@ -342,11 +355,13 @@ int Main(int argc, char** argv) {
                    ec.message().c_str());
       return 2;
     }
-    if (::access(dir_arg.c_str(), W_OK | X_OK) != 0) {
-      std::fprintf(stderr, "mmdoc-bench: cannot write in --dir %s: %s\n", dir_arg.c_str(),
-                   std::strerror(errno));
+    std::string probe = dir_arg + "/mmdoc-bench-check-XXXXXX";
+    if (::mkdtemp(probe.data()) == nullptr) {
+      std::fprintf(stderr, "mmdoc-bench: cannot create a directory in --dir %s: %s\n",
+                   dir_arg.c_str(), std::strerror(errno));
       return 2;
     }
+    ::rmdir(probe.c_str());
     parent = dir_arg;
   }
 
@@ -429,6 +444,7 @@ int Main(int argc, char** argv) {
   if (own_dir && !keep) {
     std::error_code ec;
     std::filesystem::remove_all(parent, ec);
+    ForgetOnSignal(cleanup_slot);
   }
 
   if (!quiet) PrintTables(stdout, run, results);
@@ -440,9 +456,11 @@ int Main(int argc, char** argv) {
     for (const PhaseResult& r : results) {
       if (r.phase != "insert" || !r.available || r.batch != 1) continue;
       if (r.durability != "fsync" && r.durability != "group") continue;
-      std::printf("  %-10s %-6s insert %8.0f commits/s = %5.1f%% of it\n", r.engine.c_str(),
-                  r.durability.c_str(), r.ops_per_sec,
-                  100.0 * r.ops_per_sec / machine.device_syncs_per_sec);
+      // Several writers can share a sync (group commit): above 100% then.
+      std::printf("  %-10s %-6s insert %8.0f commits/s = %5.1f%% of it (%d writer%s)\n",
+                  r.engine.c_str(), r.durability.c_str(), r.ops_per_sec,
+                  100.0 * r.ops_per_sec / machine.device_syncs_per_sec, r.threads,
+                  r.threads == 1 ? "" : "s");
     }
   }
   if (!json_path.empty() && !WriteFile(json_path, ResultsToJson(machine, run, results))) {
@@ -459,4 +477,12 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace mmdoc::bench
 
-int main(int argc, char** argv) { return mmdoc::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return mmdoc::bench::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    // A --docs too large for this machine's memory: a line, not an abort.
+    std::fprintf(stderr, "mmdoc-bench: out of memory (a smaller --docs?)\n");
+    return 1;
+  }
+}

@@ -6,27 +6,21 @@
 //   mmdoc-syncbench --seconds 2 --json sync.json
 //   mmdoc-syncbench --methods fdatasync --sizes 674 --count 10000
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "bench/cli.h"
 #include "bench/machine.h"
 #include "bench/syncbench.h"
 
 namespace mmdoc::bench {
 namespace {
-
-std::vector<std::string> SplitList(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 int Main(int argc, char** argv) {
   CLI::App app{
@@ -39,50 +33,100 @@ int Main(int argc, char** argv) {
   SyncLimits limits;
   uint64_t max_mib = limits.max_file_bytes >> 20;
   app.add_option("--methods", methods_arg, "none,msync,fsync,fdatasync")->capture_default_str();
-  app.add_option("--sizes", sizes_arg, "block sizes in bytes")->capture_default_str();
+  app.add_option("--sizes", sizes_arg, "block sizes in bytes (1 to --max-file-mib)")
+      ->capture_default_str();
   app.add_option("--files", files_arg,
                  "appending (growing; sparse for msync) and/or preallocated "
                  "(zero-filled "
                  "first; for the syncing methods)")
       ->capture_default_str();
-  app.add_option("--seconds", limits.seconds, "time per case (0 = bound by --count)")
+  app.add_option("--seconds", limits.seconds, "time per case, 0..86400 (0 = bound by --count)")
       ->capture_default_str();
   app.add_option("--count", limits.count, "blocks per case (0 = bound by --seconds)")
-      ->capture_default_str();
-  app.add_option("--max-file-mib", max_mib, "largest file a case writes")->capture_default_str();
+      ->capture_default_str()
+      ->transform(UintText());
+  app.add_option("--max-file-mib", max_mib, "largest file a case writes (1..1048576)")
+      ->capture_default_str()
+      ->transform(UintText())
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--dir", dir_arg, "directory for the test file (default: current)");
   app.add_option("--json", json_path, "write results as JSON");
-  CLI11_PARSE(app, argc, argv);
+  if (int rc = ParseCommandLine("mmdoc-syncbench", app, argc, argv); rc >= 0) return rc;
   limits.max_file_bytes = max_mib << 20;
-  if (limits.seconds <= 0 && limits.count == 0) {
+  // Every option checked before the first case: one line naming it, 2.
+  // (NaN passes every comparison, so this one is written to fail it.)
+  if (!(limits.seconds >= 0 && limits.seconds <= 86400)) {
+    std::fprintf(stderr, "mmdoc-syncbench: bad --seconds %g (0..86400)\n", limits.seconds);
+    return 2;
+  }
+  if (limits.seconds == 0 && limits.count == 0) {
     std::fprintf(stderr, "mmdoc-syncbench: need --seconds or --count\n");
     return 2;
   }
+  auto list = [](const char* flag, const std::string& arg, std::vector<std::string>* out) {
+    if (SplitList(arg, out)) return true;
+    std::fprintf(stderr, "mmdoc-syncbench: %s '%s' has an empty item\n", flag, arg.c_str());
+    return false;
+  };
+  std::vector<std::string> methods, files, sizes;
+  if (!list("--methods", methods_arg, &methods) || !list("--files", files_arg, &files) ||
+      !list("--sizes", sizes_arg, &sizes))
+    return 2;
+  for (const auto& method : methods) {
+    if (method != "none" && method != "msync" && method != "fsync" && method != "fdatasync") {
+      std::fprintf(stderr,
+                   "mmdoc-syncbench: unknown --methods '%s' (none, msync, fsync, fdatasync)\n",
+                   method.c_str());
+      return 2;
+    }
+  }
+  for (const auto& file : files) {
+    if (file != "appending" && file != "preallocated") {
+      std::fprintf(stderr, "mmdoc-syncbench: unknown --files '%s' (appending, preallocated)\n",
+                   file.c_str());
+      return 2;
+    }
+  }
+  std::vector<size_t> block_sizes;
+  for (const auto& size : sizes) {
+    uint64_t n = 0;
+    if (!ParseUint(size, &n) || n == 0 || n > limits.max_file_bytes) {
+      std::fprintf(stderr,
+                   "mmdoc-syncbench: bad --sizes value '%s' (1 to %llu bytes, --max-file-mib)\n",
+                   size.c_str(), static_cast<unsigned long long>(limits.max_file_bytes));
+      return 2;
+    }
+    block_sizes.push_back(static_cast<size_t>(n));
+  }
+  std::vector<SyncCase> cases;
+  for (const auto& method : methods) {
+    for (const auto& file : files) {
+      bool pre = file == "preallocated";
+      if (pre && method == "none") continue;  // nothing to compare
+      for (size_t n : block_sizes) cases.push_back(SyncCase{method, pre, n});
+    }
+  }
+  if (cases.empty()) {
+    std::fprintf(stderr,
+                 "mmdoc-syncbench: no case to run (--files preallocated is for the syncing "
+                 "--methods, not none)\n");
+    return 2;
+  }
+  if (!json_path.empty() && !CheckWritable("mmdoc-syncbench", "--json", json_path)) return 2;
+  // The directory, and a file made in it and removed again: one the bench
+  // cannot write in is bad input, found before the first case.
   std::string dir = dir_arg.empty() ? "." : dir_arg;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-
-  std::vector<SyncCase> cases;
-  auto files = SplitList(files_arg);
-  for (const auto& method : SplitList(methods_arg)) {
-    for (const auto& file : files) {
-      if (file != "appending" && file != "preallocated") {
-        std::fprintf(stderr, "mmdoc-syncbench: unknown file kind '%s'\n", file.c_str());
-        return 2;
-      }
-      bool pre = file == "preallocated";
-      if (pre && method == "none") continue;  // nothing to compare
-      for (const auto& size : SplitList(sizes_arg)) {
-        char* end = nullptr;
-        unsigned long long n = std::strtoull(size.c_str(), &end, 10);
-        if (end == size.c_str() || *end != '\0' || n == 0) {
-          std::fprintf(stderr, "mmdoc-syncbench: bad block size '%s'\n", size.c_str());
-          return 2;
-        }
-        cases.push_back(SyncCase{method, pre, static_cast<size_t>(n)});
-      }
-    }
+  std::string probe = dir + "/syncbench-check-XXXXXX";
+  const int probe_fd = ec ? -1 : ::mkstemp(probe.data());
+  if (probe_fd < 0) {
+    std::fprintf(stderr, "mmdoc-syncbench: cannot create a file in --dir %s: %s\n", dir.c_str(),
+                 ec ? ec.message().c_str() : std::strerror(errno));
+    return 2;
   }
+  ::close(probe_fd);
+  ::unlink(probe.c_str());
 
   MachineInfo machine = DescribeMachine(dir);
   std::printf("machine: %s, %d cores, %s; file system %s on %s (%s)\n", machine.cpu.c_str(),

@@ -1,0 +1,118 @@
+// The command-line checks mmdoc-bench and mmdoc-syncbench share: bad input
+// is one line on stderr naming the option and exit status 2, found before
+// any work starts (README, "The command-line tool").
+//
+//   CLI::App app{...};
+//   app.add_option("--seed", seed)->transform(UintText());
+//   if (int rc = ParseCommandLine("mmdoc-bench", app, argc, argv); rc >= 0) return rc;
+//   std::vector<std::string> engines;
+//   if (!SplitList(engines_arg, &engines)) ...  // "a,,b", "a,", ","
+#ifndef MMDOC_BENCH_CLI_H_
+#define MMDOC_BENCH_CLI_H_
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace mmdoc::bench {
+
+// The items of a comma-separated list; false when the list or any item is
+// empty ("", ",", "2k,", "1,,2"): an empty item is a typo, not a default.
+inline bool SplitList(const std::string& s, std::vector<std::string>* out) {
+  out->clear();
+  size_t begin = 0;
+  while (true) {
+    const size_t end = s.find(',', begin);
+    std::string item = s.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    if (item.empty()) return false;
+    out->push_back(std::move(item));
+    if (end == std::string::npos) return true;
+    begin = end + 1;
+  }
+}
+
+// Decimal digits as a uint64_t; false on anything else or on overflow.
+inline bool ParseUint(const std::string& s, uint64_t* n) {
+  if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    const uint64_t d = static_cast<uint64_t>(c - '0');
+    if (v > (UINT64_MAX - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *n = v;
+  return true;
+}
+
+// "200k" -> 200000, "1M" -> 1000000; false on a bad count or one that does
+// not fit in 64 bits.
+inline bool ParseCount(const std::string& s, uint64_t* n) {
+  if (s.empty()) return false;
+  uint64_t mult = 1;
+  std::string digits = s;
+  const char last = s.back();
+  if (last == 'k' || last == 'K') mult = 1000;
+  if (last == 'm' || last == 'M') mult = 1000000;
+  if (mult != 1) digits.pop_back();
+  uint64_t v = 0;
+  if (!ParseUint(digits, &v) || v > UINT64_MAX / mult) return false;
+  *n = v * mult;
+  return true;
+}
+
+// A transform for an unsigned option: decimal digits that fit in 64 bits,
+// leading zeros dropped. CLI11 alone reads "-1" as 2^64-1, a number past
+// 2^64 as 2^64-1, and "010" as octal 8.
+inline CLI::Validator UintText() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        uint64_t n = 0;
+        if (!ParseUint(s, &n)) return "'" + s + "' is not a whole number from 0 to 2^64-1";
+        s = std::to_string(n);
+        return std::string();
+      },
+      "UINT");
+}
+
+// Whether path can be written, checked before the run so a bad --json
+// fails in a second, not after the whole run: an existing file is opened
+// for append (not truncated), a new one is created and removed again.
+inline bool CheckWritable(const char* tool, const std::string& flag, const std::string& path) {
+  const bool existed = ::access(path.c_str(), F_OK) == 0;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | (existed ? 0 : O_CREAT | O_EXCL), 0644);
+  if (fd < 0) {
+    std::fprintf(stderr, "%s: cannot write %s %s: %s\n", tool, flag.c_str(), path.c_str(),
+                 std::strerror(errno));
+    return false;
+  }
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());
+  return true;
+}
+
+// app.parse: -1 when the run goes on, else the exit status: 0 after --help
+// (printed), 2 after a parse error, given as one line on stderr.
+inline int ParseCommandLine(const char* tool, CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::string what = e.what();
+    for (char& c : what)
+      if (c == '\n') c = ' ';
+    std::fprintf(stderr, "%s: %s (see --help)\n", tool, what.c_str());
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace mmdoc::bench
+
+#endif  // MMDOC_BENCH_CLI_H_
