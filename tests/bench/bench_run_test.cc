@@ -9,12 +9,17 @@
 // anything is installed, output paths refused before the run, and
 // tools/plot drawing the JSON.
 #include <bson/bson.h>
+#include <fcntl.h>
 #include <linux/magic.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/backend.h"
@@ -1009,7 +1015,7 @@ TEST_CASE("mmdoc-bench --threads with a list times each read phase per count", "
         8 * static_cast<size_t>(std::count(engines.begin(), engines.end(), ',') + 1));
   const std::string text = ReadFile(out);
   INFO(text);
-  CHECK(text.find("threads 1,3 (ops/s)") != std::string::npos);
+  CHECK(text.find("threads 1,3, insert writers 1 (ops/s)") != std::string::npos);
   CHECK(text.find("\nsearch_id x1 ") != std::string::npos);
   CHECK(text.find("\nsearch_key x3 ") != std::string::npos);
   CHECK(text.find("\nupdate ") != std::string::npos);
@@ -1034,16 +1040,17 @@ TEST_CASE("mmdoc-bench --threads with a list times each read phase per count", "
   rows = CsvRows(one_csv);
   CHECK(rows.size() == 3);
   CHECK(rows.count("lmdb/search_id/2") == 1);
-  CHECK(rows.count("lmdb/insert/2") == 1);
+  // In none mode the inserts run on one writer, and say so.
+  CHECK(rows.count("lmdb/insert/1") == 1);
   const std::string one_text = ReadFile(one);
   INFO(one_text);
-  CHECK(one_text.find("threads 2 (ops/s)") != std::string::npos);
+  CHECK(one_text.find("threads 2, insert writers 1 (ops/s)") != std::string::npos);
   CHECK(one_text.find("\nsearch_id        ") != std::string::npos);  // 16 wide
   CHECK(one_text.find(" x2") == std::string::npos);
 
   // Not a count: refused before anything runs.
   const std::string bench = test::BuildDir() + "/mmdoc-bench --quiet --engines lmdb --docs 100 ";
-  for (const char* bad : {"0", "1,x", "257", "2k", ","}) {
+  for (const char* bad : {"0", "1,x", "257", "2k", ",", "1,,2", "1,", ",1"}) {
     INFO(bad);
     CHECK(Run(bench + "--threads " + bad + " 2>/dev/null") == 2);
   }
@@ -1131,6 +1138,246 @@ TEST_CASE("mmdoc-syncbench writes a row per method, file and block size", "[benc
   CHECK(seen.size() == 14);
   CHECK(seen.count("fdatasync/preallocated/4096") == 1);
   CHECK(seen.count("msync/sparse/512") == 1);
+}
+
+// The build directory as an absolute path: the commands below run in
+// another directory.
+std::string AbsoluteBuildDir() { return std::filesystem::absolute(test::BuildDir()).string(); }
+
+// A command meant to be refused, run in dir: its exit status, its stderr,
+// and whether it wrote nothing on stdout and left nothing in dir.
+struct Refusal {
+  int status = -1;
+  std::string err;
+  bool quiet = false;
+};
+
+Refusal RunRefused(const test::TempDir& dir, const std::string& command) {
+  Refusal r;
+  const std::string out = dir.File("refused.out"), err = dir.File("refused.err");
+  r.status = Run("cd " + dir.path() + " && " + command + " > " + out + " 2> " + err);
+  r.err = ReadFile(err);
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    (void)e;
+    ++entries;
+  }
+  r.quiet = ReadFile(out).empty() && entries == 2;
+  std::filesystem::remove(out);
+  std::filesystem::remove(err);
+  return r;
+}
+
+// Bad input: one line on stderr naming it, exit status 2, before anything
+// runs (README, "The command-line tool"): no output, no data directory.
+void CheckRefused(const test::TempDir& dir, const std::string& command) {
+  INFO(command);
+  const Refusal r = RunRefused(dir, command);
+  INFO(r.err);
+  CHECK(r.status == 2);
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.quiet);
+}
+
+TEST_CASE("mmdoc-bench refuses bad input with one line and status 2", "[bench]") {
+  test::TempDir dir;
+  const std::string bench = AbsoluteBuildDir() + "/mmdoc-bench --engines lmdb ";
+  const std::string same = dir.File("same");
+  for (const std::string& args : std::vector<std::string>{
+           // Counts that do not fit (stoull threw; count x 1000 wrapped).
+           "--docs 99999999999999999999", "--docs 18446744073709552k", "--docs 4294967296",
+           "--docs 18446744073709551615M",
+           // Empty items, and empty lists.
+           "--docs 2k,", "--docs ,100", "--phases ,", "--phases insert,,search_id", "--engines ,",
+           "--clients local,", "--phases ''", "--engines ''",
+           // CLI11's own errors (its exit codes 104..114 and two lines).
+           "--no-such-option", "--batch", "--batch x", "--batch 0", "--mmdoc-page-kib 5", "stray",
+           // Negative, out of range, or 0 where 0 means nothing.
+           "--seed -1", "--seed 18446744073709551616", "--seed 9223372036854775808", "--seed 0x10",
+           "--scans -3", "--scans 0", "--max-durable-ops -1", "--sync-interval-ms 0",
+           "--durability periodic --sync-interval-ms 0", "--lookups -1", "--mapping-docs -5",
+           // A data directory the bench cannot make anything in.
+           "--dir /proc", "--dir /proc/self/nonexistent",
+           // Both outputs to one file.
+           "--json " + same + " --csv " + same,
+           "--json " + same + " --csv " + dir.path() + "/./same"}) {
+    // (--docs once: a second one is an error of its own.)
+    CheckRefused(dir, bench + args + (args.find("--docs") == 0 ? "" : " --docs 100"));
+  }
+  // --help is not an error.
+  CHECK(Run(bench + "--help > /dev/null") == 0);
+}
+
+TEST_CASE("mmdoc-bench records the seed it used", "[bench]") {
+  test::TempDir dir;
+  const std::string json = dir.File("seed.json");
+  // "010" is ten (CLI11 alone read it as octal 8); 2^63-1 is the largest.
+  for (const auto& [arg, want] : std::vector<std::pair<std::string, int64_t>>{
+           {"010", 10}, {"9223372036854775807", INT64_MAX}, {"0", 0}}) {
+    INFO(arg);
+    REQUIRE(Run(AbsoluteBuildDir() + "/mmdoc-bench --engines lmdb --docs 100 --phases search_id " +
+                "--quiet --seed " + arg + " --dir " + dir.File("data") + " --json " + json) == 0);
+    Json j(json);
+    REQUIRE(j.doc != nullptr);
+    bson_iter_t sub;
+    REQUIRE(j.Find("config.seed", &sub));
+    CHECK(bson_iter_as_int64(&sub) == want);
+  }
+}
+
+TEST_CASE("mmdoc-bench reports the writers the inserts ran on", "[bench]") {
+  test::TempDir dir;
+  // Group commit takes 4 writers when --threads is 1; the other write
+  // phases run on one; the tables' titles say so, as do the rows.
+  const std::string csv = dir.File("group.csv"), out = dir.File("group.txt");
+  REQUIRE(Run(AbsoluteBuildDir() +
+              "/mmdoc-bench --engines rocksdb --docs 400 --durability group --batch 1 "
+              "--threads 1 --phases insert,search_id,update --dir " +
+              dir.File("data") + " --csv " + csv + " > " + out + " 2>/dev/null") == 0);
+  std::map<std::string, double> rows = CsvRows(csv);
+  CHECK(rows.count("rocksdb/insert/4") == 1);
+  CHECK(rows.count("rocksdb/update/1") == 1);
+  CHECK(rows.count("rocksdb/search_id/1") == 1);
+  CHECK(rows.size() == 3);
+  const std::string text = ReadFile(out);
+  INFO(text);
+  CHECK(text.find("durability group, batch 1, threads 1, insert writers 4 (ops/s)") !=
+        std::string::npos);
+  // A list in none mode: one writer, not the lowest count.
+  REQUIRE(Run(AbsoluteBuildDir() +
+              "/mmdoc-bench --engines lmdb --docs 400 --threads 2,4 "
+              "--phases insert,search_id,update --quiet --dir " +
+              dir.File("data") + " --csv " + csv) == 0);
+  rows = CsvRows(csv);
+  CHECK(rows.count("lmdb/insert/1") == 1);
+  CHECK(rows.count("lmdb/update/1") == 1);
+  CHECK(rows.count("lmdb/search_id/2") == 1);
+  CHECK(rows.count("lmdb/search_id/4") == 1);
+  CHECK(rows.count("lmdb/insert/2") == 0);
+}
+
+// Starts command (through sh, in dir, the signals at their defaults: a
+// shell's background job would ignore SIGINT), waits until dir holds an
+// entry whose name matches `started` (searched recursively), sends sig,
+// and returns the status as a shell gives it (128+signo when the signal
+// ended the process).
+int InterruptWhen(const test::TempDir& dir, const std::string& command, const std::string& started,
+                  int sig) {
+  INFO(command);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (int s : {SIGINT, SIGTERM, SIGHUP}) ::signal(s, SIG_DFL);
+    if (::chdir(dir.path().c_str()) != 0) ::_exit(127);
+    const std::string line = "exec " + command + " > /dev/null 2>&1";
+    ::execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(pid > 0);
+  const std::regex want(started);
+  bool seen = false;
+  int status = 0;
+  bool exited = false;
+  for (int i = 0; i < 1200 && !seen && !exited; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir.path(), ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (std::regex_search(it->path().filename().string(), want)) seen = true;
+    }
+    exited = ::waitpid(pid, &status, WNOHANG) == pid;
+  }
+  INFO(started);
+  CHECK(seen);
+  if (!exited) {
+    ::kill(pid, sig);
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// The names left in dir.
+std::vector<std::string> Entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename().string());
+  return names;
+}
+
+TEST_CASE("mmdoc-bench and mmdoc-syncbench remove their files on a signal", "[bench]") {
+  const std::string bench = AbsoluteBuildDir() +
+                            "/mmdoc-bench --engines lmdb --docs 300k --phases insert,search_value "
+                            "--quiet";
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    INFO(sig);
+    {
+      // Its own data directory, in the current one.
+      test::TempDir dir;
+      CHECK(InterruptWhen(dir, bench, "^lmdb-", sig) == 128 + sig);
+      CHECK(Entries(dir.path()).empty());
+    }
+    {
+      // --dir: the engine's directory in it.
+      test::TempDir dir;
+      CHECK(InterruptWhen(dir, bench + " --dir data", "^lmdb-", sig) == 128 + sig);
+      CHECK(Entries(dir.File("data")).empty());
+    }
+  }
+  // --keep keeps it.
+  test::TempDir kept;
+  CHECK(InterruptWhen(kept, bench + " --keep --dir data", "^lmdb-", SIGINT) == 128 + SIGINT);
+  CHECK(Entries(kept.File("data")).size() == 1);
+  // The sync benchmark's test file.
+  test::TempDir sync;
+  CHECK(InterruptWhen(sync,
+                      AbsoluteBuildDir() +
+                          "/mmdoc-syncbench --methods fsync --files appending --sizes 4096 "
+                          "--seconds 60",
+                      "^syncbench-[0-9]+\\.dat$", SIGINT) == 128 + SIGINT);
+  CHECK(Entries(sync.path()).empty());
+}
+
+TEST_CASE("mmdoc-syncbench refuses bad input with one line and status 2", "[bench]") {
+  test::TempDir dir;
+  const std::string sync = AbsoluteBuildDir() + "/mmdoc-syncbench --count 5 ";
+  ::close(::creat(dir.File("a.csv").c_str(), 0644));
+  ::mkdir(dir.File("adir").c_str(), 0755);
+  for (const char* args : {"--seconds nan",
+                           "--seconds inf",
+                           "--seconds -1",
+                           "--seconds 1e9",
+                           "--seconds x",
+                           "--methods ''",
+                           "--methods ,",
+                           "--sizes ,",
+                           "--files ,",
+                           "--sizes 512,",
+                           "--files preallocated --methods none",
+                           "--methods foo",
+                           "--methods none,foo",
+                           "--files foo",
+                           "--json adir",
+                           "--json missing/x.json",
+                           "--sizes -1",
+                           "--sizes 999999999999",
+                           "--sizes 0",
+                           "--max-file-mib 0",
+                           "--max-file-mib -1",
+                           "--count -1",
+                           "--dir /proc",
+                           "--dir a.csv",
+                           "--no-such-option",
+                           "--count"}) {
+    // The two files made above are all that may be in dir.
+    INFO(args);
+    const Refusal r = RunRefused(dir, sync + args);
+    INFO(r.err);
+    CHECK(r.status == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    CHECK(Entries(dir.path()).size() == 2);
+  }
+  CHECK(Run(sync + "--help > /dev/null") == 0);
 }
 
 }  // namespace
