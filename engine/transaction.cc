@@ -260,11 +260,17 @@ struct PointRead {
 };
 
 Status DBImpl::BeginPointRead(PointRead* r) {
-  for (;;) {
+  // Once this read has seen a current state installed, any state installed
+  // from then on holds every commit that returned before the read began,
+  // stale or not: a writer committing faster than states are built does
+  // not make the read go round again. Two rounds at most, then a snapshot
+  // of its own.
+  bool settled = false;
+  for (int round = 0; round < 2; round++) {
     const SharedRead* s;
     size_t slot;
     if (!reads_.Pin(&s, &slot)) break;  // every slot taken
-    if (s != nullptr && Current(*s)) {
+    if (s != nullptr && (settled || Current(*s))) {
       r->txn = s->txn.get();
       r->view = &s->view;
       r->cache = s->cache.get();
@@ -282,6 +288,7 @@ Status DBImpl::BeginPointRead(PointRead* r) {
       if (!next.ok()) return next.status();
       reads_.Install(std::move(next.value()), &dead);
     }
+    settled = true;
   }
   MMDOC_RETURN_IF_ERROR(OwnPointRead(r));
   r->txn = r->own_txn.get();
