@@ -577,7 +577,12 @@ Status TransactionImpl::Collection(std::string_view coll, bool create, CollState
   auto c = std::make_unique<CollState>();
   c->name.assign(coll);
   const std::string tree_name = CollectionTreeName(coll);
-  if (cache_) {
+  // The cache describes the catalog this txn began on: after a definition
+  // (ddl_) its entry may name trees the txn has dropped since, whose pages
+  // are free (a collection dropped and then written again would adopt and
+  // free them a second time). The catalog, which the txn keeps current, is
+  // asked instead, as NextCache does not trust the cache then either.
+  if (cache_ && !ddl_) {
     auto hit = cache_->colls.find(coll);
     if (hit != cache_->colls.end()) {
       c->exists = true;
