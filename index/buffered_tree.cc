@@ -71,7 +71,10 @@ class OverlayLayer final : public Layer {
  public:
   OverlayLayer(const Overlay* overlay, Comparator order)
       : overlay_(overlay), sorted_(&overlay->Sorted()), order_(order), pos_(sorted_->size()) {}
+  // Each Seek sorts the overlay again if it changed since (a write
+  // invalidates cursors, and the Seek after it must see the write).
   Status Seek(std::string_view target) override {
+    sorted_ = &overlay_->Sorted();
     auto it = std::lower_bound(sorted_->begin(), sorted_->end(), target,
                                [this](const Overlay::Entry* e, std::string_view t) {
                                  return CompareKeys(order_, overlay_->key(*e), t) < 0;
@@ -80,10 +83,12 @@ class OverlayLayer final : public Layer {
     return Status::OK();
   }
   Status SeekToFirst() override {
+    sorted_ = &overlay_->Sorted();
     pos_ = 0;
     return Status::OK();
   }
   Status SeekToLast() override {
+    sorted_ = &overlay_->Sorted();
     pos_ = sorted_->empty() ? 0 : sorted_->size() - 1;
     return Status::OK();
   }

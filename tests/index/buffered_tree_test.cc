@@ -610,6 +610,41 @@ TEST_CASE("buffered tree: a direct tree reads and writes the BTree itself", "[bu
   CHECK(keys == std::vector<std::string>{"a", "b"});
 }
 
+TEST_CASE("buffered tree: a cursor's Seek after a write sees the write", "[buffered_tree]") {
+  // A write invalidates the tree's cursors and a Seek makes them valid
+  // again: the overlay's layer must not keep the order it sorted before.
+  Pages pages;
+  std::vector<std::pair<std::string, std::string>> base[2] = {{{"a", "A0"}, {"c", "C0"}}, {}};
+  pages.Load(base);
+  WriteBuffer wb;
+  wb.Publish(1, {Change(0, "b", "B1", false, false)});
+  auto r = pages.store.BeginRead();
+  auto bt = OpenTree(r.get(), 0);
+  const BufferView v = wb.View(1);
+  BufferedTree t(bt.get(), &v, kNames[0], nullptr, true);
+  REQUIRE(t.Put("d", "D").ok());
+  BufferedTree::Cursor cur(&t);
+  auto keys = [&](bool first) {
+    std::vector<std::string> out;
+    Status s = first ? cur.SeekToFirst() : cur.Seek("a");
+    for (; s.ok() && cur.Valid(); s = cur.Next()) out.emplace_back(cur.key());
+    REQUIRE(s.ok());
+    return out;
+  };
+  CHECK(keys(true) == std::vector<std::string>{"a", "b", "c", "d"});
+  REQUIRE(t.Delete("b").ok());
+  REQUIRE(t.Delete("d").ok());
+  REQUIRE(t.Put("e", "E").ok());
+  CHECK(keys(false) == std::vector<std::string>{"a", "c", "e"});
+  REQUIRE(t.Delete("c").ok());
+  CHECK(keys(true) == std::vector<std::string>{"a", "e"});
+  std::vector<std::string> back;
+  Status s = cur.SeekToLast();
+  for (; s.ok() && cur.Valid(); s = cur.Prev()) back.emplace_back(cur.key());
+  REQUIRE(s.ok());
+  CHECK(back == std::vector<std::string>{"e", "a"});
+}
+
 TEST_CASE("buffered tree: large values and many versions through every layer", "[buffered_tree]") {
   Pages pages;
   std::string big(100 << 10, '\0');
