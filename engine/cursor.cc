@@ -222,26 +222,91 @@ Result<std::unique_ptr<CursorImpl>> CursorImpl::Create(TransactionImpl* t, CollS
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->dedup_ = false;
   if (cur->mode_ != Mode::kIndex || cur->index_is_primary_) cur->exact_ = false;
   cur->explain_.exact_bounds = cur->exact_;
-  cur->cursor_.emplace(cur->mode_ == Mode::kIndex ? cur->index_tree_ : c->primary.get());
-  if (cur->mode_ == Mode::kScan && cur->filter_.HasNeedle()) {
-    // The buffer's documents without the needle are passed over in bulk, as
-    // leaves without it are (NextFromScan). A scan with a limit may stop
-    // early, so its tables are walked for a while before they select; one
-    // without reads them whole at once (its own walk would cost more).
-    CursorImpl* self = cur.get();
-    cur->cursor_->RejectInBuffer(
-        [self](std::string_view d) {
-          return self->filter_.MayMatchIn(reinterpret_cast<const uint8_t*>(d.data()), d.size());
-        },
-        &cur->explain_.docs_examined,
-        cur->options_.limit > 0 ? index::BufferedTree::Cursor::kSelectAfter : 0);
-  }
+  cur->OpenTreeCursor();
   if (!in_order) {
     cur->explain_.sorted_in_memory = true;
     Status s = cur->Materialize();
     if (!s.ok()) return s;
   }
+  cur->Track();
   return cur;
+}
+
+void CursorImpl::OpenTreeCursor() {
+  cursor_.emplace(mode_ == Mode::kIndex ? index_tree_ : c_->primary.get());
+  if (mode_ == Mode::kScan && filter_.HasNeedle()) {
+    // The buffer's documents without the needle are passed over in bulk, as
+    // leaves without it are (NextFromScan). A scan with a limit may stop
+    // early, so its tables are walked for a while before they select; one
+    // without reads them whole at once (its own walk would cost more).
+    cursor_->RejectInBuffer(
+        [this](std::string_view d) {
+          return filter_.MayMatchIn(reinterpret_cast<const uint8_t*>(d.data()), d.size());
+        },
+        &explain_.docs_examined,
+        options_.limit > 0 ? index::BufferedTree::Cursor::kSelectAfter : 0);
+  }
+}
+
+void CursorImpl::Track() {
+  // A read transaction's state never changes under its cursors.
+  if (t_ == nullptr || t_->read_only() || mode_ == Mode::kEmpty) return;
+  tracked_ = true;
+  coll_name_ = c_->name;
+  if ((mode_ == Mode::kIndex || mode_ == Mode::kPoint) && !index_is_primary_)
+    index_name_ = explain_.index;
+  writes_seen_ = t_->writes();
+  states_seen_ = t_->states();
+}
+
+Status CursorImpl::Revalidate() {
+  bool reopened = false;
+  if (t_->states() != states_seen_) {
+    auto dropped = [&] {
+      return Status::InvalidArgument(
+          "the collection or index this cursor reads was dropped in its transaction",
+          index_name_.empty() ? coll_name_ : coll_name_ + "." + index_name_);
+    };
+    if (t_->DroppedSince(CollectionTreeName(coll_name_), states_seen_) ||
+        (!index_name_.empty() &&
+         t_->DroppedSince(IndexTreeName(coll_name_, index_name_), states_seen_)))
+      return dropped();
+    states_seen_ = t_->states();
+    // A materialized cursor holds copies and reads no tree.
+    if (mode_ == Mode::kMaterialized) return Status::OK();
+    // The states may be new objects (ToPages): look them up by name.
+    cursor_.reset();
+    CollState* c;
+    MMDOC_RETURN_IF_ERROR(t_->Collection(coll_name_, false, &c));
+    if (!c->exists) return dropped();
+    c_ = c;
+    if (index_is_primary_) {
+      index_tree_ = c->primary.get();
+    } else if (!index_name_.empty()) {
+      size_t i = 0;
+      while (i < c->meta.indexes.size() && c->meta.indexes[i].field != index_name_) i++;
+      if (i == c->meta.indexes.size()) return dropped();
+      index_tree_ = c->index_trees[i].get();
+    }
+    if (mode_ != Mode::kPoint) OpenTreeCursor();
+    reopened = true;
+  }
+  if (t_->writes() != writes_seen_ || reopened) {
+    writes_seen_ = t_->writes();
+    if (positioned_ && cursor_) return Reposition();
+  }
+  return Status::OK();
+}
+
+Status CursorImpl::Reposition() {
+  checked_leaf_ = nullptr;
+  MMDOC_RETURN_IF_ERROR(cursor_->Seek(last_key_));
+  const bool on_it = cursor_->Valid() && cursor_->key() == last_key_;
+  // Gone: the entry Seek found (forward), or the one before it
+  // (backward), is the next one, and the next step stays there.
+  stay_ = !on_it;
+  if (on_it || walk_dir_ > 0) return Status::OK();
+  return cursor_->Valid() ? cursor_->Prev() : cursor_->SeekToLast();
 }
 
 bool CursorImpl::PlanIndexSort() {
@@ -479,12 +544,14 @@ std::unique_ptr<CursorImpl> CursorImpl::CreatePoint(TransactionImpl* t, CollStat
     // interval and no tree cursor.
     cur->mode_ = Mode::kPoint;
     cur->point_key_ = std::move(iv.lo);
+    cur->Track();
     return cur;
   }
   iv.hi = iv.lo;
   iv.lo_inclusive = iv.hi_inclusive = true;
   cur->intervals_.push_back(std::move(iv));
   cur->cursor_.emplace(cur->index_tree_);
+  cur->Track();
   return cur;
 }
 
@@ -572,6 +639,8 @@ bool CursorImpl::NextFromScan(std::string_view* doc) {
     if (!started_) {
       started_ = true;
       s = cursor_->SeekToFirst();
+    } else if (stay_) {
+      stay_ = false;  // Reposition's entry is the next
     } else {
       s = cursor_->Next();
     }
@@ -657,6 +726,8 @@ bool CursorImpl::NextFromIndex(std::string_view* doc) {
     if (!interval_started_) {
       interval_started_ = true;
       s = StartInterval();
+    } else if (stay_) {
+      stay_ = false;  // Reposition's entry is the next
     } else {
       s = walk_dir_ > 0 ? cursor_->Next() : cursor_->Prev();
     }
@@ -769,16 +840,32 @@ bool CursorImpl::Next() {
     status_ = Status::InvalidArgument("the cursor's transaction has ended (committed or aborted)");
     return false;
   }
+  if (tracked_) {
+    if (exhausted_) return false;  // a write must not restart a finished walk
+    if (Status s = Revalidate(); !s.ok()) {
+      status_ = s;
+      return false;
+    }
+  }
   // Create refused negative counts.
   if (options_.limit != 0 && returned_ >= static_cast<uint64_t>(options_.limit)) return false;
   std::string_view d;
   while (true) {
-    if (!NextMatch(&d)) return false;
+    if (!NextMatch(&d)) {
+      exhausted_ = true;
+      positioned_ = false;
+      return false;
+    }
     if (skipped_ < static_cast<uint64_t>(options_.skip)) {
       skipped_++;
       continue;
     }
     break;
+  }
+  if (tracked_ && (mode_ == Mode::kScan || mode_ == Mode::kIndex)) {
+    // Where a write's Reposition finds the walk again.
+    last_key_.assign(cursor_->key());
+    positioned_ = true;
   }
   returned_++;
   explain_.returned = returned_;

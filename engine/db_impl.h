@@ -667,6 +667,21 @@ class TransactionImpl {
   index::Catalog* catalog() { return Cat(); }
   DBImpl* db() const { return db_; }
 
+  // What an open cursor of this transaction checks before each step
+  // (CursorImpl::Revalidate). writes(): the writes begun so far; a write
+  // invalidates the tree cursors, which seek again. states(): bumped when
+  // the CollStates or trees cursors point at may have gone (ToPages, a
+  // drop); a cursor then looks its collection and index up again by name,
+  // unless DroppedSince says that one was dropped after it looked.
+  uint64_t writes() const { return writes_; }
+  uint64_t states() const { return states_; }
+  // Whether tree `name` (CollectionTreeName, IndexTreeName) was dropped in
+  // this txn after states() was `states`.
+  bool DroppedSince(std::string_view name, uint64_t states) const {
+    auto it = dropped_.find(name);
+    return it != dropped_.end() && it->second > states;
+  }
+
   // Starts a finished read transaction again on snapshot `txn` of its own
   // pager, keeping the collections it loaded when `cache` is the cache they
   // came from and describes txn's catalog, and dropping them otherwise.
@@ -805,6 +820,10 @@ class TransactionImpl {
   const index::BufferGeneration* merging_ = nullptr;  // a merge txn's generation
   bool background_ = false;                           // SetBackground
   bool runs_due_ = false;                             // runs_due()
+  uint64_t writes_ = 0;                               // writes()
+  uint64_t states_ = 0;                               // states()
+  // Each tree dropped in this txn: states() right after its last drop.
+  std::map<std::string, uint64_t, std::less<>> dropped_;
 };
 
 // Executes one query over a transaction's trees.
@@ -841,6 +860,19 @@ class CursorImpl {
   bool FetchByPk(std::string_view pk, std::string_view* doc);
   Status StartInterval();
   Status Materialize();
+  // The tree cursor over index_tree_ (an index walk) or c_'s _id tree (a
+  // scan).
+  void OpenTreeCursor();
+  // Sets up Revalidate for a cursor of a write transaction.
+  void Track();
+  // Before a step of a write transaction's cursor: InvalidArgument when
+  // the transaction dropped the collection or the index it reads; after
+  // other changes of its state, looks c_ and index_tree_ up again; after a
+  // write, seeks the tree cursor again (Reposition).
+  Status Revalidate();
+  // Puts the tree cursor back where it stood, on last_key_, or when that
+  // key is gone, on the next entry in the walk's direction (stay_).
+  Status Reposition();
   // Whether the plan can give the sort's order by walking an index (the
   // plan's own, or, for a COLLSCAN, the sort field's); if so, sets the walk
   // up (direction, the null key split) and returns true.
@@ -908,6 +940,21 @@ class CursorImpl {
   std::string current_storage_;
   std::string_view current_;
   bool started_ = false;
+
+  // A write transaction's cursor (Revalidate): the collection and the
+  // secondary index it reads, by name; t_'s writes() and states() it has
+  // seen; the tree cursor's key after the last step (positioned_: it
+  // stands on an entry), and whether the next step stays where Reposition
+  // put it.
+  bool tracked_ = false;
+  std::string coll_name_;
+  std::string index_name_;
+  uint64_t writes_seen_ = 0;
+  uint64_t states_seen_ = 0;
+  std::string last_key_;
+  bool positioned_ = false;
+  bool stay_ = false;
+  bool exhausted_ = false;
 };
 
 }  // namespace mmdoc

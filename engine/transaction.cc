@@ -540,6 +540,7 @@ void TransactionImpl::ReleaseToken() {
 Status TransactionImpl::Writable() {
   if (finished_) return Status::InvalidArgument("transaction already finished");
   if (read_only_) return Status::NotSupported("write in a read-only transaction");
+  writes_++;  // even a write that fails may have changed a tree and undone it
   return poisoned_;
 }
 
@@ -1313,6 +1314,7 @@ Status TransactionImpl::CreateCollection(std::string_view coll) {
 
 Status TransactionImpl::DropCollectionState(CollState* c) {
   ddl_ = true;
+  dropped_[CollectionTreeName(c->name)] = ++states_;
   for (const IndexMeta& m : c->meta.indexes) {
     Status s = Cat()->Drop(IndexTreeName(c->name, m.field));
     if (!s.ok()) return Poison(s);
@@ -1433,6 +1435,7 @@ Status TransactionImpl::DropIndex(std::string_view coll, std::string_view field)
   if (!c->exists) return Status::NotFound("no such collection", coll);
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     if (c->meta.indexes[i].field != field) continue;
+    dropped_[IndexTreeName(coll, field)] = ++states_;
     Status s = Cat()->Drop(IndexTreeName(coll, field));
     if (!s.ok()) return Poison(s);
     c->meta.indexes.erase(c->meta.indexes.begin() + i);
@@ -1580,6 +1583,7 @@ Status TransactionImpl::ToPages() {
   if (replaying_) return Poison(Status::NotSupported("log record changes pages"));
   const std::string payload = std::move(buf_.log);
   buf_.log.clear();
+  states_++;  // open cursors look their trees up again
   colls_.clear();
   catalog_.reset();
   cache_.reset();

@@ -231,11 +231,21 @@ struct StatsOptions {
 
 // Iterates the documents a query returns. Positioned before the first; call
 // Next() until it returns false, then check status().
+//
+// A cursor of a write transaction reads the transaction's own state as of
+// each Next(): a document the transaction deletes, or changes so that it no
+// longer matches, before the cursor reaches it is not returned, and one it
+// inserts or changes ahead of the cursor may be (a query sorted in memory
+// returns what it read when it began). A collection or index the cursor
+// reads that its transaction drops ends it: Next() then returns false with
+// InvalidArgument ("... was dropped in its transaction"), even if the
+// collection or index is made again.
 class Cursor {
  public:
   ~Cursor();
   // Advances; false at the end or on error (InvalidArgument once its
-  // transaction has committed or aborted: the snapshot it read is gone).
+  // transaction has committed or aborted: the snapshot it read is gone; or
+  // once its transaction dropped the collection or index it reads).
   bool Next();
   // The current document's BSON bytes, valid until Next() or the cursor's
   // transaction ends. REQUIRES: the last Next() returned true.
@@ -243,7 +253,8 @@ class Cursor {
   // A copy of the current document. REQUIRES: the last Next() returned true.
   Document document() const;
   // OK, or the error that ended iteration early (Corruption naming a page,
-  // IOError, InvalidArgument after its transaction ended).
+  // IOError, InvalidArgument after its transaction ended or dropped what
+  // the cursor reads).
   Status status() const;
   // How the query ran so far.
   ExplainInfo explain() const;

@@ -101,3 +101,152 @@ TEST_CASE("a transaction drops a collection and writes it again", "[engine][txn]
     CHECK(db->ListCollections().value().empty());
   }
 }
+
+TEST_CASE("an index cursor of a write transaction sees the transaction's deletes",
+          "[engine][txn][cursor]") {
+  TestDB db;
+  FillC(db.get(), 100, /*index=*/true);
+  auto t = db->Begin();
+  REQUIRE(t.ok());
+
+  SECTION("forward") {
+    auto cur = t.value()->Find("c", J(R"({"a": {"$gte": 0}})"));
+    REQUIRE(cur.ok());
+    CHECK(cur.value()->explain().plan == "IXSCAN");
+    std::vector<int> ids;
+    REQUIRE(cur.value()->Next());
+    ids.push_back(IntField(cur.value()->document(), "_id"));
+    REQUIRE(t.value()->Delete("c", Value::Int32(50)).ok());
+    // The one the cursor stands on, and one ahead that it then finds.
+    REQUIRE(t.value()->Delete("c", Value::Int32(0)).ok());
+    REQUIRE(t.value()->Insert("c", J(Doc(1000, 1000))).ok());
+    while (cur.value()->Next()) {
+      ids.push_back(IntField(cur.value()->document(), "_id"));
+      if (ids.back() == 70) REQUIRE(t.value()->Delete("c", Value::Int32(71)).ok());
+    }
+    INFO(cur.value()->status().ToString());
+    REQUIRE(cur.value()->status().ok());
+    std::vector<int> want;
+    for (int i = 0; i < 100; i++)
+      if (i != 50 && i != 71) want.push_back(i);
+    want.push_back(1000);
+    CHECK(ids == want);
+  }
+  SECTION("backward, an index that gives the sort") {
+    FindOptions o;
+    o.sort_field = "a";
+    o.sort_direction = -1;
+    auto cur = t.value()->Find("c", J(R"({"a": {"$gte": 0}})"), o);
+    REQUIRE(cur.ok());
+    CHECK_FALSE(cur.value()->explain().sorted_in_memory);
+    std::vector<int> ids;
+    while (cur.value()->Next()) {
+      const int id = IntField(cur.value()->document(), "_id");
+      ids.push_back(id);
+      if (id == 99) REQUIRE(t.value()->Delete("c", Value::Int32(98)).ok());
+      if (id == 60) REQUIRE(t.value()->Delete("c", Value::Int32(60)).ok());
+      if (id == 1) REQUIRE(t.value()->Delete("c", Value::Int32(0)).ok());
+    }
+    INFO(cur.value()->status().ToString());
+    REQUIRE(cur.value()->status().ok());
+    std::vector<int> want;
+    for (int i = 99; i >= 1; i--)
+      if (i != 98) want.push_back(i);
+    CHECK(ids == want);
+  }
+  SECTION("a scan of _id") {
+    auto cur = t.value()->Find("c", J("{}"));
+    REQUIRE(cur.ok());
+    std::vector<int> ids;
+    while (cur.value()->Next()) {
+      const int id = IntField(cur.value()->document(), "_id");
+      ids.push_back(id);
+      if (id == 10) {
+        REQUIRE(t.value()->Delete("c", Value::Int32(10)).ok());
+        REQUIRE(t.value()->Delete("c", Value::Int32(11)).ok());
+        REQUIRE(t.value()->Replace("c", Value::Int32(12), J(R"({"a": -1})")).ok());
+      }
+    }
+    REQUIRE(cur.value()->status().ok());
+    std::vector<int> want;
+    for (int i = 0; i < 100; i++)
+      if (i != 11) want.push_back(i);
+    CHECK(ids == want);
+  }
+  REQUIRE(t.value()->Commit().ok());
+}
+
+TEST_CASE("a cursor whose index or collection its transaction drops ends with an error",
+          "[engine][txn][cursor]") {
+  TestDB db;
+  FillC(db.get(), 2000, /*index=*/true);
+  auto t = db->Begin();
+  REQUIRE(t.ok());
+  const bool by_index = GENERATE(true, false);
+  const bool drop_collection = GENERATE(true, false);
+  const bool insert_after = GENERATE(false, true);
+  INFO("index walk " << by_index << ", drops the collection " << drop_collection
+                     << ", inserts after " << insert_after);
+  auto cur = t.value()->Find("c", J(by_index ? R"({"a": {"$gte": 5}})" : "{}"));
+  REQUIRE(cur.ok());
+  CHECK(cur.value()->explain().plan == (by_index ? "IXSCAN" : "COLLSCAN"));
+  for (int i = 0; i < 10; i++) REQUIRE(cur.value()->Next());
+  REQUIRE((drop_collection ? t.value()->DropCollection("c") : t.value()->DropIndex("c", "a")).ok());
+  if (insert_after) {
+    for (int i = 0; i < 5; i++) REQUIRE(t.value()->Insert("c", J(Doc(100000 + i, 1))).ok());
+  }
+  if (!drop_collection && !by_index) {
+    // The scan reads the _id tree, which dropping an index leaves: it goes on.
+    int n = 10;
+    while (cur.value()->Next()) n++;
+    REQUIRE(cur.value()->status().ok());
+    CHECK(n == 2000 + (insert_after ? 5 : 0));
+  } else {
+    CHECK_FALSE(cur.value()->Next());
+    CHECK(cur.value()->status().IsInvalidArgument());
+    CHECK_THAT(cur.value()->status().ToString(), Catch::Contains("dropped in its transaction"));
+    CHECK_FALSE(cur.value()->Next());  // and stays so
+  }
+  cur.value().reset();
+  REQUIRE(t.value()->Commit().ok());
+  CHECK(db->Count("c").value() ==
+        uint64_t{drop_collection ? 0u : 2000u} + (insert_after ? 5u : 0u));
+}
+
+TEST_CASE("a cursor goes on across its transaction's other definitions", "[engine][txn][cursor]") {
+  // With a write buffer these move the transaction onto the pages
+  // (TransactionImpl::ToPages), replacing the trees the cursor read.
+  TestDB db;
+  FillC(db.get(), 500, /*index=*/true);
+  REQUIRE(db->Insert("d", J(Doc(1, 1))).ok());
+  auto t = db->Begin();
+  REQUIRE(t.ok());
+  const int what = GENERATE(0, 1, 2, 3);
+  const bool by_index = GENERATE(true, false);
+  INFO("definition " << what << ", index walk " << by_index);
+  auto cur = t.value()->Find("c", J(by_index ? R"({"a": {"$gte": 0}})" : "{}"));
+  REQUIRE(cur.ok());
+  int n = 0;
+  for (; n < 10; n++) REQUIRE(cur.value()->Next());
+  switch (what) {
+    case 0:
+      REQUIRE(t.value()->Insert("new", J("{}")).ok());
+      break;
+    case 1:
+      REQUIRE(t.value()->CreateIndex("c", "b").ok());
+      break;
+    case 2:
+      REQUIRE(t.value()->DropCollection("d").ok());
+      break;
+    case 3:
+      REQUIRE(t.value()->CreateIndex("d", "a").ok());
+      REQUIRE(t.value()->DropIndex("d", "a").ok());
+      break;
+  }
+  while (cur.value()->Next()) n++;
+  INFO(cur.value()->status().ToString());
+  REQUIRE(cur.value()->status().ok());
+  CHECK(n == 500);
+  cur.value().reset();
+  REQUIRE(t.value()->Commit().ok());
+}
