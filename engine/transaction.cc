@@ -963,16 +963,25 @@ Status TransactionImpl::UndoInsert(CollState* c, std::string_view pk, size_t ind
 Status TransactionImpl::Insert(std::string_view coll, const Document& doc, Value* id) {
   MMDOC_RETURN_IF_ERROR(Writable());
   std::string& bson = buf_.doc;
-  MMDOC_RETURN_IF_ERROR(engine::PrepareForInsert(doc, &bson, id));
-  bson_value_t idv;
-  if (!DocId(bson, &idv)) return Status::InvalidArgument("document without _id");
   std::string& pk = buf_.pk;
-  pk.clear();
-  engine::AppendKey(&idv, &pk);
-  if (pk.size() > index::kMaxKeySize)
-    return Status::InvalidArgument("_id too large", KeyTooLarge("_id", pk.size()));
+  auto prepare = [&]() -> Status {
+    MMDOC_RETURN_IF_ERROR(engine::PrepareForInsert(doc, &bson, id));
+    bson_value_t idv;
+    if (!DocId(bson, &idv)) return Status::InvalidArgument("document without _id");
+    pk.clear();
+    engine::AppendKey(&idv, &pk);
+    if (pk.size() > index::kMaxKeySize)
+      return Status::InvalidArgument("_id too large", KeyTooLarge("_id", pk.size()));
+    return Status::OK();
+  };
+  MMDOC_RETURN_IF_ERROR(prepare());
   CollState* c;
+  const uint64_t states = states_;
   MMDOC_RETURN_IF_ERROR(Collection(coll, true, &c));
+  // Creating the collection may have moved a buffered txn onto the pages
+  // (ToPages), which redoes its inserts through buf_: bson and pk then
+  // hold the last of them, not this document.
+  if (states_ != states) MMDOC_RETURN_IF_ERROR(prepare());
   MMDOC_RETURN_IF_ERROR(InsertPrepared(c, bson, pk));
   Log(LogOp::kInsert, coll, bson);
   return Status::OK();

@@ -30,6 +30,13 @@ std::string Doc(int id, int a) {
          ", \"b\": " + std::to_string(id % 5) + "}";
 }
 
+// "{_id:a, ...}", for a failure's message.
+std::string Str(const std::map<int, int>& docs) {
+  std::string out = "{";
+  for (const auto& [id, a] : docs) out += std::to_string(id) + ":" + std::to_string(a) + " ";
+  return out + "}";
+}
+
 // _id -> a of every document `filter` matches, read through `t`.
 std::map<int, int> ReadAll(Transaction* t, const std::string& coll,
                            const std::string& filter = "{}") {
@@ -51,6 +58,47 @@ void FillC(DB* db, int n, bool index) {
   REQUIRE(t.ok());
   for (int i = 0; i < n; i++) REQUIRE(t.value()->Insert("c", J(Doc(i, i))).ok());
   REQUIRE(t.value()->Commit().ok());
+}
+
+// The model of one collection: its indexes and documents (_id -> a).
+struct ModelColl {
+  std::set<std::string> indexes;
+  std::map<int, int> docs;
+};
+using Model = std::map<std::string, ModelColl>;
+
+// Every collection, document and index of the model, and a lookup by a
+// (through its index when there is one), as `t` reads them.
+void CheckModel(Transaction* t, const Model& m) {
+  auto names = t->ListCollections();
+  REQUIRE(names.ok());
+  std::set<std::string> want;
+  for (const auto& [name, c] : m) want.insert(name);
+  CHECK(std::set<std::string>(names.value().begin(), names.value().end()) == want);
+  for (const std::string coll : {"c", "d"}) {
+    auto it = m.find(coll);
+    const std::map<int, int> docs = it == m.end() ? std::map<int, int>() : it->second.docs;
+    INFO("collection " << coll);
+    CHECK(Str(ReadAll(t, coll)) == Str(docs));
+    for (int a = 0; a < 10; a += 3) {
+      std::map<int, int> hits;
+      for (const auto& [id, v] : docs)
+        if (v == a) hits[id] = v;
+      CHECK(Str(ReadAll(t, coll, "{\"a\": " + std::to_string(a) + "}")) == Str(hits));
+    }
+    if (it == m.end()) continue;
+    auto idx = t->ListIndexes(coll);
+    REQUIRE(idx.ok());
+    std::set<std::string> fields;
+    for (const IndexInfo& i : idx.value()) fields.insert(i.field);
+    CHECK(fields == it->second.indexes);
+  }
+}
+
+void CheckModel(DB* db, const Model& m) {
+  auto r = db->BeginRead();
+  REQUIRE(r.ok());
+  CheckModel(r.value().get(), m);
 }
 
 }  // namespace
@@ -100,6 +148,114 @@ TEST_CASE("a transaction drops a collection and writes it again", "[engine][txn]
     db.Reopen();
     CHECK(db->ListCollections().value().empty());
   }
+}
+
+TEST_CASE("drops, inserts and index definitions in one transaction agree with a model",
+          "[engine][txn][model]") {
+  const uint64_t seed = mmdoc::test::Seed("drop and redefine in one transaction");
+  std::mt19937_64 rng(seed);
+  auto rnd = [&](int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); };
+  TestDB db;
+  Model committed;
+  const int txns = static_cast<int>(40 * mmdoc::test::Scale());
+  for (int round = 0; round < txns; round++) {
+    auto began = db->Begin();
+    REQUIRE(began.ok());
+    Transaction* t = began.value().get();
+    Model m = committed;
+    std::string trace;  // this transaction's operations so far
+    const int ops = 1 + rnd(8);
+    for (int op = 0; op < ops; op++) {
+      const std::string coll = rnd(3) == 0 ? "d" : "c";
+      const std::string field = rnd(2) == 0 ? "a" : "b";
+      const bool exists = m.count(coll) > 0;
+      INFO("seed " << seed << " round " << round << " op " << op << " on " << coll << " after "
+                   << trace);
+      switch (rnd(7)) {
+        case 0:
+        case 1:
+        case 2: {  // a few inserts (the first creates the collection)
+          for (int k = 1 + rnd(30); k > 0; k--) {
+            const int id = rnd(200);
+            const int a = rnd(10);
+            Status s = t->Insert(coll, J(Doc(id, a)));
+            trace += " insert " + coll + " " + std::to_string(id) + ";";
+            INFO(s.ToString());
+            if (m.count(coll) && m[coll].docs.count(id)) {
+              CHECK(s.IsAlreadyExists());
+            } else {
+              REQUIRE(s.ok());
+              m[coll].docs[id] = a;
+            }
+          }
+          break;
+        }
+        case 3: {
+          const int id =
+              exists && !m[coll].docs.empty() && rnd(4) != 0
+                  ? std::next(m[coll].docs.begin(), rnd(static_cast<int>(m[coll].docs.size())))
+                        ->first
+                  : rnd(200);
+          Status s = t->Delete(coll, Value::Int32(id));
+          trace += " delete " + coll + " " + std::to_string(id) + ";";
+          if (exists && m[coll].docs.erase(id)) {
+            REQUIRE(s.ok());
+          } else {
+            CHECK(s.IsNotFound());
+          }
+          break;
+        }
+        case 4: {
+          Status s = t->DropCollection(coll);
+          trace += " drop " + coll + ";";
+          if (exists) {
+            REQUIRE(s.ok());
+            m.erase(coll);
+          } else {
+            CHECK(s.IsNotFound());
+          }
+          break;
+        }
+        case 5: {
+          Status s = t->CreateIndex(coll, field);
+          trace += " create index " + coll + "." + field + ";";
+          if (exists && m[coll].indexes.count(field)) {
+            CHECK(s.IsAlreadyExists());
+          } else {
+            REQUIRE(s.ok());
+            m[coll].indexes.insert(field);
+          }
+          break;
+        }
+        case 6: {
+          Status s = t->DropIndex(coll, field);
+          trace += " drop index " + coll + "." + field + ";";
+          if (exists && m[coll].indexes.erase(field)) {
+            REQUIRE(s.ok());
+          } else {
+            CHECK(s.IsNotFound());
+          }
+          break;
+        }
+      }
+    }
+    INFO("seed " << seed << " round " << round << ": " << trace);
+    CheckModel(t, m);  // the transaction sees its own changes
+    if (rnd(8) == 0) {
+      t->Abort();
+    } else {
+      REQUIRE(t->Commit().ok());
+      committed = m;
+    }
+    began.value().reset();
+    CheckModel(db.get(), committed);
+    if (rnd(10) == 0) {
+      db.Reopen();
+      CheckModel(db.get(), committed);
+    }
+  }
+  db.Reopen();
+  CheckModel(db.get(), committed);
 }
 
 TEST_CASE("an index cursor of a write transaction sees the transaction's deletes",
@@ -249,4 +405,26 @@ TEST_CASE("a cursor goes on across its transaction's other definitions", "[engin
   CHECK(n == 500);
   cur.value().reset();
   REQUIRE(t.value()->Commit().ok());
+}
+
+TEST_CASE("the first insert into a new collection after other writes inserts its document",
+          "[engine][txn]") {
+  // With a write buffer a new collection moves the transaction onto the
+  // pages, which redoes its earlier inserts: the new one must not be
+  // replaced by the last of them.
+  TestDB db;
+  REQUIRE(db->Insert("d", J(Doc(1, 1))).ok());
+  auto t = db->Begin();
+  REQUIRE(t.ok());
+  REQUIRE(t.value()->Insert("d", J(Doc(2, 2))).ok());
+  REQUIRE(t.value()->Insert("d", J(Doc(3, 3))).ok());
+  Value id;
+  REQUIRE(t.value()->Insert("c", J(R"({"a": 7})"), &id).ok());
+  CHECK(ReadAll(t.value().get(), "d") == std::map<int, int>{{1, 1}, {2, 2}, {3, 3}});
+  auto got = t.value()->Get("c", id);
+  REQUIRE(got.ok());
+  CHECK(IntField(got.value(), "a") == 7);
+  REQUIRE(t.value()->Commit().ok());
+  CHECK(db->Count("c").value() == 1);
+  CHECK(db->Get("c", id).ok());
 }
