@@ -181,7 +181,7 @@ class DBImpl {
   // (shared_read.h), or one of its own when every reader slot is taken; and
   // a read transaction on a snapshot of its own, for the general path.
   Status BeginPointRead(PointRead* r);
-  void EndPointRead(size_t slot) { reads_.Unpin(slot); }
+  void EndPointRead(size_t slot) { reads_->Unpin(slot); }
   Status OwnPointRead(PointRead* r);
   Result<std::unique_ptr<TransactionImpl>> ReadOn(PointRead* r);
 
@@ -416,11 +416,13 @@ class DBImpl {
   void SnapshotChanged() MMDOC_REQUIRES(cache_mu_) {
     read_version_.fetch_add(1, std::memory_order_release);
   }
-  // The point reads' shared snapshot and reader slots (shared_read.h).
-  SharedReads reads_;
+  // The point reads' shared snapshot and reader slots (shared_read.h), on
+  // a block of their own: the slots' 4 KiB of cache lines stay out of the
+  // way of the fields the writer and the merger use.
+  const std::unique_ptr<SharedReads> reads_ = std::make_unique<SharedReads>();
   // Whether `s` is still what a new snapshot would read.
   bool Current(const SharedRead& s) const;
-  // A shared snapshot of the state now. Lock order: reads_.mu() ->
+  // A shared snapshot of the state now. Lock order: reads_->mu() ->
   // cache_mu_ -> the pager's.
   Result<std::unique_ptr<SharedRead>> BuildSharedRead() MMDOC_EXCLUDES(cache_mu_);
   // Installs `next` (nullptr: none) and frees what it replaced, unless a

@@ -94,19 +94,19 @@ Result<std::unique_ptr<SharedRead>> DBImpl::BuildSharedRead() {
 
 void DBImpl::InstallSharedRead(std::unique_ptr<SharedRead> next) {
   std::vector<std::unique_ptr<SharedRead>> dead;  // freed after the lock
-  storage::MutexLock l(reads_.mu());
-  reads_.Install(std::move(next), &dead);
+  storage::MutexLock l(reads_->mu());
+  reads_->Install(std::move(next), &dead);
 }
 
 void DBImpl::DropStaleRead() {
-  if (!reads_.holding()) return;
+  if (!reads_->holding()) return;
   std::vector<std::unique_ptr<SharedRead>> dead;
-  storage::MutexLock l(reads_.mu());
-  const SharedRead* s = reads_.installed();
+  storage::MutexLock l(reads_->mu());
+  const SharedRead* s = reads_->installed();
   if (s != nullptr && Current(*s)) {
-    reads_.Collect(&dead);
+    reads_->Collect(&dead);
   } else {
-    reads_.Install(nullptr, &dead);
+    reads_->Install(nullptr, &dead);
   }
 }
 

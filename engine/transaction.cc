@@ -269,7 +269,7 @@ Status DBImpl::BeginPointRead(PointRead* r) {
   for (int round = 0; round < 2; round++) {
     const SharedRead* s;
     size_t slot;
-    if (!reads_.Pin(&s, &slot)) break;  // every slot taken
+    if (!reads_->Pin(&s, &slot)) break;  // every slot taken
     if (s != nullptr && (settled || Current(*s))) {
       r->txn = s->txn.get();
       r->view = &s->view;
@@ -278,15 +278,15 @@ Status DBImpl::BeginPointRead(PointRead* r) {
       r->slot = slot;
       return Status::OK();
     }
-    if (s != nullptr) reads_.Unpin(slot);
+    if (s != nullptr) reads_->Unpin(slot);
     // None, or stale: the first reader to get here installs a new one.
     std::vector<std::unique_ptr<SharedRead>> dead;  // freed after the lock
-    storage::MutexLock l(reads_.mu());
-    const SharedRead* now = reads_.installed();
+    storage::MutexLock l(reads_->mu());
+    const SharedRead* now = reads_->installed();
     if (now == nullptr || !Current(*now)) {
       auto next = BuildSharedRead();
       if (!next.ok()) return next.status();
-      reads_.Install(std::move(next.value()), &dead);
+      reads_->Install(std::move(next.value()), &dead);
     }
     settled = true;
   }
