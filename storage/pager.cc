@@ -877,8 +877,12 @@ Status PagerImpl::EnsureCapacity(uint64_t pages) {
     // Not sticky: nothing was published, and the disk may have room later.
     MMDOC_RETURN_IF_ERROR(data_->Allocate(size, target - size));
     file_size_.store(target);
-    if (target > map_len_) MMDOC_RETURN_IF_ERROR(MapData(target));
   }
+  // Apart from the growth: when the map failed after the file grew (the
+  // address space short, ulimit -v), the next call maps it again instead of
+  // finding the file large enough and reading pages past the map's end.
+  const uint64_t file = file_size_.load();
+  if (file > map_len_) MMDOC_RETURN_IF_ERROR(MapData(file));
   verified_.Reserve(pages);
   return Status::OK();
 }

@@ -229,6 +229,68 @@ TEST_CASE("fault: a log that cannot be mapped fails the create and leaves nothin
   CHECK(again.ok());
 }
 
+// A file system whose data files cannot be mapped again while `refuse` is
+// set (mmap's ENOMEM when ulimit -v leaves no room for a larger map).
+class RefusedRemapFileSystem final : public test::FileSystemWrapper {
+ public:
+  std::atomic<bool> refuse{false};
+
+  Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
+    auto f = base()->Open(path, mode);
+    if (!f.ok()) return f.status();
+    const bool log = path.size() > 4 && path.compare(path.size() - 4, 4, "-log") == 0;
+    if (log) return f;
+    return std::unique_ptr<File>(new File_(this, std::move(f.value())));
+  }
+
+ private:
+  class File_ final : public test::FileWrapper {
+   public:
+    File_(RefusedRemapFileSystem* fs, std::unique_ptr<File> real)
+        : FileWrapper(std::move(real)), fs_(fs) {}
+    Result<uint8_t*> Map(uint64_t length, MapMode mode) override {
+      if (fs_->refuse.load()) return Status::IOError(path(), "mmap: Cannot allocate memory");
+      return real()->Map(length, mode);
+    }
+
+   private:
+    RefusedRemapFileSystem* fs_;
+  };
+};
+
+TEST_CASE("fault: a map refused after the file grew is asked again, never read past") {
+  // Found under ulimit -v with a small write buffer: the file grew, its
+  // larger map failed, and the next growth found the file large enough and
+  // skipped the map; pages past the map's end were then read (wrong page
+  // types, then checksum mismatches written back).
+  test::TempDir dir;
+  RefusedRemapFileSystem fs;
+  PagerOptions o = SmallOptions();
+  o.fs = &fs;
+  o.initial_map_size = 64 << 10;  // 16 pages
+  auto p = OpenOrDie(dir.File("db"), o);
+  WriteTagged(p.get(), 0, 1);
+  // A run past the file's end: the file grows, and its map must too.
+  const uint32_t run = static_cast<uint32_t>(p->Stats().file_size / 4096) + 16;
+  fs.refuse = true;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    INFO("attempt " << attempt);
+    auto w = p->BeginWrite();
+    REQUIRE(w.ok());
+    PageId id;
+    uint8_t* pg;
+    Status s = w.value()->Allocate(PageType::kOverflow, run, &id, &pg);
+    INFO(s.ToString());
+    CHECK(s.IsIOError());
+    w.value()->Abort();
+  }
+  fs.refuse = false;
+  WriteTagged(p.get(), 1, 2, Durability::kNone, PageType::kOverflow, run);
+  CHECK(RootHasTag(p.get(), 0, 1));
+  CHECK(RootHasTag(p.get(), 1, 2));
+  CHECK(p->Verify().ok());
+}
+
 // Runs commits in `mode` with checkpoints mixed in, crashes, loses power,
 // reopens. Returns the tags that were acknowledged and the ones recovered.
 void PowerLossRound(Durability mode, uint64_t seed, bool expect_all) {
