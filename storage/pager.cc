@@ -373,6 +373,9 @@ class PagerImpl final : public Pager {
   // than at the next checkpoint (they could never be read again). The
   // sticky error when not.
   Status CheckFileInPlace();
+  // FileIsOurs before a merge's commit writes its pages; on failure aborts
+  // `w` and makes the error sticky.
+  Status MergeFileIsOurs(WriteTxnImpl* w);
   // Whether the file at path_ is still this database: the same file (not
   // renamed over or removed), whose durable meta page is still this
   // pager's (not overwritten in place, as `cp other.mmdb DB` does). The
@@ -1476,6 +1479,18 @@ Status PagerImpl::AppendUnsynced(std::string_view payload, Durability d, uint64_
   return Status::OK();
 }
 
+Status PagerImpl::MergeFileIsOurs(WriteTxnImpl* w) {
+  // A merge writes its pages where this database's free list says they are
+  // free: into a file overwritten in place within CheckFileInPlace's
+  // interval, that is over another database's live pages. So a merge asks
+  // every time, as a checkpoint does.
+  Status here = FileIsOurs();
+  if (here.ok()) return here;
+  w->Abort();
+  SetError(here);
+  return here;
+}
+
 Status PagerImpl::CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next) {
   auto* w = dynamic_cast<WriteTxnImpl*>(txn);
   if (w == nullptr || w->p_ != this) {
@@ -1487,6 +1502,7 @@ Status PagerImpl::CommitMerge(Txn* txn, uint64_t through_txid, LogPosition next)
     return Status::InvalidArgument(path_, "CommitMerge: through " + std::to_string(through_txid) +
                                               ", not between the last merge and the last record");
   }
+  MMDOC_RETURN_IF_ERROR(MergeFileIsOurs(w));
   const std::pair<uint64_t, Log::Cursor> merged{through_txid, Log::Cursor{next.offset, next.epoch}};
   return CommitTxn(w, {}, Durability::kNone, /*replayed=*/true, &merged);
 }
@@ -1497,6 +1513,7 @@ Status PagerImpl::CommitRewrite(Txn* txn) {
     return Status::InvalidArgument("CommitRewrite: not a write txn of this pager");
   }
   if (w->done_) return Status::InvalidArgument("transaction already finished");
+  MMDOC_RETURN_IF_ERROR(MergeFileIsOurs(w));
   // The pages cover the same records as before.
   const std::pair<uint64_t, Log::Cursor> same{pages_cover_txid_, cover_next_};
   return CommitTxn(w, {}, Durability::kNone, /*replayed=*/true, &same);
