@@ -1,5 +1,6 @@
-// Helpers the write-path prototypes share (mmdoc-writeproto, mmdoc-runproto):
-// a fatal check, a clock, random keys and values. Each prototype is a
+// Helpers the write-path prototypes and probes share (mmdoc-writeproto,
+// mmdoc-runproto, mmdoc-reopenprobe, mmdoc-readprobe): a fatal check, a
+// clock, random keys and values. Each prototype is a
 // measurement, not a library: any error ends the run with a message.
 #ifndef MMDOC_BENCH_MICRO_PROTO_UTIL_H_
 #define MMDOC_BENCH_MICRO_PROTO_UTIL_H_
@@ -27,6 +28,16 @@ inline void Check(const Status& s, const char* what) {
 // Seconds on a monotonic clock.
 inline double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// A GUID-shaped string (36 characters, hex digits and dashes), as the
+// seed's documents carry in _id, key and value.
+inline std::string Guid(std::mt19937_64& rng) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string s(36, '-');
+  for (size_t i = 0; i < s.size(); i++)
+    if (i != 8 && i != 13 && i != 18 && i != 23) s[i] = kHex[rng() % 16];
+  return s;
 }
 
 // n lowercase letters.

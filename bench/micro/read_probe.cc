@@ -26,28 +26,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench/micro/proto_util.h"
 #include "mmdoc/db.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string Guid(std::mt19937_64& rng) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string s(36, '-');
-  for (size_t i = 0; i < s.size(); i++)
-    if (i != 8 && i != 13 && i != 18 && i != 23) s[i] = kHex[rng() % 16];
-  return s;
-}
-
-[[noreturn]] void Die(const char* what, const mmdoc::Status& s) {
-  std::fprintf(stderr, "mmdoc-readprobe: %s: %s\n", what, s.ToString().c_str());
-  std::exit(2);
-}
+namespace proto = mmdoc::proto;
 
 // `n` gets of random ids from `ids` on `threads` threads; ops/s.
 double Lookups(mmdoc::DB* db, const std::vector<std::string>& ids, uint64_t n, int threads,
@@ -63,20 +47,21 @@ double Lookups(mmdoc::DB* db, const std::vector<std::string>& ids, uint64_t n, i
       while (!go.load()) std::this_thread::yield();
       for (uint64_t i = 0; i < mine; i++) {
         auto d = db->Get("docs", mmdoc::Value::String(ids[rng() % ids.size()]));
-        if (!d.ok()) Die("get", d.status());
+        proto::Check(d.status(), "get");
       }
     });
   }
   while (ready.load() < threads) std::this_thread::yield();
-  const Clock::time_point start = Clock::now();
+  const double start = proto::Now();
   go.store(true);
   for (std::thread& w : workers) w.join();
-  return static_cast<double>(n) / Since(start);
+  return static_cast<double>(n) / (proto::Now() - start);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  mmdoc::proto::program = "mmdoc-readprobe";
   uint64_t docs = 200000, lookups = 1000000, rounds = 3;
   int threads = 2;
   std::string dir = ".";
@@ -112,33 +97,32 @@ int main(int argc, char** argv) {
   mmdoc::Options o;
   o.durability = mmdoc::Durability::kNone;
   auto db = mmdoc::DB::Open((work / "db").string(), o);
-  if (!db.ok()) Die("open", db.status());
+  proto::Check(db.status(), "open");
   mmdoc::IndexOptions unique;
   unique.unique = true;
-  if (mmdoc::Status s = db.value()->CreateIndex("docs", "key", unique); !s.ok())
-    Die("create index", s);
+  proto::Check(db.value()->CreateIndex("docs", "key", unique), "create index");
   std::mt19937_64 rng(1);
   std::vector<std::string> ids;
   ids.reserve(docs);
-  const Clock::time_point fill = Clock::now();
+  const double fill = proto::Now();
   while (ids.size() < docs) {
     auto t = db.value()->Begin();
-    if (!t.ok()) Die("begin", t.status());
+    proto::Check(t.status(), "begin");
     for (int i = 0; i < 1000 && ids.size() < docs; i++) {
-      ids.push_back(Guid(rng));
-      const std::string key = Guid(rng), value = Guid(rng);
+      ids.push_back(proto::Guid(rng));
+      const std::string key = proto::Guid(rng), value = proto::Guid(rng);
       bson_t b = BSON_INITIALIZER;
       bson_append_utf8(&b, "_id", 3, ids.back().data(), static_cast<int>(ids.back().size()));
       bson_append_utf8(&b, "key", 3, key.data(), static_cast<int>(key.size()));
       bson_append_utf8(&b, "value", 5, value.data(), static_cast<int>(value.size()));
       auto d = mmdoc::Document::FromBson(&b);
       bson_destroy(&b);
-      if (!d.ok()) Die("document", d.status());
-      if (mmdoc::Status s = t.value()->Insert("docs", d.value()); !s.ok()) Die("insert", s);
+      proto::Check(d.status(), "document");
+      proto::Check(t.value()->Insert("docs", d.value()), "insert");
     }
-    if (mmdoc::Status s = t.value()->Commit(); !s.ok()) Die("commit", s);
+    proto::Check(t.value()->Commit(), "commit");
   }
-  std::printf("inserted %" PRIu64 " documents in %.1f s\n", docs, Since(fill));
+  std::printf("inserted %" PRIu64 " documents in %.1f s\n", docs, proto::Now() - fill);
   std::printf("%5s %12s %12s %8s\n", "round", "1 thread/s", "threads/s", "scaling");
   for (uint64_t r = 0; r < rounds; r++) {
     const double one = Lookups(db.value().get(), ids, lookups, 1, 2 * r + 1);

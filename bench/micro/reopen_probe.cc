@@ -37,6 +37,7 @@
 #include <random>
 #include <string>
 
+#include "bench/micro/proto_util.h"
 #include "mmdoc/db.h"
 
 namespace {
@@ -45,14 +46,6 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string Guid(std::mt19937_64& rng) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string s(36, '-');
-  for (size_t i = 0; i < s.size(); i++)
-    if (i != 8 && i != 13 && i != 18 && i != 23) s[i] = kHex[rng() % 16];
-  return s;
 }
 
 [[noreturn]] void Die(const char* what, const mmdoc::Status& s) {
@@ -80,7 +73,8 @@ std::string Guid(std::mt19937_64& rng) {
     auto t = db.value()->Begin();
     if (!t.ok()) Die("begin", t.status());
     for (uint64_t i = 0; i < batch && done < docs; i++, done++) {
-      const std::string id = Guid(rng), key = Guid(rng), value = Guid(rng);
+      const std::string id = mmdoc::proto::Guid(rng), key = mmdoc::proto::Guid(rng),
+                        value = mmdoc::proto::Guid(rng);
       bson_t b = BSON_INITIALIZER;
       bson_append_utf8(&b, "_id", 3, id.data(), static_cast<int>(id.size()));
       bson_append_utf8(&b, "key", 3, key.data(), static_cast<int>(key.size()));

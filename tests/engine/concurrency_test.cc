@@ -36,6 +36,7 @@
 #include "tests/support/fs_wrapper.h"
 #include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
+#include "tests/support/thread_errors.h"
 
 namespace mmdoc::test {
 namespace {
@@ -46,32 +47,7 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Problems found by worker threads, checked by the test thread.
-class Errors {
- public:
-  void Add(const std::string& what) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (list_.size() < 20) list_.push_back(what);
-    count_++;
-  }
-  // Fails the test (on the calling, i.e. the test's, thread) when any.
-  void Check() {
-    std::lock_guard<std::mutex> l(mu_);
-    std::string all;
-    for (const auto& e : list_) all += "\n  " + e;
-    INFO(count_ << " problems in worker threads:" << all);
-    REQUIRE(count_ == 0);
-  }
-  bool any() {
-    std::lock_guard<std::mutex> l(mu_);
-    return count_ > 0;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> list_;
-  uint64_t count_ = 0;
-};
+using Errors = ThreadErrors;
 
 // A FileSystem that passes everything to the POSIX one, counts the syncs of
 // the log and can make each of them take at least `delay` (a slow disk), so

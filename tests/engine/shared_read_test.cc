@@ -6,13 +6,9 @@
 // does not keep pages from reuse once something commits; compaction and
 // close let go of it. Test names contain "concurrency": CI runs them under
 // ThreadSanitizer.
-//
-// Worker threads never call REQUIRE; they count problems for the test's
-// thread (Catch2 v2 is not thread-safe).
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,34 +17,10 @@
 #include "mmdoc/db.h"
 #include "tests/support/test_db.h"
 #include "tests/support/test_env.h"
+#include "tests/support/thread_errors.h"
 
 namespace mmdoc::test {
 namespace {
-
-class Problems {
- public:
-  void Add(const std::string& what) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (list_.size() < 10) list_.push_back(what);
-    count_++;
-  }
-  bool any() {
-    std::lock_guard<std::mutex> l(mu_);
-    return count_ > 0;
-  }
-  void Require() {
-    std::lock_guard<std::mutex> l(mu_);
-    std::string all;
-    for (const std::string& e : list_) all += "\n  " + e;
-    INFO(count_ << " problems in worker threads:" << all);
-    REQUIRE(count_ == 0);
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> list_;
-  uint64_t count_ = 0;
-};
 
 // {_id: k, v: version, key: "k<k>", pad: ...}; the padding makes documents
 // of different sizes, so that a torn read would show.
@@ -90,7 +62,7 @@ void ReadersSeeEveryReturnedCommit(Options o, bool compact) {
   std::vector<std::atomic<int64_t>> published(keys);
   for (auto& p : published) p.store(0);
   std::atomic<bool> done{false};
-  Problems problems;
+  ThreadErrors problems;
   std::thread writer([&] {
     std::mt19937_64 rng(7);
     for (int64_t v = 1; v <= commits && !problems.any(); v++) {
@@ -142,7 +114,7 @@ void ReadersSeeEveryReturnedCommit(Options o, bool compact) {
   }
   writer.join();
   for (std::thread& r : readers) r.join();
-  problems.Require();
+  problems.Check();
   std::fprintf(stderr, "shared point reads: %lld commits, %llu reads beside them\n",
                static_cast<long long>(commits), static_cast<unsigned long long>(reads.load()));
   for (int32_t k = 0; k < keys; k++) {
