@@ -478,6 +478,7 @@ int Main(int argc, char** argv) {
 }  // namespace mmdoc::bench
 
 int main(int argc, char** argv) {
+  mmdoc::bench::InstallSignalCleanup();
   try {
     return mmdoc::bench::Main(argc, argv);
   } catch (const std::bad_alloc&) {

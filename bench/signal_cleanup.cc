@@ -28,6 +28,13 @@ std::atomic<void (*)()> g_hooks[kMaxHooks];
 
 std::mutex g_mu;  // registration, outside handlers
 
+// libmongoc (linked for the remote engines, and initialised when the
+// program loads) keeps its counters in /dev/shm/mongoc-PID and removes the
+// file at exit, which a signal skips. A later process given the same PID
+// then fails to make its own and prints a warning before main, a second
+// line on stderr; so the handler removes it too.
+char g_mongoc_shm[64];
+
 constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
 bool g_installed[3] = {false, false, false};
@@ -41,6 +48,7 @@ void OnSignal(int sig) {
   for (auto& s : g_slots) {
     if (s.used.exchange(false, std::memory_order_acq_rel)) RemoveTreeFromHandler(s.path);
   }
+  if (g_mongoc_shm[0] != '\0') unlink(g_mongoc_shm);
   // Then the signal's previous course: re-raised, it is delivered once this
   // handler returns.
   for (int i = 0; i < 3; ++i) {
@@ -53,6 +61,8 @@ void OnSignal(int sig) {
 void InstallHandlersOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
+    std::snprintf(g_mongoc_shm, sizeof g_mongoc_shm, "/dev/shm/mongoc-%u",
+                  static_cast<unsigned>(getpid()));
     for (int i = 0; i < 3; ++i) {
       struct sigaction old;
       if (sigaction(kSignals[i], nullptr, &old) != 0) continue;
@@ -84,6 +94,8 @@ void RemoveTreeFromHandler(const char* path) {
     }
   }
 }
+
+void InstallSignalCleanup() { InstallHandlersOnce(); }
 
 int RemoveOnSignal(const std::string& path) {
   std::error_code ec;

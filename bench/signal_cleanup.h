@@ -24,6 +24,11 @@
 
 namespace mmdoc::bench {
 
+// Installs the handler now (registration also does): a tool calls it first
+// thing, so that a signal before its first registration, or in a run that
+// keeps its files, still cleans up after libmongoc (signal_cleanup.cc).
+void InstallSignalCleanup();
+
 // Registers path (made absolute now) for removal on a signal; a slot for
 // ForgetOnSignal, or -1 when the table is full or the path too long (then
 // nothing removes it on a signal).

@@ -17,6 +17,7 @@
 
 #include "bench/cli.h"
 #include "bench/machine.h"
+#include "bench/signal_cleanup.h"
 #include "bench/syncbench.h"
 
 namespace mmdoc::bench {
@@ -157,4 +158,7 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace mmdoc::bench
 
-int main(int argc, char** argv) { return mmdoc::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  mmdoc::bench::InstallSignalCleanup();
+  return mmdoc::bench::Main(argc, argv);
+}
