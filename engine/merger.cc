@@ -243,16 +243,11 @@ namespace {
 // memory unwinds (its txn aborts) and fails the pager: no write or
 // checkpoint follows that could build on half-made state in memory, and
 // the next Open replays every commit from the log.
-template <typename Fn>
-Status OutOfMemoryAsError(storage::Pager* pager, Fn fn) {
-  try {
-    return fn();
-  } catch (const std::bad_alloc&) {
-    Status s = Status::IOError("merging the write buffer: out of memory",
-                               "every commit is in the log; close and reopen the database");
-    pager->Fail(s);
-    return s;
-  }
+Status MergeOutOfMemory(storage::Pager* pager) {
+  Status s = Status::IOError("merging the write buffer: out of memory",
+                             "every commit is in the log; close and reopen the database");
+  pager->Fail(s);
+  return s;
 }
 
 }  // namespace
@@ -291,10 +286,12 @@ void DBImpl::MergerLoop() {
       bool more = false;
       {
         storage::MutexLock m(&merge_mu_);
-        s = OutOfMemoryAsError(pager().get(), [&] {
-          Status m = MergeRunsNow(runs_min, run_slice_bytes(), &more);
-          return m.ok() ? CheckpointAfterMerge() : m;
-        });
+        try {
+          s = MergeRunsNow(runs_min, run_slice_bytes(), &more);
+          if (s.ok()) s = CheckpointAfterMerge();
+        } catch (const std::bad_alloc&) {
+          s = MergeOutOfMemory(pager().get());
+        }
       }
       {
         storage::MutexLock l(&gen_mu_);
@@ -312,10 +309,12 @@ void DBImpl::MergerLoop() {
       Status s;
       {
         storage::MutexLock m(&merge_mu_);
-        s = OutOfMemoryAsError(pager().get(), [&] {
-          Status m = MergeOldest();
-          return m.ok() ? CheckpointAfterMerge() : m;
-        });
+        try {
+          s = MergeOldest();
+          if (s.ok()) s = CheckpointAfterMerge();
+        } catch (const std::bad_alloc&) {
+          s = MergeOutOfMemory(pager().get());
+        }
       }
       {
         storage::MutexLock l(&gen_mu_);
