@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "storage/thread_cache.h"
+
 namespace mmdoc::engine {
 
 namespace {
@@ -20,10 +22,7 @@ struct MatchData {
   ~MatchData() { pcre2_match_data_free(data); }
 };
 
-pcre2_match_data* ThreadMatchData() {
-  thread_local MatchData m;
-  return m.data;
-}
+pcre2_match_data* ThreadMatchData() { return storage::ThreadCache<MatchData>::Get().data; }
 
 // A match failure not yet taken (TakeRegexMatchError); failed is read on
 // every take, the message built only on a failure.
@@ -32,10 +31,7 @@ struct MatchError {
   std::string message;
 };
 
-MatchError& ThreadMatchError() {
-  thread_local MatchError e;
-  return e;
-}
+MatchError& ThreadMatchError() { return storage::ThreadCache<MatchError>::Get(); }
 
 }  // namespace
 

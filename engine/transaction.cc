@@ -11,6 +11,7 @@
 #include "engine/db_impl.h"
 #include "engine/query_path.h"
 #include "storage/coding.h"
+#include "storage/thread_cache.h"
 
 namespace mmdoc {
 
@@ -194,6 +195,15 @@ void SetTreeName(std::string_view coll, std::string_view field, std::string* nam
 
 }  // namespace
 
+// The buffers DBImpl::Get and GetBy build keys and tree names in, one
+// set per thread (distinct types: ThreadCache keeps one object per type).
+struct GetBuffers {
+  std::string key, tree;
+};
+struct GetByBuffers {
+  std::string key, index_tree, tree;
+};
+
 // A point read on a snapshot's pages and write buffer together.
 struct PointRead {
   // What the read reads: the shared snapshot, pinned in `slot` of the DB's
@@ -221,10 +231,7 @@ struct PointRead {
     own_view.generations.clear();
   }
 
-  static index::BufferView& ThreadView() {
-    thread_local index::BufferView v;
-    return v;
-  }
+  static index::BufferView& ThreadView() { return storage::ThreadCache<index::BufferView>::Get(); }
 
   // Looks `key` up in tree `name` (root `root`, runs `runs` of
   // CachedColl::runs): the newest buffered change first, then the runs,
@@ -325,7 +332,9 @@ Result<Document> DBImpl::Get(std::string_view coll, const Value& id) {
   if (const CachedColl* cc = CachedFor(r.txn, r.cache, coll)) {
     // The key and tree name are built in buffers each thread keeps, so
     // that a lookup allocates only the document it returns.
-    thread_local std::string pk, name;
+    GetBuffers& b = storage::ThreadCache<GetBuffers>::Get();
+    std::string& pk = b.key;
+    std::string& name = b.tree;
     pk.clear();
     engine::AppendKey(id.get(), &pk);
     SetTreeName(coll, "", &name);
@@ -353,10 +362,12 @@ Result<Document> DBImpl::GetBy(std::string_view coll, std::string_view field, co
     const std::vector<IndexMeta>& indexes = cc->meta.indexes;
     for (size_t i = 0; i < indexes.size(); i++) {
       if (indexes[i].field != field || !indexes[i].unique || !indexes[i].simple()) continue;
-      thread_local std::string key;
+      GetByBuffers& b = storage::ThreadCache<GetByBuffers>::Get();
+      std::string& key = b.key;
       key.clear();
       engine::AppendKey(value.get(), &key);
-      thread_local std::string index_name, coll_name;  // read only when buffered
+      std::string& index_name = b.index_tree;  // read only when buffered
+      std::string& coll_name = b.tree;
       if (!r.view->generations.empty()) {
         SetTreeName(coll, field, &index_name);
         SetTreeName(coll, "", &coll_name);

@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include "index/btree_page.h"
+#include "storage/thread_cache.h"
 
 namespace mmdoc::index {
 
@@ -357,7 +358,7 @@ struct ScratchPages {
     return pages.get();
   }
 };
-thread_local ScratchPages tls_scratch;
+ScratchPages& ThreadScratch() { return storage::ThreadCache<ScratchPages>::Get(); }
 
 }  // namespace
 
@@ -368,14 +369,15 @@ struct BTree::Impl {
   uint32_t key_sig = 0;   // of the key Put or Delete searches for (StoredKey)
   bool replaced = false;  // Put found its key
   uint8_t* scratch;
-  bool leased = false;  // scratch is this thread's tls_scratch
+  bool leased = false;  // scratch is this thread's ThreadScratch()
 
   explicit Impl(BTree* tree) : t(tree), txn(tree->txn_), ps(tree->txn_->page_size()) {
     // The node layout's static_asserts (btree_page.h) hold for these.
     assert(ps >= storage::kMinPageSize && ps <= storage::kMaxPageSize);
-    if (!tls_scratch.busy) {
-      scratch = tls_scratch.Reserve(ps);
-      tls_scratch.busy = leased = true;
+    ScratchPages& mine = ThreadScratch();
+    if (!mine.busy) {
+      scratch = mine.Reserve(ps);
+      mine.busy = leased = true;
     } else {
       if (t->scratch_ps_ != ps) {
         t->scratch_.reset(new uint8_t[3 * size_t{ps}]);
@@ -385,7 +387,7 @@ struct BTree::Impl {
     }
   }
   ~Impl() {
-    if (leased) tls_scratch.busy = false;
+    if (leased) ThreadScratch().busy = false;
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;

@@ -1,7 +1,12 @@
 // DB::Close: the status of closing a database, the lock let go at once,
 // and a data file moved, replaced or removed while the database is open.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -60,7 +65,60 @@ std::unique_ptr<DB> OpenBesideOther(const std::string& path, const std::string& 
   return db;
 }
 
+// A database a program keeps in a global and closes from its destructor,
+// which runs after the main thread's thread_local objects are destroyed.
+struct ClosedAtExit {
+  std::unique_ptr<DB> db;
+  ~ClosedAtExit() {
+    if (db == nullptr) return;
+    // A read by _id, one by regex, then the close's merge into the pages.
+    auto got = db->Get("c", V("7"));
+    if (!got.ok()) _exit(10);
+    auto found = db->Find("c", J(R"({"s": {"$regex": "^k-00"}})"));
+    if (!found.ok() || found.value().size() != 100) _exit(11);
+    if (!db->Close().ok()) _exit(12);
+  }
+};
+
 }  // namespace
+
+TEST_CASE("close: a database closed from a static destructor, after thread_local ones ran") {
+  TempDir dir;
+  const std::string path = dir.File("db");
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    static ClosedAtExit global;
+    auto db = DB::Open(path);
+    if (!db.ok()) _exit(1);
+    global.db = std::move(db.value());
+    if (!global.db->CreateIndex("c", "s").ok()) _exit(2);
+    for (int t = 0; t < 20; t++) {
+      auto txn = global.db->Begin();
+      if (!txn.ok()) _exit(3);
+      for (int i = t * 100; i < t * 100 + 100; i++) {
+        char s[16];
+        std::snprintf(s, sizeof(s), "k-%04d", i);
+        const std::string doc = "{\"_id\": " + std::to_string(i) + ", \"s\": \"" + s +
+                                "\", \"pad\": \"" + std::string(200, 'x') + "\"}";
+        if (!txn.value()->Insert("c", J(doc)).ok()) _exit(4);
+      }
+      if (!txn.value()->Commit().ok()) _exit(5);
+    }
+    // Every thread-local scratch object in use before the exit.
+    if (!global.db->Get("c", V("1")).ok()) _exit(6);
+    if (!global.db->Find("c", J(R"({"s": {"$regex": "^k-01"}})")).ok()) _exit(7);
+    std::exit(0);  // thread_local destructors, then ClosedAtExit's
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  INFO("child status " << status);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  auto db = OpenOrFail(path);
+  CHECK(db->Count("c").value() == 2000);
+  RequireCheckPasses(db.get());
+}
 
 TEST_CASE("close: a clean close lets go of the lock and leaves no need for the log") {
   TempDir dir;
