@@ -176,6 +176,10 @@ Status DBImpl::NotWriting(const char* what) {
 Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Options& options,
                                              const uint64_t* new_db_id) {
   if (path.empty()) return Status::InvalidArgument("database path is empty");
+  // The system calls would stop at the NUL: another file, and the log's
+  // name (path + "-log") the same as the data file's.
+  if (path.find('\0') != std::string::npos)
+    return Status::InvalidArgument("database path contains a NUL byte");
   if (options.sync_interval_ms == 0)
     return Status::InvalidArgument("sync_interval_ms must be positive");
   if (!IsDurability(options.durability))

@@ -758,6 +758,18 @@ TEST_CASE("a second open of the same file is refused", "[engine]") {
   CHECK(second.status().ToString().find(db.path()) != std::string::npos);
 }
 
+TEST_CASE("a path that is empty or holds a NUL byte is refused, and no file made", "[engine]") {
+  test::TempDir dir;
+  CHECK(DB::Open("").status().IsInvalidArgument());
+  const std::string named = dir.File("a.mmdb");
+  // The system calls would stop at the NUL: data file and log both "a.mmdb".
+  auto db = DB::Open(named + std::string("\0b", 2));
+  REQUIRE_FALSE(db.ok());
+  CHECK(db.status().IsInvalidArgument());
+  CHECK(db.status().ToString().find("NUL") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(named));
+}
+
 TEST_CASE("DB::Get reads the same through the catalog cache and without it", "[engine]") {
   // DB::Get reads the _id tree directly when the catalog cache is current
   // and through a transaction otherwise (cold after open, stale after DDL).
