@@ -1,10 +1,14 @@
 // DB, Transaction and Cursor (the public API) over DBImpl, plus opening,
 // recovery, the consistency checker, statistics and compaction.
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -173,8 +177,36 @@ Status DBImpl::NotWriting(const char* what) {
                       ": a write transaction is open in this thread; commit or abort it first");
 }
 
+namespace {
+
+// Forks of this process since the library first opened a database: a
+// child's count is one higher than its parent's was at the fork.
+std::atomic<uint64_t> process_forks{0};
+void CountFork() { process_forks.fetch_add(1, std::memory_order_relaxed); }
+
+// What every DB call checks first.
+Status Usable(const DBImpl* impl) {
+  if (impl == nullptr) return DBImpl::ClosedError();
+  if (impl->Forked()) return impl->ForkedError();
+  return Status::OK();
+}
+
+}  // namespace
+
+bool DBImpl::Forked() const {
+  return process_forks.load(std::memory_order_relaxed) != forks_at_open_;
+}
+
+Status DBImpl::ForkedError() const {
+  return Status::InvalidArgument(path_,
+                                 "opened before this process was forked: only the process that "
+                                 "opened it may use it; open it here once that one has closed it");
+}
+
 Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Options& options,
                                              const uint64_t* new_db_id) {
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] { (void)pthread_atfork(nullptr, nullptr, CountFork); });
   if (path.empty()) return Status::InvalidArgument("database path is empty");
   // The system calls would stop at the NUL: another file, and the log's
   // name (path + "-log") the same as the data file's.
@@ -187,6 +219,7 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
   Result<std::string> resolved = FileSystemOf(options)->Resolve(path);
   if (!resolved.ok()) return resolved.status();
   std::unique_ptr<DBImpl> db(new DBImpl(*resolved, options));
+  db->forks_at_open_ = process_forks.load(std::memory_order_relaxed);
   if (new_db_id != nullptr) std::copy(new_db_id, new_db_id + 2, db->new_db_id_);
   uint64_t budget = options.write_buffer_size;
   // The variable replaces the default only: a size the caller chose stays.
@@ -939,10 +972,19 @@ void Transaction::Abort() {
 }
 
 DB::DB(std::unique_ptr<DBImpl> impl) : impl_(std::move(impl)), path_(impl_->path()) {}
-DB::~DB() = default;
+DB::~DB() {
+  // In a child forked after the open: its threads are gone and its locks
+  // and files are the parent's, so neither closed nor freed.
+  if (impl_ && impl_->Forked()) (void)impl_.release();
+}
 
 Status DB::Close() {
   if (!impl_) return close_status_;
+  if (impl_->Forked()) {
+    close_status_ = impl_->ForkedError();
+    (void)impl_.release();  // as ~DB: nothing of the parent's touched
+    return close_status_;
+  }
   // Closing under them would free what they read (and the write one's
   // own thread would wait for itself): the caller finishes them first.
   if (const int open = impl_->OpenTransactions(); open > 0) {
@@ -964,7 +1006,7 @@ Result<std::unique_ptr<DB>> DB::Open(std::string_view path, const Options& optio
 }
 
 Result<std::unique_ptr<Transaction>> DB::Begin(const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   auto t = impl_->Begin(o);
   if (!t.ok()) return t.status();
   t.value()->CountOpen();
@@ -972,7 +1014,7 @@ Result<std::unique_ptr<Transaction>> DB::Begin(const WriteOptions& o) {
 }
 
 Result<std::unique_ptr<Transaction>> DB::BeginRead() {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   auto t = impl_->BeginRead();
   if (!t.ok()) return t.status();
   t.value()->CountOpen();
@@ -1010,23 +1052,23 @@ Status InWrite(DBImpl* db, const WriteOptions& o, Fn fn) {
 }  // namespace
 
 Status DB::Insert(std::string_view c, const Document& doc, Value* id, const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Insert(c, doc, id); });
 }
 
 Result<Document> DB::Get(std::string_view c, const Value& id) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return impl_->Get(c, id);
 }
 
 Result<Document> DB::GetBy(std::string_view c, std::string_view field, const Value& value) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return impl_->GetBy(c, field, value);
 }
 
 Status DB::Replace(std::string_view c, const Value& id, const Document& doc,
                    const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Replace(c, id, doc); });
 }
 
@@ -1063,42 +1105,42 @@ Result<uint64_t> DeleteIn(DBImpl* db, std::string_view c, const Document& filter
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const UpdateOptions& uo,
                                    const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, uo, o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const UpdateOptions& uo,
                                     const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, uo, o);
 }
 
 Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Delete(c, id); });
 }
 
 Result<uint64_t> DB::DeleteOne(std::string_view c, const Document& filter, const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return DeleteIn(impl_.get(), c, filter, /*many=*/false, o);
 }
 
 Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return DeleteIn(impl_.get(), c, filter, /*many=*/true, o);
 }
 
@@ -1106,7 +1148,7 @@ Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const D
                                                      const Document& update,
                                                      const FindAndModifyOptions& fo,
                                                      const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   std::optional<Document> doc;
   Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
     auto r = t->FindOneAndModify(c, filter, &update, fo);
@@ -1121,7 +1163,7 @@ Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const D
 Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const Document& filter,
                                                      const FindAndModifyOptions& fo,
                                                      const WriteOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   std::optional<Document> doc;
   Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
     auto r = t->FindOneAndModify(c, filter, nullptr, fo);
@@ -1135,7 +1177,7 @@ Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const D
 
 Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,
                                        const FindOptions& options) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InRead(impl_.get(), [&](TransactionImpl* t) -> Result<std::vector<Document>> {
     auto cur = t->Find(c, filter, options);
     if (!cur.ok()) return cur.status();
@@ -1148,75 +1190,75 @@ Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filte
 }
 
 Result<uint64_t> DB::Count(std::string_view c, const Document& filter) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Count(c, filter); });
 }
 
 Result<std::vector<Value>> DB::Distinct(std::string_view c, std::string_view field,
                                         const Document& filter) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Distinct(c, field, filter); });
 }
 
 Status DB::CreateCollection(std::string_view c) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateCollection(c); });
 }
 
 Status DB::DropCollection(std::string_view c) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->DropCollection(c); });
 }
 
 Result<std::vector<std::string>> DB::ListCollections() {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InRead(impl_.get(), [](TransactionImpl* t) { return t->ListCollections(); });
 }
 
 Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, f, o); });
 }
 
 Status DB::CreateIndex(std::string_view c, const std::vector<IndexKey>& keys,
                        const IndexOptions& o) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, keys, o); });
 }
 
 Status DB::DropIndex(std::string_view c, std::string_view f) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->DropIndex(c, f); });
 }
 
 Result<std::vector<IndexInfo>> DB::ListIndexes(std::string_view c) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->ListIndexes(c); });
 }
 
 Status DB::Check(CheckReport* report) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return impl_->Check(report);
 }
 Result<DBStats> DB::Stats(const StatsOptions& options) {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return impl_->Stats(options);
 }
 Status DB::Flush() {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return impl_->Flush();
 }
 Status DB::Checkpoint() {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return impl_->Checkpoint();
 }
 Status DB::Compact() {
-  if (!impl_) return DBImpl::ClosedError();
+  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
   return impl_->Compact();
 }
 const std::string& DB::path() const { return path_; }

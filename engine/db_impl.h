@@ -163,6 +163,11 @@ class DBImpl {
   void CountTransactions(int delta) { open_txns_.fetch_add(delta); }
   // What every DB call returns after DB::Close.
   static Status ClosedError() { return Status::InvalidArgument("the database is closed"); }
+  // Whether this process is a child forked after the open. The handle's
+  // threads, locks, snapshots and file lock are the parent's: DB refuses
+  // every call with ForkedError, and closes without touching the files.
+  bool Forked() const;
+  Status ForkedError() const;
 
   Result<std::unique_ptr<TransactionImpl>> Begin(const WriteOptions& wo, bool replaying = false);
   // A read transaction; a spare one EndRead kept is renewed when there is
@@ -406,6 +411,7 @@ class DBImpl {
   std::string path_;
   Options options_;
   uint64_t new_db_id_[2] = {0, 0};
+  uint64_t forks_at_open_ = 0;  // Forked() compares it with the process's count
   bool paranoid_ = false;
   storage::Mutex cache_mu_;
   std::shared_ptr<storage::Pager> pager_ MMDOC_GUARDED_BY(cache_mu_);

@@ -278,6 +278,10 @@ Status DBImpl::BeginPointRead(PointRead* r) {
     size_t slot;
     if (!reads_->Pin(&s, &slot)) break;  // every slot taken
     if (s != nullptr && (settled || Current(*s))) {
+      if (Status here = s->pager->CheckReadable(); !here.ok()) {
+        reads_->Unpin(slot);
+        return here;
+      }
       r->txn = s->txn.get();
       r->view = &s->view;
       r->cache = s->cache.get();
@@ -550,6 +554,7 @@ void TransactionImpl::ReleaseToken() {
 
 Status TransactionImpl::Writable() {
   if (finished_) return Status::InvalidArgument("transaction already finished");
+  if (db_->Forked()) return db_->ForkedError();
   if (read_only_) return Status::NotSupported("write in a read-only transaction");
   writes_++;  // even a write that fails may have changed a tree and undone it
   return poisoned_;
@@ -1473,6 +1478,7 @@ Status TransactionImpl::DropIndex(std::string_view coll, std::string_view field)
 
 Status TransactionImpl::Commit() {
   if (finished_) return Status::InvalidArgument("transaction already finished");
+  if (db_->Forked()) return db_->ForkedError();  // its pages and log are the parent's
   if (read_only_) {
     Abort();
     return Status::OK();
@@ -1647,8 +1653,9 @@ Status TransactionImpl::MergeGeneration(const index::BufferGeneration* gen,
       if (!s.ok()) return Poison(s);
     }
     const int slot = c != nullptr && c->exists ? TreeSlot(c, n) : -1;
-    if (slot < 0)
-      return Poison(Status::Corruption("write buffer holds changes of a tree that is gone", coll));
+    if (slot < 0)  // as likely a file copied over this one: Explain tells
+      return Poison(txn_->Explain(
+          Status::Corruption("write buffer holds changes of a tree that is gone", coll)));
     index::BufferTable::Iterator it(table, through);
     it.SeekToFirst();
     if (!it.Valid()) continue;

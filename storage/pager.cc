@@ -231,6 +231,8 @@ class PagerImpl final : public Pager {
     return log_.Sync(d, Log::Position{ticket.offset, ticket.length, ticket.lsn_end});
   }
   uint64_t published() const override { return published_.load(std::memory_order_acquire); }
+  bool file_lost() const override { return file_lost_.load(std::memory_order_acquire); }
+  Status CheckReadable() override;
   LogPosition LogHead() override {
     const Log::Cursor h = log_.head();
     return LogPosition{h.offset, h.epoch};
@@ -428,6 +430,7 @@ class PagerImpl final : public Pager {
   bool crash_on_close_ = false;              // test hook, set before the destructor runs
   std::atomic<bool> retired_{false};         // Retire
   std::atomic<int64_t> file_checked_ms_{0};  // CheckFileInPlace, steady clock
+  std::atomic<bool> file_lost_{false};       // FileIsOurs found it overwritten
   bool closed_ = false;                      // Close ran; it and the destructor run in one thread
   Status close_status_;                      // what Close returned
 
@@ -1207,13 +1210,23 @@ void PagerImpl::RegisterReaderLocked() {
   newest_readers_++;
 }
 
+Status PagerImpl::CheckReadable() {
+  // Readers ask as commits do (at most every kFileCheckMs), so that
+  // readers alone notice too.
+  Status s = CheckFileInPlace();
+  if (!file_lost_.load(std::memory_order_acquire)) return Status::OK();
+  return s.ok() ? BackgroundError() : s;
+}
+
 Result<std::unique_ptr<Txn>> PagerImpl::BeginRead() {
+  MMDOC_RETURN_IF_ERROR(CheckReadable());
   MutexLock l(&state_mu_);
   RegisterReaderLocked();
   return std::unique_ptr<Txn>(new ReadTxnImpl(this, committed_));
 }
 
 Result<std::unique_ptr<Txn>> PagerImpl::BeginInternalRead() {
+  MMDOC_RETURN_IF_ERROR(CheckReadable());
   MutexLock l(&state_mu_);
   RegisterReaderLocked();
   internal_readers_++;
@@ -1433,7 +1446,7 @@ Status PagerImpl::CheckFileInPlace() {
 Status PagerImpl::FileIsOurs() {
   Result<bool> here = data_->IsAt(path_);
   if (!here.ok()) return here.status();
-  if (!*here) {
+  if (!*here) {  // the map still holds this database's file: reads go on
     return Status::IOError(path_,
                            "the database file was moved, replaced or removed while open: reopen "
                            "the database");
@@ -1450,6 +1463,7 @@ Status PagerImpl::FileIsOurs() {
       m.db_id[0] == db_id_[0] && m.db_id[1] == db_id_[1]) {
     return Status::OK();
   }
+  file_lost_.store(true, std::memory_order_release);
   return Status::IOError(path_,
                          "the database file was overwritten while open (its meta page is no "
                          "longer this database's): reopen the database");

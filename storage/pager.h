@@ -400,6 +400,15 @@ class Pager {
   // many reads (DBImpl's shared point-read snapshot) compares it to tell
   // that its snapshot is no longer the newest. Any thread, no lock.
   virtual uint64_t published() const = 0;
+  // Whether the data file was found overwritten in place while open (the
+  // sticky error says so): the map then shows another file's pages, so
+  // reads fail too. (A file moved, replaced or removed stops the commits
+  // only: the map still holds this database's file.) Any thread, no lock.
+  virtual bool file_lost() const = 0;
+  // What a read on the snapshot it already holds asks first: at most every
+  // 100 ms it looks whether the file was overwritten (as commits and new
+  // read txns do); the error once it was. Any thread.
+  virtual Status CheckReadable() = 0;
   // Commits a write txn that put into pages the changes of every record up
   // to `through_txid`; the first record after it starts at `next` (LogHead
   // when the caller stopped taking records into this merge). No log

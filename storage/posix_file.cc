@@ -18,6 +18,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <string>
 
@@ -354,7 +355,15 @@ class PosixFileSystem final : public FileSystem {
 
   Result<std::string> Resolve(const std::string& path) override {
     struct stat st;
-    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) {
+      if (path.empty() || path[0] == '/') return path;
+      // Absolute, so that the process changing its directory later does
+      // not look like the database moving (nor compact beside another).
+      std::error_code ec;
+      std::filesystem::path abs = std::filesystem::absolute(path, ec);
+      if (ec) return ErrnoStatus(path, ec.value(), "getcwd");
+      return abs.string();
+    }
     char* real = ::realpath(path.c_str(), nullptr);
     if (real == nullptr) {
       if (errno == ENOENT) {

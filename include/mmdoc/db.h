@@ -448,7 +448,8 @@ class DB {
   // cleanly writes nothing to it until the first write (it removes what a
   // compaction killed midway left: path.compact and its log). A symbolic link
   // at path is followed: the database, its log and a compaction's copy live
-  // beside the file it names, which path() returns. Errors: Busy (another
+  // beside the file it names, which path() returns; a relative path is made
+  // absolute, so a later chdir does not move the database. Errors: Busy (another
   // process or handle has it open), NotFound (no file, and
   // !create_if_missing; a link to nothing), Corruption (naming the page; a
   // file that is empty or all zeros when it may not be created over; a

@@ -169,8 +169,9 @@ class FileSystem {
   virtual Status SyncDir(const std::string& path) = 0;
   // Where a database named `path` lives: the file a symbolic link at path
   // names (so that its log, and a compaction's rename, go beside that file,
-  // not the link), else path itself. NotFound naming the link when it
-  // names nothing. The default takes every path as it is.
+  // not the link), else path itself, made absolute (a later chdir does not
+  // move the database). NotFound naming the link when it names nothing.
+  // The default takes every path as it is.
   virtual Result<std::string> Resolve(const std::string& path) { return path; }
   // Gives `path` the permission bits, owner and group of `like` (a
   // compaction's copy takes those of the file it replaces); the owner is

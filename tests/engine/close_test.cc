@@ -120,6 +120,51 @@ TEST_CASE("close: a database closed from a static destructor, after thread_local
   RequireCheckPasses(db.get());
 }
 
+TEST_CASE("close: a child forked after the open refuses the handle and harms nothing") {
+  for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
+    INFO("write buffer " << buffer);
+    TempDir dir;
+    const std::string path = dir.File("db");
+    Options o;
+    o.write_buffer_size = buffer;
+    auto db = OpenOrFail(path, o);
+    InsertRange(db.get(), 0, 100);
+    auto txn = db->Begin();
+    REQUIRE(txn.ok());
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      auto forked = [](const Status& s) {
+        return s.IsInvalidArgument() && s.ToString().find("forked") != std::string::npos;
+      };
+      if (!forked(db->Insert("c", J(R"({"_id": "child"})")))) _exit(1);
+      if (!forked(db->Get("c", V("1")).status())) _exit(2);
+      if (!forked(db->Count("c").status())) _exit(3);
+      if (!forked(db->Compact())) _exit(4);
+      // The parent's open transaction, inherited: neither written nor committed.
+      if (!forked(txn.value()->Insert("c", J(R"({"_id": "txn"})")))) _exit(5);
+      if (!forked(txn.value()->Commit())) _exit(6);
+      (void)txn.value().release();  // its destructor would take the parent's locks
+      if (!forked(db->Close())) _exit(7);
+      _exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    INFO("child status " << status);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    // The parent's handle and transaction go on.
+    REQUIRE(txn.value()->Insert("c", J(R"({"_id": "parent"})")).ok());
+    REQUIRE(txn.value()->Commit().ok());
+    InsertRange(db.get(), 100, 200);
+    REQUIRE(db->Close().ok());
+    db = OpenOrFail(path, o);
+    CHECK(db->Count("c").value() == 201);
+    CHECK(db->Get("c", V("\"child\"")).status().IsNotFound());
+    RequireCheckPasses(db.get());
+  }
+}
+
 TEST_CASE("close: a clean close lets go of the lock and leaves no need for the log") {
   TempDir dir;
   const std::string path = dir.File("db");
@@ -233,9 +278,14 @@ TEST_CASE(
     CHECK(s.IsIOError());
     CHECK(s.ToString().find("overwritten") != std::string::npos);
     CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
-    // From then on nothing is written into the file; Close reports it.
+    // From then on nothing is written into the file, and reads fail too:
+    // the map shows the other database's pages.
     const std::string at_error = ReadFile(path);
     CHECK(db->Insert("c", J("{\"_id\": \"late\"}")).IsIOError());
+    CHECK(db->Get("c", V("7")).status().IsIOError());
+    CHECK(db->Get("c", V("\"other\"")).status().IsIOError());
+    CHECK(db->Count("c").status().IsIOError());
+    CHECK(db->Find("c", J("{}")).status().IsIOError());
     s = db->Close();
     CHECK(s.IsIOError());
     db.reset();
@@ -245,6 +295,59 @@ TEST_CASE(
     CHECK(reopened->Get("c", V("\"other\"")).ok());
     RequireCheckPasses(reopened.get());
   }
+}
+
+TEST_CASE("close: a data file overwritten in place under readers alone fails their reads") {
+  TempDir dir;
+  const std::string path = dir.File("db"), other = dir.File("other");
+  for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
+    INFO("write buffer " << buffer);
+    Options o;
+    o.write_buffer_size = buffer;
+    auto db = OpenBesideOther(path, other, o);
+    REQUIRE(db->Get("c", V("7")).ok());  // the point reads' shared snapshot
+    const std::string bytes = ReadFile(other);
+    {
+      std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    // No commit: the reads alone notice, within the check's interval.
+    const auto start = std::chrono::steady_clock::now();
+    Status s;
+    while (!s.IsIOError() && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+      s = db->Get("c", V("7")).status();
+      // Before it is noticed a read may still answer from the pages there.
+      CHECK((s.ok() || s.IsNotFound() || s.IsIOError() || s.IsCorruption()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    INFO(s.ToString());
+    CHECK(s.IsIOError());
+    CHECK(s.ToString().find("overwritten") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
+    CHECK(db->Count("c").status().IsIOError());
+    CHECK(db->Close().IsIOError());
+  }
+}
+
+TEST_CASE("close: a database opened by a relative path survives a chdir") {
+  TempDir dir, elsewhere;
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir.path());
+  auto db = OpenOrFail("rel.mmdb");
+  CHECK(db->path() == (std::filesystem::path(dir.path()) / "rel.mmdb").string());
+  InsertRange(db.get(), 0, 100);
+  std::filesystem::current_path(elsewhere.path());
+  // Past the file check's interval: the file must not look moved.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  InsertRange(db.get(), 100, 200);
+  REQUIRE(db->Compact().ok());
+  InsertRange(db.get(), 200, 300);
+  REQUIRE(db->Close().ok());
+  std::filesystem::current_path(before);
+  CHECK_FALSE(std::filesystem::exists(std::filesystem::path(elsewhere.path()) / "rel.mmdb"));
+  auto again = OpenOrFail(dir.File("rel.mmdb"));
+  CHECK(again->Count("c").value() == 300);
+  RequireCheckPasses(again.get());
 }
 
 TEST_CASE("close: a data file removed while open stops the commits") {
