@@ -858,6 +858,9 @@ struct Update::Impl {
   std::unique_ptr<Filter> positional_filter;
   // The query's {array: {$elemMatch: ...}}, as a filter on {"x": [element]}.
   std::unique_ptr<Filter> positional_elem_match;
+  // The query has a negation ($ne, $nin, $not) on the array, left out of
+  // positional_filter: it holds for the whole array, not for one element.
+  bool positional_negated = false;
   // $rename: each source path and its target's node.
   std::vector<std::pair<std::string, const PathTree*>> renames;
   // Nodes of an earlier parse, for ParseInto's to reuse.
@@ -875,6 +878,7 @@ struct Update::Impl {
     positional_node = nullptr;
     positional_filter.reset();
     positional_elem_match.reset();
+    positional_negated = false;
     renames.clear();
   }
 
@@ -1412,6 +1416,7 @@ Status Update::BindQuery(const Document& filter) {
   if (impl.positional_node == nullptr) return Status::OK();
   impl.positional_filter.reset();
   impl.positional_elem_match.reset();
+  impl.positional_negated = false;
   // The top-level predicates on the array, renamed onto {"x": element};
   // an $elemMatch on the array itself (MongoDB's way to name one element by
   // several fields) onto {"x": [element]}, where it holds for that element.
@@ -1437,7 +1442,29 @@ Status Update::BindQuery(const Document& filter) {
         continue;
       }
       std::string renamed = "x" + std::string(key.substr(prefix.size()));
-      bson_append_iter(&f, renamed.data(), static_cast<int>(renamed.size()), &it);
+      const std::string_view first = FirstKey(bson_iter_value(&it));
+      if (first.empty() || first[0] != '$') {  // a value: an equality
+        bson_append_iter(&f, renamed.data(), static_cast<int>(renamed.size()), &it);
+        continue;
+      }
+      // {a: {$ne: 5}} says no element is 5, so it names no element: taken
+      // element by element it would name the first that is not 5 (MongoDB's
+      // manual, $ (update), "Negations"). The other operators still do.
+      bson_t kept;
+      bson_init(&kept);
+      bson_iter_recurse(&it, &op);
+      while (bson_iter_next(&op)) {
+        const std::string_view name = Key(&op);
+        if (name == "$ne" || name == "$nin" || name == "$not") {
+          impl.positional_negated = true;
+          continue;
+        }
+        bson_append_iter(&kept, name.data(), static_cast<int>(name.size()), &op);
+      }
+      if (!bson_empty(&kept)) {
+        bson_append_document(&f, renamed.data(), static_cast<int>(renamed.size()), &kept);
+      }
+      bson_destroy(&kept);
     }
   }
   Status s;
@@ -1525,6 +1552,12 @@ Status Update::Impl::Prepare(const uint8_t* doc, size_t len, const UpdateContext
   if (positional_node != nullptr) {
     const std::string path = positional_prefix + ".$";
     bson_value_t arr;
+    if (positional_filter == nullptr && positional_elem_match == nullptr && positional_negated) {
+      return Status::InvalidArgument(
+          "the positional operator cannot name an element from a negation ($ne, $nin, $not) of "
+          "the array in the query",
+          path);
+    }
     if ((positional_filter == nullptr && positional_elem_match == nullptr) ||
         !LookupPath(doc, len, positional_prefix, &arr) || arr.value_type != BSON_TYPE_ARRAY) {
       return PositionalUnmatched(path);

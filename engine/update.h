@@ -79,8 +79,10 @@ class Update {
   // "$") that the filter's top-level predicates on that array ("a": ...,
   // "a.x": ...) all match. With one predicate this is MongoDB's rule; with
   // several MongoDB's answer is undocumented and this takes the first
-  // element matching all. InvalidArgument for a filter the filter code
-  // refuses. A no-op without a positional $.
+  // element matching all. A negation ($ne, $nin, $not) names no element:
+  // it holds for the whole array (MongoDB's manual, "Negations"); inside
+  // $elemMatch it holds for one. InvalidArgument for a filter the filter
+  // code refuses. A no-op without a positional $.
   Status BindQuery(const Document& filter);
 
   // Writes the updated document into *out (keeps _id first and unchanged).
@@ -89,7 +91,8 @@ class Update {
   // $push/$addToSet/$pop/$pull/$pullAll of a non-array, a $rename whose
   // source or target lies in an array, a positional $ with no matching
   // element ("the positional operator did not find the match needed from
-  // the query"); or the result over kMaxDocumentSize or nested too deep.
+  // the query") or only a negation of the array to name it by; or the
+  // result over kMaxDocumentSize or nested too deep.
   // Apply(doc, len, out, fast_paths) is Apply with an UpdateContext of
   // those fast_paths (and the clock).
   Status Apply(const uint8_t* doc, size_t len, std::string* out, bool fast_paths = true) const;

@@ -340,7 +340,9 @@ class Transaction {
   //   $pop (1 / -1) $pull (a value; a condition such as {$gte: 6}; a query
   //   on document elements) $pullAll, and the positional $ ("a.$",
   //   "a.$.x"): the first element of array a that the filter's top-level
-  //   predicates on a ("a": ..., "a.x": ..., "a": {$elemMatch: ...}) match.
+  //   predicates on a ("a": ..., "a.x": ..., "a": {$elemMatch: ...}) match;
+  //   a negation there ($ne, $nin, $not; not inside $elemMatch) holds for
+  //   the whole array and names no element (MongoDB's rule).
   // Not supported (InvalidArgument naming it): $bit, $[] and
   // $[<identifier>], the positional $ in an upsert's insert.
   // Errors: InvalidArgument for a bad filter (as Find) or update, naming the
@@ -348,8 +350,9 @@ class Transaction {
   // or one inside the other), $inc/$mul of a non-number (Decimal128
   // included: not supported there) or an int64 overflow, $push/$addToSet/$pop/$pull/$pullAll of a
   // non-array, a $rename to itself or along its own path or through an array, a path through a
-  // non-document, a positional $ the filter gives no element for, a change
-  // of _id, a replacement document given to UpdateMany (MongoDB's rule);
+  // non-document, a positional $ the filter gives no element for (or only
+  // a negation), a change of _id, a replacement document given to
+  // UpdateMany (MongoDB's rule);
   // AlreadyExists for a unique index violation or an upsert's
   // duplicate _id. Nothing is changed when UpdateOne returns an error;
   // UpdateMany may have updated earlier documents in this transaction

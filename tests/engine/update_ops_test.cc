@@ -400,6 +400,34 @@ TEST_CASE("Update: the positional $", "[update]") {
   CHECK_FALSE(Update::Parse(D(R"({"$set": {"a.b": 1}})")).value().has_positional());
 }
 
+TEST_CASE("Update: the positional $ names no element from a negation", "[update]") {
+  // Found by an outside test: element 0 was updated. {a: {$ne: 5}} says no
+  // element is 5; taken element by element it named the first one that is
+  // not (MongoDB's manual, $ (update), "Negations": refused).
+  ExpectError(R"({"_id": 1, "a": [1, 2, 3]})", R"({"$set": {"a.$": 9}})",
+              "positional operator cannot name an element from a negation ($ne, $nin, $not)",
+              R"({"a": {"$ne": 5}})");
+  ExpectError(R"({"_id": 2, "a": [{"x": 1}, {"x": 2}]})", R"({"$set": {"a.$.y": 9}})", "negation",
+              R"({"_id": 2, "a.x": {"$nin": [7]}})");
+  ExpectError(R"({"_id": 3, "a": [1, 2, 3]})", R"({"$inc": {"a.$": 100}})", "a.$",
+              R"({"_id": 3, "a": {"$not": {"$gt": 5}}})");
+  // Beside a negation, another predicate on the array names the element.
+  CHECK(Apply(R"({"_id": 1, "a": [1, 2, 3]})", R"({"$set": {"a.$": 0}})",
+              R"({"a": {"$ne": 5, "$gte": 2}})") == J(R"({"_id": 1, "a": [1, 0, 3]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [{"x": 1}, {"x": 2}]})", R"({"$set": {"a.$.y": 9}})",
+              R"({"a.x": {"$nin": [7]}, "a": {"$elemMatch": {"x": 2}}})") ==
+        J(R"({"_id": 1, "a": [{"x": 1}, {"x": 2, "y": 9}]})"));
+  // Inside $elemMatch a negation holds for the one element it names.
+  CHECK(Apply(R"({"_id": 1, "a": [1, 2, 3]})", R"({"$set": {"a.$": 0}})",
+              R"({"a": {"$elemMatch": {"$ne": 1}}})") == J(R"({"_id": 1, "a": [1, 0, 3]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [{"x": 1}, {"x": 2}]})", R"({"$set": {"a.$.y": 9}})",
+              R"({"a": {"$elemMatch": {"x": {"$not": {"$lt": 2}}}}})") ==
+        J(R"({"_id": 1, "a": [{"x": 1}, {"x": 2, "y": 9}]})"));
+  // A negation of another field leaves the array's predicate alone.
+  CHECK(Apply(R"({"_id": 1, "a": [1, 2, 3], "b": 0})", R"({"$set": {"a.$": 0}})",
+              R"({"b": {"$ne": 1}, "a": 3})") == J(R"({"_id": 1, "a": [1, 2, 0], "b": 0})"));
+}
+
 TEST_CASE("Update: operators on paths through arrays and non-documents", "[update]") {
   CHECK(Apply(R"({"_id": 1, "a": [[1], [2]]})", R"({"$push": {"a.1": 3}})") ==
         J(R"({"_id": 1, "a": [[1], [2, 3]]})"));
