@@ -379,6 +379,60 @@ void Append(bson_t* out, std::string_view key, const bson_value_t* v) {
   bson_append_value(out, key.data(), static_cast<int>(key.size()), v);
 }
 
+// _id's rule for a stored document, MongoDB's: any value but an array,
+// undefined or a regex.
+Status CheckIdValue(const bson_value_t* id) {
+  switch (id->value_type) {
+    case BSON_TYPE_ARRAY:
+    case BSON_TYPE_UNDEFINED:
+    case BSON_TYPE_REGEX:
+      return Status::InvalidArgument("_id cannot be an array, undefined or a regex");
+    default:
+      return Status::OK();
+  }
+}
+
+// The document with `id` as its first field and no other _id, into *out
+// (`id` may point into *out: it is read before *out is written).
+Status WithIdFirst(const uint8_t* doc, size_t len, const bson_value_t* id, std::string* out) {
+  bson_t result;
+  bson_init(&result);
+  Append(&result, "_id", id);
+  bson_iter_t it;
+  if (bson_iter_init_from_data(&it, doc, len)) {
+    while (bson_iter_next(&it)) {
+      if (Key(&it) == "_id") continue;
+      bson_append_iter(&result, bson_iter_key(&it), static_cast<int>(bson_iter_key_len(&it)), &it);
+    }
+  }
+  Status s = SizeOk(result.len);
+  if (s.ok()) *out = Bytes(&result);
+  bson_destroy(&result);
+  return s;
+}
+
+// The top-level _id element, type byte to end of value ("" without one).
+std::string_view IdElement(const uint8_t* doc, size_t len) {
+  bson_iter_t it;
+  if (!bson_iter_init_from_data(&it, doc, len) || !FindKey(&it, "_id")) return {};
+  const char* start = bson_iter_key(&it) - 1;
+  return std::string_view(start, reinterpret_cast<const char*>(it.raw) + it.next_off - start);
+}
+
+// MongoDB's immutable _id: an update may name it ($set to its own value,
+// $inc by 0, $setOnInsert on a match) but not change it, or the stored
+// document would leave its primary key. Compared as bytes, type included:
+// $set {_id: 1.0} of _id 1 is refused rather than stored as a double.
+// A document without _id (an upsert's from a filter without one) takes any.
+Status IdUnchanged(const uint8_t* before, size_t before_len, const std::string& after) {
+  const std::string_view old_id = IdElement(before, before_len);
+  if (old_id.empty()) return Status::OK();
+  if (IdElement(reinterpret_cast<const uint8_t*>(after.data()), after.size()) != old_id) {
+    return Status::InvalidArgument("the update would change the immutable field _id");
+  }
+  return Status::OK();
+}
+
 // What applying an update to one document needs beyond the tree, worked
 // out before the one pass (Update::Impl::Prepare).
 struct ApplyState {
@@ -850,6 +904,7 @@ struct Update::Impl {
   std::string replacement_doc;  // BSON
   PathTree tree;
   bool top_level = false;  // only $set/$unset of top-level fields
+  bool names_id = false;   // a path is _id or below it: Apply checks it is unchanged
   // The positional $: the path before it, its node in the tree, and the
   // predicates of the bound query on that array, as a filter on {"x":
   // element} (null: the query has none).
@@ -874,6 +929,7 @@ struct Update::Impl {
     replacement_doc.clear();
     tree.Reset(&pool);
     top_level = false;
+    names_id = false;
     positional_prefix.clear();
     positional_node = nullptr;
     positional_filter.reset();
@@ -973,6 +1029,8 @@ constexpr OperatorName kOperatorNames[] = {
     {"$pullAll", PathTree::kPullAll},
     {"$rename", PathTree::kRenameFrom},
 };
+
+bool IsIdPath(std::string_view path) { return path == "_id" || path.substr(0, 4) == "_id."; }
 
 // Checks an update path's parts: none empty, none starting with '$' but a
 // positional "$" after the first part (at most one; *prefix receives the
@@ -1307,8 +1365,10 @@ Status Update::Impl::Parse(const bson_t* update) {
     }
     while (bson_iter_next(&fields)) {
       std::string_view path = Key(&fields);
-      if (path == "_id" || path.substr(0, 4) == "_id.") {
-        return Status::InvalidArgument("cannot modify _id");
+      // Other paths may name _id (Apply refuses a change of it); a $rename
+      // always would change it, removing it or giving it another's value.
+      if (op == PathTree::kRenameFrom && IsIdPath(path)) {
+        return Status::InvalidArgument("$rename cannot move the immutable field _id", path);
       }
       MMDOC_RETURN_IF_ERROR(CheckUpdatePath(path, &prefix));
       const bson_value_t* v = bson_iter_value(&fields);
@@ -1326,8 +1386,9 @@ Status Update::Impl::Parse(const bson_t* update) {
         if (!to_prefix.empty() || rename_to.find('\0') != std::string::npos) {
           return Status::InvalidArgument("$rename does not take the positional $", rename_to);
         }
-        if (rename_to == "_id" || rename_to.substr(0, 4) == "_id.") {
-          return Status::InvalidArgument("cannot modify _id");
+        if (IsIdPath(rename_to)) {
+          return Status::InvalidArgument("$rename cannot replace the immutable field _id",
+                                         rename_to);
         }
         if (rename_to == path) {
           return Status::InvalidArgument("$rename to the same field", path);
@@ -1393,6 +1454,7 @@ Status Update::Impl::Parse(const bson_t* update) {
     for (const std::string& p : parts) n = n->Find(p);
     positional_node = n;
   }
+  names_id = tree.Find("_id") != nullptr;
   // The common shape {$set/$unset: {top-level fields}} is applied by
   // splicing bytes (see SpliceTopLevel).
   top_level = true;
@@ -1623,7 +1685,8 @@ Status Update::Apply(const uint8_t* doc, size_t len, const UpdateContext& contex
   }
   if (context.fast_paths && !impl_->replacement && impl_->top_level) {
     SpliceTopLevel(impl_->tree, doc, len, out);
-    return SizeOk(out->size());
+    MMDOC_RETURN_IF_ERROR(SizeOk(out->size()));
+    return impl_->names_id ? IdUnchanged(doc, len, *out) : Status::OK();
   }
   if (!impl_->replacement) {
     (void)TakeRegexMatchError();  // $pull's and the positional $'s filters
@@ -1631,6 +1694,7 @@ Status Update::Apply(const uint8_t* doc, size_t len, const UpdateContext& contex
     MMDOC_RETURN_IF_ERROR(impl_->Prepare(doc, len, context, &st));
     Status s = impl_->ApplyOperators(doc, len, st, out);
     if (Status e = TakeRegexMatchError(); !e.ok()) return e;
+    if (s.ok() && impl_->names_id) s = IdUnchanged(doc, len, *out);
     return s;
   }
   // _id stays first and unchanged; a replacement may repeat it, not change
@@ -1759,7 +1823,18 @@ Status Update::UpsertDocument(const Document& filter, const UpdateContext& conte
   if (!impl_->replacement) {
     UpdateContext c = context;
     c.inserting = true;
-    return Apply(base_data, base.size(), c, out);
+    MMDOC_RETURN_IF_ERROR(Apply(base_data, base.size(), c, out));
+    // An _id the update gave ($set, $setOnInsert) was appended, and one
+    // from the filter may follow other fields: first, as an insert has it.
+    const auto* data = reinterpret_cast<const uint8_t*>(out->data());
+    bson_iter_t it, first;
+    if (!bson_iter_init_from_data(&it, data, out->size()) || !FindKey(&it, "_id")) {
+      return Status::OK();
+    }
+    MMDOC_RETURN_IF_ERROR(CheckIdValue(bson_iter_value(&it)));
+    bson_iter_init_from_data(&first, data, out->size());
+    if (bson_iter_next(&first) && Key(&first) == "_id") return Status::OK();
+    return WithIdFirst(data, out->size(), bson_iter_value(&it), out);
   }
   // A replacement: itself, with the filter's _id when it has none.
   bson_value_t filter_id, own_id;
@@ -1946,14 +2021,7 @@ Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id) {
   bson_value_t fresh;
   const bson_value_t* idv = &existing;
   if (LookupPath(in.data(), in.size(), "_id", &existing)) {
-    switch (existing.value_type) {
-      case BSON_TYPE_ARRAY:
-      case BSON_TYPE_UNDEFINED:
-      case BSON_TYPE_REGEX:
-        return Status::InvalidArgument("_id cannot be an array, undefined or a regex");
-      default:
-        break;
-    }
+    MMDOC_RETURN_IF_ERROR(CheckIdValue(&existing));
   } else {
     fresh.value_type = BSON_TYPE_OID;
     bson_oid_init(&fresh.value.v_oid, nullptr);
@@ -1971,23 +2039,9 @@ Status PrepareForInsert(const Document& in, std::string* out_bson, Value* id) {
       return Status::OK();
     }
   }
-  bson_t result;
-  bson_init(&result);
-  Append(&result, "_id", idv);
-  bson_iter_t it;
-  if (bson_iter_init_from_data(&it, in.data(), in.size())) {
-    while (bson_iter_next(&it)) {
-      if (Key(&it) == "_id") continue;
-      bson_append_iter(&result, bson_iter_key(&it), static_cast<int>(bson_iter_key_len(&it)), &it);
-    }
-  }
-  Status s = SizeOk(result.len);
-  if (s.ok()) {
-    *out_bson = Bytes(&result);
-    if (id != nullptr) *id = Value::FromBsonValue(idv);
-  }
-  bson_destroy(&result);
-  return s;
+  MMDOC_RETURN_IF_ERROR(WithIdFirst(in.data(), in.size(), idv, out_bson));
+  if (id != nullptr) *id = Value::FromBsonValue(idv);
+  return Status::OK();
 }
 
 }  // namespace mmdoc::engine

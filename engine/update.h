@@ -12,7 +12,7 @@
 //
 // Paths are dotted ("a.b.c"); a numeric part addresses an array element.
 // Two paths of one update may not be equal or one a prefix of the other
-// (MongoDB's "conflict"). _id cannot be changed.
+// (MongoDB's "conflict"). An update may name _id but not change it.
 //
 // Thread safety: a parsed Update is immutable once BindQuery (if it is
 // called) has returned, and may then be applied from many threads.
@@ -56,10 +56,10 @@ class Update {
   // $push's $each not an array, $slice or $position not an integer, $pop
   // other than 1 or -1, $pullAll without an array, $rename to a non-string,
   // $currentDate other than a boolean or {$type: "date"|"timestamp"}); a
-  // $pull condition the filter code refuses; an update of _id; conflicting
-  // paths (also a $rename's source and target); a $rename to itself or along
-  // its own path; more than one '$' in a path, '$' first, or '$' on two
-  // different arrays. Values, regex values included, are stored as given
+  // $pull condition the filter code refuses; a $rename from or to _id;
+  // conflicting paths (also a $rename's source and target); a $rename to
+  // itself or along its own path; more than one '$' in a path, '$' first,
+  // or '$' on two different arrays. Values, regex values included, are stored as given
   // (filters refuse regex values instead).
   static Result<Update> Parse(const bson_t* update);
   static Result<Update> Parse(const Document& update);
@@ -91,8 +91,11 @@ class Update {
   // $push/$addToSet/$pop/$pull/$pullAll of a non-array, a $rename whose
   // source or target lies in an array, a positional $ with no matching
   // element ("the positional operator did not find the match needed from
-  // the query") or only a negation of the array to name it by; or the
-  // result over kMaxDocumentSize or nested too deep.
+  // the query") or only a negation of the array to name it by; an update
+  // that would change _id (its bytes, type included: $set {_id: 1.0} of
+  // _id 1 is refused, $set {_id: 1} or $inc {_id: 0} is not; "the update
+  // would change the immutable field _id"); or the result over
+  // kMaxDocumentSize or nested too deep.
   // Apply(doc, len, out, fast_paths) is Apply with an UpdateContext of
   // those fast_paths (and the clock).
   Status Apply(const uint8_t* doc, size_t len, std::string* out, bool fast_paths = true) const;
@@ -103,11 +106,13 @@ class Update {
   // rule: the filter's equalities ({a: v}, {a: {$eq: v}}, {a: {$in: [v]}},
   // also inside $and and a one-clause $or; dotted paths make subdocuments;
   // other operators give nothing) with the update applied as for an insert
-  // ($setOnInsert applies). A replacement gives the replacement, with the
-  // filter's _id equality when it has no _id. Without _id when neither gives
-  // one (inserting adds an ObjectId). InvalidArgument for two equalities on
-  // one path or along one path ("a" and "a.b"), a replacement whose _id
-  // differs from the filter's, a positional $, or as Apply.
+  // ($setOnInsert applies), _id first: the filter's, else one the update
+  // sets. A replacement gives the replacement, with the filter's _id
+  // equality when it has no _id. Without _id when neither gives one
+  // (inserting adds an ObjectId). InvalidArgument for two equalities on
+  // one path or along one path ("a" and "a.b"), an update or replacement
+  // whose _id differs from the filter's, an _id that is an array,
+  // undefined or a regex, a positional $, or as Apply.
   Status UpsertDocument(const Document& filter, const UpdateContext& context,
                         std::string* out) const;
 

@@ -87,8 +87,8 @@ struct UpdateOptions {
   // filter's equality fields ({a: 1}, {a: {$eq: 1}}, {"a.b": 1} as
   // {a: {b: 1}}, also inside $and; other operators such as $gt give
   // nothing) with the update applied to them, $setOnInsert included, or for
-  // a replacement the replacement with the filter's _id; an ObjectId _id
-  // when neither gives one.
+  // a replacement the replacement with the filter's _id; _id the filter's,
+  // else one the update sets ($set, $setOnInsert), else an ObjectId.
   // Default: false.
   bool upsert = false;
 };
@@ -343,6 +343,8 @@ class Transaction {
   //   predicates on a ("a": ..., "a.x": ..., "a": {$elemMatch: ...}) match;
   //   a negation there ($ne, $nin, $not; not inside $elemMatch) holds for
   //   the whole array and names no element (MongoDB's rule).
+  // An update may name _id ($set to its own value, $setOnInsert); an
+  // upsert may take _id from it.
   // Not supported (InvalidArgument naming it): $bit, $[] and
   // $[<identifier>], the positional $ in an upsert's insert.
   // Errors: InvalidArgument for a bad filter (as Find) or update, naming the
@@ -351,7 +353,8 @@ class Transaction {
   // included: not supported there) or an int64 overflow, $push/$addToSet/$pop/$pull/$pullAll of a
   // non-array, a $rename to itself or along its own path or through an array, a path through a
   // non-document, a positional $ the filter gives no element for (or only
-  // a negation), a change of _id, a replacement document given to
+  // a negation), a change of _id (of its bytes: 1.0 for 1 too) or an
+  // upsert's _id other than the filter's, a replacement document given to
   // UpdateMany (MongoDB's rule);
   // AlreadyExists for a unique index violation or an upsert's
   // duplicate _id. Nothing is changed when UpdateOne returns an error;

@@ -212,7 +212,8 @@ TEST_CASE("Update: $setOnInsert applies only when inserting", "[update]") {
   CHECK(Document::FromTrustedBytes(out).ToJson() ==
         J(R"({"_id": 1, "a": 2, "b": {"c": 3}, "x": 1})"));
   ExpectError(R"({"_id": 1})", R"({"$setOnInsert": {"a": 1}, "$set": {"a": 2}})", "conflicting");
-  ExpectError(R"({"_id": 1})", R"({"$setOnInsert": {"_id": 2}})", "_id");
+  // Not inserting, it leaves _id alone: MongoDB allows it.
+  CHECK(Apply(R"({"_id": 1})", R"({"$setOnInsert": {"_id": 2}})") == J(R"({"_id": 1})"));
 }
 
 TEST_CASE("Update: $push, $each, $position, $slice, $sort", "[update]") {

@@ -124,8 +124,8 @@ TEST_CASE("Update: bad updates", "[update]") {
   bad(R"({"$inc": {"a": {"$regex": "x"}}})", "$inc needs a number");
   bad(R"({"$set": {"a": 1}, "b": 2})", "mix");
   bad(R"({"$set": 5})", "$set");
-  bad(R"({"$set": {"_id": 5}})", "_id");
-  bad(R"({"$inc": {"_id.x": 5}})", "_id");
+  bad(R"({"$rename": {"_id": "a"}})", "$rename cannot move the immutable field _id");
+  bad(R"({"$rename": {"a": "_id.x"}})", "$rename cannot replace the immutable field _id");
   bad(R"({"$set": {"a": 1, "a.b": 2}})", "conflicting");
   bad(R"({"$set": {"a.b": 1}, "$unset": {"a": 1}})", "conflicting");
   bad(R"({"$set": {"a": 1}, "$inc": {"a": 1}})", "conflicting");
@@ -134,6 +134,45 @@ TEST_CASE("Update: bad updates", "[update]") {
   bad(R"({"$unset": {"": 1}})", "an empty update path is not valid");
   bad(R"({"$set": {"a": {"$x": 1}}})", "$x");
   bad(R"({"a": {"$x": 1}})", "field names must not start with '$': $x");
+}
+
+TEST_CASE("Update: _id may be named, not changed", "[update]") {
+  // Found by an outside test: any update naming _id was refused. MongoDB
+  // refuses only one that would change it; unchanged means the same bytes
+  // here (type included), so the stored _id and its key stay as they were.
+  auto apply = [](const std::string& doc, const std::string& update, bool fast) {
+    auto u = Update::Parse(D(update));
+    if (!u.ok()) return "parse error: " + u.status().message();
+    Document d = D(doc);
+    std::string out;
+    Status s = u.value().Apply(d.data(), d.size(), &out, fast);
+    if (!s.ok()) return "error: " + s.message();
+    return Document::FromTrustedBytes(out).ToJson();
+  };
+  for (bool fast : {true, false}) {
+    CAPTURE(fast);
+    const std::string doc = R"({"_id": 1, "a": 1})";
+    CHECK(apply(doc, R"({"$set": {"_id": 1, "a": 2}})", fast) == J(R"({"_id": 1, "a": 2})"));
+    CHECK(apply(doc, R"({"$set": {"a": 2, "_id": 1}})", fast) == J(R"({"_id": 1, "a": 2})"));
+    for (const char* same :
+         {R"({"$inc": {"_id": 0}})", R"({"$min": {"_id": 5}})", R"({"$max": {"_id": 0}})",
+          R"({"$mul": {"_id": 1}})", R"({"$setOnInsert": {"_id": 2}})"}) {
+      CAPTURE(same);
+      CHECK(apply(doc, same, fast) == J(doc));
+    }
+    CHECK(apply(R"({"_id": {"x": 1, "y": 2}})", R"({"$set": {"_id.x": 1}})", fast) ==
+          J(R"({"_id": {"x": 1, "y": 2}})"));
+    for (const char* change :
+         {R"({"$set": {"_id": 2, "a": 2}})", R"({"$set": {"_id": 1.0}})",
+          R"({"$set": {"_id": {"$numberLong": "1"}}})", R"({"$inc": {"_id": 1}})",
+          R"({"$inc": {"_id": 0.0}})", R"({"$max": {"_id": 5}})", R"({"$unset": {"_id": 1}})",
+          R"({"$currentDate": {"_id": true}})"}) {
+      CAPTURE(change);
+      CHECK(apply(doc, change, fast) == "error: the update would change the immutable field _id");
+    }
+    CHECK(apply(R"({"_id": {"x": 1}})", R"({"$set": {"_id.y": 1}})", fast) ==
+          "error: the update would change the immutable field _id");
+  }
 }
 
 TEST_CASE("Update: the top-level splice gives the general rewrite's bytes", "[update]") {

@@ -63,6 +63,83 @@ TEST_CASE("upsert: inserts the filter's equalities with the update applied", "[u
         Json(J(R"({"_id": 5, "a": 1, "c": {"d": "x"}, "e": 2, "n": 2, "f": 3})")));
 }
 
+TEST_CASE("upsert and update: _id from the update, or left as it is", "[update][upsert]") {
+  // Found by an outside test: every update naming _id was refused. MongoDB
+  // refuses only a change of an existing _id, or an upsert's _id other
+  // than the filter's.
+  TestDB db(Fast());
+  struct Case {
+    const char* filter;
+    const char* update;
+    const char* inserted;
+  };
+  for (const Case& c : {
+           Case{R"({"name": "x"})", R"({"$setOnInsert": {"_id": 8}, "$set": {"n": 1}})",
+                R"({"_id": 8, "name": "x", "n": 1})"},
+           Case{R"({"name": "y"})", R"({"$set": {"_id": 9}})", R"({"_id": 9, "name": "y"})"},
+           Case{R"({"_id": 7})", R"({"$set": {"_id": 7, "b": 1}})", R"({"_id": 7, "b": 1})"},
+           Case{R"({"name": "z", "_id": 6})", R"({"$set": {"b": 1}})",
+                R"({"_id": 6, "name": "z", "b": 1})"},
+       }) {
+    CAPTURE(c.filter, c.update);
+    auto r = db->UpdateOne("c", J(c.filter), J(c.update), Upsert());
+    REQUIRE(r.ok());
+    REQUIRE(r->upserted_id.has_value());
+    // _id first, as an insert stores it.
+    CHECK(Json(db->Get("c", *r->upserted_id).value()) == Json(J(c.inserted)));
+  }
+  // Through FindOneAndUpdate too, returning the new document.
+  FindAndModifyOptions after;
+  after.upsert = true;
+  after.return_after = true;
+  auto f = db->FindOneAndUpdate("c", J(R"({"name": "w"})"), J(R"({"$set": {"_id": 5}})"), after);
+  REQUIRE(f.ok());
+  REQUIRE(f.value().has_value());
+  CHECK(Json(*f.value()) == Json(J(R"({"_id": 5, "name": "w"})")));
+  CHECK(db->Count("c").value() == 5);
+
+  // Refused, nothing inserted: the filter's _id and the update's differ, or
+  // the update's is no _id at all.
+  for (const Case& c : {
+           Case{R"({"_id": 7, "k": 1})", R"({"$set": {"_id": 70}})", "immutable field _id"},
+           Case{R"({"_id": 70})", R"({"$setOnInsert": {"_id": 71}})", "immutable field _id"},
+           Case{R"({"name": "v"})", R"({"$set": {"_id": [1]}})", "_id cannot be an array"},
+           Case{R"({"name": "v"})", R"({"$push": {"_id": 1}})", "_id cannot be an array"},
+       }) {
+    CAPTURE(c.filter, c.update);
+    auto r = db->UpdateOne("c", J(c.filter), J(c.update), Upsert());
+    CHECK(r.status().IsInvalidArgument());
+    CHECK(r.status().message().find(c.inserted) != std::string::npos);
+  }
+  CHECK(db->Count("c").value() == 5);
+
+  // An existing document: named but unchanged is fine, changed is refused
+  // and leaves it (and every other document) as it was.
+  auto r = db->UpdateOne("c", J(R"({"_id": 9})"), J(R"({"$set": {"_id": 9, "a": 2}})"));
+  REQUIRE(r.ok());
+  CHECK(r->modified == 1);
+  r = db->UpdateOne("c", J(R"({"_id": 9})"), J(R"({"$inc": {"_id": 0}, "$min": {"a": 5}})"));
+  REQUIRE(r.ok());
+  CHECK(r->matched == 1);
+  CHECK(r->modified == 0);
+  CHECK(Json(db->Get("c", V("9")).value()) == Json(J(R"({"_id": 9, "name": "y", "a": 2})")));
+  r = db->UpdateOne("c", J(R"({"_id": 9})"), J(R"({"$set": {"_id": 10, "a": 3}})"));
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(r.status().message() == "the update would change the immutable field _id");
+  // UpdateMany: _id 7 keeps its _id, _id 8 would not; nothing changes.
+  r = db->UpdateMany("c", J(R"({"_id": {"$in": [7, 8]}})"), J(R"({"$set": {"_id": 7, "m": 1}})"));
+  CHECK(r.status().IsInvalidArgument());
+  CHECK(db->Count("c", J(R"({"m": 1})")).value() == 0);
+  auto f2 = db->FindOneAndUpdate("c", J(R"({"_id": 8})"), J(R"({"$inc": {"_id": 1}})"));
+  CHECK(f2.status().IsInvalidArgument());
+  CHECK(Json(db->Get("c", V("9")).value()) == Json(J(R"({"_id": 9, "name": "y", "a": 2})")));
+  CHECK(Json(db->Get("c", V("8")).value()) == Json(J(R"({"_id": 8, "name": "x", "n": 1})")));
+  CHECK(db->Count("c").value() == 5);
+  // A replacement may repeat _id, as before.
+  REQUIRE(db->UpdateOne("c", J(R"({"_id": 7})"), J(R"({"_id": 7, "r": 1})")).ok());
+  CHECK(Json(db->Get("c", V("7")).value()) == Json(J(R"({"_id": 7, "r": 1})")));
+}
+
 TEST_CASE("upsert: a regex in the filter is a pattern, not a value to insert", "[update][upsert]") {
   TestDB db(Fast());
   auto r = db->UpdateOne("c", J(R"({"_id": 8, "name": {"$regex": "^a"}, "k": 1})"),
