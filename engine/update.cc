@@ -12,10 +12,11 @@
 // Operator updates are applied in one pass over the original document: the
 // update's paths form a tree (PathTree), and Rewrite copies the document
 // element by element, replacing, dropping or descending where the tree says,
-// then appends the fields the tree still holds (in the update's order) at
-// the end of their subdocument. So untouched fields keep their order and
-// bytes. What one pass cannot see is worked out first (ApplyState): the
-// values $rename moves and the element the positional $ names.
+// then appends the fields the tree still holds (in MongoDB's order: see
+// SortChildren) at the end of their subdocument. So untouched fields keep
+// their order and bytes. What one pass cannot see is worked out first
+// (ApplyState): the values $rename moves and the element the positional $
+// names.
 //
 // Arrays: a numeric path part addresses an array element ("a.1"); $set past
 // the end pads with nulls, as MongoDB does. Operators that create a field
@@ -196,7 +197,8 @@ std::string OperandDoc(const bson_value_t* v) {
 }
 
 // The paths of an update or projection as a tree, children in the order
-// they were first named. A positional $ is a child named "$".
+// they were first named (an update's then sorted: SortChildren). A
+// positional $ is a child named "$".
 struct PathTree {
   enum Op {
     kNone,
@@ -948,7 +950,7 @@ namespace {
 // Applies an update of top-level $set/$unset only by copying the document's
 // elements as bytes and splicing in the new ones, without libbson building
 // a new document, which cost most of a one-field update. Gives the same bytes as Rewrite: fields
-// keep their place, $set of a missing field appends it in update order.
+// keep their place, $set of a missing field appends it in the tree's order.
 void SpliceTopLevel(const PathTree& tree, const uint8_t* doc, size_t len, std::string* out) {
   out->clear();
   out->reserve(len + 64);
@@ -1297,6 +1299,40 @@ int StoredDepth(const PathTree& leaf, const bson_value_t* v) {
 
 size_t PathParts(std::string_view path) { return std::count(path.begin(), path.end(), '.') + 1; }
 
+// A field name MongoDB orders as a number: digits, no leading 0.
+bool NumberName(std::string_view name) {
+  return IsNumeric(name) && (name.size() == 1 || name[0] != '0');
+}
+
+// Puts the children of `n`, at every level, in the order MongoDB 5.0+
+// applies an update's fields, so that the fields an update creates are
+// appended in it: names by their bytes, and among themselves names that
+// are numbers by value ("9" before "10"), in the places the bytes give
+// them. (MongoDB compares a number with a name by bytes, an order that is
+// not total: "9" < "10" < "1a" < "9"; this one is.) Sorts in place, with
+// no allocation but for two or more number names.
+void SortChildren(PathTree* n) {
+  auto& c = n->children;
+  for (auto& child : c) SortChildren(child.second.get());
+  if (c.size() < 2) return;
+  std::sort(c.begin(), c.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  if (std::count_if(c.begin(), c.end(), [](const auto& x) { return NumberName(x.first); }) < 2) {
+    return;
+  }
+  std::vector<size_t> places;
+  std::vector<std::pair<std::string, std::unique_ptr<PathTree>>> numbers;
+  for (size_t i = 0; i < c.size(); i++) {
+    if (!NumberName(c[i].first)) continue;
+    places.push_back(i);
+    numbers.push_back(std::move(c[i]));
+  }
+  // Without leading zeros, a shorter number is the smaller.
+  std::sort(numbers.begin(), numbers.end(), [](const auto& x, const auto& y) {
+    return x.first.size() != y.first.size() ? x.first.size() < y.first.size() : x.first < y.first;
+  });
+  for (size_t k = 0; k < places.size(); k++) c[places[k]] = std::move(numbers[k]);
+}
+
 }  // namespace
 
 Update::Update(Kind) : impl_(std::make_unique<Impl>()) {}
@@ -1447,6 +1483,7 @@ Status Update::Impl::Parse(const bson_t* update) {
       }
     }
   }
+  SortChildren(&tree);
   if (!positional_prefix.empty()) {
     std::vector<std::string> parts;
     MMDOC_RETURN_IF_ERROR(SplitPath(positional_prefix, &parts));

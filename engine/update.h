@@ -12,7 +12,9 @@
 //
 // Paths are dotted ("a.b.c"); a numeric part addresses an array element.
 // Two paths of one update may not be equal or one a prefix of the other
-// (MongoDB's "conflict"). An update may name _id but not change it.
+// (MongoDB's "conflict"). An update may name _id but not change it. The
+// fields it creates are appended in MongoDB 5.0+'s order: names by their
+// bytes, number names ("9", "10") by value, whatever the update's order.
 //
 // Thread safety: a parsed Update is immutable once BindQuery (if it is
 // called) has returned, and may then be applied from many threads.

@@ -343,8 +343,9 @@ class Transaction {
   //   predicates on a ("a": ..., "a.x": ..., "a": {$elemMatch: ...}) match;
   //   a negation there ($ne, $nin, $not; not inside $elemMatch) holds for
   //   the whole array and names no element (MongoDB's rule).
-  // An update may name _id ($set to its own value, $setOnInsert); an
-  // upsert may take _id from it.
+  // Fields an update creates come in MongoDB 5.0+'s order: names by their
+  // bytes, number names ("9", "10") by value. An update may name _id ($set
+  // to its own value, $setOnInsert); an upsert may take _id from it.
   // Not supported (InvalidArgument naming it): $bit, $[] and
   // $[<identifier>], the positional $ in an upsert's insert.
   // Errors: InvalidArgument for a bad filter (as Find) or update, naming the
