@@ -179,23 +179,19 @@ Status DBImpl::NotWriting(const char* what) {
 
 namespace {
 
-// Forks of this process since the library first opened a database: a
-// child's count is one higher than its parent's was at the fork.
-std::atomic<uint64_t> process_forks{0};
-void CountFork() { process_forks.fetch_add(1, std::memory_order_relaxed); }
+// A child's count is one higher than its parent's was at the fork.
+void CountFork() { DBImpl::forks_.fetch_add(1, std::memory_order_relaxed); }
 
-// What every DB call checks first.
-Status Usable(const DBImpl* impl) {
-  if (impl == nullptr) return DBImpl::ClosedError();
-  if (impl->Forked()) return impl->ForkedError();
-  return Status::OK();
+// What every DB call checks first: closed, or in a child forked after the
+// open; then UnusableError says which.
+bool Unusable(const DBImpl* impl) { return impl == nullptr || impl->Forked(); }
+Status UnusableError(const DBImpl* impl) {
+  return impl == nullptr ? DBImpl::ClosedError() : impl->ForkedError();
 }
 
 }  // namespace
 
-bool DBImpl::Forked() const {
-  return process_forks.load(std::memory_order_relaxed) != forks_at_open_;
-}
+std::atomic<uint64_t> DBImpl::forks_{0};
 
 Status DBImpl::ForkedError() const {
   return Status::InvalidArgument(path_,
@@ -219,7 +215,7 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
   Result<std::string> resolved = FileSystemOf(options)->Resolve(path);
   if (!resolved.ok()) return resolved.status();
   std::unique_ptr<DBImpl> db(new DBImpl(*resolved, options));
-  db->forks_at_open_ = process_forks.load(std::memory_order_relaxed);
+  db->forks_at_open_ = forks_.load(std::memory_order_relaxed);
   if (new_db_id != nullptr) std::copy(new_db_id, new_db_id + 2, db->new_db_id_);
   uint64_t budget = options.write_buffer_size;
   // The variable replaces the default only: a size the caller chose stays.
@@ -1006,7 +1002,7 @@ Result<std::unique_ptr<DB>> DB::Open(std::string_view path, const Options& optio
 }
 
 Result<std::unique_ptr<Transaction>> DB::Begin(const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   auto t = impl_->Begin(o);
   if (!t.ok()) return t.status();
   t.value()->CountOpen();
@@ -1014,7 +1010,7 @@ Result<std::unique_ptr<Transaction>> DB::Begin(const WriteOptions& o) {
 }
 
 Result<std::unique_ptr<Transaction>> DB::BeginRead() {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   auto t = impl_->BeginRead();
   if (!t.ok()) return t.status();
   t.value()->CountOpen();
@@ -1052,23 +1048,23 @@ Status InWrite(DBImpl* db, const WriteOptions& o, Fn fn) {
 }  // namespace
 
 Status DB::Insert(std::string_view c, const Document& doc, Value* id, const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Insert(c, doc, id); });
 }
 
 Result<Document> DB::Get(std::string_view c, const Value& id) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return impl_->Get(c, id);
 }
 
 Result<Document> DB::GetBy(std::string_view c, std::string_view field, const Value& value) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return impl_->GetBy(c, field, value);
 }
 
 Status DB::Replace(std::string_view c, const Value& id, const Document& doc,
                    const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Replace(c, id, doc); });
 }
 
@@ -1105,42 +1101,42 @@ Result<uint64_t> DeleteIn(DBImpl* db, std::string_view c, const Document& filter
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, UpdateOptions(), o);
 }
 
 Result<UpdateResult> DB::UpdateOne(std::string_view c, const Document& filter,
                                    const Document& update, const UpdateOptions& uo,
                                    const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/false, uo, o);
 }
 
 Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const Document& update, const UpdateOptions& uo,
                                     const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, uo, o);
 }
 
 Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Delete(c, id); });
 }
 
 Result<uint64_t> DB::DeleteOne(std::string_view c, const Document& filter, const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return DeleteIn(impl_.get(), c, filter, /*many=*/false, o);
 }
 
 Result<uint64_t> DB::DeleteMany(std::string_view c, const Document& filter, const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return DeleteIn(impl_.get(), c, filter, /*many=*/true, o);
 }
 
@@ -1148,7 +1144,7 @@ Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const D
                                                      const Document& update,
                                                      const FindAndModifyOptions& fo,
                                                      const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   std::optional<Document> doc;
   Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
     auto r = t->FindOneAndModify(c, filter, &update, fo);
@@ -1163,7 +1159,7 @@ Result<std::optional<Document>> DB::FindOneAndUpdate(std::string_view c, const D
 Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const Document& filter,
                                                      const FindAndModifyOptions& fo,
                                                      const WriteOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   std::optional<Document> doc;
   Status s = InWrite(impl_.get(), o, [&](TransactionImpl* t) {
     auto r = t->FindOneAndModify(c, filter, nullptr, fo);
@@ -1177,7 +1173,7 @@ Result<std::optional<Document>> DB::FindOneAndDelete(std::string_view c, const D
 
 Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filter,
                                        const FindOptions& options) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InRead(impl_.get(), [&](TransactionImpl* t) -> Result<std::vector<Document>> {
     auto cur = t->Find(c, filter, options);
     if (!cur.ok()) return cur.status();
@@ -1190,75 +1186,75 @@ Result<std::vector<Document>> DB::Find(std::string_view c, const Document& filte
 }
 
 Result<uint64_t> DB::Count(std::string_view c, const Document& filter) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Count(c, filter); });
 }
 
 Result<std::vector<Value>> DB::Distinct(std::string_view c, std::string_view field,
                                         const Document& filter) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->Distinct(c, field, filter); });
 }
 
 Status DB::CreateCollection(std::string_view c) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateCollection(c); });
 }
 
 Status DB::DropCollection(std::string_view c) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->DropCollection(c); });
 }
 
 Result<std::vector<std::string>> DB::ListCollections() {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InRead(impl_.get(), [](TransactionImpl* t) { return t->ListCollections(); });
 }
 
 Status DB::CreateIndex(std::string_view c, std::string_view f, const IndexOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, f, o); });
 }
 
 Status DB::CreateIndex(std::string_view c, const std::vector<IndexKey>& keys,
                        const IndexOptions& o) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->CreateIndex(c, keys, o); });
 }
 
 Status DB::DropIndex(std::string_view c, std::string_view f) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InWrite(impl_.get(), WriteOptions(),
                  [&](TransactionImpl* t) { return t->DropIndex(c, f); });
 }
 
 Result<std::vector<IndexInfo>> DB::ListIndexes(std::string_view c) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return InRead(impl_.get(), [&](TransactionImpl* t) { return t->ListIndexes(c); });
 }
 
 Status DB::Check(CheckReport* report) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return impl_->Check(report);
 }
 Result<DBStats> DB::Stats(const StatsOptions& options) {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return impl_->Stats(options);
 }
 Status DB::Flush() {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return impl_->Flush();
 }
 Status DB::Checkpoint() {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return impl_->Checkpoint();
 }
 Status DB::Compact() {
-  MMDOC_RETURN_IF_ERROR(Usable(impl_.get()));
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return impl_->Compact();
 }
 const std::string& DB::path() const { return path_; }

@@ -166,8 +166,11 @@ class DBImpl {
   // Whether this process is a child forked after the open. The handle's
   // threads, locks, snapshots and file lock are the parent's: DB refuses
   // every call with ForkedError, and closes without touching the files.
-  bool Forked() const;
+  bool Forked() const { return forks_.load(std::memory_order_relaxed) != forks_at_open_; }
   Status ForkedError() const;
+  // Forks of this process since the library first opened a database (a
+  // pthread_atfork handler counts them in the child).
+  static std::atomic<uint64_t> forks_;
 
   Result<std::unique_ptr<TransactionImpl>> Begin(const WriteOptions& wo, bool replaying = false);
   // A read transaction; a spare one EndRead kept is renewed when there is

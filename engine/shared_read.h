@@ -64,6 +64,14 @@ class SharedReads {
   // slots): the caller takes a snapshot of its own.
   bool Pin(const SharedRead** state, size_t* slot);
   void Unpin(size_t slot) { slots_[slot].state.store(nullptr, std::memory_order_release); }
+  // Counts a read through `slot` (pinned): true for one read in 64, which
+  // asks what is too costly to ask on every read (the pager's file check).
+  bool OneIn64(size_t slot) {
+    std::atomic<uint32_t>& n = slots_[slot].reads;
+    const uint32_t r = n.load(std::memory_order_relaxed) + 1;  // only the pinning thread writes
+    n.store(r, std::memory_order_relaxed);
+    return (r & 63) == 1;
+  }
 
   // For the one thread that builds or retires states at a time.
   storage::Mutex* mu() MMDOC_RETURN_CAPABILITY(mu_) { return &mu_; }
@@ -88,6 +96,7 @@ class SharedReads {
  private:
   struct alignas(64) Slot {
     std::atomic<const SharedRead*> state{nullptr};
+    std::atomic<uint32_t> reads{0};  // OneIn64
   };
   bool Pinned(const SharedRead* s) const;
 

@@ -278,9 +278,13 @@ Status DBImpl::BeginPointRead(PointRead* r) {
     size_t slot;
     if (!reads_->Pin(&s, &slot)) break;  // every slot taken
     if (s != nullptr && (settled || Current(*s))) {
-      if (Status here = s->pager->CheckReadable(); !here.ok()) {
-        reads_->Unpin(slot);
-        return here;
+      // A file overwritten under readers alone is noticed within 64 reads
+      // of a slot and CheckReadable's interval; once noticed, every read fails.
+      if (s->pager->file_lost() || reads_->OneIn64(slot)) {
+        if (Status here = s->pager->CheckReadable(); !here.ok()) {
+          reads_->Unpin(slot);
+          return here;
+        }
       }
       r->txn = s->txn.get();
       r->view = &s->view;
