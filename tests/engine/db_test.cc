@@ -758,6 +758,16 @@ TEST_CASE("a second open of the same file is refused", "[engine]") {
   CHECK(second.status().ToString().find(db.path()) != std::string::npos);
 }
 
+TEST_CASE("Result's * reads a temporary and a const one, as std::optional's", "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1})")).ok());
+  const uint64_t n = *db->Count("c");  // moved out of the temporary
+  CHECK(n == 1);
+  const Result<uint64_t> kept = db->Count("c");
+  CHECK(*kept == 1);
+  CHECK((*db->Get("c", V("1"))) == J(R"({"_id": 1})"));
+}
+
 TEST_CASE("a path that is empty or holds a NUL byte is refused, and no file made", "[engine]") {
   test::TempDir dir;
   CHECK(DB::Open("").status().IsInvalidArgument());
