@@ -405,9 +405,9 @@ class Pager {
   // reads fail too. (A file moved, replaced or removed stops the commits
   // only: the map still holds this database's file.) Any thread, no lock.
   virtual bool file_lost() const = 0;
-  // What a read on the snapshot it already holds asks first: at most every
-  // 100 ms it looks whether the file was overwritten (as commits and new
-  // read txns do); the error once it was. Any thread.
+  // What a new read txn asks, and a point read on the shared snapshot one
+  // time in 64: at most every 100 ms it looks whether the file was
+  // overwritten (as commits do); the error once it was. Any thread.
   virtual Status CheckReadable() = 0;
   // Commits a write txn that put into pages the changes of every record up
   // to `through_txid`; the first record after it starts at `next` (LogHead
