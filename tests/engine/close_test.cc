@@ -65,6 +65,15 @@ std::unique_ptr<DB> OpenBesideOther(const std::string& path, const std::string& 
   return db;
 }
 
+// Writes `other`'s bytes over `path` without cutting it short, as a copy
+// program does once it has truncated (a read past a shorter end is SIGBUS).
+void OverwriteInPlace(const std::string& path, const std::string& other) {
+  const std::string bytes = ReadFile(other);
+  REQUIRE(bytes.size() <= std::filesystem::file_size(path));
+  std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
 // A database a program keeps in a global and closes from its destructor,
 // which runs after the main thread's thread_local objects are destroyed.
 struct ClosedAtExit {
@@ -255,14 +264,7 @@ TEST_CASE(
     Options o;
     o.write_buffer_size = buffer;
     auto db = OpenBesideOther(path, other, o);
-    // Written over the file without cutting it short, as a copy program
-    // does once it has truncated (a read past a shorter end is SIGBUS).
-    const std::string bytes = ReadFile(other);
-    {
-      REQUIRE(bytes.size() <= std::filesystem::file_size(path));
-      std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
+    OverwriteInPlace(path, other);
     // Commits stop within the check's interval (100 ms). Before that, one
     // that reads the stranger's pages fails with Corruption, or commits.
     const auto start = std::chrono::steady_clock::now();
@@ -306,11 +308,7 @@ TEST_CASE("close: a data file overwritten in place under readers alone fails the
     o.write_buffer_size = buffer;
     auto db = OpenBesideOther(path, other, o);
     REQUIRE(db->Get("c", V("7")).ok());  // the point reads' shared snapshot
-    const std::string bytes = ReadFile(other);
-    {
-      std::fstream out(path, std::ios::binary | std::ios::in | std::ios::out);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    }
+    OverwriteInPlace(path, other);
     // No commit: the reads alone notice, within the check's interval.
     const auto start = std::chrono::steady_clock::now();
     Status s;
