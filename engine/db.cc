@@ -304,16 +304,13 @@ Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, b
   // then failed on its mode.
   if (!IsDurability(d))
     return Status::InvalidArgument("WriteOptions::durability is not a known mode");
-  {
-    storage::MutexLock l(&turn_mu_);
-    writers_asked_++;
-  }
+  writers_asked_.fetch_add(1);
   auto served = [&] {
-    {
-      storage::MutexLock l(&turn_mu_);
-      writers_served_++;
+    writers_served_.fetch_add(1);
+    if (compact_waiting_.load() != 0) {
+      storage::MutexLock l(&turn_mu_);  // not between Compact's check and its Wait
+      turn_cv_.SignalAll();
     }
-    turn_cv_.SignalAll();
   };
   if (buffered() && !replaying) {
     // A buffered write txn reads a snapshot and writes no page until it
@@ -720,8 +717,10 @@ Status DBImpl::Compact() {
   {
     // The writers waiting now go first (see turn_mu_); later ones wait.
     storage::MutexLock l(&turn_mu_);
-    const uint64_t waiting = writers_asked_;
-    while (writers_served_ < waiting) turn_cv_.Wait();
+    compact_waiting_.fetch_add(1);
+    const uint64_t waiting = writers_asked_.load();
+    while (writers_served_.load() < waiting) turn_cv_.Wait();
+    compact_waiting_.fetch_sub(1);
   }
   if (!buffered()) return CompactPages();
   // Every buffered change into the pages, and writers kept out until the

@@ -444,10 +444,15 @@ class DBImpl {
   // came (they got it, or an error): Compact lets the writers already
   // waiting go first, so that back-to-back compactions cannot starve them
   // (each swap would otherwise hand the new file to the next Compact).
+  // Atomics, so that a writer's Begin takes no lock: a writer signals
+  // turn_cv_ only while a Compact waits on it (compact_waiting_), and the
+  // sequentially consistent store-then-load on each side means one of the
+  // two sees the other.
   storage::Mutex turn_mu_;
   storage::CondVar turn_cv_{&turn_mu_};
-  uint64_t writers_asked_ MMDOC_GUARDED_BY(turn_mu_) = 0;
-  uint64_t writers_served_ MMDOC_GUARDED_BY(turn_mu_) = 0;
+  std::atomic<uint64_t> writers_asked_{0};
+  std::atomic<uint64_t> writers_served_{0};
+  std::atomic<int> compact_waiting_{0};
   // Finished read transactions (EndRead); declared after pager_, so they
   // go first. Each holds no snapshot.
   static constexpr size_t kSpareReads = 8;
@@ -562,7 +567,7 @@ struct WriteState {
   std::shared_ptr<const CatalogCache> cache;  // published (buffered: begun on)
   std::unique_ptr<index::Catalog> catalog;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls;
-  WriteBuffers buffers;
+  std::unique_ptr<WriteBuffers> buffers;  // a pointer, so that keeping it costs no moves
 };
 
 class TransactionImpl {
@@ -700,6 +705,11 @@ class TransactionImpl {
   void Renew(std::unique_ptr<storage::Txn> txn, std::shared_ptr<const CatalogCache> cache);
 
  private:
+  // The write buffers, made on first use (a kept state brings its own).
+  WriteBuffers& Buf() {
+    if (bufs_ == nullptr) bufs_ = std::make_unique<WriteBuffers>();
+    return *bufs_;
+  }
   Status Writable();
   // A buffered write txn that must change pages: merges the buffer, begins
   // a page-writing txn and redoes its own operations so far in it (from
@@ -779,7 +789,7 @@ class TransactionImpl {
   Status CheckKeySizes(CollState* c, std::string_view pk, const KeySets& new_keys);
   // Takes back what InsertPrepared wrote before it found a duplicate in
   // index `index`: the primary entry, the entries of the indexes before it
-  // and the first `keys` keys of its own (buf_.new_keys).
+  // and the first `keys` keys of its own (Buf().new_keys).
   Status UndoInsert(CollState* c, std::string_view pk, size_t index, size_t keys);
   // Key sizes, and unique indexes against entries of other documents
   // (keys in *old_keys, the document's own, are not conflicts).
@@ -789,7 +799,7 @@ class TransactionImpl {
   // Calls fn(pk, document) -> Status for what `filter` matches (the first
   // only unless many), stopping at the first error; fn may change the
   // collection's trees. A filter {_id: v} names at most one document, which
-  // fn gets as its bytes in the page (pk in buf_.pk); other matches are
+  // fn gets as its bytes in the page (pk in Buf().pk); other matches are
   // copied first, since changing trees under a cursor would invalidate it.
   // *c is the collection (it may not exist). Defined in transaction.cc.
   template <typename Fn>
@@ -819,7 +829,7 @@ class TransactionImpl {
   bool counted_ = false;  // see CountOpen
   Status poisoned_;
   std::map<std::string, std::unique_ptr<CollState>, std::less<>> colls_;
-  WriteBuffers buf_;                          // log record, scratch strings, index keys
+  std::unique_ptr<WriteBuffers> bufs_;        // log record, scratch strings, index keys (Buf)
   std::shared_ptr<index::WriteBuffer> wbuf_;  // a buffered write txn's buffer
   std::unique_ptr<WriteState> state_shell_;   // the kept state taken, emptied: KeepBufferedState's
   std::vector<char> skip_index_;              // ReplaceAt: indexes the update cannot change

@@ -447,8 +447,8 @@ void TransactionImpl::ReuseWriteState(std::unique_ptr<WriteState> s) {
   catalog_ = std::move(s->catalog);
   catalog_->Rebind(txn_.get());
   colls_ = std::move(s->colls);
-  buf_ = std::move(s->buffers);
-  buf_.log.clear();
+  bufs_ = std::move(s->buffers);
+  if (bufs_) bufs_->log.clear();
 }
 
 void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s,
@@ -458,15 +458,15 @@ void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s,
   // The same cache object: no merge or page commit published since, so the
   // trees' roots and runs are the ones the states were built on.
   if (!s || s->cache == nullptr || s->cache != cache_) return;
-  for (const auto& [name, c] : s->colls) {
+  for (auto& [name, c] : s->colls) {
     auto hit = cache_->colls.find(name);
     if (hit == cache_->colls.end() || hit->second.index_roots.size() != c->index_trees.size() ||
         hit->second.primary_root != c->primary->tree()->root())
-      return;
+      return;  // the whole state is dropped, so the counts set so far do not matter
+    c->meta.count = hit->second.meta.count;
   }
   for (auto& [name, c] : s->colls) {
     for (auto& t : c->owned) t->Rebind(txn_.get());
-    c->meta.count = cache_->colls.find(name)->second.meta.count;
     c->meta_dirty = false;
     // While unchanged, the filters this writer got are current.
     const uint64_t filters = wbuf_->filters_version();
@@ -480,8 +480,8 @@ void TransactionImpl::ReuseBufferedState(std::unique_ptr<WriteState> s,
     CountBuffered(c.get());
   }
   colls_ = std::move(s->colls);
-  buf_ = std::move(s->buffers);
-  buf_.log.clear();
+  bufs_ = std::move(s->buffers);
+  if (bufs_) bufs_->log.clear();
   s->colls.clear();
   s->cache.reset();
   state_shell_ = std::move(s);
@@ -495,7 +495,7 @@ void TransactionImpl::KeepBufferedState() {
   keep->colls.swap(colls_);
   for (auto it = keep->colls.begin(); it != keep->colls.end();)
     it = it->second->exists ? std::next(it) : keep->colls.erase(it);
-  keep->buffers = std::move(buf_);
+  keep->buffers = std::move(bufs_);
   db_->KeepWriteState(std::move(keep));
 }
 
@@ -571,11 +571,11 @@ Status TransactionImpl::Poison(Status s) {
 
 void TransactionImpl::Log(LogOp op, std::string_view coll, std::string_view arg) {
   if (replaying_) return;
-  buf_.log.push_back(static_cast<char>(op));
-  PutFixed32(&buf_.log, static_cast<uint32_t>(coll.size()));
-  buf_.log.append(coll);
-  PutFixed32(&buf_.log, static_cast<uint32_t>(arg.size()));
-  buf_.log.append(arg);
+  Buf().log.push_back(static_cast<char>(op));
+  PutFixed32(&Buf().log, static_cast<uint32_t>(coll.size()));
+  Buf().log.append(coll);
+  PutFixed32(&Buf().log, static_cast<uint32_t>(arg.size()));
+  Buf().log.append(arg);
 }
 
 std::unique_ptr<index::BufferedTree> TransactionImpl::Layer(index::BTree* t, std::string_view name,
@@ -929,8 +929,8 @@ Status TransactionImpl::CheckKeys(CollState* c, std::string_view pk, std::string
 // second time. A Put that finds a duplicate changes nothing, so only the entries this
 // insert wrote before it are taken back out (UndoInsert).
 Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std::string_view pk) {
-  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, bson, &buf_.new_keys));
-  MMDOC_RETURN_IF_ERROR(CheckKeySizes(c, pk, buf_.new_keys));
+  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, bson, &Buf().new_keys));
+  MMDOC_RETURN_IF_ERROR(CheckKeySizes(c, pk, Buf().new_keys));
   Status s = c->primary->Put(pk, bson, index::PutMode::kInsert);
   if (s.IsAlreadyExists()) {
     bson_value_t id;
@@ -938,10 +938,10 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
     return Status::AlreadyExists("duplicate _id", Value::FromBsonValue(&id).ToJson());
   }
   if (!s.ok()) return Poison(s);
-  std::string& entry = buf_.entry;
+  std::string& entry = Buf().entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    const std::vector<std::string>& keys = buf_.new_keys[i];
+    const std::vector<std::string>& keys = Buf().new_keys[i];
     for (size_t j = 0; j < keys.size(); j++) {
       entry.assign(keys[j]);
       if (!m.unique) entry.append(pk);
@@ -957,19 +957,19 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
       if (!s.ok()) return Poison(s);
     }
   }
-  for (size_t i = 0; i < c->meta.indexes.size(); i++) NoteKeyCount(c, i, buf_.new_keys[i].size());
+  for (size_t i = 0; i < c->meta.indexes.size(); i++) NoteKeyCount(c, i, Buf().new_keys[i].size());
   c->meta.count++;
   c->meta_dirty = true;
   return Status::OK();
 }
 
 Status TransactionImpl::UndoInsert(CollState* c, std::string_view pk, size_t index, size_t keys) {
-  std::string& entry = buf_.entry;
+  std::string& entry = Buf().entry;
   for (size_t i = 0; i <= index; i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    const size_t n = i < index ? buf_.new_keys[i].size() : keys;
+    const size_t n = i < index ? Buf().new_keys[i].size() : keys;
     for (size_t j = 0; j < n; j++) {
-      entry.assign(buf_.new_keys[i][j]);
+      entry.assign(Buf().new_keys[i][j]);
       if (!m.unique) entry.append(pk);
       Status s = c->index_trees[i]->Delete(entry);
       if (!s.ok()) return Poison(s);
@@ -982,8 +982,8 @@ Status TransactionImpl::UndoInsert(CollState* c, std::string_view pk, size_t ind
 
 Status TransactionImpl::Insert(std::string_view coll, const Document& doc, Value* id) {
   MMDOC_RETURN_IF_ERROR(Writable());
-  std::string& bson = buf_.doc;
-  std::string& pk = buf_.pk;
+  std::string& bson = Buf().doc;
+  std::string& pk = Buf().pk;
   auto prepare = [&]() -> Status {
     MMDOC_RETURN_IF_ERROR(engine::PrepareForInsert(doc, &bson, id));
     bson_value_t idv;
@@ -999,7 +999,7 @@ Status TransactionImpl::Insert(std::string_view coll, const Document& doc, Value
   const uint64_t states = states_;
   MMDOC_RETURN_IF_ERROR(Collection(coll, true, &c));
   // Creating the collection may have moved a buffered txn onto the pages
-  // (ToPages), which redoes its inserts through buf_: bson and pk then
+  // (ToPages), which redoes its inserts through Buf(): bson and pk then
   // hold the last of them, not this document.
   if (states_ != states) MMDOC_RETURN_IF_ERROR(prepare());
   MMDOC_RETURN_IF_ERROR(InsertPrepared(c, bson, pk));
@@ -1017,15 +1017,15 @@ Status TransactionImpl::ReplaceAt(CollState* c, std::string_view pk, std::string
     skip = &skip_index_;
   }
   // Keys first: old_doc may point into a page the primary Put rewrites.
-  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, old_doc, &buf_.old_keys, skip));
-  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, new_doc, &buf_.new_keys, skip));
-  MMDOC_RETURN_IF_ERROR(CheckKeys(c, pk, new_doc, buf_.new_keys, &buf_.old_keys));
-  std::string& entry = buf_.entry;
+  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, old_doc, &Buf().old_keys, skip));
+  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, new_doc, &Buf().new_keys, skip));
+  MMDOC_RETURN_IF_ERROR(CheckKeys(c, pk, new_doc, Buf().new_keys, &Buf().old_keys));
+  std::string& entry = Buf().entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     if (skip != nullptr && (*skip)[i]) continue;  // keys unchanged
     const IndexMeta& m = c->meta.indexes[i];
-    const std::vector<std::string>& olds = buf_.old_keys[i];
-    const std::vector<std::string>& news = buf_.new_keys[i];
+    const std::vector<std::string>& olds = Buf().old_keys[i];
+    const std::vector<std::string>& news = Buf().new_keys[i];
     NoteKeyCount(c, i, news.size());
     if (olds == news) continue;
     for (const std::string& k : olds) {
@@ -1100,7 +1100,7 @@ Status TransactionImpl::ForEachMatch(std::string_view coll, const Document& filt
   if (!(*c)->exists) return Status::OK();
   if (by_id) {
     // Not copied first: fn reads it in place, as ReplaceAt and DeleteAt allow.
-    std::string& pk = buf_.pk;
+    std::string& pk = Buf().pk;
     pk.clear();
     engine::AppendKey(&idv, &pk);
     if (pk.size() > index::kMaxKeySize) return Status::OK();
@@ -1136,7 +1136,7 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
   // large update into one of its own, so that the kept one stays small.
   constexpr size_t kKeptUpdateBytes = 64 << 10;
   std::unique_ptr<engine::Update> own;
-  std::unique_ptr<engine::Update>& slot = update.size() <= kKeptUpdateBytes ? buf_.update : own;
+  std::unique_ptr<engine::Update>& slot = update.size() <= kKeptUpdateBytes ? Buf().update : own;
   if (slot == nullptr) slot = std::make_unique<engine::Update>();
   engine::Update& u = *slot;
   {
@@ -1153,7 +1153,7 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
   const engine::UpdateContext context;
   CollState* c;
   UpdateResult r;
-  std::string& out = buf_.doc;
+  std::string& out = Buf().doc;
   MMDOC_RETURN_IF_ERROR(ForEachMatch(
       coll, filter, many, &c, [&](std::string_view pk, std::string_view doc) -> Status {
         r.matched++;
@@ -1179,11 +1179,11 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
 }
 
 Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc) {
-  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, old_doc, &buf_.old_keys));
-  std::string& entry = buf_.entry;
+  MMDOC_RETURN_IF_ERROR(ComputeKeys(c, old_doc, &Buf().old_keys));
+  std::string& entry = Buf().entry;
   for (size_t i = 0; i < c->meta.indexes.size(); i++) {
     const IndexMeta& m = c->meta.indexes[i];
-    for (const std::string& k : buf_.old_keys[i]) {
+    for (const std::string& k : Buf().old_keys[i]) {
       entry.assign(k);
       if (!m.unique) entry.append(pk);
       // A key of the document just read: live, with no descent to prove it.
@@ -1202,7 +1202,7 @@ Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_
 Status TransactionImpl::Delete(std::string_view coll, const Value& id) {
   MMDOC_RETURN_IF_ERROR(Writable());
   CollState* c;
-  std::string& pk = buf_.pk;  // its memory kept between calls
+  std::string& pk = Buf().pk;  // its memory kept between calls
   pk.clear();
   std::string_view old;
   MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &old));
@@ -1274,7 +1274,7 @@ Result<std::optional<Document>> TransactionImpl::FindOneAndModify(
   std::string pk;
   std::string_view doc;
   MMDOC_RETURN_IF_ERROR(FindById(coll, id_value, &c, &pk, &doc));
-  std::string& out = buf_.doc;
+  std::string& out = Buf().doc;
   out.clear();
   MMDOC_RETURN_IF_ERROR(
       u->Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), context, &out));
@@ -1508,7 +1508,7 @@ Status TransactionImpl::CommitBuffered() {
   }
   EndWrite();
   Status s;
-  std::vector<index::BufferChange>& changes = buf_.changes;  // KeepBufferedState keeps it
+  std::vector<index::BufferChange>& changes = Buf().changes;  // KeepBufferedState keeps it
   changes.clear();
   AppendChanges(&changes);
   // Operations that undid each other leave nothing to log: a record that
@@ -1518,13 +1518,13 @@ Status TransactionImpl::CommitBuffered() {
     storage::Pager::CommitTicket ticket;
     s = db_->RetryFailedMerge();
     if (s.ok()) s = db_->PrepareCommits(pager_.get());
-    if (s.ok()) s = pager_->AppendUnsynced(buf_.log, durability_, &txid, &ticket);
+    if (s.ok()) s = pager_->AppendUnsynced(Buf().log, durability_, &txid, &ticket);
     if (s.IsBusy()) {
       // The log is full of records waiting for their merge: merge them all
       // and checkpoint, then append again.
       db_->NoteLogFullMerge();
       s = db_->MergeAll(/*checkpoint=*/true);
-      if (s.ok()) s = pager_->AppendUnsynced(buf_.log, durability_, &txid, &ticket);
+      if (s.ok()) s = pager_->AppendUnsynced(Buf().log, durability_, &txid, &ticket);
       if (s.IsBusy()) {
         // Larger than the whole log: committed by a checkpoint instead.
         s = ToPages();
@@ -1564,7 +1564,7 @@ Status TransactionImpl::CommitBuffered() {
 Status TransactionImpl::PublishLogged(uint64_t txid,
                                       const std::vector<index::BufferChange>& changes) {
   try {
-    db_->PublishBuffered(wbuf_.get(), txid, changes, buf_.log.size());
+    db_->PublishBuffered(wbuf_.get(), txid, changes, Buf().log.size());
     return Status::OK();
   } catch (const std::bad_alloc&) {
     // Readers never see a commit published in part (the buffer's last txid
@@ -1611,8 +1611,8 @@ Status TransactionImpl::ToPages() {
   // Recovery into the buffer cannot write pages: the caller replays the
   // whole log into pages instead.
   if (replaying_) return Poison(Status::NotSupported("log record changes pages"));
-  const std::string payload = std::move(buf_.log);
-  buf_.log.clear();
+  const std::string payload = std::move(Buf().log);
+  Buf().log.clear();
   states_++;  // open cursors look their trees up again
   colls_.clear();
   catalog_.reset();
@@ -1730,7 +1730,7 @@ Status TransactionImpl::CommitPages() {
     if (replaying_) {
       s = pager_->CommitReplayed(txn_.get());
     } else {
-      s = txn_->Commit(buf_.log, durability_);
+      s = txn_->Commit(Buf().log, durability_);
     }
   }
   finished_ = true;
@@ -1761,7 +1761,7 @@ Status TransactionImpl::CommitPages() {
       }
       keep->catalog = std::move(catalog_);
       keep->colls = std::move(colls_);
-      keep->buffers = std::move(buf_);
+      keep->buffers = std::move(bufs_);
       db_->KeepWriteState(std::move(keep));
     }
   }
