@@ -198,6 +198,9 @@ class Projection {
 // this; so should any other path that stores a caller's document
 // (Replace). Allocates nothing unless a (sub)document has over 256 fields.
 Status CheckFieldNames(const uint8_t* doc, size_t len);
+// The same answer by libbson's walk alone (CheckFieldNames takes a faster
+// one for plain documents): for tests and the fuzzer to compare the two.
+Status CheckFieldNamesSlowly(const uint8_t* doc, size_t len);
 
 // Whether the '$' key of the element `it` holds is a DBRef's, in its place
 // ({$ref: "coll", $id: value[, $db: "db"], ...}: $ref a string right before

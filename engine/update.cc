@@ -131,6 +131,87 @@ Status CheckNamesIn(bson_iter_t* it, bool is_array, bool top) {
   return Status::OK();
 }
 
+// CheckFieldNames' common case without libbson's per-element checks (they
+// were a twelfth of a batch-1 insert): true when the (sub)document of `len`
+// bytes at `p`, at nesting level `depth`, is well formed, holds only the
+// types below, and has no name starting with '$' and, unless an array, no
+// name twice among at most kLinearKeys. False means "not sure", never
+// "bad": the libbson walk then decides and names the problem. Every
+// element the libbson walk would see is seen here, so true is its answer.
+bool PlainNames(const uint8_t* p, size_t len, bool is_array, int depth) {
+  if (depth > kMaxNestingDepth || len < 5 || storage::DecodeFixed32(p) != len || p[len - 1] != 0)
+    return false;
+  const size_t end = len - 1;  // the terminating NUL
+  std::string_view first[kLinearKeys];
+  size_t n = 0;
+  size_t i = 4;
+  while (i < end) {
+    const uint8_t type = p[i++];
+    const auto* nul = static_cast<const uint8_t*>(std::memchr(p + i, 0, end - i));
+    if (nul == nullptr) return false;
+    const std::string_view key(reinterpret_cast<const char*>(p + i), nul - (p + i));
+    i += key.size() + 1;
+    if (!key.empty() && key[0] == '$') return false;
+    if (!is_array) {
+      if (n == kLinearKeys) return false;
+      for (size_t k = 0; k < n; k++) {
+        if (first[k] == key) return false;
+      }
+      first[n++] = key;
+    }
+    const size_t rest = end - i;
+    size_t size;
+    switch (type) {
+      case BSON_TYPE_DOUBLE:
+      case BSON_TYPE_DATE_TIME:
+      case BSON_TYPE_TIMESTAMP:
+      case BSON_TYPE_INT64:
+        size = 8;
+        break;
+      case BSON_TYPE_INT32:
+        size = 4;
+        break;
+      case BSON_TYPE_BOOL:
+        size = 1;
+        break;
+      case BSON_TYPE_NULL:
+      case BSON_TYPE_UNDEFINED:
+      case BSON_TYPE_MINKEY:
+      case BSON_TYPE_MAXKEY:
+        size = 0;
+        break;
+      case BSON_TYPE_OID:
+        size = 12;
+        break;
+      case BSON_TYPE_DECIMAL128:
+        size = 16;
+        break;
+      case BSON_TYPE_UTF8:
+      case BSON_TYPE_CODE:
+      case BSON_TYPE_SYMBOL: {
+        if (rest < 4) return false;
+        const uint32_t l = storage::DecodeFixed32(p + i);
+        if (l < 1 || l > rest - 4 || p[i + 4 + l - 1] != 0) return false;
+        size = 4 + size_t{l};
+        break;
+      }
+      case BSON_TYPE_DOCUMENT:
+      case BSON_TYPE_ARRAY: {
+        if (rest < 5) return false;
+        const uint32_t l = storage::DecodeFixed32(p + i);
+        if (l > rest || !PlainNames(p + i, l, type == BSON_TYPE_ARRAY, depth + 1)) return false;
+        size = l;
+        break;
+      }
+      default:  // binary, regex, DBPointer, code with scope: the libbson walk
+        return false;
+    }
+    if (size > rest) return false;
+    i += size;
+  }
+  return true;
+}
+
 // A value an operator stores: below the top level wherever it goes.
 Status CheckValueNames(const bson_value_t* v) {
   if (v->value_type != BSON_TYPE_DOCUMENT && v->value_type != BSON_TYPE_ARRAY) {
@@ -874,6 +955,11 @@ Status Rewrite(bson_iter_t* it, const PathTree& n, bool is_array, const std::str
 }  // namespace
 
 Status CheckFieldNames(const uint8_t* doc, size_t len) {
+  if (PlainNames(doc, len, /*is_array=*/false, 1)) return Status::OK();
+  return CheckFieldNamesSlowly(doc, len);
+}
+
+Status CheckFieldNamesSlowly(const uint8_t* doc, size_t len) {
   bson_iter_t it;
   if (!bson_iter_init_from_data(&it, doc, len)) {
     return Status::InvalidArgument("invalid BSON document");
