@@ -707,9 +707,10 @@ class TransactionImpl {
  private:
   // The write buffers, made on first use (a kept state brings its own).
   WriteBuffers& Buf() {
-    if (bufs_ == nullptr) bufs_ = std::make_unique<WriteBuffers>();
+    if (__builtin_expect(bufs_ == nullptr, 0)) NewBuffers();
     return *bufs_;
   }
+  void NewBuffers();
   Status Writable();
   // A buffered write txn that must change pages: merges the buffer, begins
   // a page-writing txn and redoes its own operations so far in it (from

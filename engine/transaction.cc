@@ -539,6 +539,8 @@ void TransactionImpl::Renew(std::unique_ptr<storage::Txn> txn,
 
 TransactionImpl::~TransactionImpl() { Abort(); }
 
+void TransactionImpl::NewBuffers() { bufs_ = std::make_unique<WriteBuffers>(); }
+
 void TransactionImpl::SetView(index::BufferView view) {
   assert(colls_.empty());
   view_ = std::move(view);
