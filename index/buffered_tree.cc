@@ -354,6 +354,14 @@ Status BufferedTree::LiveBelow(std::string_view key, uint64_t hash, bool* live) 
   return s.ok() || s.IsNotFound() ? Status::OK() : s;
 }
 
+void BufferedTree::Prefetch(std::string_view key) const {
+  if (direct()) return;
+  const uint64_t hash = KeyHash(key);
+  for (const BufferTable* t : tables_) t->Prefetch(hash);
+  if (filters_.ready != nullptr) filters_.ready->Prefetch(hash);
+  if (filters_.building != nullptr) filters_.building->Prefetch(hash);
+}
+
 Status BufferedTree::Put(std::string_view key, std::string_view value, PutMode mode) {
   if (direct()) return tree_->Put(key, value, mode);
   MMDOC_RETURN_IF_ERROR(CheckKeyValue(key, value));

@@ -328,6 +328,14 @@ const BufferVersion* BufferTable::Find(std::string_view key, uint64_t hash,
   return n == nullptr ? nullptr : Visible(n, snapshot);
 }
 
+void BufferTable::Prefetch(uint64_t hash) const {
+  const HashSlots* s = rep_->slots.load(std::memory_order_acquire);
+  if (s == nullptr) return;
+  const size_t i = hash & s->mask;
+  __builtin_prefetch(&s->tag[i]);
+  __builtin_prefetch(&s->slot[i], /*rw=*/1);
+}
+
 int64_t BufferTable::CountDelta(uint64_t snapshot) const {
   const size_t i = rep_->MarkAfter(snapshot);
   return i == 0 ? 0 : rep_->marks[i - 1].count_delta;

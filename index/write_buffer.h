@@ -144,6 +144,10 @@ class BufferTable {
   }
   // The same, given `hash` = KeyHash(key).
   const BufferVersion* Find(std::string_view key, uint64_t hash, uint64_t snapshot) const;
+  // Starts loading the hash slot a Find or Add of `hash` reads and the
+  // one an Add writes, so that a writer's misses overlap (BufferedTree::
+  // Prefetch). A hint: any thread, no effect on what is found.
+  void Prefetch(uint64_t hash) const;
   // The net change in the number of live keys of the tree made by this
   // table's commits with txid <= snapshot (0 when none). O(log commits).
   int64_t CountDelta(uint64_t snapshot) const;
