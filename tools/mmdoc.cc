@@ -1,7 +1,11 @@
 // mmdoc: the command-line tool. `mmdoc COMMAND DB [args]`; `mmdoc --help`
 // lists the commands and `mmdoc COMMAND --help` explains one. This file
 // only parses the command line (CLI11); tools/commands.cc does the work.
+#include <bson/bson.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
@@ -428,10 +432,59 @@ int Main(int argc, char** argv) {
   return Fail(kExitBadInput, "usage", "no command (see mmdoc --help)");
 }
 
+// libbson aborts when an allocation fails, so under a memory limit a
+// document parsed at the wrong moment ended the tool with SIGABRT and no
+// message. The tool's allocator for libbson reports it as the one line and
+// exit status that main gives std::bad_alloc, and exits at once: every
+// commit already reported is in the log, as it would be after a kill.
+[[noreturn]] void LibbsonOutOfMemory() {
+  std::fflush(stdout);  // the answers already given (insert --echo)
+  static const char kLine[] =
+      "mmdoc: out of memory: what was committed before it stays (see mmdoc check)\n";
+  const ssize_t unused = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
+  (void)unused;
+  std::_Exit(kExitBadInput);
+}
+
+void* BsonMalloc(size_t n) {
+  void* p = std::malloc(n);
+  if (p == nullptr && n != 0) LibbsonOutOfMemory();
+  return p;
+}
+
+void* BsonCalloc(size_t count, size_t n) {
+  void* p = std::calloc(count, n);
+  if (p == nullptr && count != 0 && n != 0) LibbsonOutOfMemory();
+  return p;
+}
+
+void* BsonRealloc(void* mem, size_t n) {
+  void* p = std::realloc(mem, n);
+  if (p == nullptr && n != 0) LibbsonOutOfMemory();
+  return p;
+}
+
+void* BsonAlignedAlloc(size_t alignment, size_t n) {
+  void* p = nullptr;
+  if (posix_memalign(&p, std::max(alignment, sizeof(void*)), n) != 0) LibbsonOutOfMemory();
+  return p;
+}
+
+void UseReportingAllocatorForLibbson() {
+  bson_mem_vtable_t v = {};
+  v.malloc = BsonMalloc;
+  v.calloc = BsonCalloc;
+  v.realloc = BsonRealloc;
+  v.free = std::free;
+  v.aligned_alloc = BsonAlignedAlloc;
+  bson_mem_set_vtable(&v);
+}
+
 }  // namespace
 }  // namespace mmdoc::tool
 
 int main(int argc, char** argv) {
+  mmdoc::tool::UseReportingAllocatorForLibbson();
   // Past a file size limit (ulimit -f) a write then fails with EFBIG, an
   // error the command reports, instead of SIGXFSZ ending the tool unseen.
   std::signal(SIGXFSZ, SIG_IGN);
