@@ -47,11 +47,17 @@
 // Abort (or destroying it uncommitted) discards them. The DB's own
 // Insert/Get/... methods each run in a transaction of their own.
 //
-// Errors are Status values (mmdoc/status.h); nothing throws. A database
-// reports corruption as Corruption naming the page, and a failed write or
-// sync during commit makes every later write fail with the same status
-// until the database is reopened (reads go on). A disk that cannot hold a
-// write fails it with Full; writes go on once there is room.
+// Errors are Status values (mmdoc/status.h); nothing throws but a failed
+// allocation (below). A database reports corruption as Corruption naming the
+// page, and a failed write or sync during commit makes every later write fail
+// with the same status until the database is reopened (reads go on). A disk
+// that cannot hold a write fails it with Full; writes go on once there is room.
+// Memory that runs out while a logged commit is published or the buffer is
+// merged is an IOError that stops writes until a reopen (the commit is in the
+// log); elsewhere in mmdoc a failed allocation throws std::bad_alloc. libbson,
+// which holds documents, aborts the process on a failed allocation unless the
+// application gives it an allocator that does something else
+// (bson_mem_set_vtable; the mmdoc tool's reports it and exits with status 2).
 //
 // Thread safety: a DB may be used from many threads at once. A read
 // Transaction and a Cursor belong to one thread at a time; a write
