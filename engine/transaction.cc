@@ -934,11 +934,13 @@ Status TransactionImpl::InsertPrepared(CollState* c, std::string_view bson, std:
   // Each tree's unique check and filter update is a cache miss or two at a
   // large buffer: started together here, they overlap (and the primary's
   // with computing the keys) instead of coming one after another.
-  c->primary->Prefetch(pk);
+  // Trees that write pages (no buffer) have nothing to prefetch.
+  const bool prefetch = !c->primary->direct();
+  if (prefetch) c->primary->Prefetch(pk);
   MMDOC_RETURN_IF_ERROR(ComputeKeys(c, bson, &Buf().new_keys));
   MMDOC_RETURN_IF_ERROR(CheckKeySizes(c, pk, Buf().new_keys));
   std::string& entry = Buf().entry;
-  for (size_t i = 0; i < c->meta.indexes.size(); i++) {
+  for (size_t i = 0; prefetch && i < c->meta.indexes.size(); i++) {
     for (const std::string& key : Buf().new_keys[i]) {
       entry.assign(key);
       if (!c->meta.indexes[i].unique) entry.append(pk);

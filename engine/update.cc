@@ -131,8 +131,8 @@ Status CheckNamesIn(bson_iter_t* it, bool is_array, bool top) {
   return Status::OK();
 }
 
-// CheckFieldNames' common case without libbson's per-element checks (they
-// were a twelfth of a batch-1 insert): true when the (sub)document of `len`
+// CheckFieldNames' common case without libbson's per-element checks (884
+// of a batch-1 insert's 11,552 instructions went to them): true when the (sub)document of `len`
 // bytes at `p`, at nesting level `depth`, is well formed, holds only the
 // types below, and has no name starting with '$' and, unless an array, no
 // name twice among at most kLinearKeys. False means "not sure", never
