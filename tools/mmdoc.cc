@@ -437,12 +437,16 @@ int Main(int argc, char** argv) {
 // message. The tool's allocator for libbson reports it as the one line and
 // exit status that main gives std::bad_alloc, and exits at once: every
 // commit already reported is in the log, as it would be after a kill.
+// What main says of std::bad_alloc too; written here without allocating.
+constexpr char kOutOfMemory[] = "out of memory";
+constexpr char kOutOfMemoryDetail[] = "what was committed before it stays (see mmdoc check)";
+
 [[noreturn]] void LibbsonOutOfMemory() {
   std::fflush(stdout);  // the answers already given (insert --echo)
-  static const char kLine[] =
-      "mmdoc: out of memory: what was committed before it stays (see mmdoc check)\n";
-  const ssize_t unused = ::write(STDERR_FILENO, kLine, sizeof kLine - 1);
-  (void)unused;
+  for (const char* part : {"mmdoc: ", kOutOfMemory, ": ", kOutOfMemoryDetail, "\n"}) {
+    const ssize_t unused = ::write(STDERR_FILENO, part, std::strlen(part));
+    (void)unused;
+  }
   std::_Exit(kExitBadInput);
 }
 
@@ -501,8 +505,8 @@ int main(int argc, char** argv) {
     }
     return code;
   } catch (const std::bad_alloc&) {
-    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "out of memory",
-                             "what was committed before it stays (see mmdoc check)");
+    return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, mmdoc::tool::kOutOfMemory,
+                             mmdoc::tool::kOutOfMemoryDetail);
   } catch (const std::exception& e) {
     return mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "internal error", e.what());
   } catch (...) {
