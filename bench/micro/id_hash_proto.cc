@@ -123,6 +123,10 @@ struct Args {
 
 Args Parse(int argc, char** argv) {
   Args a;
+  if (argc % 2 == 0) {
+    std::fprintf(stderr, "mmdoc-idhashproto: %s needs a value\n", argv[argc - 1]);
+    std::exit(2);
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     const char* v = argv[i + 1];
