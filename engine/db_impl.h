@@ -248,9 +248,11 @@ class DBImpl {
     buffer()->Publish(txid, changes);
   }
   // Merges every change in the buffer into the pages; with `checkpoint`,
-  // then checkpoints (which may start the log over). REQUIRES: the writer
-  // token, so that nothing is published meanwhile.
-  Status MergeAll(bool checkpoint) MMDOC_EXCLUDES(merge_mu_);
+  // then checkpoints (which may start the log over). The runs of
+  // collection `keep_runs_of` (if named) are written but left unmerged, for
+  // a DeleteAll that frees them with its trees. REQUIRES: the writer token,
+  // so that nothing is published meanwhile.
+  Status MergeAll(bool checkpoint, std::string_view keep_runs_of = {}) MMDOC_EXCLUDES(merge_mu_);
   // A commit found the log full and merged everything (DBStats).
   void NoteLogFullMerge() { log_full_merges_.fetch_add(1, std::memory_order_relaxed); }
   // Commits merge txn `txn` of generation `gen`, whose next record starts
@@ -367,10 +369,10 @@ class DBImpl {
   // Merges runs into their trees in a write txn of its own
   // (TransactionImpl::MergeRuns): with `budget` 0 every run of each tree
   // that has `min_runs` or more; else a slice of about `budget` bytes, and
-  // *more when runs are left to merge. REQUIRES: merge_mu_, or Open before
-  // the merger.
-  Status MergeRunsNow(size_t min_runs, uint64_t budget = 0, bool* more = nullptr)
-      MMDOC_EXCLUDES(gen_mu_, cache_mu_);
+  // *more when runs are left to merge; the runs of collection `skip` stay
+  // as they are. REQUIRES: merge_mu_, or Open before the merger.
+  Status MergeRunsNow(size_t min_runs, uint64_t budget = 0, bool* more = nullptr,
+                      std::string_view skip = {}) MMDOC_EXCLUDES(gen_mu_, cache_mu_);
   // Whether the file holds any run.
   Status HasRuns(bool* any);
   // The merger thread's loop.
@@ -667,8 +669,9 @@ class TransactionImpl {
   // least `min_runs` (1: all). Else about `budget` bytes of pages: first
   // the merge under way, else a new one of all the runs of a tree that has
   // `min_runs`; the runs of a merge that stops there record where it
-  // stopped, and *more says so.
-  Status MergeRuns(size_t min_runs, uint64_t budget, std::vector<std::string>* dropped, bool* more);
+  // stopped, and *more says so. The runs of collection `skip` are left.
+  Status MergeRuns(size_t min_runs, uint64_t budget, std::vector<std::string>* dropped, bool* more,
+                   std::string_view skip = {});
   // Commits a MergeRuns txn with Pager::CommitRewrite and publishes its
   // catalog cache.
   Status CommitRewrite();
@@ -714,8 +717,9 @@ class TransactionImpl {
   Status Writable();
   // A buffered write txn that must change pages: merges the buffer, begins
   // a page-writing txn and redoes its own operations so far in it (from
-  // its log record). The CollState pointers it held are gone.
-  Status ToPages();
+  // its log record). The CollState pointers it held are gone. The runs of
+  // collection `keep_runs_of` stay unmerged (DeleteAll frees them).
+  Status ToPages(std::string_view keep_runs_of = {});
   Status CommitBuffered();
   // Every change of this buffered txn, for the buffer.
   void AppendChanges(std::vector<index::BufferChange>* changes);
@@ -821,8 +825,9 @@ class TransactionImpl {
   std::unique_ptr<index::Catalog> catalog_;  // see Cat()
   // The catalog cache, when it describes this txn's starting state.
   std::shared_ptr<const CatalogCache> cache_;
-  bool ddl_ = false;         // created or dropped a collection or index
-  bool cache_miss_ = false;  // looked an existing collection up in the catalog
+  bool ddl_ = false;                     // created or dropped a collection or index
+  std::vector<std::string> freed_runs_;  // DeleteAll's: their filters go at commit
+  bool cache_miss_ = false;              // looked an existing collection up in the catalog
   bool read_only_;
   Durability durability_;
   bool replaying_;

@@ -182,7 +182,7 @@ Status DBImpl::CheckpointAfterMerge() {
   return s;
 }
 
-Status DBImpl::MergeAll(bool checkpoint) {
+Status DBImpl::MergeAll(bool checkpoint, std::string_view keep_runs_of) {
   storage::MutexLock m(&merge_mu_);
   {
     storage::MutexLock l(&gen_mu_);
@@ -198,7 +198,7 @@ Status DBImpl::MergeAll(bool checkpoint) {
   // copy of every leaf the runs touch.
   const uint64_t slice = std::max<uint64_t>(run_slice_bytes(), kMinCloseSliceBytes);
   for (bool more = true; s.ok() && more;) {
-    s = MergeRunsNow(1, slice, &more);
+    s = MergeRunsNow(1, slice, &more, keep_runs_of);
     if (s.ok() && more) s = pager()->Checkpoint();
   }
   if (s.ok()) {

@@ -139,12 +139,14 @@ Status TransactionImpl::LoadRuns(CollState* c, const CachedColl* cached) {
 }
 
 Status TransactionImpl::MergeRuns(size_t min_runs, uint64_t budget,
-                                  std::vector<std::string>* dropped, bool* more) {
+                                  std::vector<std::string>* dropped, bool* more,
+                                  std::string_view skip) {
   *more = false;
   std::vector<std::string> names;
   MMDOC_RETURN_IF_ERROR(Cat()->List("r:", &names));
   std::set<std::string> colls;
   for (const std::string& n : names) colls.insert(n.substr(2, n.find('\0', 2) - 2));
+  if (!skip.empty()) colls.erase(std::string(skip));
   uint64_t written = 0;  // bytes of pages written back so far
   bool paused = false;
   const auto between = [&](bool* pause) {
@@ -259,7 +261,7 @@ Status DBImpl::PublishRewrite(storage::Txn* txn, std::shared_ptr<const CatalogCa
   return Status::OK();
 }
 
-Status DBImpl::MergeRunsNow(size_t min_runs, uint64_t budget, bool* more) {
+Status DBImpl::MergeRunsNow(size_t min_runs, uint64_t budget, bool* more, std::string_view skip) {
   bool left = false;
   if (more == nullptr) more = &left;
   *more = false;
@@ -274,7 +276,7 @@ Status DBImpl::MergeRunsNow(size_t min_runs, uint64_t budget, bool* more) {
                     /*replaying=*/false);
   t.SetBackground();
   std::vector<std::string> dropped;
-  Status s = t.MergeRuns(min_runs, budget, &dropped, more);
+  Status s = t.MergeRuns(min_runs, budget, &dropped, more, skip);
   if (!s.ok()) {
     t.Abort();
     return s;

@@ -1321,7 +1321,13 @@ Result<uint64_t> TransactionImpl::DeleteMany(std::string_view coll, const Docume
 }
 
 Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
-  if (buffered()) MMDOC_RETURN_IF_ERROR(ToPages());  // frees whole trees
+  // Frees whole trees, so it writes pages (ToPages). The collection's runs
+  // are freed with them instead of merged in first, which would copy every
+  // leaf about to be freed (and grow the file by as much while the
+  // replaced pages wait for a checkpoint). That needs this to be the txn's
+  // first write: its earlier operations are redone in pages, which must
+  // hold the runs' changes.
+  if (buffered()) MMDOC_RETURN_IF_ERROR(ToPages(Buf().log.empty() ? coll : std::string_view()));
   CollState* c;
   MMDOC_RETURN_IF_ERROR(Collection(coll, false, &c));
   if (!c->exists) return uint64_t{0};
@@ -1329,9 +1335,19 @@ Result<uint64_t> TransactionImpl::DeleteAll(std::string_view coll) {
   // by entry with rebalancing; each stays registered in the catalog with
   // root 0, the empty tree. One log record says so: naming every document
   // held the whole list of _ids in memory (45 MB for a million) and in the
-  // log. Everything is in pages here (ToPages), so the catalog's count is
-  // the collection's.
-  const uint64_t n = c->meta.count;
+  // log. The buffer is in pages here (ToPages), so the catalog's count and
+  // the _id tree's runs' make the collection's.
+  int64_t live = static_cast<int64_t>(c->meta.count);
+  if (!c->runs.empty())
+    for (const CachedRun& r : c->runs[0]) live += r.count_delta;
+  const uint64_t n = live > 0 ? static_cast<uint64_t>(live) : 0;
+  for (const auto& slot : c->runs)
+    for (const CachedRun& r : slot) {
+      Status s = Cat()->Drop(r.name);
+      if (!s.ok()) return Poison(s);
+      freed_runs_.push_back(r.name);
+    }
+  c->runs.clear();
   for (auto& t : c->index_trees) {
     Status s = t->tree()->Drop();
     if (!s.ok()) return Poison(s);
@@ -1621,7 +1637,7 @@ Status TransactionImpl::CommitIntoBuffer(uint64_t txid) {
   return Status::OK();
 }
 
-Status TransactionImpl::ToPages() {
+Status TransactionImpl::ToPages(std::string_view keep_runs_of) {
   assert(buffered());
   // Recovery into the buffer cannot write pages: the caller replays the
   // whole log into pages instead.
@@ -1637,7 +1653,7 @@ Status TransactionImpl::ToPages() {
   view_ = index::BufferView();
   shape_changed_ = false;
   db_->DropKeyFilters();  // the keys this txn writes into pages bypass them
-  Status s = db_->MergeAll(/*checkpoint=*/false);
+  Status s = db_->MergeAll(/*checkpoint=*/false, keep_runs_of);
   if (!s.ok()) return Poison(s);
   auto w = pager_->BeginWrite();
   if (!w.ok()) return Poison(w.status());
@@ -1758,6 +1774,7 @@ Status TransactionImpl::CommitPages() {
     return s;
   }
   txn_.reset();
+  if (!freed_runs_.empty()) db_->DropRunFilters(freed_runs_);
   if (next) {
     db_->PublishCache(next, pager_.get());
     // A commit that created or dropped nothing leaves its trees to the next
