@@ -391,7 +391,9 @@ class Transaction {
   Status Delete(std::string_view collection, const Value& id);
   // Deletes the first document matching `filter` / every one, and returns
   // how many. InvalidArgument for a bad filter (as Find); nothing is deleted
-  // then.
+  // then. DeleteMany with a filter that matches everything ({}) empties the
+  // collection as a truncate does: its pages (and its changes still in the
+  // write buffer) are freed whole, not deleted document by document.
   Result<uint64_t> DeleteOne(std::string_view collection, const Document& filter);
   Result<uint64_t> DeleteMany(std::string_view collection, const Document& filter);
   // AlreadyExists when it exists; InvalidArgument for an empty name or one
