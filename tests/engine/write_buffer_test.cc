@@ -474,7 +474,8 @@ TEST_CASE("write buffer: deleting every document frees the collection's runs unm
   // small buffer, so that runs of both trees hold changes all over them.
   // DeleteMany({}) frees the trees whole, and their runs with them: merging
   // the runs in first would copy most of the trees' leaves only to free
-  // them (at 1M documents the file grew by 60%, docs/write-path.md).
+  // them (at 1M documents that set the bench's peak memory,
+  // docs/write-path.md).
   const int n = 40000;
   std::mt19937_64 rng(Seed("delete all, runs unmerged"));
   const std::string pad(150, 'p');
