@@ -9,6 +9,7 @@
 #include <new>
 
 #include "engine/db_impl.h"
+#include "engine/key_pairs.h"
 #include "engine/query_path.h"
 #include "storage/coding.h"
 #include "storage/thread_cache.h"
@@ -1438,7 +1439,8 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
   // Gather (key, pk) first: writing the index while a cursor walks the
   // primary tree is fine (different trees), but collecting keeps the
   // sort-then-insert path that fills index pages compactly.
-  std::vector<std::pair<std::string, std::string>> entries;
+  KeyPairs entries;
+  entries.Reserve(c->meta.count);
   for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
     std::string_view doc = cur.value();
     bool array = false;
@@ -1450,28 +1452,27 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
     } else if (array) {
       c->meta.indexes[i].multikey = true;
     }
+    const std::string_view pk = cur.key();
     for (std::string& k : doc_keys) {
-      std::string pk(cur.key());
       if (!o.unique) k.append(pk);
       if (k.size() > index::kMaxKeySize)
         return undo(Status::InvalidArgument("index key too large on index '" + name + "'",
                                             KeyTooLarge("index", k.size())));
-      entries.emplace_back(std::move(k), std::move(pk));
+      entries.Add(k, pk, !o.unique);
     }
   }
   if (!s.ok()) return undo(s);
-  std::sort(entries.begin(), entries.end());
-  for (size_t j = 0; j < entries.size(); j++) {
-    if (o.unique && j > 0 && entries[j].first == entries[j - 1].first) {
-      std::string_view doc;
-      Status g = c->primary->Get(entries[j].second, &doc);
-      std::string val = g.ok() ? DescribeIndexKey(spec, doc, entries[j].first) : "?";
-      return undo(Status::AlreadyExists(
-          "cannot build unique index on '" + name + "': duplicate value", val));
-    }
+  entries.Sort();
+  for (size_t j = 1; o.unique && j < entries.size(); j++) {
+    if (entries.key(j) != entries.key(j - 1)) continue;
+    std::string_view doc;
+    Status g = c->primary->Get(entries.id(j), &doc);
+    std::string val = g.ok() ? DescribeIndexKey(spec, doc, entries.key(j)) : "?";
+    return undo(
+        Status::AlreadyExists("cannot build unique index on '" + name + "': duplicate value", val));
   }
-  for (auto& [k, pk] : entries) {
-    s = c->index_trees[i]->Put(k, pk, index::PutMode::kUpsert);
+  for (size_t j = 0; j < entries.size(); j++) {
+    s = c->index_trees[i]->Put(entries.key(j), entries.id(j), index::PutMode::kUpsert);
     if (!s.ok()) return Poison(s);
   }
   c->meta_dirty = true;
