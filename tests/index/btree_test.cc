@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -127,7 +128,9 @@ TEST_CASE("put modes and argument limits", "[btree]") {
   for (int i = 0; i < 300; i++) {
     std::string k(kMaxKeySize, 'a' + i % 26);
     std::snprintf(k.data(), 16, "%08d", i * 7919 % 300);
-    REQUIRE(t.Put(k, std::string(i % 50, 'v')).ok());
+    Status ps = t.Put(k, std::string(i % 50, 'v'));
+    INFO(ps.ToString());
+    REQUIRE(ps.ok());
   }
   CheckTree(&t, &store);
   for (int i = 0; i < 300; i += 2) {
@@ -194,6 +197,27 @@ TEST_CASE("sequential inserts fill leaves", "[btree]") {
   CHECK(st.entries == 100000);
   INFO("fill " << st.used_bytes * 100.0 / st.capacity_bytes << "%");
   CHECK(st.used_bytes * 100 / st.capacity_bytes > 85);
+}
+
+TEST_CASE("random inserts share a full leaf with its sibling before splitting it", "[btree]") {
+  MemStore store;
+  auto w = store.BeginWrite();
+  BTree t(w.get(), 0);
+  std::vector<int> order(50000);
+  for (int i = 0; i < 50000; i++) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  for (int i : order) REQUIRE(t.Put(Key(i), std::string(40 + i % 60, 'v')).ok());
+  TreeStats st;
+  CheckTree(&t, &store, &st);
+  CHECK(st.entries == 50000);
+  // Every full leaf split in two leaves random inserts about 70% full.
+  INFO("fill " << st.used_bytes * 100.0 / st.capacity_bytes << "%");
+  CHECK(st.used_bytes * 100 / st.capacity_bytes >= 76);
+  for (int i = 0; i < 50000; i += 97) {
+    std::string_view got;
+    REQUIRE(t.Get(Key(i), &got).ok());
+    CHECK(got == std::string(40 + i % 60, 'v'));
+  }
 }
 
 TEST_CASE("large values go to overflow runs and are freed", "[btree]") {
