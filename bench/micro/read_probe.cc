@@ -12,7 +12,6 @@
 //
 //   mmdoc-readprobe [--docs 200000] [--lookups 1000000] [--threads 2]
 //                   [--rounds 3] [--dir .]
-#include <bson/bson.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "bench/micro/proto_util.h"
+#include "bench/micro/seed_doc.h"
 #include "mmdoc/db.h"
 
 namespace {
@@ -110,15 +110,8 @@ int main(int argc, char** argv) {
     proto::Check(t.status(), "begin");
     for (int i = 0; i < 1000 && ids.size() < docs; i++) {
       ids.push_back(proto::Guid(rng));
-      const std::string key = proto::Guid(rng), value = proto::Guid(rng);
-      bson_t b = BSON_INITIALIZER;
-      bson_append_utf8(&b, "_id", 3, ids.back().data(), static_cast<int>(ids.back().size()));
-      bson_append_utf8(&b, "key", 3, key.data(), static_cast<int>(key.size()));
-      bson_append_utf8(&b, "value", 5, value.data(), static_cast<int>(value.size()));
-      auto d = mmdoc::Document::FromBson(&b);
-      bson_destroy(&b);
-      proto::Check(d.status(), "document");
-      proto::Check(t.value()->Insert("docs", d.value()), "insert");
+      const mmdoc::Document d = proto::SeedDocument(ids.back(), rng);
+      proto::Check(t.value()->Insert("docs", d), "insert");
     }
     proto::Check(t.value()->Commit(), "commit");
   }
