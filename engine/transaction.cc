@@ -1440,7 +1440,7 @@ Status TransactionImpl::CreateIndex(std::string_view coll, const std::vector<Ind
   // primary tree is fine (different trees), but collecting keeps the
   // sort-then-insert path that fills index pages compactly.
   KeyPairs entries;
-  entries.Reserve(c->meta.count);
+  entries.Reserve(std::min<uint64_t>(c->meta.count, uint64_t{1} << 24));  // a hint, capped
   for (s = cur.SeekToFirst(); s.ok() && cur.Valid(); s = cur.Next()) {
     std::string_view doc = cur.value();
     bool array = false;
