@@ -29,23 +29,17 @@ void KeyPairs::Add(std::string_view key, std::string_view id, bool id_in_key) {
                       static_cast<uint32_t>(id.size()) | (id_in_key ? kIdInKey : 0)});
 }
 
-std::string_view KeyPairs::id(size_t i) const {
-  const Ref& r = refs_[i];
+std::string_view KeyPairs::IdOf(const Ref& r) {
   const uint32_t len = r.id & ~kIdInKey;
   if ((r.id & kIdInKey) != 0) return {r.bytes + r.key_len - len, len};
   return {r.bytes + r.key_len, len};
 }
 
 void KeyPairs::Sort() {
-  auto id_of = [](const Ref& r) {
-    const uint32_t len = r.id & ~kIdInKey;
-    return std::string_view(
-        (r.id & kIdInKey) != 0 ? r.bytes + r.key_len - len : r.bytes + r.key_len, len);
-  };
-  std::sort(refs_.begin(), refs_.end(), [&](const Ref& a, const Ref& b) {
+  std::sort(refs_.begin(), refs_.end(), [](const Ref& a, const Ref& b) {
     const int c =
         std::string_view(a.bytes, a.key_len).compare(std::string_view(b.bytes, b.key_len));
-    return c != 0 ? c < 0 : id_of(a) < id_of(b);
+    return c != 0 ? c < 0 : IdOf(a) < IdOf(b);
   });
 }
 

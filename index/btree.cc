@@ -714,9 +714,11 @@ struct BTree::Impl {
         sc = k;
       }
     }
-    const uint64_t total =
-        uint64_t{Used(leaf, ps)} + Used(sib == nullptr ? leaf : sib, ps) + ch.full_size + kSlotSize;
-    bool share = sib != nullptr && total * 16 <= uint64_t{Usable(ps)} * 2 * 15;
+    bool share = false;
+    if (sib != nullptr) {
+      const uint64_t total = uint64_t{Used(leaf, ps)} + Used(sib, ps) + ch.full_size + kSlotSize;
+      share = total * 16 <= uint64_t{Usable(ps)} * 2 * 15;
+    }
     const uint32_t lc = std::min(c, sc);
     if (share) {  // large cells may leave no division that fits both
       auto& e = t->entries_;
