@@ -10,6 +10,7 @@
 //   mmdoc-fillprobe [--docs 1000000] [--scans 10] [--rounds 3] [--dir .]
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -61,27 +62,13 @@ int main(int argc, char** argv) {
   uint64_t docs = 1000000;
   int scans = 10, rounds = 3;
   std::string dir = ".";
-  for (int i = 1; i < argc; i++) {
-    const std::string a = argv[i];
-    const bool more = i + 1 < argc;
-    if (a == "--docs" && more) {
-      docs = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--scans" && more) {
-      scans = std::atoi(argv[++i]);
-    } else if (a == "--rounds" && more) {
-      rounds = std::atoi(argv[++i]);
-    } else if (a == "--dir" && more) {
-      dir = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "usage: mmdoc-fillprobe [--docs N] [--scans N] [--rounds N] [--dir DIR]\n");
-      return 2;
-    }
-  }
-  if (docs == 0 || scans < 1 || rounds < 1) {
-    std::fprintf(stderr, "mmdoc-fillprobe: --docs, --scans and --rounds must be positive\n");
-    return 2;
-  }
+  CLI::App app{"mmdoc-fillprobe: whole scans of a loaded tree against a compacted copy"};
+  app.add_option("--docs", docs, "documents to load")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  app.add_option("--scans", scans, "scans per round and file")->check(CLI::Range(1, 1000000));
+  app.add_option("--rounds", rounds, "rounds, alternating the files")->check(CLI::Range(1, 1000));
+  app.add_option("--dir", dir, "where the two databases go");
+  CLI11_PARSE(app, argc, argv);
   namespace fs = std::filesystem;
   const fs::path work = fs::path(dir) / ("fillprobe-" + std::to_string(getpid()));
   fs::create_directories(work);

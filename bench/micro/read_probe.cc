@@ -14,6 +14,7 @@
 //                   [--rounds 3] [--dir .]
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
@@ -65,32 +66,15 @@ int main(int argc, char** argv) {
   uint64_t docs = 200000, lookups = 1000000, rounds = 3;
   int threads = 2;
   std::string dir = ".";
-  for (int i = 1; i < argc; i++) {
-    const std::string a = argv[i];
-    const bool more = i + 1 < argc;
-    if (a == "--docs" && more) {
-      docs = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--lookups" && more) {
-      lookups = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--threads" && more) {
-      threads = std::atoi(argv[++i]);
-    } else if (a == "--rounds" && more) {
-      rounds = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--dir" && more) {
-      dir = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "usage: mmdoc-readprobe [--docs N] [--lookups N] [--threads N] [--rounds N] "
-                   "[--dir DIR]\n");
-      return 2;
-    }
-  }
-  if (docs == 0 || lookups == 0 || rounds == 0 || threads < 1 || threads > 64) {
-    std::fprintf(stderr,
-                 "mmdoc-readprobe: --docs, --lookups and --rounds must be positive, --threads "
-                 "1 to 64\n");
-    return 2;
-  }
+  CLI::App app{"mmdoc-readprobe: point reads on one thread against several at once"};
+  app.add_option("--docs", docs, "documents to load")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  app.add_option("--lookups", lookups, "lookups per round")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  app.add_option("--threads", threads, "reading threads")->check(CLI::Range(1, 64));
+  app.add_option("--rounds", rounds, "rounds")->check(CLI::Range(uint64_t{1}, uint64_t{1000}));
+  app.add_option("--dir", dir, "where the database goes");
+  CLI11_PARSE(app, argc, argv);
   namespace fs = std::filesystem;
   const fs::path work = fs::path(dir) / ("readprobe-" + std::to_string(getpid()));
   fs::create_directories(work);

@@ -26,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <cinttypes>
 #include <csignal>
@@ -103,33 +104,17 @@ int main(int argc, char** argv) {
   uint64_t docs = 1000000, batch = 1000, buffer_mib = 64, rounds = 3;
   bool cold = false;
   std::string dir = ".";
-  for (int i = 1; i < argc; i++) {
-    const std::string a = argv[i];
-    const bool more = i + 1 < argc;
-    if (a == "--docs" && more) {
-      docs = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--batch" && more) {
-      batch = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--buffer-mib" && more) {
-      buffer_mib = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--rounds" && more) {
-      rounds = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--cold") {
-      cold = true;
-    } else if (a == "--dir" && more) {
-      dir = argv[++i];
-    } else {
-      std::fprintf(stderr,
-                   "usage: mmdoc-reopenprobe [--docs N] [--batch N] [--buffer-mib N] "
-                   "[--rounds N] [--cold] [--dir DIR]\n");
-      return 2;
-    }
-  }
-  if (docs == 0 || batch == 0 || buffer_mib == 0 || rounds == 0) {
-    std::fprintf(
-        stderr, "mmdoc-reopenprobe: --docs, --batch, --buffer-mib and --rounds must be positive\n");
-    return 2;
-  }
+  CLI::App app{"mmdoc-reopenprobe: the time to open after kill -9"};
+  app.add_option("--docs", docs, "documents to load")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32));
+  app.add_option("--batch", batch, "documents per transaction")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1000000}));
+  app.add_option("--buffer-mib", buffer_mib, "write buffer, MiB")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  app.add_option("--rounds", rounds, "rounds")->check(CLI::Range(uint64_t{1}, uint64_t{1000}));
+  app.add_flag("--cold", cold, "drop the page cache before each open (root only)");
+  app.add_option("--dir", dir, "where the database goes");
+  CLI11_PARSE(app, argc, argv);
   // MMDOC_WRITE_BUFFER would replace a --buffer-mib of 64 (the default size).
   unsetenv("MMDOC_WRITE_BUFFER");
   namespace fs = std::filesystem;
