@@ -174,6 +174,17 @@ void Server::Run() {
       continue;
     }
     std::string peer = PeerName(addr);
+    // A connection thread can take the spare's number while one is shed
+    // (glibc opens /sys/devices/system/cpu/online for a thread's first
+    // malloc). Without a spare the next shed cannot happen and its client
+    // hangs, so the spare comes back first, at this connection's cost.
+    if (spare_fd_ < 0) spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (spare_fd_ < 0) {
+      close(fd);
+      Log("refused connection from " + peer + ": out of file descriptors (ulimit -n)");
+      spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      continue;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (connections_.size() >= options_.max_connections) {
       Log("refused connection from " + peer + ": " + std::to_string(connections_.size()) +
