@@ -142,6 +142,7 @@ Status DBImpl::OpenPager() {
   po.page_size = options_.page_size;
   po.paranoid_checks = paranoid_;
   po.accept_log_loss = options_.accept_log_loss;
+  po.lock_timeout_ms = options_.lock_timeout_ms;
   po.fs = options_.file_system;
   po.log_size = options_.log_size;
   po.sync_interval_ms = options_.sync_interval_ms;

@@ -29,6 +29,7 @@
 #include <ctime>
 #include <map>
 #include <random>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -302,6 +303,8 @@ class PagerImpl final : public Pager {
   // Opens and locks the data file, creating it (CreateFile) when missing
   // and allowed; *created tells whether this call made it.
   Status OpenDataFile(bool* created);
+  // Locks f, polling until `deadline` while another process or handle holds it.
+  Status LockBy(File* f, std::chrono::steady_clock::time_point deadline);
   // A new database's first two pages: meta 0 (clean, txid 0) and a zero page.
   std::vector<uint8_t> NewFileImage() const;
   Status CreateFile();
@@ -931,6 +934,8 @@ Status PagerImpl::OpenDataFile(bool* created) {
   // Lock the descriptor that is read, then check that the path still names
   // it: a file renamed over the path in between (a compaction in another
   // process) is opened again.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.lock_timeout_ms);
   for (int attempt = 0; attempt < 100; attempt++) {
     Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kExisting);
     if (!f.ok()) {
@@ -953,7 +958,7 @@ Status PagerImpl::OpenDataFile(bool* created) {
       }
       continue;
     }
-    MMDOC_RETURN_IF_ERROR(f.value()->TryLock());
+    MMDOC_RETURN_IF_ERROR(LockBy(f.value().get(), deadline));
     Result<bool> here = f.value()->IsAt(path_);
     if (!here.ok()) return here.status();
     if (*here) {
@@ -963,6 +968,24 @@ Status PagerImpl::OpenDataFile(bool* created) {
     *created = false;
   }
   return Status::Busy(path_, "the file keeps being replaced while it is opened");
+}
+
+Status PagerImpl::LockBy(File* f, std::chrono::steady_clock::time_point deadline) {
+  // flock has no timed wait; polling with a growing pause (to 50 ms) finds
+  // the lock soon after its holder lets go. Waiters are not queued.
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    Status s = f->TryLock();
+    if (!s.IsBusy() || opts_.lock_timeout_ms == 0) return s;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Status::Busy(path_, "locked by another process or handle (waited " +
+                                     std::to_string(opts_.lock_timeout_ms) + " ms)");
+    }
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
 }
 
 std::vector<uint8_t> PagerImpl::NewFileImage() const {

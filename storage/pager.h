@@ -190,6 +190,9 @@ struct PagerOptions {
   // (rule 9): at the last checkpoint plus what the log still holds. The
   // commits it lost are gone. Default: false (Open fails with Corruption).
   bool accept_log_loss = false;
+  // How long Open waits for another process or handle to let go of the
+  // data file's lock before it fails with Busy; 0: at once. Default: 0.
+  uint32_t lock_timeout_ms = 0;
   // File system seam; nullptr means FileSystem::Default(). Not owned.
   FileSystem* fs = nullptr;
   // A new file's database id (format.h, META PAGE); zero: a random one. A

@@ -25,6 +25,7 @@ struct CommonArgs {
   bool collection_given = false;                              // -c was on the command line
   std::string durability = "fsync";                           // --durability
   bool accept_log_loss = false;                               // --accept-log-loss
+  double wait_seconds = 0;                                    // --wait
   uint64_t write_buffer_mib = kDefaultWriteBufferSize >> 20;  // --write-buffer-mib
 };
 

@@ -86,6 +86,16 @@ void AddJsonMode(CLI::App* cmd, std::string* mode) {
       ->check(CLI::IsMember({"relaxed", "canonical"}));
 }
 
+// Adds --wait: how long to wait for a database another process holds.
+void AddWait(CLI::App* cmd, CommonArgs* c) {
+  cmd->add_option("--wait", c->wait_seconds,
+                  "Wait up to SECONDS for a database that another process holds open, "
+                  "instead of failing at once (one process at a time opens a database; "
+                  "Options::lock_timeout_ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400.0));
+}
+
 // Adds DB, -c and --durability to a command.
 void AddCommon(CLI::App* cmd, CommonArgs* c) {
   cmd->add_option("DB", c->db, "Database file")->required();
@@ -99,6 +109,7 @@ void AddCommon(CLI::App* cmd, CommonArgs* c) {
                 "Open a database that was not closed cleanly although its log is missing, "
                 "another database's, damaged or an older copy: at its last checkpoint plus "
                 "what the log still holds (the rest is lost)");
+  AddWait(cmd, c);
   cmd->add_option("--write-buffer-mib", c->write_buffer_mib,
                   "Keep up to N MiB of commits in memory and merge them into the file in the "
                   "background (Options::write_buffer_size; 0: every commit writes its pages, "
@@ -354,6 +365,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "periodic", "msync", "fsync", "group"}));
   serve->add_flag("--accept-log-loss", c.accept_log_loss,
                   "Open a database not closed cleanly whose log is lost (see mmdoc --help)");
+  AddWait(serve, &c);
   serve
       ->add_option("--bind", serve_args.bind,
                    "Address to listen on (0.0.0.0 or :: for every interface: no "

@@ -78,6 +78,7 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
   Options options;
   options.create_if_missing = create;
   options.accept_log_loss = c.accept_log_loss;
+  options.lock_timeout_ms = static_cast<uint32_t>(c.wait_seconds * 1000 + 0.5);
   options.write_buffer_size = c.write_buffer_mib << 20;
   // mmdoc.cc checks the name; fsync is the default either way.
   options.durability = ParseDurability(c.durability).value_or(Durability::kFsync);
@@ -87,6 +88,7 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
     // The library's messages name its option; here it is a flag.
     for (size_t at; (at = why.find("accept_log_loss")) != std::string::npos;)
       why.replace(at, std::strlen("accept_log_loss"), "--accept-log-loss");
+    if (db.status().IsBusy() && c.wait_seconds == 0) why += " (--wait SECONDS waits for it)";
     if (why.find("Permission denied") != std::string::npos)
       why +=
           " (every command, a read too, opens the database and its log for writing: it locks "

@@ -39,6 +39,13 @@ struct Options {
   // holds. The commits the log lost are gone; without this, Open refuses
   // with Corruption naming the log. Default: false.
   bool accept_log_loss = false;
+  // How long Open waits for the database while another process (or another
+  // DB handle in this one) has it open, before it fails with Busy. One
+  // process at a time holds a database, for as long as it keeps it open;
+  // a waiter polls the lock (pauses growing to 50 ms), so it gets the file
+  // soon after the holder closes it, though not in the order waiters came.
+  // Default: 0 (Busy at once).
+  uint32_t lock_timeout_ms = 0;
   // The file-system seam (mmdoc/file_system.h): every file the database
   // touches goes through it. nullptr means the POSIX one. Not owned; must
   // outlive the DB. Default: nullptr.

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -14,6 +15,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/query.h"
@@ -756,6 +758,37 @@ TEST_CASE("a second open of the same file is refused", "[engine]") {
   REQUIRE_FALSE(second.ok());
   CHECK(second.status().IsBusy());
   CHECK(second.status().ToString().find(db.path()) != std::string::npos);
+}
+
+TEST_CASE("Open waits lock_timeout_ms for a held database", "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1})")).ok());
+  Options wait = Fast();
+  wait.lock_timeout_ms = 150;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = DB::Open(db.path(), wait);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().IsBusy());
+  CHECK(refused.status().ToString().find("waited 150 ms") != std::string::npos);
+  CHECK(waited >= std::chrono::milliseconds(150));
+  CHECK(waited < std::chrono::seconds(5));
+
+  // Let go while a second opener waits: it gets the database and sees the commit.
+  wait.lock_timeout_ms = 20000;
+  std::thread closer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    db.Close();
+  });
+  const auto t1 = std::chrono::steady_clock::now();
+  auto second = DB::Open(db.path(), wait);
+  const auto took = std::chrono::steady_clock::now() - t1;
+  closer.join();
+  REQUIRE(second.ok());
+  CHECK(took >= std::chrono::milliseconds(150));
+  CHECK(took < std::chrono::seconds(10));
+  CHECK(*second.value()->Count("c") == 1);
+  test::RequireCheckPasses(second.value().get());
 }
 
 TEST_CASE("Result's * reads a temporary and a const one, as std::optional's", "[engine]") {

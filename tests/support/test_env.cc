@@ -1,5 +1,8 @@
 #include "tests/support/test_env.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -69,6 +72,26 @@ RamDir::~RamDir() {
 std::string BuildDir() {
   const char* s = std::getenv("MMDOC_BUILD_DIR");
   return s ? s : ".";
+}
+
+int StartTool(const std::vector<std::string>& args, const std::string& in, const std::string& out,
+              const std::string& err) {
+  std::vector<std::string> argv_s = {BuildDir() + "/tools/mmdoc"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  const int i = open(in.c_str(), O_RDONLY);
+  const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (i < 0 || o < 0 || e < 0) _exit(126);
+  dup2(i, 0);
+  dup2(o, 1);
+  dup2(e, 2);
+  execv(argv[0], argv.data());
+  _exit(127);
 }
 
 }  // namespace mmdoc::test

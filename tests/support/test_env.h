@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace mmdoc::test {
 
@@ -88,6 +89,12 @@ class RamDir {
 
 // Directory holding the built binaries (MMDOC_BUILD_DIR, set by CTest).
 std::string BuildDir();
+
+// Starts the built `mmdoc` tool with `args`, stdin from file `in`, stdout
+// and stderr to files `out` and `err` (created or truncated); returns its
+// pid (waitpid it), or -1 when fork fails.
+int StartTool(const std::vector<std::string>& args, const std::string& in, const std::string& out,
+              const std::string& err);
 
 }  // namespace mmdoc::test
 

@@ -56,24 +56,8 @@ std::string ReadAll(const std::string& path) {
 
 // Starts the tool with stdin from `in` and stdout to `out`; returns its pid.
 pid_t Start(const std::vector<std::string>& args, const std::string& in, const std::string& out) {
-  std::vector<std::string> argv_s = {BuildDir() + "/tools/mmdoc"};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = fork();
+  const pid_t pid = StartTool(args, in, out, "/dev/null");
   REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int i = open(in.c_str(), O_RDONLY);
-    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int e = open("/dev/null", O_WRONLY);
-    if (i < 0 || o < 0 || e < 0) _exit(126);
-    dup2(i, 0);
-    dup2(o, 1);
-    dup2(e, 2);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
   return pid;
 }
 

@@ -1141,6 +1141,49 @@ size_t Occurrences(const std::string& s, const std::string& part) {
   return n;
 }
 
+TEST_CASE("tool: --wait waits for a database another process holds", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("w.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 0}\n");
+  {
+    auto held = DB::Open(db);
+    REQUIRE(held.ok());
+    ExpectError(RunTool({"get", db, "0"}), 2, {"locked", "--wait"});
+    const auto t0 = std::chrono::steady_clock::now();
+    ExpectError(RunTool({"get", db, "0", "--wait", "0.3"}), 2, {"locked", "waited 300 ms"});
+    CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(300));
+  }
+  ExpectError(RunTool({"get", db, "0", "--wait", "-1"}), 2, {"--wait"});
+
+  // Processes started together, each opening the database for its own
+  // inserts: with --wait each gets its turn, and nothing is lost.
+  constexpr int kProcs = 4, kDocs = 50;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < kProcs; p++) {
+    std::string in;
+    for (int i = 0; i < kDocs; i++)
+      in += "{\"_id\": " + std::to_string(1 + p * kDocs + i) + ", \"p\": " + std::to_string(p) +
+            "}\n";
+    const std::string base = dir.File("p" + std::to_string(p));
+    WriteFile(base + ".in", in);
+    const pid_t pid =
+        StartTool({"insert", db, "--wait", "60"}, base + ".in", base + ".out", base + ".err");
+    REQUIRE(pid >= 0);
+    pids.push_back(pid);
+  }
+  for (int p = 0; p < kProcs; p++) {
+    int wstatus = 0;
+    REQUIRE(waitpid(pids[p], &wstatus, 0) == pids[p]);
+    INFO("process " << p << ": " << ReadFile(dir.File("p" + std::to_string(p) + ".err")));
+    CHECK(WIFEXITED(wstatus));
+    CHECK(WEXITSTATUS(wstatus) == 0);
+  }
+  CHECK(CountOf(db) == 1 + kProcs * kDocs);
+  for (int p = 0; p < kProcs; p++)
+    CHECK(CountOf(db, "{\"p\": " + std::to_string(p) + "}") == kDocs);
+  ExpectCheckOk(db);
+}
+
 // the Busy message said "locked by another process or
 // handle" twice.
 TEST_CASE("tool: a locked database is reported once, naming the file", "[tools]") {
