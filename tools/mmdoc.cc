@@ -92,8 +92,15 @@ void AddWait(CLI::App* cmd, CommonArgs* c) {
                   "Wait up to SECONDS for a database that another process holds open, "
                   "instead of failing at once (one process at a time opens a database; "
                   "Options::lock_timeout_ms)")
+      ->type_name("SECONDS")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            // (CLI::Range lets NaN through: no comparison with it is true.)
+            const double s = std::strtod(v.c_str(), nullptr);
+            return s >= 0 && s <= 86400 ? "" : "must be a number of seconds from 0 to 86400";
+          },
+          "0..86400"));
 }
 
 // Adds DB, -c and --durability to a command.

@@ -1153,7 +1153,8 @@ TEST_CASE("tool: --wait waits for a database another process holds", "[tools]") 
     ExpectError(RunTool({"get", db, "0", "--wait", "0.3"}), 2, {"locked", "waited 300 ms"});
     CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(300));
   }
-  ExpectError(RunTool({"get", db, "0", "--wait", "-1"}), 2, {"--wait"});
+  for (const char* bad : {"-1", "nan", "inf", "86401", "soon"})
+    ExpectError(RunTool({"get", db, "0", "--wait", bad}), 2, {"--wait"});
 
   // Processes started together, each opening the database for its own
   // inserts: with --wait each gets its turn, and nothing is lost.
