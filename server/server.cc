@@ -112,7 +112,7 @@ Status Server::Listen() {
   port_ = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
                                      : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
   listen_fd_ = fd;
-  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  RestoreSpare();
   return Status::OK();
 }
 
@@ -121,11 +121,16 @@ Status Server::Listen() {
 // close and the loop does not spin.
 void Server::ShedConnection() {
   if (spare_fd_ >= 0) close(spare_fd_);
+  spare_fd_ = -1;
   int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
   if (fd >= 0) close(fd);
   Log("refused a connection: out of file descriptors (ulimit -n)");
-  spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (spare_fd_ < 0) poll(nullptr, 0, 100);  // none to spare yet: wait rather than spin
+  if (!RestoreSpare()) poll(nullptr, 0, 100);  // none to spare yet: wait rather than spin
+}
+
+bool Server::RestoreSpare() {
+  if (spare_fd_ < 0) spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return spare_fd_ >= 0;
 }
 
 void Server::Stop() {
@@ -178,11 +183,10 @@ void Server::Run() {
     // (glibc opens /sys/devices/system/cpu/online for a thread's first
     // malloc). Without a spare the next shed cannot happen and its client
     // hangs, so the spare comes back first, at this connection's cost.
-    if (spare_fd_ < 0) spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (spare_fd_ < 0) {
+    if (!RestoreSpare()) {
       close(fd);
       Log("refused connection from " + peer + ": out of file descriptors (ulimit -n)");
-      spare_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      RestoreSpare();
       continue;
     }
     std::lock_guard<std::mutex> lock(mu_);

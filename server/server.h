@@ -74,6 +74,8 @@ class Server {
   void Log(const std::string& line);
   void JoinFinished(bool all);
   void ShedConnection();
+  // Opens the spare descriptor when there is none; false when none is free.
+  bool RestoreSpare();
 
   Commands* commands_;
   ServerOptions options_;
