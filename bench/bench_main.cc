@@ -337,16 +337,14 @@ int Main(int argc, char** argv) {
   std::string parent;
   int cleanup_slot = -1;
   if (own_dir) {
-    char tmpl[] = "./mmdoc-bench-XXXXXX";
-    if (::mkdtemp(tmpl) == nullptr) {
+    parent = MakeTempDir("./mmdoc-bench-", !keep, &cleanup_slot);
+    if (parent.empty()) {
       std::fprintf(stderr,
                    "mmdoc-bench: cannot create a data directory here (%s); "
                    "give one with --dir\n",
                    std::strerror(errno));
       return 2;
     }
-    parent = tmpl;
-    if (!keep) cleanup_slot = RemoveOnSignal(parent);
   } else {
     std::error_code ec;
     std::filesystem::create_directories(dir_arg, ec);

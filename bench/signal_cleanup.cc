@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <random>
 
 namespace mmdoc::bench {
 namespace {
@@ -117,6 +119,34 @@ void ForgetOnSignal(int slot) {
   if (slot < 0 || slot >= kMaxSlots) return;
   std::lock_guard<std::mutex> lock(g_mu);
   g_slots[slot].used.store(false, std::memory_order_release);
+}
+
+std::string MakeTempDir(const std::string& prefix, bool register_it, int* slot) {
+  *slot = -1;
+  if (!register_it) {
+    std::string name = prefix + "XXXXXX";
+    return ::mkdtemp(name.data()) != nullptr ? name : std::string();
+  }
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device seed;
+  std::mt19937_64 rng((static_cast<uint64_t>(seed()) << 32) ^ seed());
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string name = prefix;
+    for (int i = 0; i < 6; ++i) name += kChars[rng() % (sizeof kChars - 1)];
+    const int s = RemoveOnSignal(name);
+    if (::mkdir(name.c_str(), 0700) == 0) {
+      *slot = s;
+      return name;
+    }
+    const int err = errno;
+    ForgetOnSignal(s);
+    if (err != EEXIST) {
+      errno = err;
+      return std::string();
+    }
+  }
+  errno = EEXIST;
+  return std::string();
 }
 
 void AddSignalHook(void (*hook)()) {

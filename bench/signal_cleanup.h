@@ -9,8 +9,8 @@
 // then restores the signal's previous disposition and re-raises it: by
 // default the process ends by the signal, exit status 128+signo.
 //
-//   int slot = RemoveOnSignal(dir);   // absolute or relative to the cwd
-//   ... the run ...
+//   int slot = RemoveOnSignal(dir);   // absolute or relative to the cwd,
+//   ... create dir, the run ...       // registered before it exists
 //   std::filesystem::remove_all(dir);
 //   ForgetOnSignal(slot);
 //
@@ -35,6 +35,13 @@ void InstallSignalCleanup();
 int RemoveOnSignal(const std::string& path);
 // Unregisters a slot from RemoveOnSignal (-1: nothing).
 void ForgetOnSignal(int slot);
+
+// mkdtemp(prefix + "XXXXXX") for a directory removed on a signal: the name
+// is registered before the directory exists, so that a signal between the
+// two (mkdtemp, then RemoveOnSignal) cannot leave it behind. Unless
+// `register_it`, a plain new directory. Its path, or "" with errno set;
+// *slot is for ForgetOnSignal (-1 when not registered).
+std::string MakeTempDir(const std::string& prefix, bool register_it, int* slot);
 
 // Installs hook to run in the handler before the paths are removed:
 // async-signal-safe calls only. At most a few hooks; each is added once.

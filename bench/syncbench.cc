@@ -56,11 +56,15 @@ Result<SyncResult> RunSyncCase(const std::string& dir, const SyncCase& c,
   FileSystem* fs = FileSystem::Default();
   std::string path = dir + "/syncbench-" + std::to_string(::getpid()) + ".dat";
   if (fs->Exists(path)) MMDOC_RETURN_IF_ERROR(fs->Remove(path));
-  auto opened = fs->Open(path, OpenMode::kCreate);
-  if (!opened.ok()) return opened.status();
-  std::unique_ptr<File> file = std::move(opened.value());
-  // Up to --max-file-mib (128 MiB) of it: gone on Ctrl-C too.
+  // Up to --max-file-mib (128 MiB) of it: gone on Ctrl-C too, registered
+  // before it exists.
   const int cleanup_slot = RemoveOnSignal(path);
+  auto opened = fs->Open(path, OpenMode::kCreate);
+  if (!opened.ok()) {
+    ForgetOnSignal(cleanup_slot);
+    return opened.status();
+  }
+  std::unique_ptr<File> file = std::move(opened.value());
 
   uint64_t max_ops = limits.max_file_bytes / c.block_size;
   if (limits.count > 0) max_ops = std::min(max_ops, limits.count);

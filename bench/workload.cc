@@ -10,10 +10,12 @@
 #include <atomic>
 #include <boost/uuid/random_generator.hpp>
 #include <boost/uuid/uuid_io.hpp>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -485,16 +487,15 @@ Result<std::vector<PhaseResult>> Runner::Run() {
     return results_;
   }
 
-  std::string tmpl = (config_.dir.empty() ? std::string(".") : config_.dir) + "/" + engine_ + "-" +
-                     std::to_string(data_.size()) + "-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) {
-    return Status::IOError("cannot create data directory", tmpl);
-  }
-  dir_ = buf.data();
   // Gone on Ctrl-C too, as at the end of the run (bench/signal_cleanup.h).
-  const int cleanup_slot = config_.keep_data ? -1 : RemoveOnSignal(dir_);
+  const std::string prefix = (config_.dir.empty() ? std::string(".") : config_.dir) + "/" +
+                             engine_ + "-" + std::to_string(data_.size()) + "-";
+  int cleanup_slot = -1;
+  dir_ = MakeTempDir(prefix, !config_.keep_data, &cleanup_slot);
+  if (dir_.empty()) {
+    return Status::IOError("cannot create data directory",
+                           prefix + "XXXXXX: " + std::strerror(errno));
+  }
 
   // Distinct documents for update, delete and delete_value.
   perm_.resize(data_.size());
