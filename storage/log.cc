@@ -58,7 +58,7 @@ Status Log::ZeroFill(uint64_t from, uint64_t to) {
 Status Log::Map() {
   max_capacity_ = std::max(max_capacity_, capacity_.load());
   map_len_ = std::max<uint64_t>(max_capacity_, 8);
-  Result<uint8_t*> m = file_->Map(map_len_, MapMode::kReadWrite);
+  Result<uint8_t*> m = file_->Map(map_len_, read_only_ ? MapMode::kReadOnly : MapMode::kReadWrite);
   if (!m.ok()) return m.status();
   base_ = *m;
   prefault_from_ = prefault_to_ = 0;
@@ -73,8 +73,11 @@ Status Log::Map() {
   return Status::OK();
 }
 
-Status Log::Open(const uint64_t db_id[2], bool legacy, uint64_t max_size, bool keep_truncated) {
-  Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kExisting);
+Status Log::Open(const uint64_t db_id[2], bool legacy, uint64_t max_size, bool keep_truncated,
+                 bool read_only) {
+  read_only_ = read_only;
+  Result<std::unique_ptr<File>> f =
+      fs_->Open(path_, read_only ? OpenMode::kReadOnly : OpenMode::kExisting);
   if (!f.ok()) return f.status();
   file_ = std::move(f.value());
   Result<uint64_t> size = file_->Size();
@@ -113,8 +116,8 @@ Status Log::Open(const uint64_t db_id[2], bool legacy, uint64_t max_size, bool k
                  std::to_string(kLogRecordsOffset + records));
     }
     records = (*size - kLogRecordsOffset) / 8 * 8;
-    Status s = WriteHeader(db_id, records);
-    if (s.ok()) s = file_->Sync();
+    Status s = read_only ? Status::OK() : WriteHeader(db_id, records);
+    if (s.ok() && !read_only) s = file_->Sync();
     if (!s.ok()) {
       file_.reset();
       return s;
@@ -140,6 +143,7 @@ Status Log::WriteHeader(const uint64_t db_id[2], uint64_t records) {
 }
 
 Status Log::Create(const uint64_t db_id[2], uint64_t size, uint64_t max_size) {
+  read_only_ = false;
   const uint64_t records = Align8(size);
   Status s;
   if (base_ != nullptr) {  // a log made anew over an open one: its map goes first

@@ -75,8 +75,11 @@ class Log {
   // has no header, whose records start at 0, and which never grows.
   // `keep_truncated` (PagerOptions::accept_log_loss): a file shorter than
   // its header says is opened at its length instead, the header rewritten
-  // to say so, so that the records it still holds replay.
-  Status Open(const uint64_t db_id[2], bool legacy, uint64_t max_size, bool keep_truncated = false);
+  // to say so, so that the records it still holds replay. `read_only`: the
+  // file opened and mapped for reading (a truncated header is not
+  // rewritten); nothing may be appended.
+  Status Open(const uint64_t db_id[2], bool legacy, uint64_t max_size, bool keep_truncated = false,
+              bool read_only = false);
   // Creates (or truncates) the log of database `db_id` with `size` bytes of
   // records, zero-filled, header written, file and directory synced, then
   // maps it with room to grow to `max_size` (>= size). On failure (Full on
@@ -217,6 +220,7 @@ class Log {
 
   // Set by Open or Create, read-only while the log is shared.
   std::unique_ptr<File> file_;
+  bool read_only_ = false;  // Open's; Create makes a writable log
   uint8_t* base_ = nullptr;
   uint64_t map_len_ = 0;
   uint64_t start_ = 0;

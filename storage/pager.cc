@@ -305,6 +305,10 @@ class PagerImpl final : public Pager {
   Status OpenDataFile(bool* created);
   // Locks f, polling until `deadline` while another process or handle holds it.
   Status LockBy(File* f, std::chrono::steady_clock::time_point deadline);
+  // What a write to a read-only open gets.
+  Status ReadOnlyError() const {
+    return Status::NotSupported(path_, "the database is open read-only");
+  }
   // A new database's first two pages: meta 0 (clean, txid 0) and a zero page.
   std::vector<uint8_t> NewFileImage() const;
   Status CreateFile();
@@ -849,14 +853,15 @@ Status PagerImpl::MapData(uint64_t min_len) {
   uint64_t len = std::max<uint64_t>(opts_.initial_map_size, 1ull << 16);
   if (map_len_ != 0) len = map_len_;
   while (len < min_len) len *= 2;
-  Result<uint8_t*> m = data_->Map(len, MapMode::kReadWrite);
+  const MapMode mode = opts_.read_only ? MapMode::kReadOnly : MapMode::kReadWrite;
+  Result<uint8_t*> m = data_->Map(len, mode);
   if (!m.ok()) {
     // Address space short of the reservation: the smallest map that will do.
     uint64_t small = 1ull << 16;
     while (small < min_len) small *= 2;
     if (small >= len) return m.status();
     len = small;
-    m = data_->Map(len, MapMode::kReadWrite);
+    m = data_->Map(len, mode);
     if (!m.ok()) return m.status();
   }
   // B+tree pages are read and written at random. Without this hint a fault
@@ -937,10 +942,12 @@ Status PagerImpl::OpenDataFile(bool* created) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(opts_.lock_timeout_ms);
   for (int attempt = 0; attempt < 100; attempt++) {
-    Result<std::unique_ptr<File>> f = fs_->Open(path_, OpenMode::kExisting);
+    Result<std::unique_ptr<File>> f =
+        fs_->Open(path_, opts_.read_only ? OpenMode::kReadOnly : OpenMode::kExisting);
     if (!f.ok()) {
       if (!f.status().IsNotFound()) return f.status();
-      if (!opts_.create_if_missing) return Status::NotFound(path_, "database does not exist");
+      if (!opts_.create_if_missing || opts_.read_only)
+        return Status::NotFound(path_, "database does not exist");
       // A log without its data file may hold the only copy of commits (a
       // data file deleted after a crash): a new database would overwrite it.
       bool log_has_content;
@@ -975,7 +982,7 @@ Status PagerImpl::LockBy(File* f, std::chrono::steady_clock::time_point deadline
   // the lock soon after its holder lets go. Waiters are not queued.
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
-    Status s = f->TryLock();
+    Status s = opts_.read_only ? f->TryLockShared() : f->TryLock();
     if (!s.IsBusy() || opts_.lock_timeout_ms == 0) return s;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
@@ -1061,7 +1068,7 @@ Status PagerImpl::LoadExisting(uint64_t size, bool* created) {
         std::all_of(writer_base(), writer_base() + head, [](uint8_t b) { return b == 0; });
     if (!blank) return picked;
     const std::string what = size == 0 ? "the file is empty" : "the file holds only zeros";
-    if (!opts_.create_if_missing) {
+    if (!opts_.create_if_missing || opts_.read_only) {
       return Status::Corruption(path_, what +
                                            ": not an mmdoc database (or one whose creation "
                                            "never finished)");
@@ -1132,7 +1139,7 @@ Status PagerImpl::OpenLog(bool created) {
     recovered_ = true;
     return Status::OK();
   }
-  Status s = log_.Open(db_id_, legacy_, opts_.log_size, opts_.accept_log_loss);
+  Status s = log_.Open(db_id_, legacy_, opts_.log_size, opts_.accept_log_loss, opts_.read_only);
   uint64_t replayable = log_txid_;
   if (s.ok()) {
     // A clean database's log holds nothing to replay; a legacy one is read
@@ -1203,7 +1210,7 @@ Status PagerImpl::Close() {
   }
   // A live write Txn violates the REQUIRES of Close; do not deadlock.
   assert(!writer_alive && "write Txn open at Close");
-  if (!opened_ || crash_on_close_ || retired_.load()) return close_status_;
+  if (!opened_ || crash_on_close_ || retired_.load() || opts_.read_only) return close_status_;
   if (writer_alive) {
     close_status_ = Status::Busy(path_, "a write transaction is open at close");
   } else if (HasError()) {
@@ -1268,6 +1275,7 @@ Result<std::unique_ptr<Txn>> PagerImpl::BeginQuiescent() {
 Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite() { return BeginWrite(PageWrites::kThroughMap); }
 
 Result<std::unique_ptr<Txn>> PagerImpl::BeginWrite(PageWrites how) {
+  if (opts_.read_only) return ReadOnlyError();
   if (HasError()) return BackgroundError();
   AcquireWriter();
   if (HasError()) {
@@ -1439,6 +1447,7 @@ Status PagerImpl::CommitTxn(WriteTxnImpl* txn, std::string_view payload, Durabil
 }
 
 Status PagerImpl::PrepareCommits() {
+  if (opts_.read_only) return ReadOnlyError();
   if (HasError()) return BackgroundError();
   AcquireWriter();
   Status s;
@@ -1586,6 +1595,7 @@ Status PagerImpl::CommitReplayed(Txn* txn) {
 // Checkpoint, recovery
 
 Status PagerImpl::Checkpoint() {
+  if (opts_.read_only) return ReadOnlyError();
   if (HasError()) return BackgroundError();
   AcquireWriter();
   Status s;
@@ -1603,6 +1613,7 @@ Status PagerImpl::Checkpoint() {
 // Rule 3, in its steps. REQUIRES: the writer gate is held and no write txn
 // is in progress.
 Status PagerImpl::CheckpointLocked(bool clean) {
+  if (opts_.read_only) return ReadOnlyError();
   if (HasError()) return BackgroundError();
   // Nothing is written into a file that is no longer this database.
   if (Status here = FileIsOurs(); !here.ok()) {
@@ -1801,6 +1812,12 @@ Status PagerImpl::Recover(const ReplayFn& apply) {
   {
     MutexLock l(&writer_mu_);
     if (recovered_) return Status::OK();
+    if (opts_.read_only) {
+      return Status::NotSupported(
+          path_, "its log holds " + std::to_string(replay_records_) +
+                     " commits to replay into its pages, which a read-only open cannot do "
+                     "(open it for writing once)");
+    }
     recovering_ = true;
   }
   Status err;

@@ -193,6 +193,12 @@ struct PagerOptions {
   // How long Open waits for another process or handle to let go of the
   // data file's lock before it fails with Busy; 0: at once. Default: 0.
   uint32_t lock_timeout_ms = 0;
+  // Opens an existing database for reading only, under a shared lock:
+  // readers in several processes at once, none while one writes. Nothing
+  // is written: not the files, not the log's replay (RecoverIntoMemory
+  // only; Recover, BeginWrite, PrepareCommits and Checkpoint fail with
+  // NotSupported), not the close. Default: false.
+  bool read_only = false;
   // File system seam; nullptr means FileSystem::Default(). Not owned.
   FileSystem* fs = nullptr;
   // A new file's database id (format.h, META PAGE); zero: a random one. A

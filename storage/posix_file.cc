@@ -245,10 +245,13 @@ class PosixFile final : public File {
     return Status::OK();
   }
 
-  Status TryLock() override {
+  Status TryLock() override { return Lock(LOCK_EX); }
+  Status TryLockShared() override { return Lock(LOCK_SH); }
+
+  Status Lock(int how) {
     int r;
     do {
-      r = ::flock(fd_, LOCK_EX | LOCK_NB);
+      r = ::flock(fd_, how | LOCK_NB);
     } while (r != 0 && errno == EINTR);
     if (r == 0) return Status::OK();
     if (errno == EWOULDBLOCK) {
@@ -293,7 +296,8 @@ std::string DirName(const std::string& path) {
 class PosixFileSystem final : public FileSystem {
  public:
   Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
-    int flags = O_RDWR | O_CLOEXEC | (mode == OpenMode::kCreate ? O_CREAT : 0);
+    int flags = (mode == OpenMode::kReadOnly ? O_RDONLY : O_RDWR) | O_CLOEXEC |
+                (mode == OpenMode::kCreate ? O_CREAT : 0);
     int fd;
     do {
       fd = ::open(path.c_str(), flags, 0644);

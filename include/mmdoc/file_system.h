@@ -34,8 +34,9 @@ namespace mmdoc {
 
 // What File::Map allows.
 enum class MapMode { kReadOnly, kReadWrite };
-// What FileSystem::Open does with a missing file.
-enum class OpenMode { kExisting, kCreate };
+// What FileSystem::Open does: kExisting and kCreate open read-write (kCreate
+// makes a missing file); kReadOnly opens an existing file for reading only.
+enum class OpenMode { kExisting, kCreate, kReadOnly };
 
 class File {
  public:
@@ -141,6 +142,11 @@ class File {
   // until the File is destroyed. Busy, naming the path, when another holder
   // (another process, or another File of this one) has it.
   virtual Status TryLock() = 0;
+  // Takes a shared lock (flock LOCK_SH): held with other shared holders,
+  // never with an exclusive one. Busy when one holds the file exclusively.
+  // A read-only open takes it. The default takes the exclusive lock, which
+  // is safe, only not shared.
+  virtual Status TryLockShared() { return TryLock(); }
   // Whether `path` names this file now (same device and inode): false when
   // it was renamed over, replaced or removed since it was opened.
   virtual Result<bool> IsAt(const std::string& path) = 0;
@@ -153,8 +159,10 @@ class FileSystem {
   virtual ~FileSystem() = default;
 
   // Opens path read-write; with kCreate, creates it (mode 0644) when it
-  // does not exist. NotFound when it does not exist and mode is kExisting;
-  // InvalidArgument when path is a directory; IOError otherwise.
+  // does not exist; with kReadOnly, for reading only (its File's writes
+  // fail, and only MapMode::kReadOnly maps it). NotFound when it does not
+  // exist and mode is not kCreate; InvalidArgument when path is a
+  // directory; IOError otherwise.
   virtual Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) = 0;
   // Creates `path` holding the n bytes at data, atomically and durably:
   // after a crash at any point the path either does not exist or holds all

@@ -49,6 +49,7 @@ class FileWrapper : public storage::File {
     return real_->StartWriteback(offset, length);
   }
   Status TryLock() override { return real_->TryLock(); }
+  Status TryLockShared() override { return real_->TryLockShared(); }
   Result<bool> IsAt(const std::string& path) override { return real_->IsAt(path); }
   const std::string& path() const override { return real_->path(); }
 
