@@ -143,6 +143,7 @@ Status DBImpl::OpenPager() {
   po.paranoid_checks = paranoid_;
   po.accept_log_loss = options_.accept_log_loss;
   po.lock_timeout_ms = options_.lock_timeout_ms;
+  po.read_only = options_.read_only;
   po.fs = options_.file_system;
   po.log_size = options_.log_size;
   po.sync_interval_ms = options_.sync_interval_ms;
@@ -223,6 +224,9 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
   if (const char* env = std::getenv("MMDOC_WRITE_BUFFER");
       env != nullptr && budget == kDefaultWriteBufferSize)
     budget = std::strtoull(env, nullptr, 10);
+  // A read-only open reads through a buffer too: the log replays into it,
+  // and reads see the runs a killed session left; it is never merged.
+  if (options.read_only && budget == 0) budget = kDefaultWriteBufferSize;
   if (budget > 0) {
     storage::MutexLock l(&db->cache_mu_);
     db->wbuf_ = std::make_shared<index::WriteBuffer>();
@@ -230,6 +234,7 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
     db->SnapshotChanged();
   }
   MMDOC_RETURN_IF_ERROR(db->OpenPager());
+  if (options.read_only) return db;
   // Runs left by a buffered session: a database opened without a buffer
   // merges them now (its writes go straight to the trees); with one, the
   // merger merges them first, since their key filters are gone.
@@ -299,6 +304,7 @@ Status DBImpl::ReplayIntoBuffer(uint64_t txid, std::string_view payload) {
 }
 
 Result<std::unique_ptr<TransactionImpl>> DBImpl::Begin(const WriteOptions& wo, bool replaying) {
+  if (read_only() && !replaying) return ReadOnlyError();
   MMDOC_RETURN_IF_ERROR(NotWriting("Begin"));
   const Durability d = wo.durability.value_or(options_.durability);
   // Checked before anything is logged: the log would keep a commit that
@@ -424,9 +430,9 @@ Status DBImpl::Check(CheckReport* report) {
   CheckReport& r = report ? *report : local;
   r = CheckReport();
   MMDOC_RETURN_IF_ERROR(NotWriting("Check"));
-  if (buffered()) {
+  if (buffered() && !read_only()) {
     // The pages, with every buffered change merged into them and none
-    // arriving meanwhile.
+    // arriving meanwhile. (Read-only: the pages and the buffer as they are.)
     WriterTokenHold token(this);
     // A merge that finds the disk full leaves the pages as they were.
     Status m = MergeAll(/*checkpoint=*/false);
@@ -714,6 +720,7 @@ Status DBImpl::CopyInto(TransactionImpl* src, const std::string& tmp,
 }
 
 Status DBImpl::Compact() {
+  if (read_only()) return ReadOnlyError();
   MMDOC_RETURN_IF_ERROR(NotWriting("Compact"));
   {
     // The writers waiting now go first (see turn_mu_); later ones wait.

@@ -163,6 +163,12 @@ class DBImpl {
   void CountTransactions(int delta) { open_txns_.fetch_add(delta); }
   // What every DB call returns after DB::Close.
   static Status ClosedError() { return Status::InvalidArgument("the database is closed"); }
+  // Options::read_only: what every write, Checkpoint, Flush and Compact
+  // returns (the pager refuses them too).
+  bool read_only() const { return options_.read_only; }
+  Status ReadOnlyError() const {
+    return Status::NotSupported(path_, "the database is open read-only");
+  }
   // Whether this process is a child forked after the open. The handle's
   // threads, locks, snapshots and file lock are the parent's: DB refuses
   // every call with ForkedError, and closes without touching the files.
@@ -308,7 +314,7 @@ class DBImpl {
   // on, and a reader that began before the swap keeps reading the old file
   // until it ends. Busy when this thread has a write transaction open.
   Status Compact();
-  Status Flush() { return pager()->Flush(); }
+  Status Flush() { return read_only() ? ReadOnlyError() : pager()->Flush(); }
   // With a write buffer, merges it first.
   Status Checkpoint();
   const std::string& path() const { return path_; }

@@ -212,12 +212,14 @@ Status DBImpl::MergeAll(bool checkpoint, std::string_view keep_runs_of) {
 
 Status DBImpl::MergeBuffered(const char* what) {
   if (!buffered()) return Status::OK();
+  if (read_only()) return ReadOnlyError();
   MMDOC_RETURN_IF_ERROR(NotWriting(what));
   WriterTokenHold token(this);
   return MergeAll(/*checkpoint=*/false);
 }
 
 Status DBImpl::Checkpoint() {
+  if (read_only()) return ReadOnlyError();
   if (!buffered()) return pager()->Checkpoint();
   MMDOC_RETURN_IF_ERROR(NotWriting("Checkpoint"));
   WriterTokenHold token(this);

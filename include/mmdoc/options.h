@@ -46,6 +46,17 @@ struct Options {
   // soon after the holder closes it, though not in the order waiters came.
   // Default: 0 (Busy at once).
   uint32_t lock_timeout_ms = 0;
+  // Open an existing database for reading only, under a shared lock: any
+  // number of processes (and handles) may read it at once, but not while
+  // one has it open for writing (each waits for the other as above). The
+  // files are opened read-only, so a read-only file or file system will do.
+  // Nothing is written, the close included: every write, CreateIndex,
+  // Checkpoint, Flush and Compact fails with NotSupported. A database not
+  // closed cleanly has its log's commits replayed into memory at every
+  // such open (a commit that made or dropped a collection or an index
+  // cannot be: NotSupported, until a read-write open replays it).
+  // Default: false.
+  bool read_only = false;
   // The file-system seam (mmdoc/file_system.h): every file the database
   // touches goes through it. nullptr means the POSIX one. Not owned; must
   // outlive the DB. Default: nullptr.
