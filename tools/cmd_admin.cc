@@ -16,7 +16,7 @@ namespace mmdoc::tool {
 
 int RunStats(const CommonArgs& c, bool json) {
   int code = kExitOk;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kRead, &code);
   if (!db) return code;
   auto r = db->Stats();
   if (!r.ok()) return FailStatus("stats", r.status());
@@ -90,7 +90,14 @@ int RunCheck(const CommonArgs& c) {
   Options options;
   options.create_if_missing = false;
   options.write_buffer_size = c.write_buffer_mib << 20;  // as the other commands open it
+  options.lock_timeout_ms = WaitMs(c);
+  // Read-only, as the other reads (tools/open_db.h): a check changes nothing.
+  options.read_only = true;
   auto db = DB::Open(c.db, options);
+  if (!db.ok() && db.status().IsNotSupported()) {
+    options.read_only = false;
+    db = DB::Open(c.db, options);
+  }
   if (!db.ok()) {
     // A file too damaged to open fails the check; anything else (locked,
     // unreadable) is an error running it.
@@ -98,7 +105,10 @@ int RunCheck(const CommonArgs& c) {
       std::printf("problem: %s\n", db.status().message().c_str());
       return Fail(kExitNotFound, what, "cannot open: " + db.status().ToString());
     }
-    return Fail(kExitBadInput, what, Describe(db.status()));
+    return Fail(
+        kExitBadInput, what,
+        Describe(db.status()) +
+            (db.status().IsBusy() && c.wait_seconds == 0 ? " (--wait SECONDS waits for it)" : ""));
   }
   if (!CollectionGivenExists(db->get(), c, what, &code)) return code;
   CheckReport report;
@@ -120,7 +130,7 @@ int RunCheck(const CommonArgs& c) {
 
 int RunCompact(const CommonArgs& c) {
   int code = kExitOk;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kWrite, &code);
   if (!db) return code;
   if (!CollectionGivenExists(db.get(), c, "compact", &code)) return code;
   uint64_t before = FileSize(c.db);

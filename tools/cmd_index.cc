@@ -81,7 +81,7 @@ int RunIndexCreate(const CommonArgs& c, const IndexCreateArgs& a) {
     options.partial_filter = *partial;
   }
   int code = kExitOk;
-  auto db = OpenDb(c, true, &code);
+  auto db = OpenDb(c, Access::kCreate, &code);
   if (!db) return code;
   Status s = db->CreateIndex(c.collection, keys, options);
   if (!s.ok()) return FailStatus(what, s);
@@ -99,7 +99,7 @@ int RunIndexDrop(const CommonArgs& c, const std::string& name) {
     return Fail(kExitBadInput, "index drop " + name, problem);
   }
   int code = kExitOk;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kWrite, &code);
   if (!db) return code;
   Status s = db->DropIndex(c.collection, dropped);
   if (s.IsNotFound() && dropped != name) s = db->DropIndex(c.collection, name);
@@ -109,7 +109,7 @@ int RunIndexDrop(const CommonArgs& c, const std::string& name) {
 
 int RunIndexList(const CommonArgs& c) {
   int code = kExitOk;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kRead, &code);
   if (!db) return code;
   auto r = db->ListIndexes(c.collection);
   if (!r.ok()) return FailStatus("index list", r.status());

@@ -126,7 +126,7 @@ int RunGet(const CommonArgs& c, const std::string& id_arg, const std::string& js
     }
   }
   int code = kExitOk;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kRead, &code);
   if (!db) return code;
   auto doc = db->Get(c.collection, *id);
   if (!doc.ok()) {
@@ -176,7 +176,7 @@ int RunFind(const CommonArgs& c, const FindArgs& a) {
     }
   }
   options.projection = a.project;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kRead, &code);
   if (!db) return code;
   auto txn = db->BeginRead();
   if (!txn.ok()) return FailStatus("find", txn.status());
@@ -204,7 +204,7 @@ int RunCount(const CommonArgs& c, const std::string& filter_json) {
   int code = kExitOk;
   auto filter = ParseDocArg("filter", filter_json, &code);
   if (!filter) return code;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kRead, &code);
   if (!db) return code;
   auto r = db->Count(c.collection, *filter);
   if (!r.ok()) return FailStatus("count", r.status());
@@ -219,7 +219,7 @@ int RunDistinct(const CommonArgs& c, const std::string& field, const std::string
   int code = kExitOk;
   auto filter = ParseDocArg("filter", filter_json, &code);
   if (!filter) return code;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kRead, &code);
   if (!db) return code;
   auto r = db->Distinct(c.collection, field, *filter);
   if (!r.ok()) return FailStatus("distinct", r.status());

@@ -28,7 +28,7 @@ int RunServe(const CommonArgs& c, const ServeArgs& a) {
   int code = kExitOk;
   std::error_code ec;
   const bool existed = std::filesystem::exists(c.db, ec);
-  auto db = OpenDb(c, /*create=*/true, &code);
+  auto db = OpenDb(c, Access::kCreate, &code);
   if (!db) return code;
 
   server::CommandOptions co;

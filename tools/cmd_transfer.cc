@@ -275,7 +275,7 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
   }
 
   int code = kExitOk;
-  auto db = OpenDb(c, true, &code);
+  auto db = OpenDb(c, Access::kCreate, &code);
   if (!db) return code;
   // The collection is made first, as mongorestore makes it: what export
   // writes for an empty one (no bytes, or []) imports as an empty one.
@@ -300,7 +300,8 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
 int RunExport(const CommonArgs& c, const ExportArgs& a) {
   const DocFormat format{a.format == "bson", ParseJsonMode(a.json_mode)};
   int code = kExitOk;
-  auto db = OpenDb(c, false, &code);
+  // --salvage merges what is buffered into the pages first: it writes.
+  auto db = OpenDb(c, a.salvage ? Access::kWrite : Access::kRead, &code);
   if (!db) return code;
   // A missing collection is "not found" (exit 1), salvage or not, and
   // leaves no output file behind. A catalog that cannot be read is damage

@@ -32,7 +32,7 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
       return FailInsert(loader.get(), where, JsonError(doc.status()));
     }
     if (loader == nullptr) {
-      db = OpenDb(c, /*create=*/true, &code);
+      db = OpenDb(c, Access::kCreate, &code);
       if (!db) return code;
       loader = std::make_unique<Loader>(db.get(), c.collection, a.batch, a.echo);
     }
@@ -57,7 +57,7 @@ int RunUpdate(const CommonArgs& c, const std::string& filter_json, const std::st
   auto update = ParseDocArg("update", update_json, &code);
   if (!update) return code;
   // An upsert may insert, so it creates the database as insert does.
-  auto db = OpenDb(c, /*create=*/upsert, &code);
+  auto db = OpenDb(c, upsert ? Access::kCreate : Access::kWrite, &code);
   if (!db) return code;
   UpdateOptions options;
   options.upsert = upsert;
@@ -75,7 +75,7 @@ int RunDelete(const CommonArgs& c, const std::string& filter_json, bool many) {
   int code = kExitOk;
   auto filter = ParseDocArg("filter", filter_json, &code);
   if (!filter) return code;
-  auto db = OpenDb(c, false, &code);
+  auto db = OpenDb(c, Access::kWrite, &code);
   if (!db) return code;
   auto r = many ? db->DeleteMany(c.collection, *filter) : db->DeleteOne(c.collection, *filter);
   if (!r.ok()) return FailStatus("delete", r.status());

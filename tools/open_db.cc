@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -72,17 +73,27 @@ bool CheckDbPath(const std::string& path, bool create, const std::string& what, 
   return false;
 }
 
-std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
+uint32_t WaitMs(const CommonArgs& c) {
+  return static_cast<uint32_t>(std::lround(c.wait_seconds * 1000));
+}
+
+std::unique_ptr<DB> OpenDb(const CommonArgs& c, Access access, int* code) {
+  const bool create = access == Access::kCreate;
   const std::string what = "open " + c.db;
   if (!CheckDbPath(c.db, create, what, code)) return nullptr;
   Options options;
   options.create_if_missing = create;
   options.accept_log_loss = c.accept_log_loss;
-  options.lock_timeout_ms = static_cast<uint32_t>(c.wait_seconds * 1000 + 0.5);
+  options.lock_timeout_ms = WaitMs(c);
   options.write_buffer_size = c.write_buffer_mib << 20;
   // mmdoc.cc checks the name; fsync is the default either way.
   options.durability = ParseDurability(c.durability).value_or(Durability::kFsync);
+  options.read_only = access == Access::kRead;
   auto db = DB::Open(c.db, options);
+  if (!db.ok() && db.status().IsNotSupported() && options.read_only) {
+    options.read_only = false;
+    db = DB::Open(c.db, options);
+  }
   if (!db.ok()) {
     std::string why = Describe(db.status());
     // The library's messages name its option; here it is a flag.
@@ -90,9 +101,8 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code) {
       why.replace(at, std::strlen("accept_log_loss"), "--accept-log-loss");
     if (db.status().IsBusy() && c.wait_seconds == 0) why += " (--wait SECONDS waits for it)";
     if (why.find("Permission denied") != std::string::npos)
-      why +=
-          " (every command, a read too, opens the database and its log for writing: it locks "
-          "them, and replays the log after a crash)";
+      why += (options.read_only ? " (a read needs to read the database and its log)"
+                                : " (a write opens the database and its log for writing)");
     *code = Fail(kExitBadInput, what, why);
     return nullptr;
   }

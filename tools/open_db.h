@@ -24,12 +24,26 @@ uint64_t FileSize(const std::string& path);
 // the error, stores the exit status (2) in *code and returns false.
 bool CheckDbPath(const std::string& path, bool create, const std::string& what, int* code);
 
-// Opens c.db. `create`: create the file when it is missing (write commands
-// that add data); the others refuse a missing file rather than leaving an
-// empty database behind a typo, and never pass create_if_missing. On
-// failure prints the error, stores the exit status in *code and returns
-// null.
-std::unique_ptr<DB> OpenDb(const CommonArgs& c, bool create, int* code);
+// --wait SECONDS as Options::lock_timeout_ms (mmdoc.cc bounds it to a day).
+uint32_t WaitMs(const CommonArgs& c);
+
+// What a command does with the database it opens.
+enum class Access {
+  // Reads only: opened read-only (Options::read_only), so that reads in
+  // several processes run at once and a read-only file will do. A log whose
+  // commits must replay into the pages (an index made before a crash)
+  // opens it for writing instead, as before.
+  kRead,
+  // Writes to an existing database; a missing file is refused rather than
+  // an empty database left behind a typo.
+  kWrite,
+  // Writes that add data: the file is created when missing.
+  kCreate,
+};
+
+// Opens c.db for `access`. On failure prints the error, stores the exit
+// status in *code and returns null.
+std::unique_ptr<DB> OpenDb(const CommonArgs& c, Access access, int* code);
 
 // Closes the database at the end of a write command whose work succeeded
 // (DB::Close) and returns the exit status: 0, or 2 with the error printed

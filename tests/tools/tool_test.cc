@@ -1199,6 +1199,36 @@ TEST_CASE("tool: a locked database is reported once, naming the file", "[tools]"
   }
 }
 
+TEST_CASE("tool: reads share the database and write nothing, while a write waits", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("sh.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1, \"k\": 1}\n{\"_id\": 2, \"k\": 2}\n");
+  MustRun({"index", "create", db, "k"});
+  auto bytes = [&] { return ReadFile(db) + "|" + ReadFile(db + "-log"); };
+  const std::string before = bytes();
+  {
+    // Another reader holds it: the tool's reads go on beside it.
+    Options ro;
+    ro.read_only = true;
+    auto reader = DB::Open(db, ro);
+    REQUIRE(reader.ok());
+    CHECK(MustRun({"count", db}).out == "2\n");
+    CHECK(MustRun({"find", db, "{\"k\": 2}"}).out == "{ \"_id\" : 2, \"k\" : 2 }\n");
+    MustRun({"get", db, "1"});
+    MustRun({"stats", db});
+    MustRun({"index", "list", db});
+    MustRun({"export", db});
+    ExpectCheckOk(db);
+    // A write does not.
+    const Run w = RunTool({"insert", db}, "{\"_id\": 3}\n");
+    ExpectError(w, 2, {"locked", "--wait"});
+    CHECK(*reader.value()->Count("default") == 2);
+  }
+  CHECK(bytes() == before);
+  MustRun({"insert", db}, "{\"_id\": 3}\n");
+  CHECK(CountOf(db) == 3);
+}
+
 // find --help listed fewer operators than the engine has.
 TEST_CASE("tool: find --help lists the operators the engine supports", "[tools]") {
   Run help = MustRun({"find", "--help"});
@@ -1595,9 +1625,13 @@ TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]
     return;
   }
   REQUIRE(setrlimit(RLIMIT_STACK, &huge) == 0);
-  const Run r = RunTool({"count", db});
+  // A write starts the merger; a read opens read-only and starts none.
+  const Run r = RunTool({"insert", db}, "{\"_id\": 2}\n");
+  const Run read = RunTool({"count", db});
   REQUIRE(setrlimit(RLIMIT_STACK, &old) == 0);
   ExpectError(r, 2, {"cannot start", "thread"});
+  CHECK(read.status == 0);
+  CHECK(read.out == "1\n");
   CHECK(MustRun({"count", db}).out == "1\n");
   MustRun({"check", db});
 }
