@@ -2026,6 +2026,20 @@ Result<Projection> Projection::Parse(const std::vector<std::string>& fields) {
           f + " and -" + p.dropped_.front());
     }
   }
+  // As MongoDB 4.4: a path below another one given ("a" and "a.b") is a
+  // collision, not the shorter one winning.
+  std::vector<std::string> all = p.fields_;
+  all.insert(all.end(), p.dropped_.begin(), p.dropped_.end());
+  if (p.drop_id_) all.push_back("_id");
+  std::sort(all.begin(), all.end());
+  for (size_t i = 0; i + 1 < all.size(); i++) {
+    for (size_t j = i + 1; j < all.size() && all[j].compare(0, all[i].size(), all[i]) == 0; j++) {
+      if (all[j].size() > all[i].size() && all[j][all[i].size()] == '.') {
+        return Status::InvalidArgument("projection path collision at " + all[j],
+                                       all[i] + " and " + all[j]);
+      }
+    }
+  }
   return p;
 }
 
@@ -2043,7 +2057,9 @@ void Project(bson_iter_t* it, const PathTree& n, bool top, bool is_array, bool d
   while (bson_iter_next(it)) {
     std::string_view key = Key(it);
     const PathTree* c = is_array ? &n : n.Find(key);
-    if (top && key == "_id") {
+    // _id is kept whole unless dropped, or unless parts of it are named
+    // ("_id.x"), which are kept as any field's.
+    if (top && key == "_id" && (c == nullptr || c->op != PathTree::kNone)) {
       if (!drop_id) bson_append_iter(out, key.data(), static_cast<int>(key.size()), it);
       continue;
     }

@@ -384,7 +384,6 @@ TEST_CASE("Projection", "[update]") {
       R"({"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "f": 5}, 6], "g": 7})";
   CHECK(Project({"g", "a"}, doc) == J(R"({"_id": 1, "a": 1, "g": 7})"));
   CHECK(Project({"b.d"}, doc) == J(R"({"_id": 1, "b": {"d": 3}})"));
-  CHECK(Project({"b", "b.d"}, doc) == J(R"({"_id": 1, "b": {"c": 2, "d": 3}})"));
   CHECK(Project({"e.c"}, doc) == J(R"({"_id": 1, "e": [{"c": 4}]})"));
   // Arrays in arrays are projected into, as find's projection does (found
   // by an outside test: they were dropped); their scalars go.
@@ -400,6 +399,32 @@ TEST_CASE("Projection", "[update]") {
   // _id: kept unless dropped, whichever kind the projection is.
   CHECK(Project({"a", "-_id"}, doc) == J(R"({"a": 1})"));
   CHECK(Project({"_id"}, doc) == J(R"({"_id": 1})"));
+  // Parts of _id, as any field's (found by an outside test: _id came whole).
+  const std::string compound = R"({"_id": {"x": 1, "y": 2}, "a": 1})";
+  CHECK(Project({"_id.x"}, compound) == J(R"({"_id": {"x": 1}})"));
+  CHECK(Project({"_id.x", "a"}, compound) == J(R"({"_id": {"x": 1}, "a": 1})"));
+  CHECK(Project({"_id.z"}, compound) == J(R"({"_id": {}})"));
+  CHECK(Project({"_id.x"}, doc) == J(R"({})"));  // a scalar _id has no x
+  CHECK(Project({"-_id.x"}, compound) == J(R"({"_id": {"y": 2}, "a": 1})"));
+}
+
+TEST_CASE("Projection: a path below another one is a collision, as MongoDB 4.4's", "[update]") {
+  // Found by an outside test: {b: 1, "b.c": 1} came back as {b: 1}.
+  for (const std::vector<std::string>& fields :
+       std::vector<std::vector<std::string>>{{"b", "b.c"},
+                                             {"b.c", "a", "b"},
+                                             {"-b", "-b.c.d"},
+                                             {"_id.x", "-_id"},
+                                             {"_id", "_id.x"}}) {
+    auto p = Projection::Parse(fields);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.status().IsInvalidArgument());
+    CHECK(p.status().message().find("path collision at") != std::string::npos);
+  }
+  // Not a collision: a shared prefix that is not a whole part, or one path twice.
+  CHECK(Projection::Parse({"b", "bc", "b-c"}).ok());
+  CHECK(Projection::Parse({"a.b", "a.c"}).ok());
+  CHECK(Projection::Parse({"a", "a"}).ok());
 }
 
 TEST_CASE("Projection: dropping fields, as MongoDB's {field: 0}", "[update]") {
@@ -414,9 +439,8 @@ TEST_CASE("Projection: dropping fields, as MongoDB's {field: 0}", "[update]") {
   CHECK(Project({"-e.c"}, doc) ==
         J(R"({"_id": 1, "a": 1, "b": {"c": 2, "d": 3}, "e": [{"f": 5}, 6, [{"f": 8}]], "g": 7})"));
   // A path through a scalar or a missing field drops nothing.
-  CHECK(Project({"-a.x", "-zz", "-zz.y"}, doc) == J(doc));
-  // The shorter path wins.
-  CHECK(Project({"-b", "-b.d", "-e", "-a", "-g"}, doc) == J(R"({"_id": 1})"));
+  CHECK(Project({"-a.x", "-zz.y"}, doc) == J(doc));
+  CHECK(Project({"-b", "-e", "-a", "-g"}, doc) == J(R"({"_id": 1})"));
   CHECK(
       Project({"-_id"}, doc) ==
       J(R"({"a": 1, "b": {"c": 2, "d": 3}, "e": [{"c": 4, "f": 5}, 6, [{"c": 7, "f": 8}]], "g": 7})"));
