@@ -257,6 +257,17 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
 
   std::string head(4096, '\0');
   head.resize(std::fread(head.data(), 1, head.size(), in));
+  // A head of whitespace alone is not an empty file when more follows
+  // (found by an outside test: 4 KiB of blanks, then documents, imported
+  // nothing and exited 0): read on to the first other byte. The blanks
+  // read past are dropped; the byte order mark, if any, is kept in front.
+  const size_t bom = head.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  while (head.find_first_not_of(" \t\r\n", bom) == std::string::npos) {
+    std::string more(4096, '\0');
+    more.resize(std::fread(more.data(), 1, more.size(), in));
+    if (more.empty()) break;
+    head = head.substr(0, bom) + more;
+  }
   std::rewind(in);
   InputFormat format = SniffFormat(head, size);
   const bool empty = format == InputFormat::kEmpty;

@@ -521,6 +521,22 @@ TEST_CASE("tool: import of empty, binary and malformed files", "[tools]") {
   MustRun({"import", db, dir.File("empty.bson"), "-c", "e"});
   CHECK(MustRun({"count", db, "-c", "e"}).out == "0\n");
   CHECK(MustRun({"count", db, "-c", "blank"}).out == "0\n");
+  // More blanks than the format sniff reads, then documents or garbage
+  // (found by an outside test: both imported nothing and exited 0).
+  WriteFile(dir.File("spaced.json"), std::string(10000, ' ') + "{\"_id\": 1}\n");
+  MustRun({"import", db, dir.File("spaced.json"), "-c", "spaced"});
+  CHECK(MustRun({"count", db, "-c", "spaced"}).out == "1\n");
+  WriteFile(dir.File("spaced-bom.json"),
+            "\xEF\xBB\xBF" + std::string(5000, '\n') + "[{\"_id\": 2}]");
+  MustRun({"import", db, dir.File("spaced-bom.json"), "-c", "spaced"});
+  CHECK(MustRun({"count", db, "-c", "spaced"}).out == "2\n");
+  WriteFile(dir.File("spaced-bad.json"), std::string(5000, '\n') + "not json\n");
+  for (const char* format : {"auto", "json"}) {
+    ExpectError(RunTool({"import", db, dir.File("spaced-bad.json"), "-c", "spaced", "--format",
+                         format}),
+                2, {"spaced-bad.json"});
+  }
+  CHECK(MustRun({"count", db, "-c", "spaced"}).out == "2\n");
   WriteFile(dir.File("empty-array.json"), "[]");
   MustRun({"import", db, dir.File("empty-array.json"), "-c", "arr"});
   MustRun({"stats", db, "-c", "arr"});  // exit 1 when there is no such collection
