@@ -266,7 +266,8 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
     std::string more(4096, '\0');
     more.resize(std::fread(more.data(), 1, more.size(), in));
     if (more.empty()) break;
-    head = head.substr(0, bom) + more;
+    head.resize(bom);
+    head += more;
   }
   std::rewind(in);
   InputFormat format = SniffFormat(head, size);
