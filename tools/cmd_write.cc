@@ -1,6 +1,8 @@
 // The commands that change documents: insert, update, delete.
+#include <cerrno>
 #include <cstdio>
-#include <iostream>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -22,7 +24,16 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
   std::unique_ptr<Loader> loader;
   std::string line;
   uint64_t line_no = 0;
-  while (std::getline(std::cin, line)) {
+  // C stdio, not std::cin: a read error (EIO, a directory as stdin) is
+  // told from the end of the input (ferror; iostreams report it as EOF).
+  struct LineBuffer {
+    char* data = nullptr;
+    size_t size = 0;
+    ~LineBuffer() { std::free(data); }
+  } in;
+  for (ssize_t n; (n = ::getline(&in.data, &in.size, stdin)) >= 0;) {
+    line.assign(in.data, static_cast<size_t>(n));
+    if (!line.empty() && line.back() == '\n') line.pop_back();
     ++line_no;
     if (IsBlank(line)) continue;
     const std::string where = "line " + std::to_string(line_no);
@@ -39,11 +50,12 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
     Status s = loader->Add(*doc);
     if (!s.ok()) return FailInsert(loader.get(), where, Describe(s));
   }
+  const std::string read_error = std::ferror(stdin) ? std::strerror(errno) : "";
   if (loader == nullptr) {
-    if (std::cin.bad()) return Fail(kExitBadInput, "stdin", "read error");
+    if (!read_error.empty()) return Fail(kExitBadInput, "standard input", read_error);
     return kExitOk;  // nothing to insert
   }
-  if (std::cin.bad()) return FailInsert(loader.get(), "stdin", "read error");
+  if (!read_error.empty()) return FailInsert(loader.get(), "standard input", read_error);
   Status s = loader->Flush();
   if (!s.ok()) return FailCommit(*loader, "commit", s);
   return CloseDb(db.get());

@@ -54,7 +54,8 @@ std::string ToolPath() { return BuildDir() + "/tools/mmdoc"; }
 // files (no pipe can fill up and deadlock), stdout to `out_to` when given.
 // Kills it after 60 s. `address_space` (bytes), when given: its ulimit -v.
 Run RunTool(const std::vector<std::string>& args, const std::string& input = "",
-            const std::string& out_to = "", rlim_t address_space = 0) {
+            const std::string& out_to = "", rlim_t address_space = 0,
+            const std::string& in_from = "") {
   static TempDir io;
   static int n = 0;
   const std::string base = io.File("run" + std::to_string(++n));
@@ -68,7 +69,7 @@ Run RunTool(const std::vector<std::string>& args, const std::string& input = "",
   pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    int in = open((base + ".in").c_str(), O_RDONLY);
+    int in = open((in_from.empty() ? base + ".in" : in_from).c_str(), O_RDONLY);
     int out = out_to.empty() ? open((base + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644)
                              : open(out_to.c_str(), O_WRONLY);
     int err = open((base + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -532,9 +533,9 @@ TEST_CASE("tool: import of empty, binary and malformed files", "[tools]") {
   CHECK(MustRun({"count", db, "-c", "spaced"}).out == "2\n");
   WriteFile(dir.File("spaced-bad.json"), std::string(5000, '\n') + "not json\n");
   for (const char* format : {"auto", "json"}) {
-    ExpectError(RunTool({"import", db, dir.File("spaced-bad.json"), "-c", "spaced", "--format",
-                         format}),
-                2, {"spaced-bad.json"});
+    ExpectError(
+        RunTool({"import", db, dir.File("spaced-bad.json"), "-c", "spaced", "--format", format}), 2,
+        {"spaced-bad.json"});
   }
   CHECK(MustRun({"count", db, "-c", "spaced"}).out == "2\n");
   WriteFile(dir.File("empty-array.json"), "[]");
@@ -1524,6 +1525,16 @@ TEST_CASE("tool: --project takes one value, so a FILTER after it stays the filte
   CHECK(MustRun({"find", db, "--project", "a", "--project", "b", "{\"_id\": 1}"}).out ==
         "{ \"_id\" : 1, \"a\" : 1, \"b\" : 2 }\n");
   ExpectError(RunTool({"find", db, "{}", "--project", "a", "b"}), 2, {"not expected"});
+}
+
+// Found by an outside test: std::getline took a read error for the end of
+// the input, and the insert exited 0.
+TEST_CASE("tool: insert fails on a read error of its input, naming it", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("r.mmdb");
+  ExpectError(RunTool({"insert", db}, "", "", 0, dir.path()), 2,
+              {"standard input", "Is a directory"});
+  CHECK_FALSE(std::filesystem::exists(db));
 }
 
 TEST_CASE("tool: insert of bad input from its first line makes no database", "[tools]") {
