@@ -87,28 +87,17 @@ int RunCheck(const CommonArgs& c) {
   const std::string what = "check " + c.db;
   int code = kExitOk;
   if (!CheckDbPath(c.db, false, what, &code)) return code;
-  Options options;
-  options.create_if_missing = false;
-  options.write_buffer_size = c.write_buffer_mib << 20;  // as the other commands open it
-  options.lock_timeout_ms = WaitMs(c);
-  // Read-only, as the other reads (tools/open_db.h): a check changes nothing.
-  options.read_only = true;
-  auto db = DB::Open(c.db, options);
-  if (!db.ok() && db.status().IsNotSupported()) {
-    options.read_only = false;
-    db = DB::Open(c.db, options);
-  }
+  // Read-only, as the other reads: a check changes nothing.
+  auto db = OpenWith(c, Access::kRead);
   if (!db.ok()) {
     // A file too damaged to open fails the check; anything else (locked,
     // unreadable) is an error running it.
+    const std::string why = OpenError(c, db.status(), Access::kRead);
     if (db.status().IsCorruption()) {
-      std::printf("problem: %s\n", db.status().message().c_str());
-      return Fail(kExitNotFound, what, "cannot open: " + db.status().ToString());
+      std::printf("problem: %s\n", why.c_str());
+      return Fail(kExitNotFound, what, "cannot open: " + why);
     }
-    return Fail(
-        kExitBadInput, what,
-        Describe(db.status()) +
-            (db.status().IsBusy() && c.wait_seconds == 0 ? " (--wait SECONDS waits for it)" : ""));
+    return Fail(kExitBadInput, what, why);
   }
   if (!CollectionGivenExists(db->get(), c, what, &code)) return code;
   CheckReport report;

@@ -77,12 +77,9 @@ uint32_t WaitMs(const CommonArgs& c) {
   return static_cast<uint32_t>(std::lround(c.wait_seconds * 1000));
 }
 
-std::unique_ptr<DB> OpenDb(const CommonArgs& c, Access access, int* code) {
-  const bool create = access == Access::kCreate;
-  const std::string what = "open " + c.db;
-  if (!CheckDbPath(c.db, create, what, code)) return nullptr;
+Result<std::unique_ptr<DB>> OpenWith(const CommonArgs& c, Access access) {
   Options options;
-  options.create_if_missing = create;
+  options.create_if_missing = access == Access::kCreate;
   options.accept_log_loss = c.accept_log_loss;
   options.lock_timeout_ms = WaitMs(c);
   options.write_buffer_size = c.write_buffer_mib << 20;
@@ -94,16 +91,27 @@ std::unique_ptr<DB> OpenDb(const CommonArgs& c, Access access, int* code) {
     options.read_only = false;
     db = DB::Open(c.db, options);
   }
+  return db;
+}
+
+std::string OpenError(const CommonArgs& c, const Status& s, Access access) {
+  std::string why = Describe(s);
+  // The library's messages name its option; here it is a flag.
+  for (size_t at; (at = why.find("accept_log_loss")) != std::string::npos;)
+    why.replace(at, std::strlen("accept_log_loss"), "--accept-log-loss");
+  if (s.IsBusy() && c.wait_seconds == 0) why += " (--wait SECONDS waits for it)";
+  if (why.find("Permission denied") != std::string::npos)
+    why += access == Access::kRead ? " (a read needs to read the database and its log)"
+                                   : " (a write opens the database and its log for writing)";
+  return why;
+}
+
+std::unique_ptr<DB> OpenDb(const CommonArgs& c, Access access, int* code) {
+  const std::string what = "open " + c.db;
+  if (!CheckDbPath(c.db, access == Access::kCreate, what, code)) return nullptr;
+  auto db = OpenWith(c, access);
   if (!db.ok()) {
-    std::string why = Describe(db.status());
-    // The library's messages name its option; here it is a flag.
-    for (size_t at; (at = why.find("accept_log_loss")) != std::string::npos;)
-      why.replace(at, std::strlen("accept_log_loss"), "--accept-log-loss");
-    if (db.status().IsBusy() && c.wait_seconds == 0) why += " (--wait SECONDS waits for it)";
-    if (why.find("Permission denied") != std::string::npos)
-      why += (options.read_only ? " (a read needs to read the database and its log)"
-                                : " (a write opens the database and its log for writing)");
-    *code = Fail(kExitBadInput, what, why);
+    *code = Fail(kExitBadInput, what, OpenError(c, db.status(), access));
     return nullptr;
   }
   return std::move(db).value();

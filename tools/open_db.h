@@ -45,6 +45,12 @@ enum class Access {
 // status in *code and returns null.
 std::unique_ptr<DB> OpenDb(const CommonArgs& c, Access access, int* code);
 
+// OpenDb's parts, for a command that reports a failed open its own way
+// (check): the open with the command line's options, and the one-line
+// reason for its failure in the tool's words (flags for option names).
+Result<std::unique_ptr<DB>> OpenWith(const CommonArgs& c, Access access);
+std::string OpenError(const CommonArgs& c, const Status& s, Access access);
+
 // Closes the database at the end of a write command whose work succeeded
 // (DB::Close) and returns the exit status: 0, or 2 with the error printed
 // when it could not close cleanly (a full disk, a file replaced while
