@@ -85,9 +85,15 @@ std::string Loader::FailedCommitNote() const {
   const auto n = static_cast<unsigned long long>(failed_commit_);
   const auto m = static_cast<unsigned long long>(inserted_);
   char buf[160];
-  std::snprintf(buf, sizeof(buf),
-                " (committing the %llu document%s up to here; the %llu before %s committed)", n,
-                n == 1 ? "" : "s", m, n == 1 ? "it are" : "them are");
+  const int at =
+      std::snprintf(buf, sizeof(buf), " (the commit of the %llu document%s up to here failed", n,
+                    n == 1 ? "" : "s");
+  if (m == 0) {
+    std::snprintf(buf + at, sizeof(buf) - at, "; nothing was committed)");
+  } else {
+    std::snprintf(buf + at, sizeof(buf) - at, "; the %llu before %s committed)", m,
+                  n == 1 ? "it are" : "them are");
+  }
   return buf;
 }
 

@@ -1428,7 +1428,7 @@ TEST_CASE("tool: a write that commits but cannot close on a full disk says so, e
     docs += "{\"_id\": " + std::to_string(i) + ", \"s\": \"" + std::string(200, 'x') + "\"}\n";
   // The message says which batch failed and how much is in.
   const Run full = RunTool({"insert", db, buffer, "--batch", "100"}, docs);
-  ExpectError(full, 2, {"disk full", "committing the 100 documents up to here"});
+  ExpectError(full, 2, {"disk full", "the commit of the 100 documents up to here failed"});
   auto count = [&] { return std::stoull(MustRun({"count", db, buffer}).out); };
   const uint64_t n = count();
   REQUIRE(n > 0);
