@@ -89,6 +89,14 @@ bool LooksLikeNumber(const std::string& s) {
 
 int RunGet(const CommonArgs& c, const std::string& id_arg, const std::string& json_mode) {
   auto id = Value::FromJson(id_arg);
+  // NaN and Infinity are bare words to JSON, though libbson's parser takes
+  // them as doubles (found by an outside test): a string, as the help says.
+  // {"$numberDouble": "NaN"} names the double.
+  const size_t first = id_arg.find_first_not_of(" \t+-");
+  if (id.ok() && id->get()->value_type == BSON_TYPE_DOUBLE && first != std::string::npos &&
+      std::isalpha(static_cast<unsigned char>(id_arg[first]))) {
+    id = Status::InvalidArgument("not JSON");
+  }
   if (!id.ok()) {
     // A bare word is a string; something that meant to be JSON (a number
     // out of range too) is an error.

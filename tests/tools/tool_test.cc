@@ -328,6 +328,16 @@ TEST_CASE("tool: get takes a bare word as a string, and refuses what no _id can 
   // an array (which no _id is) said "not found".
   ExpectError(RunTool({"get", db, "007"}), 2, {"leading zero", "'\"007\"'"});
   ExpectError(RunTool({"get", db, "[1]"}), 2, {"cannot be an array"});
+  // NaN and Infinity are not JSON: bare words, so strings (found by an
+  // outside test: they looked up the doubles); the double is named as such.
+  MustRun({"insert", db},
+          "{\"_id\": \"NaN\"}\n{\"_id\": \"-Infinity\"}\n"
+          "{\"_id\": {\"$numberDouble\": \"NaN\"}, \"d\": 1}\n");
+  CHECK(MustRun({"get", db, "NaN"}).out == "{ \"_id\" : \"NaN\" }\n");
+  CHECK(MustRun({"get", db, "--", "-Infinity"}).out == "{ \"_id\" : \"-Infinity\" }\n");
+  CHECK(MustRun({"get", db, "{\"$numberDouble\": \"NaN\"}"}).out ==
+        "{ \"_id\" : { \"$numberDouble\" : \"NaN\" }, \"d\" : 1 }\n");
+  ExpectError(RunTool({"get", db, "Infinity"}), 1, {"\"Infinity\""});
 }
 
 TEST_CASE("tool: invalid JSON on line K keeps what came before", "[tools]") {
