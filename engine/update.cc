@@ -1478,7 +1478,7 @@ Status Update::Impl::Parse(const bson_t* update) {
         return Status::InvalidArgument("cannot mix update operators and fields", op_name);
       }
       return Status::InvalidArgument(
-          (op_name == "$bit" ? "unsupported update operator " : "unknown operator ") +
+          (op_name == "$bit" ? "unsupported update operator " : "unknown update operator ") +
           std::string(op_name));
     }
     bson_iter_t fields;

@@ -41,6 +41,10 @@ const char* CodeName(int code) {
       return "TypeMismatch";
     case 22:
       return "InvalidBSON";
+    case 40:
+      return "ConflictingUpdateOperators";
+    case 66:
+      return "ImmutableField";
     case 26:
       return "NamespaceNotFound";
     case 27:
@@ -59,6 +63,10 @@ const char* CodeName(int code) {
       return "InvalidNamespace";
     case 85:
       return "IndexOptionsConflict";
+    case 171:
+      return "CannotIndexParallelArrays";
+    case 31250:
+      return "Location31250";
     case 11000:
       return "DuplicateKey";
     case 14031:
@@ -67,13 +75,37 @@ const char* CodeName(int code) {
   return "UnknownError";
 }
 
+// The MongoDB code of an InvalidArgument whose kind MongoDB names with a
+// code of its own (drivers and applications test some of them); 2
+// (BadValue) for the rest. By the engine's and this file's messages.
+int InvalidArgumentCode(const Status& s) {
+  static const struct {
+    const char* text;
+    int code;
+  } kKinds[] = {
+      {"must be a boolean", 14},
+      {"on a non-number field", 14},
+      {"immutable field _id", 66},
+      {"replacement changes _id", 66},
+      {"conflicting update paths", 40},
+      {"cannot index parallel arrays", 171},
+      {"projection path collision", 31250},
+      {"unknown update operator", 9},
+  };
+  const std::string& m = s.message();
+  for (const auto& k : kKinds) {
+    if (m.find(k.text) != std::string::npos) return k.code;
+  }
+  return 2;
+}
+
 // The MongoDB error code for an engine error.
 int CodeFor(const Status& s) {
   switch (s.code()) {
     case Status::Code::kAlreadyExists:
       return 11000;
     case Status::Code::kInvalidArgument:
-      return 2;
+      return InvalidArgumentCode(s);
     case Status::Code::kNotFound:
       return 26;
     case Status::Code::kFull:
@@ -113,12 +145,121 @@ std::string Ok() {
   return Finish(&b);
 }
 
-// The errmsg MongoDB gives a duplicate key, which some tools match on.
-std::string WriteErrorMessage(const Status& s, const std::string& ns) {
-  if (s.IsAlreadyExists()) {
-    return "E11000 duplicate key error collection: " + ns + " " + s.message();
+std::string MongoIndexName(const std::vector<IndexKey>& keys);
+
+// A write's error as MongoDB reports it: its code, errmsg and, for a
+// duplicate key, the writeError's keyPattern and keyValue (BSON bytes;
+// empty otherwise).
+struct WriteError {
+  int code = 0;
+  std::string message;
+  std::string key_pattern;
+  std::string key_value;
+};
+
+// The BSON of {field: value} for each of `keys`, from `values` (the
+// engine's JSON of the key: one value for one field, else an object).
+bool KeyDocuments(const std::vector<IndexKey>& keys, const std::string& values,
+                  std::string* pattern, std::string* value) {
+  bson_t p, v;
+  bson_init(&p);
+  bson_init(&v);
+  bool ok = true;
+  if (keys.size() == 1) {
+    auto one = Value::FromJson(values);
+    ok = one.ok();
+    if (ok) bson_append_value(&v, keys[0].field.c_str(), -1, one->get());
+  } else {
+    auto all = Document::FromJson(values);
+    ok = all.ok();
+    if (ok) {
+      bson_t view;
+      all->View(&view);
+      bson_concat(&v, &view);
+    }
   }
-  return s.ToString();
+  for (const IndexKey& k : keys) BSON_APPEND_INT32(&p, k.field.c_str(), k.direction);
+  *pattern = Finish(&p);
+  *value = Finish(&v);
+  return ok;
+}
+
+// MongoDB's shell-like rendering of a key for the errmsg: { a: 1, b: "x" }.
+std::string DupKeyText(const std::string& key_value) {
+  auto doc =
+      Document::FromBson(reinterpret_cast<const uint8_t*>(key_value.data()), key_value.size());
+  if (!doc.ok()) return "{}";
+  bson_t view;
+  doc->View(&view);
+  bson_iter_t it;
+  std::string out = "{";
+  if (bson_iter_init(&it, &view)) {
+    while (bson_iter_next(&it)) {
+      out += std::string(out.size() > 1 ? ", " : " ") + bson_iter_key(&it) + ": " +
+             Value::FromBsonValue(bson_iter_value(&it)).ToJson();
+    }
+  }
+  return out + " }";
+}
+
+// The errmsg MongoDB gives a duplicate key ("E11000 duplicate key error
+// collection: db.c index: email_1 dup key: { email: "a@x" }"), which
+// tools match on, with keyPattern and keyValue; from the engine's messages
+// ("duplicate _id: <json>", "duplicate key in unique index '<name>':
+// <json>") and the collection's indexes (`indexes`, asked only then).
+WriteError WriteErrorFor(const Status& s, const std::string& ns,
+                         const std::function<Result<std::vector<IndexInfo>>()>& indexes) {
+  WriteError e;
+  e.code = CodeFor(s);
+  e.message = s.ToString();
+  if (!s.IsAlreadyExists()) return e;
+  const std::string& m = s.message();
+  static const std::string kId = "duplicate _id: ";
+  static const std::string kIndex = "duplicate key in unique index '";
+  std::vector<IndexKey> keys;
+  std::string name, values;
+  if (m.compare(0, kId.size(), kId) == 0) {
+    keys = {IndexKey{"_id", 1}};
+    name = "_id_";
+    values = m.substr(kId.size());
+  } else if (m.compare(0, kIndex.size(), kIndex) == 0) {
+    const size_t end = m.find("': ", kIndex.size());
+    const std::string field = m.substr(kIndex.size(), end - kIndex.size());
+    auto all =
+        end == std::string::npos ? Result<std::vector<IndexInfo>>(Status::NotFound("")) : indexes();
+    if (all.ok()) {
+      for (const IndexInfo& i : *all) {
+        if (i.field == field) keys = i.keys;
+      }
+    }
+    if (keys.empty()) keys = {IndexKey{field, 1}};
+    name = MongoIndexName(keys);
+    values = m.substr(end + 3);
+  }
+  if (keys.empty() || !KeyDocuments(keys, values, &e.key_pattern, &e.key_value)) {
+    e.message = "E11000 duplicate key error collection: " + ns + " " + m;
+    e.key_pattern.clear();
+    e.key_value.clear();
+    return e;
+  }
+  e.message = "E11000 duplicate key error collection: " + ns + " index: " + name +
+              " dup key: " + DupKeyText(e.key_value);
+  return e;
+}
+
+// Appends a WriteError's fields to a writeError or an error reply.
+void AppendWriteError(bson_t* b, const WriteError& e) {
+  BSON_APPEND_INT32(b, "code", e.code);
+  BSON_APPEND_UTF8(b, "codeName", CodeName(e.code));
+  BSON_APPEND_UTF8(b, "errmsg", e.message.c_str());
+  for (const auto& [key, bytes] :
+       {std::pair<const char*, const std::string*>{"keyPattern", &e.key_pattern},
+        {"keyValue", &e.key_value}}) {
+    if (bytes->empty()) continue;
+    bson_t d;
+    if (bson_init_static(&d, reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()))
+      BSON_APPEND_DOCUMENT(b, key, &d);
+  }
 }
 
 Document Sub(const bson_iter_t* it) {
@@ -739,9 +880,7 @@ Result<WriteOptions> Commands::WriteConcern(const bson_t* cmd) const {
 // Collects the writeErrors of a write command.
 class Commands::Reply {
  public:
-  void AddError(size_t index, const Status& s, const std::string& ns) {
-    errors_.push_back({index, CodeFor(s), WriteErrorMessage(s, ns)});
-  }
+  void AddError(size_t index, WriteError e) { errors_.push_back({index, std::move(e)}); }
   bool has_errors() const { return !errors_.empty(); }
   void AppendErrors(bson_t* b) const {
     if (errors_.empty()) return;
@@ -752,9 +891,7 @@ class Commands::Reply {
       bson_t e;
       BSON_APPEND_DOCUMENT_BEGIN(&arr, key.c_str(), &e);
       BSON_APPEND_INT32(&e, "index", static_cast<int32_t>(errors_[i].index));
-      BSON_APPEND_INT32(&e, "code", errors_[i].code);
-      BSON_APPEND_UTF8(&e, "codeName", CodeName(errors_[i].code));
-      BSON_APPEND_UTF8(&e, "errmsg", errors_[i].message.c_str());
+      AppendWriteError(&e, errors_[i].error);
       bson_append_document_end(&arr, &e);
     }
     bson_append_array_end(b, &arr);
@@ -763,8 +900,7 @@ class Commands::Reply {
  private:
   struct Entry {
     size_t index;
-    int code;
-    std::string message;
+    WriteError error;
   };
   std::vector<Entry> errors_;
 };
@@ -777,7 +913,7 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
   auto ns = Namespace(db, cmd, &error);
   if (!ns) return error;
   auto wo = WriteConcern(cmd);
-  if (!wo.ok()) return Error(2, wo.status().message());
+  if (!wo.ok()) return Error(CodeFor(wo.status()), wo.status().message());
   bson_iter_t it;
   bool ordered = true;
   std::string bad = ReadFlag(cmd, command, "ordered", &ordered);
@@ -820,7 +956,7 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
           }
         }
         if (!s.ok()) {
-          reply.AddError(index, s, *ns);
+          reply.AddError(index, WriteErrorFor(s, *ns, [&] { return (*txn)->ListIndexes(*ns); }));
           if (ordered) break;
         }
       }
@@ -1272,7 +1408,7 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
   auto ns = Namespace(db, cmd, &error);
   if (!ns) return error;
   auto wo = WriteConcern(cmd);
-  if (!wo.ok()) return Error(2, wo.status().message());
+  if (!wo.ok()) return Error(CodeFor(wo.status()), wo.status().message());
   bson_iter_t it;
   auto opt_query = OptionalDoc(cmd, "findAndModify", "query", &error);
   if (!opt_query) return error;
@@ -1354,8 +1490,12 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
     }
   }
   if (!r.ok()) {
-    const Status& s = r.status();
-    return Error(CodeFor(s), WriteErrorMessage(s, *ns));
+    const WriteError e = WriteErrorFor(r.status(), *ns, [&] { return db_->ListIndexes(*ns); });
+    bson_t b;
+    bson_init(&b);
+    BSON_APPEND_DOUBLE(&b, "ok", 0.0);
+    AppendWriteError(&b, e);
+    return Finish(&b);
   }
   bson_t b;
   bson_init(&b);

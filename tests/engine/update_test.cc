@@ -147,7 +147,7 @@ TEST_CASE("Update: bad updates", "[update]") {
     INFO(u.status().message());
     CHECK(u.status().message().find(needle) != std::string::npos);
   };
-  bad(R"({"$foo": {"a": 1}})", "unknown operator $foo");
+  bad(R"({"$foo": {"a": 1}})", "unknown update operator $foo");
   bad(R"({"$set": {"b": 1}, "$bit": {"a": {"and": 1}}})", "unsupported update operator $bit");
   bad(R"({"$set": {"a.$[]": 1}})", "a.$[]");
   bad(R"({"$set": {"a.$[x]": 1}})", "not supported");

@@ -146,6 +146,10 @@ def test_duplicate_keys(srv):
         raise AssertionError("duplicate unique key accepted")
     except errors.DuplicateKeyError as e:
         assert e.code == 11000 and "E11000" in str(e), e.details
+        # MongoDB's form, which tools read the index and key from.
+        assert "index: email_1 dup key: { email: \"a@x\" }" in e.details["errmsg"], e.details
+        assert e.details["keyPattern"] == {"email": 1}, e.details
+        assert e.details["keyValue"] == {"email": "a@x"}, e.details
     try:
         coll.update_one({"_id": 1}, {"$set": {"email": "a@x"}})  # same value: fine
         coll.insert_one({"_id": 3, "email": "c@x"})
@@ -264,8 +268,39 @@ def test_errors(srv):
         db.c.update_one({}, {"$frob": {"a": 2}})
         raise AssertionError("an unknown update operator was accepted")
     except errors.WriteError as e:
-        assert e.code == 2, e.details
+        assert e.code == 9, e.details
     assert db.command("ping")["ok"] == 1.0  # still answering
+
+
+def test_error_codes(srv):
+    # Found by an outside test: these were all code 2.
+    db = client(srv).codes
+    db.c.drop()
+    db.c.insert_one({"_id": 1, "s": "a", "arr": [1, 2], "b": {"c": 1}})
+    for update, code in (({"$inc": {"s": 1}}, 14), ({"$set": {"_id": 2}}, 66),
+                         ({"$set": {"a": 1}, "$inc": {"a": 1}}, 40)):
+        try:
+            db.c.update_one({"_id": 1}, update)
+            raise AssertionError(str(update) + " accepted")
+        except errors.WriteError as e:
+            assert e.code == code, e.details
+    for flag in ("multi", "upsert"):
+        reply = db.command("update", "c", updates=[{"q": {}, "u": {"$set": {"x": 1}}, flag: "false"}])
+        assert reply["writeErrors"][0]["code"] == 14, reply
+    try:
+        db.command("insert", "c", documents=[{}], writeConcern={"j": "x"})
+        raise AssertionError("j: 'x' accepted")
+    except errors.OperationFailure as e:
+        assert e.code == 14, e.details
+    for projection in ({"b": 1, "b.c": 1}, {"_id.x": 1, "_id": 0}):
+        try:
+            list(db.c.find({}, projection))
+            raise AssertionError(str(projection) + " accepted")
+        except errors.OperationFailure as e:
+            assert e.code == 31250, e.details
+    db.k.drop()
+    db.k.insert_one({"_id": {"x": 1, "y": 2}, "a": 1})
+    assert list(db.k.find({}, {"_id.x": 1, "a": 1})) == [{"_id": {"x": 1}, "a": 1}]
 
 
 def test_write_concerns(srv):
