@@ -122,6 +122,23 @@ Status CheckTree(bson_iter_t* it, int depth) {
         }
         break;
       }
+      case BSON_TYPE_REGEX: {
+        // The flags MongoDB knows, sorted and each once, as the BSON spec
+        // keeps them: others do not read back from the JSON export (found by
+        // an outside test: "z" was taken, "ii" came back as "i").
+        const char* options = nullptr;
+        bson_iter_regex(it, &options);
+        const std::string_view o = options != nullptr ? options : "";
+        for (size_t i = 0; i < o.size(); i++) {
+          if (std::strchr("ilmsux", o[i]) == nullptr || (i > 0 && o[i] <= o[i - 1])) {
+            return Status::InvalidArgument(
+                "regex options \"" + std::string(o) +
+                    "\" are not flags of i, l, m, s, u, x in that order, each once",
+                std::string_view(key, key_len));
+          }
+        }
+        break;
+      }
       default:
         break;
     }

@@ -463,6 +463,25 @@ TEST_CASE("Document: FromBson validates", "[document]") {
   CHECK(Document::FromBson(&b).ok());  // MongoDB allows empty field names
   bson_destroy(&b);
   CHECK_FALSE(Document::FromBson(nullptr).ok());
+  // Regex flags: known ones, sorted, each once (found by an outside test:
+  // "z" was stored, and its JSON export did not read back). Raw bytes, as
+  // libbson's bson_append_regex sorts and drops flags itself.
+  auto regex = [](const std::string& options) {
+    const std::string body = std::string("\x0br\0a\0", 5) + options + std::string(1, '\0');
+    std::string doc(4, '\0');
+    doc += body + std::string(1, '\0');
+    const auto n = static_cast<uint32_t>(doc.size());
+    for (int i = 0; i < 4; i++) doc[i] = static_cast<char>(n >> (8 * i));
+    return doc;
+  };
+  CHECK(from(regex("")).ok());
+  CHECK(from(regex("ilmsux")).ok());
+  for (const char* bad : {"z", "mi", "ii", "iz"}) {
+    INFO(bad);
+    auto d = from(regex(bad));
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.status().message().find("regex options") != std::string::npos);
+  }
 }
 
 TEST_CASE("Document: random mutations of valid BSON never crash", "[document]") {
