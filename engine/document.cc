@@ -57,20 +57,31 @@ const char kEmptyDoc[5] = {5, 0, 0, 0, 0};
 const char kNullValueDoc[8] = {8, 0, 0, 0, 0x0A, 'v', 0, 0};
 
 // Walks the (sub)document `it` iterates, which sits at nesting level
-// `depth` (the top level is 1). Recursion is bounded by kMaxNestingDepth, so
-// it is safe on hostile input.
-Status CheckTree(bson_iter_t* it, int depth) {
+// `depth` (the top level is 1); an array's keys must be "0", "1", ... as
+// the BSON spec says (others would not survive a JSON export). Recursion is
+// bounded by kMaxNestingDepth, so it is safe on hostile input.
+Status CheckTree(bson_iter_t* it, int depth, bool array = false) {
   if (depth > kMaxNestingDepth) {
     return Status::InvalidArgument("document nested deeper than " +
                                    std::to_string(kMaxNestingDepth) + " levels");
   }
   const uint32_t len = it->len;  // bson_iter_next zeroes it at the end
   const uint8_t* raw = it->raw;
+  uint32_t index = 0;
   while (bson_iter_next(it)) {
     const char* key = bson_iter_key(it);
     uint32_t key_len = bson_iter_key_len(it);
     if (!bson_utf8_validate(key, key_len, false)) {
       return Status::InvalidArgument("field name is not valid UTF-8");
+    }
+    if (array) {
+      char want[16];
+      const auto end = std::to_chars(want, want + sizeof want, index++).ptr;
+      if (std::string_view(key, key_len) != std::string_view(want, end - want)) {
+        return Status::InvalidArgument("invalid BSON: array element keyed \"" +
+                                       std::string(key, key_len) + "\", not \"" +
+                                       std::string(want, end - want) + "\"");
+      }
     }
     bson_iter_t child;
     switch (bson_iter_type(it)) {
@@ -80,7 +91,7 @@ Status CheckTree(bson_iter_t* it, int depth) {
           return Status::InvalidArgument("invalid BSON: bad subdocument",
                                          std::string_view(key, key_len));
         }
-        MMDOC_RETURN_IF_ERROR(CheckTree(&child, depth + 1));
+        MMDOC_RETURN_IF_ERROR(CheckTree(&child, depth + 1, bson_iter_type(it) == BSON_TYPE_ARRAY));
         break;
       case BSON_TYPE_CODEWSCOPE: {
         // The scope is a document too: count it in the depth, so that

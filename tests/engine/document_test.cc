@@ -474,6 +474,34 @@ TEST_CASE("Document: FromBson validates", "[document]") {
     for (int i = 0; i < 4; i++) doc[i] = static_cast<char>(n >> (8 * i));
     return doc;
   };
+  // Arrays keyed "0", "1", ... (found by the same test: other keys were
+  // stored, and the export renumbered them).
+  auto array = [](const std::string& key) {
+    // {"a": [<int32 7 keyed "0">, <int32 8 keyed key>]}
+    std::string elems = std::string(
+                            "\x10"
+                            "0\0\x07\0\0\0",
+                            7) +
+                        "\x10" + key + std::string("\0\x08\0\0\0", 5);
+    std::string arr(4, '\0');
+    arr += elems + std::string(1, '\0');
+    for (int i = 0; i < 4; i++) arr[i] = static_cast<char>(arr.size() >> (8 * i));
+    std::string doc(4, '\0');
+    doc += std::string(
+               "\x04"
+               "a\0",
+               3) +
+           arr + std::string(1, '\0');
+    for (int i = 0; i < 4; i++) doc[i] = static_cast<char>(doc.size() >> (8 * i));
+    return doc;
+  };
+  CHECK(from(array("1")).ok());
+  for (const char* bad : {"2", "0", "01", "x", ""}) {
+    INFO("key " << bad);
+    auto d = from(array(bad));
+    REQUIRE_FALSE(d.ok());
+    CHECK(d.status().message().find("array element keyed") != std::string::npos);
+  }
   CHECK(from(regex("")).ok());
   CHECK(from(regex("ilmsux")).ok());
   for (const char* bad : {"z", "mi", "ii", "iz"}) {
