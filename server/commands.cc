@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "server/wire.h"
+
 namespace mmdoc::server {
 namespace {
 
@@ -946,6 +948,13 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
         } else if (!BSON_ITER_HOLDS_DOCUMENT(&e)) {
           s = Status::InvalidArgument(std::string(command) + ": " + field + "[" +
                                       std::to_string(index) + "] is not a document");
+        } else if (const size_t big = TooLargeSize(Sub(&e)); big != 0) {
+          // MongoDB's words and code (BadValue) for it.
+          s = Status::InvalidArgument(std::string(command) == "insert"
+                                          ? "object to insert too large"
+                                          : std::string(command) + " statement too large",
+                                      "size in bytes: " + std::to_string(big) +
+                                          ", max size: " + std::to_string(kMaxBsonObjectSize));
         } else {
           bool left_changes = false;
           s = statement(txn->get(), *ns, index, Sub(&e), &left_changes);

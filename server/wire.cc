@@ -115,6 +115,11 @@ Result<Request> ParseOpMsg(const Header& h, std::string_view m) {
       while (p < sec_end) {
         auto len = DocLength(m.data() + p, sec_end - p, "OP_MSG document sequence");
         if (!len.ok()) return len.status();
+        if (*len > kMaxDocumentSize && *len <= kMaxSequenceDocumentSize) {
+          seq.docs.push_back(TooLargeMarker(*len));
+          p += *len;
+          continue;
+        }
         auto doc = ParseDoc(m.data() + p, *len, "OP_MSG document sequence");
         if (!doc.ok()) return doc.status();
         seq.docs.push_back(std::move(doc).value());
@@ -241,6 +246,27 @@ std::array<uint32_t, 256> MakeCrcTable() {
 }
 
 }  // namespace
+
+Document TooLargeMarker(size_t size) {
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_INT64(&b, "$mmdoc.tooLarge", static_cast<int64_t>(size));
+  Document d = Document::FromTrustedBytes(
+      std::string(reinterpret_cast<const char*>(bson_get_data(&b)), b.len));
+  bson_destroy(&b);
+  return d;
+}
+
+size_t TooLargeSize(const Document& d) {
+  bson_t view;
+  d.View(&view);
+  bson_iter_t it;
+  if (!bson_iter_init(&it, &view) || !bson_iter_next(&it) ||
+      std::strcmp(bson_iter_key(&it), "$mmdoc.tooLarge") != 0 || !BSON_ITER_HOLDS_INT64(&it))
+    return 0;
+  const int64_t size = bson_iter_int64(&it);
+  return bson_iter_next(&it) || size <= 0 ? 0 : static_cast<size_t>(size);
+}
 
 uint32_t Crc32c(std::string_view bytes) {
   static const std::array<uint32_t, 256> table = MakeCrcTable();

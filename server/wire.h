@@ -64,6 +64,18 @@ struct Header {
 Result<Header> ParseHeader(std::string_view bytes);
 
 // A request, parsed from a whole message.
+// A kind 1 document may pass 16 MiB by this much, as in MongoDB, so that a
+// command can report it as a write error instead of failing whole.
+inline constexpr size_t kMaxSequenceDocumentSize = kMaxDocumentSize + 16 * 1024;
+
+// What stands in the command for a kind 1 document over kMaxDocumentSize
+// (and within kMaxSequenceDocumentSize), which is not parsed:
+// {"$mmdoc.tooLarge": <its size>}. A write command refuses that statement
+// alone (TooLargeSize says which), as MongoDB does.
+Document TooLargeMarker(size_t size);
+// The size a TooLargeMarker holds, or 0 for any other document.
+size_t TooLargeSize(const Document& d);
+
 struct Request {
   Header header;
   bool legacy_query = false;  // OP_QUERY: answer with OP_REPLY

@@ -339,6 +339,32 @@ def test_a_batch_over_16_mib_in_a_sequence(srv):
     s.close()
 
 
+def test_a_document_over_16_mib_fails_alone(srv):
+    """Found by an outside test: one document over 16 MiB in a kind 1
+    section failed the whole insert. As MongoDB (which takes sequence
+    documents up to 16 MiB + 16 KiB), it is that statement's write error:
+    unordered inserts the others, ordered those before it."""
+    s = connect(srv)
+    big = bson.BSON.encode({"_id": 2, "s": "x" * (16 * 1024 * 1024)})
+    assert 16 * 1024 * 1024 < len(big) <= 16 * 1024 * 1024 + 16 * 1024
+    for ordered, kept in ((False, [1, 3]), (True, [1])):
+        command(s, {"drop": "huge", "$db": "bad"})
+        seq = b"documents\0" + bson.BSON.encode({"_id": 1}) + big + bson.BSON.encode({"_id": 3})
+        body = bson.BSON.encode({"insert": "huge", "ordered": ordered, "$db": "bad"})
+        payload = (struct.pack("<I", 0) + b"\x00" + body + b"\x01" +
+                   struct.pack("<i", 4 + len(seq)) + seq)
+        s.sendall(frame(OP_MSG, payload, request_id=93))
+        op, to, doc = read_reply(s)
+        assert to == 93 and doc["ok"] == 1 and doc["n"] == len(kept), doc
+        errors = doc["writeErrors"]
+        assert len(errors) == 1 and errors[0]["index"] == 1 and errors[0]["code"] == 2, doc
+        assert "too large" in errors[0]["errmsg"], doc
+        found = command(s, {"find": "huge", "$db": "bad"})["cursor"]["firstBatch"]
+        assert [d["_id"] for d in found] == kept, found
+    command(s, {"drop": "huge", "$db": "bad"})
+    s.close()
+
+
 def test_find_and_modify_upsert_names_its_id(srv):
     s = connect(srv)
     fill(s, "fam", [{"_id": 1}])
