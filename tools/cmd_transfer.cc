@@ -281,6 +281,22 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
     format = InputFormat::kJson;
   }
   if (format == InputFormat::kUnknown) {
+    // Text that is not a document (found by an outside test: "5" or a
+    // comment was called binary) is named by its first character.
+    const size_t first = head.find_first_not_of(" \t\r\n", bom);
+    const bool text = head.find('\0') == std::string::npos &&
+                      bson_utf8_validate(head.data() + bom, head.size() - bom, false);
+    if (text && first != std::string::npos) {
+      // The whole first character (valid UTF-8: its lead byte says how long).
+      const auto lead = static_cast<unsigned char>(head[first]);
+      const size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+      const std::string c = head.substr(first, n);
+      return Fail(
+          kExitBadInput, what,
+          "not JSON documents: the text starts with " +
+              (c == "\xEF\xBB\xBF" ? std::string("a second byte order mark") : "'" + c + "'") +
+              ", not '{' (a document) or '[' (an array of them)");
+    }
     return Fail(kExitBadInput, what,
                 "neither JSON lines nor BSON documents (binary data at the "
                 "start of the file)");

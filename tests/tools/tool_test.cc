@@ -562,6 +562,14 @@ TEST_CASE("tool: import of empty, binary and malformed files", "[tools]") {
   binary[4] = '\x42';  // not a BSON type
   WriteFile(dir.File("image.png"), binary);
   ExpectError(RunTool({"import", db, dir.File("image.png")}), 2, {"image.png", "neither JSON"});
+  // Text that is not documents is named by its first character, not called
+  // binary (found by an outside test).
+  WriteFile(dir.File("five.json"), "5\n");
+  ExpectError(RunTool({"import", db, dir.File("five.json")}), 2,
+              {"five.json", "not JSON documents", "starts with '5'"});
+  WriteFile(dir.File("boms.json"), "\xEF\xBB\xBF\xEF\xBB\xBF{}");
+  ExpectError(RunTool({"import", db, dir.File("boms.json")}), 2,
+              {"boms.json", "a second byte order mark"});
   WriteFile(dir.File("array.json"), "[1, 2]\n");  // an array, but not of documents
   ExpectError(RunTool({"import", db, dir.File("array.json")}), 2,
               {"array.json", "document 1", "expected a document"});
