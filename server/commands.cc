@@ -226,17 +226,18 @@ WriteError WriteErrorFor(const Status& s, const std::string& ns,
     values = m.substr(kId.size());
   } else if (m.compare(0, kIndex.size(), kIndex) == 0) {
     const size_t end = m.find("': ", kIndex.size());
-    const std::string field = m.substr(kIndex.size(), end - kIndex.size());
-    auto all =
-        end == std::string::npos ? Result<std::vector<IndexInfo>>(Status::NotFound("")) : indexes();
-    if (all.ok()) {
-      for (const IndexInfo& i : *all) {
-        if (i.field == field) keys = i.keys;
+    if (end != std::string::npos) {
+      const std::string field = m.substr(kIndex.size(), end - kIndex.size());
+      auto all = indexes();
+      if (all.ok()) {
+        for (const IndexInfo& i : *all) {
+          if (i.field == field) keys = i.keys;
+        }
       }
+      if (keys.empty()) keys = {IndexKey{field, 1}};
+      name = MongoIndexName(keys);
+      values = m.substr(end + 3);
     }
-    if (keys.empty()) keys = {IndexKey{field, 1}};
-    name = MongoIndexName(keys);
-    values = m.substr(end + 3);
   }
   if (keys.empty() || !KeyDocuments(keys, values, &e.key_pattern, &e.key_value)) {
     e.message = "E11000 duplicate key error collection: " + ns + " " + m;
@@ -274,6 +275,14 @@ Document Sub(const bson_iter_t* it) {
   }
   // The whole command was validated when it was parsed.
   return Document::FromTrustedBytes(std::string(reinterpret_cast<const char*>(data), n));
+}
+
+// TooLargeSize of the document `it` holds, read in place.
+size_t TooLargeSize(const bson_iter_t& it) {
+  uint32_t n = 0;
+  const uint8_t* data = nullptr;
+  bson_iter_document(&it, &n, &data);
+  return data == nullptr ? 0 : server::TooLargeSize(data, n);
 }
 
 bool Lookup(const bson_t* cmd, const char* key, bson_iter_t* it) {
@@ -948,7 +957,7 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
         } else if (!BSON_ITER_HOLDS_DOCUMENT(&e)) {
           s = Status::InvalidArgument(std::string(command) + ": " + field + "[" +
                                       std::to_string(index) + "] is not a document");
-        } else if (const size_t big = TooLargeSize(Sub(&e)); big != 0) {
+        } else if (const size_t big = TooLargeSize(e); big != 0) {
           // MongoDB's words and code (BadValue) for it.
           s = Status::InvalidArgument(std::string(command) == "insert"
                                           ? "object to insert too large"

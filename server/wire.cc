@@ -257,15 +257,14 @@ Document TooLargeMarker(size_t size) {
   return d;
 }
 
-size_t TooLargeSize(const Document& d) {
+size_t TooLargeSize(const uint8_t* data, size_t size) {
   bson_t view;
-  d.View(&view);
   bson_iter_t it;
-  if (!bson_iter_init(&it, &view) || !bson_iter_next(&it) ||
+  if (!bson_init_static(&view, data, size) || !bson_iter_init(&it, &view) || !bson_iter_next(&it) ||
       std::strcmp(bson_iter_key(&it), "$mmdoc.tooLarge") != 0 || !BSON_ITER_HOLDS_INT64(&it))
     return 0;
-  const int64_t size = bson_iter_int64(&it);
-  return bson_iter_next(&it) || size <= 0 ? 0 : static_cast<size_t>(size);
+  const int64_t held = bson_iter_int64(&it);
+  return bson_iter_next(&it) || held <= 0 ? 0 : static_cast<size_t>(held);
 }
 
 uint32_t Crc32c(std::string_view bytes) {

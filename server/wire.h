@@ -73,8 +73,9 @@ inline constexpr size_t kMaxSequenceDocumentSize = kMaxDocumentSize + 16 * 1024;
 // {"$mmdoc.tooLarge": <its size>}. A write command refuses that statement
 // alone (TooLargeSize says which), as MongoDB does.
 Document TooLargeMarker(size_t size);
-// The size a TooLargeMarker holds, or 0 for any other document.
-size_t TooLargeSize(const Document& d);
+// The size a TooLargeMarker holds, or 0 for any other document (the
+// document's bytes, read in place).
+size_t TooLargeSize(const uint8_t* data, size_t size);
 
 struct Request {
   Header header;
