@@ -234,13 +234,16 @@ Result<std::unique_ptr<DBImpl>> DBImpl::Open(const std::string& path, const Opti
     db->SnapshotChanged();
   }
   MMDOC_RETURN_IF_ERROR(db->OpenPager());
+  // A compaction killed midway left it. Read-only too: a shared lock keeps
+  // compactions out as well, and the copy is not the database (on a
+  // read-only file system it stays).
+  db->RemoveCompactionCopy();
   if (options.read_only) return db;
   // Runs left by a buffered session: a database opened without a buffer
   // merges them now (its writes go straight to the trees); with one, the
   // merger merges them first, since their key filters are gone.
   // (A catalog too damaged to list is left for the reads and DB::Check
   // to report, as before.)
-  db->RemoveCompactionCopy();  // a compaction killed midway left it
   bool runs = false;
   if (!db->HasRuns(&runs).ok()) runs = false;
   if (runs && budget == 0) MMDOC_RETURN_IF_ERROR(db->MergeRunsNow(1));

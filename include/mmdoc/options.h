@@ -50,8 +50,9 @@ struct Options {
   // number of processes (and handles) may read it at once, but not while
   // one has it open for writing (each waits for the other as above). The
   // files are opened read-only, so a read-only file or file system will do.
-  // Nothing is written, the close included: every write, CreateIndex,
-  // Checkpoint, Flush and Compact fails with NotSupported. A database not
+  // Nothing of the database is written, the close included (a copy a
+  // killed Compact left is removed, as by any open): every write,
+  // CreateIndex, Checkpoint, Flush and Compact fails with NotSupported. A database not
   // closed cleanly has its log's commits replayed into memory at every
   // such open (a commit that made or dropped a collection or an index
   // cannot be: NotSupported, until a read-write open replays it).
