@@ -247,10 +247,13 @@ std::array<uint32_t, 256> MakeCrcTable() {
 
 }  // namespace
 
+// TooLargeMarker's one field.
+constexpr char kTooLargeKey[] = "$mmdoc.tooLarge";
+
 Document TooLargeMarker(size_t size) {
   bson_t b;
   bson_init(&b);
-  BSON_APPEND_INT64(&b, "$mmdoc.tooLarge", static_cast<int64_t>(size));
+  BSON_APPEND_INT64(&b, kTooLargeKey, static_cast<int64_t>(size));
   Document d = Document::FromTrustedBytes(
       std::string(reinterpret_cast<const char*>(bson_get_data(&b)), b.len));
   bson_destroy(&b);
@@ -261,7 +264,7 @@ size_t TooLargeSize(const uint8_t* data, size_t size) {
   bson_t view;
   bson_iter_t it;
   if (!bson_init_static(&view, data, size) || !bson_iter_init(&it, &view) || !bson_iter_next(&it) ||
-      std::strcmp(bson_iter_key(&it), "$mmdoc.tooLarge") != 0 || !BSON_ITER_HOLDS_INT64(&it))
+      std::strcmp(bson_iter_key(&it), kTooLargeKey) != 0 || !BSON_ITER_HOLDS_INT64(&it))
     return 0;
   const int64_t held = bson_iter_int64(&it);
   return bson_iter_next(&it) || held <= 0 ? 0 : static_cast<size_t>(held);

@@ -63,7 +63,6 @@ struct Header {
 // connection).
 Result<Header> ParseHeader(std::string_view bytes);
 
-// A request, parsed from a whole message.
 // A kind 1 document may pass 16 MiB by this much, as in MongoDB, so that a
 // command can report it as a write error instead of failing whole.
 inline constexpr size_t kMaxSequenceDocumentSize = kMaxDocumentSize + 16 * 1024;
@@ -77,6 +76,7 @@ Document TooLargeMarker(size_t size);
 // document's bytes, read in place).
 size_t TooLargeSize(const uint8_t* data, size_t size);
 
+// A request, parsed from a whole message.
 struct Request {
   Header header;
   bool legacy_query = false;  // OP_QUERY: answer with OP_REPLY

@@ -90,7 +90,7 @@ void AddJsonMode(CLI::App* cmd, std::string* mode) {
 void AddWait(CLI::App* cmd, CommonArgs* c) {
   cmd->add_option("--wait", c->wait_seconds,
                   "Wait up to SECONDS for a database that another process holds open, "
-                  "instead of failing at once (one process at a time opens a database; "
+                  "instead of failing at once (a writer holds a database alone; readers share it; "
                   "Options::lock_timeout_ms)")
       ->type_name("SECONDS")
       ->capture_default_str()
