@@ -390,6 +390,28 @@ struct PathTree {
 
 // Adds `path` to the tree; InvalidArgument when it equals, contains or lies
 // inside a path already there (MongoDB's "conflict" error).
+// Gives a $set leaf its operand: the element `fields` is at, as the
+// one-element document {"": value}. An element runs from its type byte
+// (just before its key) to where the iterator found the next element
+// (next_off; the subdocument's final NUL after the last one).
+void SetOperand(const bson_iter_t& fields, size_t key_len, PathTree* leaf) {
+  const char* key = bson_iter_key(&fields);
+  const char* end = reinterpret_cast<const char*>(fields.raw) + fields.next_off;
+  const char* value = key + key_len + 1;
+  std::string& d = leaf->value_doc;
+  const uint32_t len = static_cast<uint32_t>(4 + 2 + (end - value) + 1);
+  d.resize(len);
+  char* w = d.data();
+  storage::EncodeFixed32(w, len);
+  w[4] = key[-1];  // the element's type byte
+  w[5] = '\0';     // its key, ""
+  std::memcpy(w + 6, value, end - value);
+  w[len - 1] = '\0';
+}
+
+// A value with no names inside it to check, and no depth.
+bool IsScalar(bson_type_t t) { return t != BSON_TYPE_DOCUMENT && t != BSON_TYPE_ARRAY; }
+
 Status AddPath(PathTree* root, std::string_view path, PathTree** leaf,
                std::vector<std::unique_ptr<PathTree>>* pool = nullptr) {
   std::vector<std::string> parts;
@@ -1008,9 +1030,17 @@ struct Update::Impl {
   std::vector<std::pair<std::string, const PathTree*>> renames;
   // Nodes of an earlier parse, for ParseInto's to reuse.
   std::vector<std::unique_ptr<PathTree>> pool;
+  // When the last parse was {$set: {top-level fields: scalars}}, its leaves
+  // in the update's order: the next update of that shape (the same names,
+  // scalar values) only takes its values (Rebind), as a prepared statement
+  // takes its parameters.
+  std::vector<PathTree*> set_leaves;
 
   // Fills an empty operator update (Reset) from `update`.
   Status Parse(const bson_t* update);
+  // Takes update's values when it has the last parse's shape (set_leaves);
+  // false, with the leaves' values undefined, when it has not.
+  bool Rebind(const bson_t* update);
   // An empty operator update, keeping the memory of the last parse.
   void Reset() {
     replacement = false;
@@ -1024,6 +1054,7 @@ struct Update::Impl {
     positional_elem_match.reset();
     positional_negated = false;
     renames.clear();
+    set_leaves.clear();
   }
 
   Status Prepare(const uint8_t* doc, size_t len, const UpdateContext& ctx, ApplyState* st) const;
@@ -1443,6 +1474,7 @@ Result<Update> Update::Parse(const bson_t* update) {
 Status Update::ParseInto(const bson_t* update, Update* out) {
   if (out->impl_ == nullptr) out->impl_ = std::make_unique<Impl>();  // moved from
   Impl& impl = *out->impl_;
+  if (!impl.set_leaves.empty() && impl.Rebind(update)) return Status::OK();
   impl.Reset();
   Status s = impl.Parse(update);
   if (!s.ok()) impl.Reset();
@@ -1464,7 +1496,11 @@ Status Update::Impl::Parse(const bson_t* update) {
     return Status::OK();
   }
   std::string prefix;
+  int op_count = 0;
+  bool rebindable = true;
+  std::vector<PathTree*>& set_order = set_leaves;  // empty after Reset
   while (bson_iter_next(&it)) {
+    op_count++;
     std::string_view op_name = Key(&it);
     PathTree::Op op = PathTree::kNone;
     for (const OperatorName& o : kOperatorNames) {
@@ -1536,24 +1572,15 @@ Status Update::Impl::Parse(const bson_t* update) {
         if (op == PathTree::kInc)
           MMDOC_RETURN_IF_ERROR(ParseOperand(op, op_name, leaf_path, v, leaf));
         if (op == PathTree::kSet) MMDOC_RETURN_IF_ERROR(CheckValueNames(v));
-        // The element's value bytes, straight from the update document: an
-        // element runs from its type byte (just before its key) to where
-        // the iterator found the next element (next_off; the subdocument's
-        // final NUL after the last one).
-        const char* key = bson_iter_key(&fields);
-        const char* end = reinterpret_cast<const char*>(fields.raw) + fields.next_off;
-        const char* value = key + path.size() + 1;
-        std::string& d = leaf->value_doc;
-        const uint32_t len = static_cast<uint32_t>(4 + 2 + (end - value) + 1);
-        d.resize(len);
-        char* w = d.data();
-        storage::EncodeFixed32(w, len);
-        w[4] = key[-1];  // the element's type byte
-        w[5] = '\0';     // its key, ""
-        std::memcpy(w + 6, value, end - value);
-        w[len - 1] = '\0';
+        SetOperand(fields, path.size(), leaf);
       } else if (op != PathTree::kUnset && op != PathTree::kRenameFrom) {
         MMDOC_RETURN_IF_ERROR(ParseOperand(op, op_name, leaf_path, v, leaf));
+      }
+      if (op == PathTree::kSet && path.find('.') == std::string_view::npos && !IsIdPath(path) &&
+          IsScalar(v->value_type)) {
+        set_order.push_back(leaf);
+      } else {
+        rebindable = false;
       }
       // Operators that create missing parents: a long path alone can nest
       // the document too deep (found by fuzz_update).
@@ -1587,7 +1614,24 @@ Status Update::Impl::Parse(const bson_t* update) {
       top_level = false;
     }
   }
+  if (!rebindable || op_count != 1) set_leaves.clear();
   return Status::OK();
+}
+
+bool Update::Impl::Rebind(const bson_t* update) {
+  bson_iter_t it, fields;
+  if (!bson_iter_init(&it, update) || !bson_iter_next(&it) || Key(&it) != "$set" ||
+      !BSON_ITER_HOLDS_DOCUMENT(&it) || !bson_iter_recurse(&it, &fields)) {
+    return false;
+  }
+  for (PathTree* leaf : set_leaves) {
+    if (!bson_iter_next(&fields) || Key(&fields) != leaf->path ||
+        !IsScalar(bson_iter_type(&fields))) {
+      return false;
+    }
+    SetOperand(fields, leaf->path.size(), leaf);
+  }
+  return !bson_iter_next(&fields) && !bson_iter_next(&it);
 }
 
 Result<Update> Update::Parse(const Document& update) {

@@ -842,5 +842,71 @@ TEST_CASE("Update: operators against a model of MongoDB's semantics", "[update]"
   CHECK(applied > rounds * 10);
 }
 
+// A writer parses every update into one Update (ParseInto), and an update
+// of the last one's shape ({$set: {top-level names: scalars}}) only takes
+// its values. Updates of a few shapes, in random order, with values that
+// keep or break that shape: each gives what a fresh parse gives.
+TEST_CASE("Update: ParseInto of updates of one shape in a row agrees with a fresh parse",
+          "[update]") {
+  Rng rng(test::Seed("update rebind"));
+  const std::vector<std::string> shapes = {
+      R"({"$set": {"a": V}})",
+      R"({"$set": {"a": V}})",
+      R"({"$set": {"a": V, "b": V}})",
+      R"({"$set": {"b": V, "a": V}})",
+      R"({"$set": {"a": V, "a": V}})",
+      R"({"$set": {"a": V, "b": V, "c": V}})",
+      R"({"$set": {"_id": V}})",
+      R"({"$set": {"a.b": V}})",
+      R"({"$set": {"$x": V}})",
+      R"({"$set": {}})",
+      R"({"$unset": {"a": V}})",
+      R"({"$set": {"a": V}, "$inc": {"n": 1}})",
+      R"({"$inc": {"n": 1}, "$set": {"a": V}})",
+      R"({"$set": {"a": V}, "$set": {"b": V}})",
+      R"({"a": V})",
+  };
+  const std::vector<std::string> values = {
+      "1",
+      "-7",
+      "2.5",
+      "\"s\"",
+      "\"\"",
+      "null",
+      "true",
+      "false",
+      R"({"$numberLong": "9"})",
+      R"({"d": 1})",
+      "[1, 2]",
+      "{}",
+      "[]",
+      R"({"x.y": 1})",
+      R"({"$bad": 1})",
+  };
+  const std::vector<std::string> docs = {
+      R"({"_id": 1, "a": 0, "n": 1})",
+      R"({"_id": 1, "b": "x", "a": [1]})",
+      R"({"_id": 1})",
+      R"({"_id": "s", "c": {"d": 1}, "a": {"b": 2}, "n": 2.5})",
+  };
+  Update reused;
+  uint64_t ok = 0, errors = 0;
+  for (uint64_t step = 0; step < 3000 * test::Scale(); step++) {
+    std::string update = shapes[rng.Below(shapes.size())];
+    // Scalars mostly, so that shapes repeat with new values.
+    for (size_t at; (at = update.find('V')) != std::string::npos;) {
+      update.replace(at, 1, values[rng.Below(rng.Coin() ? 8 : values.size())]);
+    }
+    const std::string& doc = docs[rng.Below(docs.size())];
+    std::string fresh = Apply(doc, update);
+    std::string again = Apply(doc, update, "{}", &reused);
+    INFO("step " << step << ": " << doc << " with " << update);
+    REQUIRE(again == fresh);
+    (IsError(fresh) || IsParseError(fresh) ? errors : ok)++;
+  }
+  CHECK(ok > 1000 * test::Scale());
+  CHECK(errors > 100 * test::Scale());
+}
+
 }  // namespace
 }  // namespace mmdoc::engine
