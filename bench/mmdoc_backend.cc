@@ -7,7 +7,8 @@
 //                 filter, read transaction and cursor objects)
 //   search_value  Find({value: v}) in a read transaction (a full scan:
 //                 `value` has no index)
-//   update        Transaction::Update({_id: id}, {$set: {value: v}}), or
+//   update        Transaction::Update(_id, {$set: {value: v}}) (the update
+//                 by _id; push below measures UpdateOne by a filter), or
 //                 ("mmdoc-replace") Transaction::Get + Replace
 //   search_prefix Find({key: {$regex: "^abc"}}) in a read transaction: a
 //                 case-sensitive ^prefix on the indexed key is an index
@@ -20,8 +21,8 @@
 //   build_index   Transaction::CreateIndex(key, unique) on the loaded
 //                 collection (the engine sorts the keys, then fills the tree)
 //   delete_value  Transaction::DeleteMany({value: v}) (a full scan)
-//   delete_all    Transaction::DeleteMany({}) (mmdoc has no truncate: each
-//                 document and its index entry is deleted)
+//   delete_all    Transaction::DeleteMany({}) (frees the collection's pages
+//                 whole, as a truncate does)
 //   compound      its own store: collection docs with the compound index
 //                 CreateIndex({{g, 1}, {n, 1}}) from the start, inserts by
 //                 Transaction::Insert; the query Find({g: G, n: {$gte: A,
@@ -194,10 +195,7 @@ class MmdocSession : public Session {
       }
       return txn_->Replace(kCollection, key, Document::FromTrustedBytes(scratch_));
     }
-    auto r = txn_->UpdateOne(kCollection, StringFilter("_id", id), SetValue(value));
-    if (!r.ok()) return r.status();
-    if (r.value().matched == 0) return Status::NotFound("update", id);
-    return Status::OK();
+    return txn_->Update(kCollection, Value::String(id), SetValue(value));
   }
 
   Status Delete(std::string_view id) override {
@@ -450,7 +448,7 @@ class MmdocBackend : public Backend {
     s += ", log " + std::to_string(log_size_ >> 20) + " MiB";
     s += ", page " + std::to_string(page_size_);
     if (buffer_bytes_ != 0) s += ", write buffer " + std::to_string(buffer_bytes_ >> 20) + " MiB";
-    s += replace_ ? ", update = Get + Replace" : ", update = UpdateOne($set)";
+    s += replace_ ? ", update = Get + Replace" : ", update = Update(_id, $set)";
     s += ", search_key = DB::GetBy, search_prefix = Find({key: {$regex: ^prefix}}) (an index "
          "range), sort_limit = Find({key: {$gte}}, sort key, limit 10) (an index walk), push = "
          "UpdateOne($push), build_index = CreateIndex(unique), "

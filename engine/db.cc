@@ -931,6 +931,9 @@ Result<UpdateResult> Transaction::UpdateMany(std::string_view c, const Document&
                                              const Document& update, const UpdateOptions& o) {
   return impl_->Update(c, filter, update, /*many=*/true, o);
 }
+Status Transaction::Update(std::string_view c, const Value& id, const Document& update) {
+  return impl_->Update(c, id, update);
+}
 Status Transaction::Delete(std::string_view c, const Value& id) { return impl_->Delete(c, id); }
 Result<std::optional<Document>> Transaction::FindOneAndUpdate(std::string_view c,
                                                               const Document& filter,
@@ -1133,6 +1136,12 @@ Result<UpdateResult> DB::UpdateMany(std::string_view c, const Document& filter,
                                     const WriteOptions& o) {
   if (Unusable(impl_.get())) return UnusableError(impl_.get());
   return UpdateIn(impl_.get(), c, filter, update, /*many=*/true, uo, o);
+}
+
+Status DB::Update(std::string_view c, const Value& id, const Document& update,
+                  const WriteOptions& o) {
+  if (Unusable(impl_.get())) return UnusableError(impl_.get());
+  return InWrite(impl_.get(), o, [&](TransactionImpl* t) { return t->Update(c, id, update); });
 }
 
 Status DB::Delete(std::string_view c, const Value& id, const WriteOptions& o) {

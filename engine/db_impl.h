@@ -620,6 +620,7 @@ class TransactionImpl {
   Status Replace(std::string_view coll, const Value& id, const Document& doc);
   Result<UpdateResult> Update(std::string_view coll, const Document& filter, const Document& update,
                               bool many, const UpdateOptions& options);
+  Status Update(std::string_view coll, const Value& id, const Document& update);
   Status Delete(std::string_view coll, const Value& id);
   // Transaction::FindOneAndUpdate (update != nullptr) / FindOneAndDelete.
   Result<std::optional<Document>> FindOneAndModify(std::string_view coll, const Document& filter,
@@ -786,6 +787,14 @@ class TransactionImpl {
   Status ReplaceAt(CollState* c, std::string_view pk, std::string_view old_doc,
                    std::string_view new_doc, const engine::Update* update = nullptr);
   Status DeleteAt(CollState* c, std::string_view pk, std::string_view old_doc);
+  // Parses `update` into the writer's kept Update (*own for a large one);
+  // *u is the one parsed.
+  Status ParseUpdate(const Document& update, std::unique_ptr<engine::Update>* own,
+                     engine::Update** u);
+  // Applies u to pk's document `doc` (REQUIRES as ReplaceAt's old_doc) and
+  // logs the result when it changed; counts it in *r.
+  Status UpdateAt(CollState* c, std::string_view coll, std::string_view pk, std::string_view doc,
+                  const engine::Update& u, UpdateResult* r);
   // DeleteMany with a filter that matches everything: empties the trees.
   Result<uint64_t> DeleteAll(std::string_view coll);
   // Notes that index i saw a document with `nkeys` keys.

@@ -1144,22 +1144,42 @@ Status TransactionImpl::ForEachMatch(std::string_view coll, const Document& filt
   return Status::OK();
 }
 
+Status TransactionImpl::ParseUpdate(const Document& update, std::unique_ptr<engine::Update>* own,
+                                    engine::Update** u) {
+  // Parsed into the writer's kept Update, which then allocates nothing; a
+  // large update into one of its own, so that the kept one stays small.
+  constexpr size_t kKeptUpdateBytes = 64 << 10;
+  std::unique_ptr<engine::Update>& slot = update.size() <= kKeptUpdateBytes ? Buf().update : *own;
+  if (slot == nullptr) slot = std::make_unique<engine::Update>();
+  *u = slot.get();
+  bson_t b;
+  update.View(&b);
+  return engine::Update::ParseInto(&b, *u);
+}
+
+Status TransactionImpl::UpdateAt(CollState* c, std::string_view coll, std::string_view pk,
+                                 std::string_view doc, const engine::Update& u, UpdateResult* r) {
+  r->matched++;
+  std::string& out = Buf().doc;
+  out.clear();
+  const engine::UpdateContext context;
+  MMDOC_RETURN_IF_ERROR(
+      u.Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), context, &out));
+  if (out == doc) return Status::OK();
+  MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u));
+  Log(LogOp::kReplace, coll, out);
+  r->modified++;
+  return Status::OK();
+}
+
 Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Document& filter,
                                              const Document& update, bool many,
                                              const UpdateOptions& options) {
   MMDOC_RETURN_IF_ERROR(Writable());
-  // Parsed into the writer's kept Update, which then allocates nothing; a
-  // large update into one of its own, so that the kept one stays small.
-  constexpr size_t kKeptUpdateBytes = 64 << 10;
   std::unique_ptr<engine::Update> own;
-  std::unique_ptr<engine::Update>& slot = update.size() <= kKeptUpdateBytes ? Buf().update : own;
-  if (slot == nullptr) slot = std::make_unique<engine::Update>();
-  engine::Update& u = *slot;
-  {
-    bson_t b;
-    update.View(&b);
-    MMDOC_RETURN_IF_ERROR(engine::Update::ParseInto(&b, &u));
-  }
+  engine::Update* parsed;
+  MMDOC_RETURN_IF_ERROR(ParseUpdate(update, &own, &parsed));
+  engine::Update& u = *parsed;
   // MongoDB's rule: one replacement document would make every match alike.
   if (many && u.is_replacement()) {
     return Status::InvalidArgument(
@@ -1169,19 +1189,10 @@ Result<UpdateResult> TransactionImpl::Update(std::string_view coll, const Docume
   const engine::UpdateContext context;
   CollState* c;
   UpdateResult r;
-  std::string& out = Buf().doc;
-  MMDOC_RETURN_IF_ERROR(ForEachMatch(
-      coll, filter, many, &c, [&](std::string_view pk, std::string_view doc) -> Status {
-        r.matched++;
-        out.clear();
-        MMDOC_RETURN_IF_ERROR(
-            u.Apply(reinterpret_cast<const uint8_t*>(doc.data()), doc.size(), context, &out));
-        if (out == doc) return Status::OK();
-        MMDOC_RETURN_IF_ERROR(ReplaceAt(c, pk, doc, out, &u));
-        Log(LogOp::kReplace, coll, out);
-        r.modified++;
-        return Status::OK();
-      }));
+  MMDOC_RETURN_IF_ERROR(ForEachMatch(coll, filter, many, &c,
+                                     [&](std::string_view pk, std::string_view doc) -> Status {
+                                       return UpdateAt(c, coll, pk, doc, u, &r);
+                                     }));
   if (options.upsert && r.matched == 0) {
     // Nothing matched: insert what the filter and the update describe
     // (Insert logs it, so replay inserts the same document, _id included).
@@ -1213,6 +1224,23 @@ Status TransactionImpl::DeleteAt(CollState* c, std::string_view pk, std::string_
   c->meta.count--;
   c->meta_dirty = true;
   return Status::OK();
+}
+
+Status TransactionImpl::Update(std::string_view coll, const Value& id, const Document& update) {
+  MMDOC_RETURN_IF_ERROR(Writable());
+  std::unique_ptr<engine::Update> own;
+  engine::Update* u;
+  MMDOC_RETURN_IF_ERROR(ParseUpdate(update, &own, &u));
+  // No query names an array element: a positional $ fails in Apply, as
+  // UpdateOne's does with the filter {_id: id}.
+  MMDOC_RETURN_IF_ERROR(u->BindQuery(Document()));
+  CollState* c;
+  std::string& pk = Buf().pk;  // its memory kept between calls
+  pk.clear();
+  std::string_view old;
+  MMDOC_RETURN_IF_ERROR(FindById(coll, id, &c, &pk, &old));
+  UpdateResult r;
+  return UpdateAt(c, coll, pk, old, *u, &r);
 }
 
 Status TransactionImpl::Delete(std::string_view coll, const Value& id) {

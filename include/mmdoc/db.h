@@ -387,6 +387,13 @@ class Transaction {
   Result<std::optional<Document>> FindOneAndDelete(
       std::string_view collection, const Document& filter,
       const FindAndModifyOptions& options = FindAndModifyOptions());
+  // Applies `update` (operators or a replacement document, as UpdateOne)
+  // to the document with this _id: UpdateOne({_id: id}, update) without a
+  // filter to build or read. NotFound when there is none; otherwise errors
+  // as UpdateOne's (a positional $ has no query to name its element).
+  // Updates of one shape in a row ({$set: {a: .., b: ..}} with scalar
+  // values) parse once: the next takes only its values.
+  Status Update(std::string_view collection, const Value& id, const Document& update);
   // Deletes the document with this _id. NotFound when there is none.
   Status Delete(std::string_view collection, const Value& id);
   // Deletes the first document matching `filter` / every one, and returns
@@ -524,6 +531,8 @@ class DB {
   Result<UpdateResult> UpdateMany(std::string_view collection, const Document& filter,
                                   const Document& update, const UpdateOptions& update_options,
                                   const WriteOptions& options = WriteOptions());
+  Status Update(std::string_view collection, const Value& id, const Document& update,
+                const WriteOptions& options = WriteOptions());
   Status Delete(std::string_view collection, const Value& id,
                 const WriteOptions& options = WriteOptions());
   Result<uint64_t> DeleteOne(std::string_view collection, const Document& filter,

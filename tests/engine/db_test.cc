@@ -68,6 +68,61 @@ TEST_CASE("insert, get, replace, delete by _id", "[engine]") {
   CHECK(db->Get("missing_collection", V("1")).status().IsNotFound());
 }
 
+TEST_CASE("Update by _id: operators or a replacement, NotFound, errors change nothing",
+          "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->CreateIndex("c", "k", IndexOptions{true}).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": "a", "k": 1, "n": 1})")).ok());
+  REQUIRE(db->Insert("c", J(R"({"_id": "b", "k": 2, "n": 2})")).ok());
+  auto doc = [&](const char* id) { return db->Get("c", V(id)).value().ToJson(); };
+
+  REQUIRE(db->Update("c", V(R"("a")"), J(R"({"$set": {"k": 10}, "$inc": {"n": 5}})")).ok());
+  CHECK(doc(R"("a")") == R"({ "_id" : "a", "k" : 10, "n" : 6 })");
+  CHECK(db->GetBy("c", "k", V("10")).ok());
+  CHECK(db->GetBy("c", "k", V("1")).status().IsNotFound());
+  // A replacement keeps _id.
+  REQUIRE(db->Update("c", V(R"("b")"), J(R"({"k": 20})")).ok());
+  CHECK(doc(R"("b")") == R"({ "_id" : "b", "k" : 20 })");
+  // An update that changes nothing is no error.
+  REQUIRE(db->Update("c", V(R"("b")"), J(R"({"$set": {"k": 20}})")).ok());
+
+  CHECK(db->Update("c", V(R"("zz")"), J(R"({"$set": {"k": 3}})")).IsNotFound());
+  CHECK(db->Update("missing", V(R"("a")"), J(R"({"$set": {"k": 3}})")).IsNotFound());
+  CHECK(db->Count("c").value() == 2);  // no upsert
+  // Errors, each leaving both documents as they were.
+  const std::string a = doc(R"("a")"), b = doc(R"("b")");
+  Status dup = db->Update("c", V(R"("a")"), J(R"({"$set": {"k": 20}})"));
+  CHECK(dup.IsAlreadyExists());
+  CHECK(db->Update("c", V(R"("a")"), J(R"({"$set": {"_id": "x"}})")).IsInvalidArgument());
+  CHECK(db->Update("c", V(R"("a")"), J(R"({"$inc": {"k": "x"}})")).IsInvalidArgument());
+  CHECK(db->Update("c", V(R"("a")"), J(R"({"$bogus": {"k": 1}})")).IsInvalidArgument());
+  Status positional = db->Update("c", V(R"("a")"), J(R"({"$set": {"arr.$": 1}})"));
+  CHECK(positional.IsInvalidArgument());
+  CHECK(positional.ToString().find("positional") != std::string::npos);
+  CHECK(doc(R"("a")") == a);
+  CHECK(doc(R"("b")") == b);
+
+  // In a transaction: updates of one shape in a row, seen by the
+  // transaction and, once committed, by everyone.
+  auto t = db->Begin();
+  REQUIRE(t.ok());
+  for (int i = 0; i < 50; i++) {
+    const std::string n = std::to_string(i);
+    REQUIRE(t.value()
+                ->Update("c", V(i % 2 ? R"("a")" : R"("b")"),
+                         J(R"({"$set": {"n": )" + n + R"(, "s": "v)" + n + R"("}})"))
+                .ok());
+    CHECK(t.value()
+              ->Get("c", V(i % 2 ? R"("a")" : R"("b")"))
+              .value()
+              .ToJson()
+              .find(R"("s" : "v)" + n + R"(")") != std::string::npos);
+  }
+  REQUIRE(t.value()->Commit().ok());
+  CHECK(doc(R"("a")") == R"({ "_id" : "a", "k" : 10, "n" : 49, "s" : "v49" })");
+  CHECK(doc(R"("b")") == R"({ "_id" : "b", "k" : 20, "n" : 48, "s" : "v48" })");
+}
+
 TEST_CASE("_id: generated ObjectId, scalar types, duplicates", "[engine]") {
   TestDB db(Fast());
   Value id;

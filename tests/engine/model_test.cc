@@ -103,13 +103,24 @@ TEST_CASE("engine agrees with an in-memory model", "[engine][model]") {
         }
       } else {
         int nk = rnd(kIds * 2);
-        auto u = t.value()->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"),
-                                      J("{\"$set\": {\"key\": " + std::to_string(nk) + "}}"));
+        const Document set_key = J("{\"$set\": {\"key\": " + std::to_string(nk) + "}}");
         bool exists = pending.count(id) == 1;
         bool conflict = exists && KeyTaken(pending, nk, id);
-        INFO("set key " << nk << " on " << id << ": " << u.status().ToString());
-        REQUIRE(u.ok() == !conflict);
-        if (u.ok() && exists) pending[id].key = nk;
+        // By a filter, or by _id (NotFound when there is none).
+        Status s;
+        if (rnd(2) == 0) {
+          s = t.value()
+                  ->UpdateOne("c", J("{\"_id\": " + std::to_string(id) + "}"), set_key)
+                  .status();
+        } else {
+          s = t.value()->Update("c", V(std::to_string(id)), set_key);
+          if (!exists) REQUIRE(s.IsNotFound());
+          if (!exists) s = Status::OK();
+        }
+        INFO("set key " << nk << " on " << id << ": " << s.ToString());
+        REQUIRE(s.ok() == !conflict);
+        if (!s.ok()) REQUIRE(s.IsAlreadyExists());
+        if (s.ok() && exists) pending[id].key = nk;
       }
     }
     if (rnd(8) == 0) {
