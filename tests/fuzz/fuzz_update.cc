@@ -4,6 +4,9 @@
 // bound to and an upsert builds its document from. A successful Apply must
 // give a valid document with no '$' field names (it is about to be stored);
 // a successful UpsertDocument a valid document (inserting it checks names).
+// The update parsed into an Update that held another parse (ParseInto, as a
+// writer's kept one: the document, then the update itself, whose shape a
+// second parse only rebinds) must apply as the fresh parse does.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -59,6 +62,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!mmdoc::engine::CheckFieldNames(doc.value().data(), doc.value().size()).ok()) return 0;
   std::string out, slow;
   bool fast_ok = update.value().Apply(doc.value().data(), doc.value().size(), context, &out).ok();
+  {
+    mmdoc::engine::Update kept;
+    bson_t b;
+    doc.value().View(&b);
+    (void)mmdoc::engine::Update::ParseInto(&b, &kept);
+    u.value().View(&b);
+    for (int i = 0; i < 2; i++) {
+      if (!mmdoc::engine::Update::ParseInto(&b, &kept).ok()) Fail("ParseInto refused it", {});
+    }
+    if (!kept.BindQuery(filter.value()).ok()) Fail("BindQuery refused it after ParseInto", {});
+    std::string again;
+    bool again_ok = kept.Apply(doc.value().data(), doc.value().size(), context, &again).ok();
+    if (again_ok != fast_ok || (fast_ok && again != out)) {
+      std::fprintf(stderr, "ParseInto's update disagrees with Parse's\n");
+      std::abort();
+    }
+  }
   context.fast_paths = false;
   bool slow_ok = update.value().Apply(doc.value().data(), doc.value().size(), context, &slow).ok();
   // The fast paths must give the general rewrite's answer, byte for byte.
