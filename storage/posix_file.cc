@@ -293,24 +293,51 @@ std::string DirName(const std::string& path) {
   return path.substr(0, slash);
 }
 
+// A database's files never take descriptor 0, 1 or 2 (SQLite's rule too):
+// in a program started with one of them closed, its printf or perror would
+// write into the database. Moves such a descriptor above them.
+int AboveStdio(int fd) {
+  if (fd < 0 || fd > 2) return fd;
+  int high = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  int err = errno;
+  ::close(fd);
+  errno = err;
+  return high;
+}
+
 class PosixFileSystem final : public FileSystem {
  public:
   Result<std::unique_ptr<File>> Open(const std::string& path, OpenMode mode) override {
-    int flags = (mode == OpenMode::kReadOnly ? O_RDONLY : O_RDWR) | O_CLOEXEC |
+    // O_NONBLOCK: a FIFO at the path would block the open until a writer
+    // came; it is refused below instead. A regular file ignores the flag.
+    int flags = (mode == OpenMode::kReadOnly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK |
                 (mode == OpenMode::kCreate ? O_CREAT : 0);
     int fd;
     do {
       fd = ::open(path.c_str(), flags, 0644);
     } while (fd < 0 && errno == EINTR);
+    fd = AboveStdio(fd);
     if (fd < 0) {
       int err = errno;
       if (err == EISDIR) return Status::InvalidArgument(path, "is a directory");
       return ErrnoStatus(path, err, "open");
     }
     struct stat st;
-    if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (::fstat(fd, &st) != 0) {
+      int err = errno;
       ::close(fd);
-      return Status::InvalidArgument(path, "is a directory");
+      return ErrnoStatus(path, err, "fstat");
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status::InvalidArgument(
+          path, S_ISDIR(st.st_mode) ? "is a directory"
+                                    : "is not a regular file (a device, FIFO or socket)");
+    }
+    if (::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoStatus(path, err, "fcntl");
     }
     return std::unique_ptr<File>(new PosixFile(path, fd));
   }
@@ -320,14 +347,14 @@ class PosixFileSystem final : public FileSystem {
     // An unnamed file (O_TMPFILE) leaves nothing behind after a crash; where
     // the file system has none, a uniquely named one is used instead.
     std::string tmp;
-    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
+    int fd = AboveStdio(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
     if (fd < 0) {
       if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
         return ErrnoStatus(dir, errno, "open unnamed file");
       }
       std::random_device rd;
       tmp = path + ".creating-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
-      fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      fd = AboveStdio(::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
       if (fd < 0) return ErrnoStatus(tmp, errno, "open");
     }
     Status s = WriteFully(fd, path, 0, data, n);
