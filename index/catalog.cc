@@ -11,6 +11,25 @@ using storage::PageId;
 
 namespace {
 
+// A tree's name for a message: names hold NUL and binary bytes (an index's
+// "i:" COLL NUL FIELD, a run's sequence number), which would cut a C
+// string short; they are shown as \xNN.
+std::string Shown(std::string_view name) {
+  std::string out;
+  for (const char ch : name) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (b >= 0x20 && b < 0x7f) {
+      out.push_back(ch);
+    } else {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[b >> 4]);
+      out.push_back(kHex[b & 15]);
+    }
+  }
+  return out;
+}
+
 constexpr size_t kEntryRootSize = 8;  // u64 root, little-endian (catalog.h)
 
 std::string MakeEntry(PageId root, std::string_view meta) {
@@ -203,9 +222,7 @@ Status Catalog::Verify(std::vector<PageId>* pages, const ComparatorFor& comparat
     }
     Status ts = t->Verify(pages, nullptr);
     if (!ts.ok()) {
-      return ts.IsCorruption()
-                 ? Status::Corruption(std::string("tree ") + std::string(name), ts.message())
-                 : ts;
+      return ts.IsCorruption() ? Status::Corruption("tree " + Shown(name), ts.message()) : ts;
     }
   }
   return s;

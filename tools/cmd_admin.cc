@@ -111,7 +111,7 @@ int RunCheck(const CommonArgs& c) {
   }
   if (!s.IsCorruption()) return FailStatus(what, s);
   if (report.problems.empty()) report.problems.push_back(s.message());
-  for (const std::string& p : report.problems) std::printf("problem: %s\n", p.c_str());
+  for (const std::string& p : report.problems) std::printf("problem: %s\n", Printable(p).c_str());
   return Fail(
       kExitNotFound, what,
       std::to_string(report.problems.size()) + " problem(s) found; first: " + report.problems[0]);
@@ -125,6 +125,7 @@ int RunCompact(const CommonArgs& c) {
   uint64_t before = FileSize(c.db);
   Status s = (*db).Compact();
   if (!s.ok()) return FailStatus("compact", s);
+  NoteCommitted();
   std::printf("compacted %s: %llu -> %llu bytes\n", c.db.c_str(),
               static_cast<unsigned long long>(before),
               static_cast<unsigned long long>(FileSize(c.db)));
