@@ -41,7 +41,22 @@ class Output {
     }
     file_ = std::fopen(path.c_str(), "wb");
     if (file_ == nullptr) *error = std::strerror(errno);
+    path_ = path;
     return file_ != nullptr;
+  }
+  // Where the output goes, for a message.
+  std::string name() const { return path_.empty() ? "standard output" : path_; }
+  // After a failed write: closes the output and removes a regular file cut
+  // short, which would pass for a whole export. What the message adds.
+  std::string Abandon() {
+    if (path_.empty()) return " (the output is incomplete)";
+    if (file_ != nullptr) std::fclose(file_);
+    file_ = nullptr;
+    struct stat st;
+    if (stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && unlink(path_.c_str()) == 0) {
+      return " (the incomplete file was removed)";
+    }
+    return " (the output is incomplete)";
   }
   FILE* get() const { return file_; }
   bool is_terminal() const { return file_ == stdout && isatty(STDOUT_FILENO); }
@@ -61,6 +76,7 @@ class Output {
 
  private:
   FILE* file_ = nullptr;
+  std::string path_;
 };
 
 enum class InputFormat { kEmpty, kJson, kJsonArray, kBson, kUnknown };
@@ -211,14 +227,20 @@ int Salvage(DB* db, const CommonArgs& c, Output* out, const DocFormat& format) {
   return complete ? kExitOk : kExitNotFound;
 }
 
-// Copies a stream (a pipe, a FIFO, standard input) into an unnamed temporary
-// file, which can be sniffed and read again from its start; nullptr and
-// errno on failure. Its size in *size.
-FILE* Spool(FILE* in, uint64_t* size) {
+// Copies `head` (the bytes already read) and the rest of a stream (a pipe,
+// a FIFO, standard input) into an unnamed temporary file, which can be read
+// again from its start; nullptr and errno on failure. Its size in *size.
+FILE* Spool(FILE* in, const std::string& head, uint64_t* size) {
   FILE* out = std::tmpfile();
   if (out == nullptr) return nullptr;
   std::string buf(1 << 16, '\0');
-  *size = 0;
+  *size = head.size();
+  if (!head.empty() && std::fwrite(head.data(), 1, head.size(), out) != head.size()) {
+    const int saved = errno;
+    std::fclose(out);
+    errno = saved;
+    return nullptr;
+  }
   for (;;) {
     const size_t n = std::fread(buf.data(), 1, buf.size(), in);
     if (n > 0 && std::fwrite(buf.data(), 1, n, out) != n) break;
@@ -239,21 +261,18 @@ FILE* Spool(FILE* in, uint64_t* size) {
 
 int RunImport(const CommonArgs& c, const ImportArgs& a) {
   const std::string what = a.file == "-" ? "standard input" : a.file;
+  if (a.file == "-" && StdinClosed()) return Fail(kExitBadInput, what, std::strerror(EBADF));
   if (IsDirectory(a.file)) return Fail(kExitBadInput, what, "is a directory");
   FILE* in = a.file == "-" ? stdin : std::fopen(a.file.c_str(), "rb");
   if (in == nullptr) return Fail(kExitBadInput, what, std::strerror(errno));
   std::unique_ptr<FILE, int (*)(FILE*)> closer(in == stdin ? nullptr : in, &std::fclose);
-  // A stream cannot be read twice (the sniff below, then the import): it
-  // is read whole into a temporary file first.
+  // A stream cannot be read twice (the sniff below, then the import): once
+  // its first bytes are known to be documents, it is copied into a
+  // temporary file (Spool), not before (`import DB /dev/zero` would fill
+  // the disk).
   struct stat st;
-  uint64_t size = 0;
-  if (fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode)) {
-    size = static_cast<uint64_t>(st.st_size);
-  } else {
-    in = Spool(in, &size);
-    if (in == nullptr) return Fail(kExitBadInput, what, std::strerror(errno));
-    closer.reset(in);
-  }
+  const bool stream = !(fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode));
+  uint64_t size = stream ? UINT64_MAX : static_cast<uint64_t>(st.st_size);
 
   std::string head(4096, '\0');
   head.resize(std::fread(head.data(), 1, head.size(), in));
@@ -269,7 +288,8 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
     head.resize(bom);
     head += more;
   }
-  std::rewind(in);
+  if (!stream) std::rewind(in);
+  if (stream && std::ferror(in)) return Fail(kExitBadInput, what, std::strerror(errno));
   InputFormat format = SniffFormat(head, size);
   const bool empty = format == InputFormat::kEmpty;
   if (a.json_array && a.format == "bson") {
@@ -302,6 +322,11 @@ int RunImport(const CommonArgs& c, const ImportArgs& a) {
                 "start of the file)");
   }
 
+  if (stream) {
+    in = Spool(in, head, &size);
+    if (in == nullptr) return Fail(kExitBadInput, what, std::strerror(errno));
+    closer.reset(in);
+  }
   int code = kExitOk;
   auto db = OpenDb(c, Access::kCreate, &code);
   if (!db) return code;
@@ -374,7 +399,7 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
   uint64_t n = 0;
   while ((*cursor)->Next()) {
     if (!WriteDoc(out.get(), format, (*cursor)->raw(), &json, &error)) {
-      return Fail(kExitBadInput, "export", error);
+      return Fail(kExitBadInput, "export: writing " + out.name(), error + out.Abandon());
     }
     ++n;
     progress.Update(n, n);
@@ -385,7 +410,9 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
                 Describe((*cursor)->status()) + " (after " + std::to_string(n) +
                     " documents; try export --salvage)");
   }
-  if (!out.Close(&error)) return Fail(kExitBadInput, "export: write", error);
+  const std::string name = out.name();
+  if (!out.Close(&error))
+    return Fail(kExitBadInput, "export: writing " + name, error + out.Abandon());
   return kExitOk;
 }
 

@@ -16,7 +16,56 @@
 
 namespace mmdoc::tool {
 
+namespace {
+
+// The lines of a stream, each at most JsonDocumentStream's limit on a
+// document's text: a longer one is an error, not memory without end
+// (`insert < /dev/zero` has no newline). C stdio, not std::cin: a read
+// error (EIO, a directory as stdin) is told from the end of the input.
+class LineReader {
+ public:
+  static constexpr size_t kMaxLine = JsonDocumentStream::kMaxJsonDocumentText;
+  enum class Next { kLine, kEnd, kTooLong, kError };
+
+  explicit LineReader(FILE* in) : in_(in), buf_(1 << 16, '\0') {}
+
+  // The next line, without its '\n', into *line.
+  Next Read(std::string* line) {
+    line->clear();
+    bool any = false;
+    for (;;) {
+      if (pos_ == len_) {
+        len_ = std::fread(buf_.data(), 1, buf_.size(), in_);
+        pos_ = 0;
+        if (len_ == 0) {
+          if (std::ferror(in_)) return Next::kError;
+          return any ? Next::kLine : Next::kEnd;
+        }
+      }
+      any = true;
+      const char* start = buf_.data() + pos_;
+      const auto* nl = static_cast<const char*>(std::memchr(start, '\n', len_ - pos_));
+      const size_t n = nl != nullptr ? static_cast<size_t>(nl - start) : len_ - pos_;
+      if (line->size() + n > kMaxLine) return Next::kTooLong;
+      line->append(start, n);
+      pos_ += n;
+      if (nl != nullptr) {
+        pos_++;
+        return Next::kLine;
+      }
+    }
+  }
+
+ private:
+  FILE* const in_;
+  std::string buf_;
+  size_t pos_ = 0, len_ = 0;
+};
+
+}  // namespace
+
 int RunInsert(const CommonArgs& c, const InsertArgs& a) {
+  if (StdinClosed()) return Fail(kExitBadInput, "standard input", std::strerror(EBADF));
   int code = kExitOk;
   // Opened (and made) at the first valid document: bad input from the start
   // leaves no new database behind.
@@ -24,16 +73,9 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
   std::unique_ptr<Loader> loader;
   std::string line;
   uint64_t line_no = 0;
-  // C stdio, not std::cin: a read error (EIO, a directory as stdin) is
-  // told from the end of the input (ferror; iostreams report it as EOF).
-  struct LineBuffer {
-    char* data = nullptr;
-    size_t size = 0;
-    ~LineBuffer() { std::free(data); }
-  } in;
-  for (ssize_t n; (n = ::getline(&in.data, &in.size, stdin)) >= 0;) {
-    line.assign(in.data, static_cast<size_t>(n));
-    if (!line.empty() && line.back() == '\n') line.pop_back();
+  LineReader in(stdin);
+  LineReader::Next next;
+  while ((next = in.Read(&line)) == LineReader::Next::kLine) {
     ++line_no;
     if (IsBlank(line)) continue;
     const std::string where = "line " + std::to_string(line_no);
@@ -50,7 +92,14 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
     Status s = loader->Add(*doc);
     if (!s.ok()) return FailInsert(loader.get(), where, Describe(s));
   }
-  const std::string read_error = std::ferror(stdin) ? std::strerror(errno) : "";
+  if (next == LineReader::Next::kTooLong) {
+    const std::string where = "line " + std::to_string(line_no + 1);
+    const std::string detail =
+        "document text is longer than " + std::to_string(LineReader::kMaxLine >> 20) + " MiB";
+    if (loader == nullptr) return Fail(kExitBadInput, where, detail);
+    return FailInsert(loader.get(), where, detail);
+  }
+  const std::string read_error = next == LineReader::Next::kError ? std::strerror(errno) : "";
   if (loader == nullptr) {
     if (!read_error.empty()) return Fail(kExitBadInput, "standard input", read_error);
     return kExitOk;  // nothing to insert
@@ -76,6 +125,7 @@ int RunUpdate(const CommonArgs& c, const std::string& filter_json, const std::st
   auto r = many ? db->UpdateMany(c.collection, *filter, *update, options)
                 : db->UpdateOne(c.collection, *filter, *update, options);
   if (!r.ok()) return FailStatus("update", r.status());
+  NoteCommitted();
   std::printf("{\"matched\": %llu, \"modified\": %llu", static_cast<unsigned long long>(r->matched),
               static_cast<unsigned long long>(r->modified));
   if (r->upserted_id) std::printf(", \"upserted\": %s", r->upserted_id->ToJson().c_str());
@@ -91,6 +141,7 @@ int RunDelete(const CommonArgs& c, const std::string& filter_json, bool many) {
   if (!db) return code;
   auto r = many ? db->DeleteMany(c.collection, *filter) : db->DeleteOne(c.collection, *filter);
   if (!r.ok()) return FailStatus("delete", r.status());
+  NoteCommitted();
   std::printf("{\"deleted\": %llu}\n", static_cast<unsigned long long>(*r));
   return CloseDb(db.get());
 }

@@ -67,6 +67,7 @@ Status Loader::Flush() {
     return s;
   }
   inserted_ += ids_.size();
+  NoteCommitted();
   if (echo_) {
     for (const Value& id : ids_) {
       std::string line = id.ToJson();
@@ -80,21 +81,20 @@ Status Loader::Flush() {
   return Status::OK();
 }
 
-std::string Loader::FailedCommitNote() const {
+std::string Loader::FailedCommitNote(const std::string& why) const {
   if (failed_commit_ == 0) return "";
   const auto n = static_cast<unsigned long long>(failed_commit_);
   const auto m = static_cast<unsigned long long>(inserted_);
-  char buf[160];
-  const int at =
-      std::snprintf(buf, sizeof(buf), " (the commit of the %llu document%s up to here failed", n,
-                    n == 1 ? "" : "s");
+  std::string note = " (the commit of the " + std::to_string(n) +
+                     (n == 1 ? " document" : " documents") + " up to here failed";
+  if (!why.empty()) note += ": " + why;
   if (m == 0) {
-    std::snprintf(buf + at, sizeof(buf) - at, "; nothing was committed)");
+    note += "; nothing was committed)";
   } else {
-    std::snprintf(buf + at, sizeof(buf) - at, "; the %llu before %s committed)", m,
-                  n == 1 ? "it are" : "them are");
+    note += "; the " + std::to_string(m) + (n == 1 ? " before it are" : " before them are") +
+            " committed)";
   }
-  return buf;
+  return note;
 }
 
 Status Loader::Explain(const Status& s, const Document& doc) {
@@ -111,11 +111,15 @@ Status Loader::Explain(const Status& s, const Document& doc) {
 
 int FailInsert(Loader* loader, const std::string& where, const std::string& detail) {
   Status s = loader->Flush();
-  if (!s.ok()) {
-    return Fail(kExitBadInput, where,
-                detail + " (and committing the lines before it failed: " + Describe(s) + ")");
+  std::string note = loader->FailedCommitNote(s.ok() ? "" : Describe(s));
+  if (!s.ok() && note.empty()) {
+    // The failed commit held no document (the first one failed): say what
+    // stands.
+    const auto m = loader->inserted();
+    note = m == 0 ? " (nothing was committed)"
+                  : " (the " + std::to_string(m) + " before it are committed)";
   }
-  return Fail(kExitBadInput, where, detail + loader->FailedCommitNote());
+  return Fail(kExitBadInput, where, detail + note);
 }
 
 int FailCommit(const Loader& loader, const std::string& what, const Status& s) {

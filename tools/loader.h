@@ -36,9 +36,10 @@ class Loader {
   Status Flush();
 
   uint64_t inserted() const { return inserted_; }
-  // After a commit failed: " (committing the N documents up to here; the M
-  // before them are committed)", for the error message; "" otherwise.
-  std::string FailedCommitNote() const;
+  // After a commit failed: " (the commit of the N documents up to here
+  // failed[: why]; the M before them are committed)", for the error
+  // message; "" otherwise.
+  std::string FailedCommitNote(const std::string& why = "") const;
 
  private:
   // Tells a duplicate _id from a unique-index violation, naming the value.

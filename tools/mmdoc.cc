@@ -507,6 +507,7 @@ void UseReportingAllocatorForLibbson() {
 }  // namespace mmdoc::tool
 
 int main(int argc, char** argv) {
+  mmdoc::tool::ClaimStdio();
   mmdoc::tool::UseReportingAllocatorForLibbson();
   // Past a file size limit (ulimit -f) a write then fails with EFBIG, an
   // error the command reports, instead of SIGXFSZ ending the tool unseen.
@@ -518,8 +519,9 @@ int main(int argc, char** argv) {
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
       const int e = errno;
       if (code != mmdoc::tool::kExitBadInput) {
-        code = mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "writing the output",
-                                 e != 0 ? std::strerror(e) : "write error");
+        std::string why = e != 0 ? std::strerror(e) : "write error";
+        if (mmdoc::tool::Committed()) why += " (the changes are committed: do not make them again)";
+        code = mmdoc::tool::Fail(mmdoc::tool::kExitBadInput, "writing the output", why);
       }
     }
     return code;

@@ -1,5 +1,8 @@
 #include "tools/tool_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -27,6 +30,28 @@ std::string Printable(std::string_view text) {
   }
   return shown;
 }
+
+namespace {
+bool stdin_closed = false;  // ClaimStdio found descriptor 0 closed
+bool committed = false;     // NoteCommitted
+}  // namespace
+
+void ClaimStdio() {
+  for (int fd = 0; fd <= 2; fd++) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    if (fd == 0) stdin_closed = true;
+    // The lowest free descriptor: this one, as the lower ones are taken.
+    // Read-only, so that output written to it still fails (EBADF), as it
+    // did with the descriptor closed.
+    const int got = ::open("/dev/null", O_RDONLY);
+    if (got != fd && got >= 0) ::close(got);
+  }
+}
+
+bool StdinClosed() { return stdin_closed; }
+
+void NoteCommitted() { committed = true; }
+bool Committed() { return committed; }
 
 int Fail(int code, std::string_view what, std::string_view detail) {
   std::string line = "mmdoc: ";

@@ -27,6 +27,19 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitNotFound = 1;  // also: a failed check
 inline constexpr int kExitBadInput = 2;  // also: usage and every other error
 
+// Gives /dev/null, read-only, each of descriptors 0, 1 and 2 that is
+// closed, so that no file the tool opens (a database, an output, a
+// temporary file) becomes its standard input or output; writing to a
+// closed one still fails. Called first in main.
+void ClaimStdio();
+// Whether standard input was closed when the tool started: reading it is
+// then an error, not an empty input.
+bool StdinClosed();
+// Notes that the command committed a change; an output it then fails to
+// write says so, so that nobody makes the change again.
+void NoteCommitted();
+bool Committed();
+
 // `text` with control bytes (a terminal's escapes, NUL) written as \xNN:
 // names and bytes from a damaged file are printed through it.
 std::string Printable(std::string_view text);

@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -1679,6 +1680,85 @@ TEST_CASE("tool: a thread that cannot start is an error, not an abort", "[tools]
   CHECK(read.out == "1\n");
   CHECK(MustRun({"count", db}).out == "1\n");
   MustRun({"check", db});
+}
+
+// Runs `shell` with /bin/sh (for redirections such as >&-); its exit status.
+int Shell(const std::string& shell) {
+  const int w = std::system(shell.c_str());
+  return WIFEXITED(w) ? WEXITSTATUS(w) : -1;
+}
+
+TEST_CASE("tool: a closed stdin, stdout or stderr never becomes the database's file", "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("t.mmdb"), in = dir.File("in"), err = dir.File("err");
+  MustRun({"insert", db}, "{\"_id\": 0, \"v\": \"precious\"}\n");
+  std::string docs;
+  for (int i = 1; i <= 2000; i++) docs += "{\"_id\": " + std::to_string(i) + "}\n";
+  WriteFile(in, docs);
+  // The echo cannot be written; the inserts are committed and it says so.
+  int rc = Shell(ToolPath() + " insert " + db + " --echo < " + in + " >&- 2>" + err);
+  const std::string msg = ReadFile(err);
+  INFO(msg);
+  CHECK(rc == 2);
+  CHECK(Contains(msg, "writing the output"));
+  CHECK(Contains(msg, "committed"));
+  CHECK(CountOf(db) == 2001);
+  // A long error message (a path 110 levels deep) with stderr closed.
+  std::string path = std::string(60, 'f');
+  for (int i = 1; i < 110; i++) path += "." + std::string(60, 'f');
+  rc = Shell(ToolPath() + " update " + db + " '{\"_id\": 0}' '{\"$set\": {\"" + path +
+             "\": 1}}' 2>&-");
+  CHECK(rc == 2);
+  CHECK(MustRun({"get", db, "0"}).out == "{ \"_id\" : 0, \"v\" : \"precious\" }\n");
+  // Reads with stdout closed fail as before, and harm nothing.
+  CHECK(Shell(ToolPath() + " find " + db + " >&- 2>/dev/null") == 2);
+  ExpectCheckOk(db);
+  CHECK(CountOf(db) == 2001);
+  // A closed stdin is an error, not an empty input, and makes no database.
+  const std::string fresh = dir.File("fresh.mmdb");
+  CHECK(Shell(ToolPath() + " import " + fresh + " - <&- 2>" + err) == 2);
+  CHECK(Contains(ReadFile(err), "standard input"));
+  CHECK(Shell(ToolPath() + " insert " + fresh + " <&- 2>" + err) == 2);
+  CHECK(Contains(ReadFile(err), "standard input"));
+  CHECK_FALSE(std::filesystem::exists(fresh));
+}
+
+TEST_CASE("tool: endless or foreign streams fail at once, a FIFO log neither hangs nor goes",
+          "[tools]") {
+  TempDir dir;
+  // Binary bytes from a stream are refused before it is copied anywhere.
+  const std::string z = dir.File("z.mmdb");
+  ExpectError(RunTool({"import", z, "/dev/zero"}), 2, {"/dev/zero", "binary data"});
+  // A line without end is refused at the limit on a document's text.
+  ExpectError(RunTool({"insert", z}, "", "", 0, "/dev/zero"), 2, {"line 1", "longer than"});
+  CHECK_FALSE(std::filesystem::exists(z));
+  // A stream that is documents is still imported (spooled after its head).
+  const std::string p = dir.File("p.mmdb");
+  MustRun({"import", p, "-"}, "  \n{\"_id\": 1}\n{\"_id\": 2}\n");
+  CHECK(CountOf(p) == 2);
+
+  const std::string db = dir.File("f.mmdb");
+  MustRun({"insert", db}, "{\"_id\": 1}\n");
+  REQUIRE(std::filesystem::remove(db + "-log"));
+  REQUIRE(mkfifo((db + "-log").c_str(), 0644) == 0);
+  ExpectError(RunTool({"count", db}), 2, {"not a regular file"});
+  ExpectError(RunTool({"update", db, "{\"_id\": 1}", "{\"$set\": {\"a\": 1}}"}), 2,
+              {"not a regular file"});
+  CHECK(std::filesystem::is_fifo(db + "-log"));
+  REQUIRE(std::filesystem::remove(db + "-log"));
+  CHECK(CountOf(db) == 1);
+}
+
+TEST_CASE("tool: an export that cannot be written names its output and says it is incomplete",
+          "[tools]") {
+  TempDir dir;
+  const std::string db = dir.File("e.mmdb");
+  std::string docs;
+  for (int i = 0; i < 3000; i++)
+    docs += "{\"_id\": " + std::to_string(i) + ", \"pad\": \"" + std::string(100, 'x') + "\"}\n";
+  MustRun({"insert", db}, docs);
+  ExpectError(RunTool({"export", db, "-o", "/dev/full"}), 2,
+              {"export: writing /dev/full", "No space left", "incomplete"});
 }
 
 }  // namespace
