@@ -67,7 +67,7 @@ Status Loader::Flush() {
     return s;
   }
   inserted_ += ids_.size();
-  NoteCommitted();
+  if (!ids_.empty()) NoteCommitted();
   if (echo_) {
     for (const Value& id : ids_) {
       std::string line = id.ToJson();

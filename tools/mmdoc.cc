@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/open_db.h"
 #include "tools/tool_util.h"
 
 namespace mmdoc::tool {
@@ -514,6 +515,7 @@ int main(int argc, char** argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   try {
     int code = mmdoc::tool::Main(argc, argv);
+    if (code != mmdoc::tool::kExitOk) mmdoc::tool::RemoveMadeIfEmpty();
     // Output still buffered when the command ended: a full disk or a closed
     // pipe shows only here, and the answer it lost is a failure too.
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -106,15 +108,39 @@ std::string OpenError(const CommonArgs& c, const Status& s, Access access) {
   return why;
 }
 
+namespace {
+// The command line of a command whose open made its database.
+std::optional<CommonArgs> made_db;
+}  // namespace
+
 std::unique_ptr<DB> OpenDb(const CommonArgs& c, Access access, int* code) {
   const std::string what = "open " + c.db;
   if (!CheckDbPath(c.db, access == Access::kCreate, what, code)) return nullptr;
+  struct stat st;
+  const bool existed = ::lstat(c.db.c_str(), &st) == 0;
   auto db = OpenWith(c, access);
   if (!db.ok()) {
     *code = Fail(kExitBadInput, what, OpenError(c, db.status(), access));
     return nullptr;
   }
+  if (!existed && access == Access::kCreate) made_db = c;
   return std::move(db).value();
+}
+
+void RemoveMadeIfEmpty() {
+  if (!made_db || Committed()) return;
+  CommonArgs c = *made_db;
+  made_db.reset();
+  c.wait_seconds = 0;
+  auto db = OpenWith(c, Access::kWrite);
+  if (!db.ok()) return;
+  auto collections = (*db)->ListCollections();
+  if (!collections.ok() || !collections->empty()) return;
+  // Removed while this handle holds the lock: a process waiting for it
+  // finds the path gone and opens it anew.
+  (void)std::remove(c.db.c_str());
+  (void)std::remove((c.db + "-log").c_str());
+  (void)(*db)->Close();
 }
 
 int CloseDb(DB* db) {

@@ -59,6 +59,13 @@ std::string OpenError(const CommonArgs& c, const Status& s, Access access);
 // was, its log replayed by the next open.
 int CloseDb(DB* db);
 
+// After a command failed: when it made its database (nothing was at the
+// path when it opened it) and committed nothing, removes that database if
+// it still holds no collection, so that bad input leaves no new database
+// behind. It opens the database as any writer does, without waiting: one
+// another process holds, or filled meanwhile, is left alone.
+void RemoveMadeIfEmpty();
+
 }  // namespace mmdoc::tool
 
 #endif  // MMDOC_TOOLS_OPEN_DB_H_

@@ -1761,5 +1761,47 @@ TEST_CASE("tool: an export that cannot be written names its output and says it i
               {"export: writing /dev/full", "No space left", "incomplete"});
 }
 
+TEST_CASE("tool: bad input leaves no new database behind, and an old one as it was", "[tools]") {
+  TempDir dir;
+  const std::string one = dir.File("one.json");
+  WriteFile(one, "{\"_id\": 1}\n");
+  const std::string long_name(300, 'c');
+  struct Case {
+    std::vector<std::string> args;
+    std::string input;
+  };
+  const std::vector<Case> cases = {
+      {{"import", "DB", one, "-c", long_name}, ""},
+      {{"insert", "DB", "-c", long_name}, "{\"_id\": 1}\n"},
+      {{"update", "DB", "{\"_id\": 1}", "{\"$foo\": {\"a\": 1}}", "--upsert"}, ""},
+      {{"index", "create", "DB", "a", "--partial", "{\"$foo\": 1}"}, ""},
+  };
+  int n = 0;
+  for (const Case& k : cases) {
+    const std::string db = dir.File("new" + std::to_string(++n) + ".mmdb");
+    std::vector<std::string> args = k.args;
+    for (std::string& a : args)
+      if (a == "DB") a = db;
+    Run r = RunTool(args, k.input);
+    INFO(Show(r));
+    CHECK(r.status == 2);
+    CHECK_FALSE(std::filesystem::exists(db));
+    CHECK_FALSE(std::filesystem::exists(db + "-log"));
+    // The same on a database that was there: it stays, unchanged.
+    const std::string old = dir.File("old" + std::to_string(n) + ".mmdb");
+    MustRun({"insert", old, "-c", "x"}, "{\"_id\": 7}\n");
+    args = k.args;
+    for (std::string& a : args)
+      if (a == "DB") a = old;
+    CHECK(RunTool(args, k.input).status == 2);
+    CHECK(CountOf(old, "{}", "x") == 1);
+  }
+  // What a failed insert committed before its bad line stays.
+  const std::string part = dir.File("part.mmdb");
+  ExpectError(RunTool({"insert", part, "--batch", "1"}, "{\"_id\": 1}\n{\"_id\": 1}\n"), 2,
+              {"line 2", "duplicate _id"});
+  CHECK(CountOf(part) == 1);
+}
+
 }  // namespace
 }  // namespace mmdoc::test
