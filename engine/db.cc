@@ -733,7 +733,12 @@ Status DBImpl::Compact() {
     while (writers_served_.load() < waiting) turn_cv_.Wait();
     compact_waiting_.fetch_sub(1);
   }
-  if (!buffered()) return CompactPages();
+  if (!buffered()) {
+    // One compaction at a time: a second one copying the file the first
+    // is replacing would put back a copy without the commits between.
+    storage::MutexLock m(&merge_mu_);
+    return CompactPages();
+  }
   // Every buffered change into the pages, and writers kept out until the
   // copy has replaced the file.
   WriterTokenHold token(this);

@@ -220,7 +220,15 @@ Status DBImpl::MergeBuffered(const char* what) {
 
 Status DBImpl::Checkpoint() {
   if (read_only()) return ReadOnlyError();
-  if (!buffered()) return pager()->Checkpoint();
+  if (!buffered()) {
+    for (;;) {
+      std::shared_ptr<storage::Pager> p = pager();
+      Status s = p->Checkpoint();
+      // A compaction replaced the file meanwhile: checkpoint the copy.
+      if (s.IsBusy() && p != pager()) continue;
+      return s;
+    }
+  }
   MMDOC_RETURN_IF_ERROR(NotWriting("Checkpoint"));
   WriterTokenHold token(this);
   return MergeAll(/*checkpoint=*/true);
