@@ -8,6 +8,7 @@
 // Allocate are serialized by the caller.
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -15,10 +16,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <string>
 
@@ -55,10 +58,95 @@ uint64_t OsPageSize() {
   return size;
 }
 
+// The descriptors and maps of the files open in this process, for a
+// forked child to let go of. A child may not use its parent's databases
+// (the engine refuses every call and never closes them), and what it
+// inherited would keep the files' flock until it exits (a map holds its
+// file open too): neither the parent's next open nor the child's own could
+// lock them. Each descriptor slot holds (tag << 32) | fd, 0 when free, the
+// tag telling registrations apart, so that a file closes only the
+// descriptor it registered; each map slot an address and a length.
+constexpr size_t kForkSlots = 1024;
+std::atomic<uint64_t> fork_fds[kForkSlots];
+std::atomic<void*> fork_map_addr[kForkSlots];
+std::atomic<uint64_t> fork_map_len[kForkSlots];
+std::atomic<uint32_t> fork_tags{0};
+
+// pthread_atfork's child handler: atomics, mmap and close only. Each map
+// becomes anonymous memory at the same address (a stale view reads zeros
+// rather than faulting); then the descriptors close.
+void LetGoOfInheritedFiles() {
+  for (size_t i = 0; i < kForkSlots; i++) {
+    void* const addr = fork_map_addr[i].exchange(nullptr);
+    const uint64_t len = fork_map_len[i].load();
+    if (addr != nullptr && len != 0) {
+      (void)::mmap(addr, len, PROT_READ, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    }
+  }
+  for (std::atomic<uint64_t>& slot : fork_fds) {
+    const uint64_t v = slot.exchange(0);
+    if (v != 0) ::close(static_cast<int>(v & 0xffffffffu));
+  }
+}
+
+void InstallForkHandler() {
+  static std::once_flag handler;
+  std::call_once(handler, [] { (void)pthread_atfork(nullptr, nullptr, LetGoOfInheritedFiles); });
+}
+
+// Registers fd; its slot, or -1 when the table is full (a child then keeps
+// that descriptor, as it would without the table).
+int RegisterFd(int fd, uint64_t* tagged) {
+  InstallForkHandler();
+  const uint32_t tag = fork_tags.fetch_add(1, std::memory_order_relaxed) | 1u;  // never 0
+  *tagged = (uint64_t{tag} << 32) | static_cast<uint32_t>(fd);
+  for (size_t i = 0; i < kForkSlots; i++) {
+    const size_t at = (tag + i) % kForkSlots;
+    uint64_t free = 0;
+    if (fork_fds[at].compare_exchange_strong(free, *tagged)) return static_cast<int>(at);
+  }
+  return -1;
+}
+
+// A map's first slot to try.
+size_t MapSlot(const void* addr) { return reinterpret_cast<uintptr_t>(addr) / 4096 % kForkSlots; }
+
+void RegisterMap(void* addr, uint64_t len) {
+  InstallForkHandler();
+  for (size_t i = 0; i < kForkSlots; i++) {
+    const size_t at = (MapSlot(addr) + i) % kForkSlots;
+    void* free = nullptr;
+    if (fork_map_addr[at].compare_exchange_strong(free, addr)) {
+      fork_map_len[at].store(len);
+      return;
+    }
+  }
+}
+
+void UnregisterMap(void* addr) {
+  for (size_t i = 0; i < kForkSlots; i++) {
+    const size_t at = (MapSlot(addr) + i) % kForkSlots;
+    void* mine = addr;
+    if (fork_map_addr[at].compare_exchange_strong(mine, nullptr)) {
+      fork_map_len[at].store(0);
+      return;
+    }
+  }
+}
+
 class PosixFile final : public File {
  public:
-  PosixFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  ~PosixFile() override { ::close(fd_); }
+  PosixFile(std::string path, int fd)
+      : path_(std::move(path)), fd_(fd), fork_slot_(RegisterFd(fd, &tagged_)) {}
+  ~PosixFile() override {
+    if (fork_slot_ >= 0) {
+      uint64_t mine = tagged_;
+      // Already closed in a forked child (LetGoOfInheritedFiles).
+      if (!fork_fds[fork_slot_].compare_exchange_strong(mine, 0)) return;
+    }
+    ::close(fd_);
+  }
 
   Status ReadAt(uint64_t offset, void* buf, size_t n) override {
     auto* p = static_cast<uint8_t*>(buf);
@@ -161,10 +249,12 @@ class PosixFile final : public File {
     int prot = PROT_READ | (mode == MapMode::kReadWrite ? PROT_WRITE : 0);
     void* p = ::mmap(nullptr, length, prot, MAP_SHARED, fd_, 0);
     if (p == MAP_FAILED) return ErrnoStatus(path_, errno, "mmap");
+    RegisterMap(p, length);
     return static_cast<uint8_t*>(p);
   }
 
   Status Unmap(uint8_t* addr, uint64_t length) override {
+    UnregisterMap(addr);
     if (::munmap(addr, length) != 0) return ErrnoStatus(path_, errno, "munmap");
     return Status::OK();
   }
@@ -284,6 +374,8 @@ class PosixFile final : public File {
 
   const std::string path_;
   const int fd_;
+  uint64_t tagged_ = 0;
+  const int fork_slot_;  // in fork_fds, or -1
 };
 
 std::string DirName(const std::string& path) {

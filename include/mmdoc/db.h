@@ -64,7 +64,10 @@
 // Transaction to the thread that began it, to its end (the DB knows the
 // writer by its thread). That thread gets Busy from Begin, the
 // auto-committed writes, Check, Compact and Close (each would wait for its
-// own writer forever).
+// own writer forever). A process forked after Open may not use the DB (every
+// call is InvalidArgument): it lets go of the files at the fork, so that it
+// never keeps them locked, and may open the database itself once the
+// parent has closed it.
 #ifndef MMDOC_DB_H_
 #define MMDOC_DB_H_
 

@@ -174,6 +174,57 @@ TEST_CASE("close: a child forked after the open refuses the handle and harms not
   }
 }
 
+TEST_CASE("close: a child forked after the open does not keep the database locked") {
+  // Found by an outside test: the child's inherited descriptors and maps
+  // held the flock after the parent closed, until the child exited: the
+  // parent could not open the database again, nor could the child.
+  for (const uint64_t buffer : {uint64_t{0}, uint64_t{64} << 20}) {
+    INFO("write buffer " << buffer);
+    TempDir dir;
+    const std::string path = dir.File("db");
+    Options o;
+    o.write_buffer_size = buffer;
+    o.lock_timeout_ms = 0;  // a lock still held fails the test instead of hanging it
+    auto db = OpenOrFail(path, o);
+    InsertRange(db.get(), 0, 100);
+    int go[2];
+    REQUIRE(pipe(go) == 0);
+    const pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      char c;
+      if (read(go[0], &c, 1) != 1) _exit(1);  // the parent closed
+      auto mine = DB::Open(path, o);
+      if (!mine.ok()) _exit(2);
+      auto n = mine.value()->Count("c");
+      if (!n.ok() || n.value() != 101) _exit(3);
+      if (!mine.value()->Insert("c", J(R"({"_id": "child"})")).ok()) _exit(4);
+      if (!mine.value()->Close().ok()) _exit(5);
+      _exit(0);
+    }
+    REQUIRE(db->Close().ok());
+    // While the child lives: this process opens it again, then lets go.
+    auto again = DB::Open(path, o);
+    const Status reopened = again.status();
+    if (again.ok()) {
+      CHECK(again.value()->Insert("c", J(R"({"_id": "parent"})")).ok());
+      CHECK(again.value()->Close().ok());
+    }
+    REQUIRE(write(go[1], "x", 1) == 1);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    close(go[0]);
+    close(go[1]);
+    REQUIRE(reopened.ok());
+    INFO("child status " << status);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+    db = OpenOrFail(path, o);
+    CHECK(db->Count("c").value() == 102);
+    RequireCheckPasses(db.get());
+  }
+}
+
 TEST_CASE("close: a clean close lets go of the lock and leaves no need for the log") {
   TempDir dir;
   const std::string path = dir.File("db");
