@@ -37,12 +37,24 @@ std::mutex g_mu;  // registration, outside handlers
 // line on stderr; so the handler removes it too.
 char g_mongoc_shm[64];
 
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-struct sigaction g_previous[3];
-bool g_installed[3] = {false, false, false};
+// SIGBUS too: a store through a memory map on a full disk (LMDB's map,
+// syncbench's msync file) ends the process by it, and its files must go.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS};
+constexpr int kNumSignals = sizeof kSignals / sizeof kSignals[0];
+struct sigaction g_previous[kNumSignals];
+bool g_installed[kNumSignals] = {};
 
-void OnSignal(int sig) {
-  const int saved_errno = errno;
+void Say(const char* text) {
+  for (size_t n = std::strlen(text); n > 0;) {
+    const ssize_t w = write(STDERR_FILENO, text, n);
+    if (w <= 0) return;
+    text += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+// The hooks, then every registered path removed; async-signal-safe.
+void CleanUp() {
   for (auto& h : g_hooks) {
     void (*hook)() = h.load(std::memory_order_acquire);
     if (hook != nullptr) hook();
@@ -50,10 +62,20 @@ void OnSignal(int sig) {
   for (auto& s : g_slots) {
     if (s.used.exchange(false, std::memory_order_acq_rel)) RemoveTreeFromHandler(s.path);
   }
+}
+
+void OnSignal(int sig) {
+  const int saved_errno = errno;
+  if (sig == SIGBUS) {
+    Say(program_invocation_short_name);
+    Say(": SIGBUS: a memory-mapped file could not be read or written (a full disk, or a file "
+        "cut short?); removing the run's files\n");
+  }
+  CleanUp();
   if (g_mongoc_shm[0] != '\0') unlink(g_mongoc_shm);
   // Then the signal's previous course: re-raised, it is delivered once this
   // handler returns.
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kNumSignals; ++i) {
     if (kSignals[i] == sig && g_installed[i]) sigaction(sig, &g_previous[i], nullptr);
   }
   raise(sig);
@@ -65,7 +87,7 @@ void InstallHandlersOnce() {
   std::call_once(once, [] {
     std::snprintf(g_mongoc_shm, sizeof g_mongoc_shm, "/dev/shm/mongoc-%u",
                   static_cast<unsigned>(getpid()));
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kNumSignals; ++i) {
       struct sigaction old;
       if (sigaction(kSignals[i], nullptr, &old) != 0) continue;
       // An ignored signal stays ignored.
@@ -85,7 +107,11 @@ void InstallHandlersOnce() {
 
 void RemoveTreeFromHandler(const char* path) {
   if (path[0] != '/') return;
-  pid_t child = fork();
+  // _Fork, not fork: fork takes malloc's locks and runs the atfork
+  // handlers, and a signal that came while this thread was in malloc would
+  // wait for itself forever (found by an outside test: Ctrl-C hung the
+  // bench). The child only execs.
+  pid_t child = _Fork();
   if (child == 0) {
     const char* argv[] = {"rm", "-rf", "--", path, nullptr};
     execv("/bin/rm", const_cast<char* const*>(argv));
@@ -98,6 +124,8 @@ void RemoveTreeFromHandler(const char* path) {
 }
 
 void InstallSignalCleanup() { InstallHandlersOnce(); }
+
+void CleanUpNow() { CleanUp(); }
 
 int RemoveOnSignal(const std::string& path) {
   std::error_code ec;

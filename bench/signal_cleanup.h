@@ -1,11 +1,11 @@
-// What the bench leaves behind when SIGINT, SIGTERM or SIGHUP ends it: one
+// What the bench leaves behind when SIGINT, SIGTERM, SIGHUP or SIGBUS ends it: one
 // handler for every tool of the test bed (mmdoc-bench's data directory,
 // mmdoc-syncbench's test file, a PostgreSQL server and its cluster).
 //
 // The handler, installed at the first registration unless the signal is
 // ignored (nohup, a background job's SIGINT), runs the hooks (PgServer's:
 // stop every running server), then removes every registered path with
-// `rm -rf` (fork, execve and waitpid are async-signal-safe; nftw is not),
+// `rm -rf` (_Fork, execve and waitpid are async-signal-safe; nftw is not),
 // then restores the signal's previous disposition and re-raises it: by
 // default the process ends by the signal, exit status 128+signo.
 //
@@ -28,6 +28,11 @@ namespace mmdoc::bench {
 // thing, so that a signal before its first registration, or in a run that
 // keeps its files, still cleans up after libmongoc (signal_cleanup.cc).
 void InstallSignalCleanup();
+
+// What a signal would do, without the signal: the hooks run and every
+// registered path is removed. For a tool ending on an error its own
+// cleanup cannot reach (out of memory, caught in main).
+void CleanUpNow();
 
 // Registers path (made absolute now) for removal on a signal; a slot for
 // ForgetOnSignal, or -1 when the table is full or the path too long (then
