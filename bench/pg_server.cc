@@ -12,8 +12,10 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -50,24 +52,73 @@ constexpr int kMaxServers = 32;
 Running g_running[kMaxServers];
 std::mutex g_running_mu;  // slot allocation, outside handlers
 
+// A directory a server's start made searchable (o+x) for the postgres
+// user, and its mode before: the handler puts the modes back (chmod is
+// async-signal-safe), as Stop does. Written with `used` stored last.
+struct Granted {
+  std::atomic<bool> used{false};
+  mode_t mode = 0;
+  char path[PATH_MAX];
+};
+constexpr int kMaxGranted = 64;
+Granted g_granted[kMaxGranted];
+
+int RegisterGranted(const std::string& path, mode_t mode) {
+  std::lock_guard<std::mutex> lock(g_running_mu);
+  for (int i = 0; i < kMaxGranted; ++i) {
+    Granted& g = g_granted[i];
+    if (g.used.load(std::memory_order_acquire)) continue;
+    std::snprintf(g.path, sizeof g.path, "%s", path.c_str());
+    g.mode = mode;
+    g.used.store(true, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void ForgetGranted(int slot) {
+  if (slot < 0) return;
+  std::lock_guard<std::mutex> lock(g_running_mu);
+  g_granted[slot].used.store(false, std::memory_order_release);
+}
+
 // The signal handler's hook (bench/signal_cleanup.h): every running server
-// stopped, its data and socket directories removed.
+// stopped, its data and socket directories removed, the modes it changed
+// put back (the deepest directory first, as registered last).
 void StopServersFromHandler() {
+  // initdb (and the single-user postgres it runs, in its process group):
+  // killed. A server: a fast shutdown (pg_ctl stop -m fast) first, since an
+  // immediate one leaves its shared memory segments in /dev/shm, which only
+  // the next start of the cluster (never: it is removed next) would take
+  // away; its checkpoint writes at most shared_buffers. Past kGraceMs, the
+  // immediate shutdown. (initdb killed still leaves its single-user
+  // server's segments.)
+  constexpr int kGraceMs = 3000;
   for (auto& r : g_running) {
     pid_t p = r.pid.load(std::memory_order_acquire);
-    if (p > 0 && r.initdb) kill(-p, SIGKILL);
-    // Immediate shutdown (pg_ctl stop -m immediate): no checkpoint, since
-    // the data directory is removed next; a fast one could make Ctrl-C
-    // wait for gigabytes of shared_buffers to be written.
-    if (p > 0 && !r.initdb) kill(p, SIGQUIT);
+    if (p > 0) kill(r.initdb ? -p : p, r.initdb ? SIGKILL : SIGINT);
   }
   for (auto& r : g_running) {
     pid_t p = r.pid.exchange(0, std::memory_order_acq_rel);
     if (p <= 0) continue;
-    while (waitpid(p, nullptr, 0) < 0 && errno == EINTR) {
+    bool gone = false;
+    for (int waited = 0; !gone && !r.initdb && waited < kGraceMs; waited += 10) {
+      const pid_t w = waitpid(p, nullptr, WNOHANG);
+      gone = w == p || (w < 0 && errno != EINTR);
+      if (!gone) {
+        const struct timespec ten_ms = {0, 10 * 1000 * 1000};
+        nanosleep(&ten_ms, nullptr);
+      }
+    }
+    if (!gone && !r.initdb) kill(p, SIGQUIT);
+    while (!gone && waitpid(p, nullptr, 0) < 0 && errno == EINTR) {
     }
     RemoveTreeFromHandler(r.data_dir);
     RemoveTreeFromHandler(r.socket_dir);
+  }
+  for (int i = kMaxGranted - 1; i >= 0; --i) {
+    Granted& g = g_granted[i];
+    if (g.used.exchange(false, std::memory_order_acq_rel)) (void)::chmod(g.path, g.mode);
   }
 }
 
@@ -275,7 +326,8 @@ Status PgServer::Start(const std::string& dir,
         if (::chmod(p.c_str(), (st.st_mode & 07777) | S_IXOTH) != 0) {
           return Status::IOError("chmod o+x " + p.string(), std::strerror(errno));
         }
-        granted_.emplace_back(p.string(), st.st_mode & 07777);
+        granted_.push_back(Grant{p.string(), st.st_mode & 07777, -1});
+        granted_.back().slot = RegisterGranted(p.string(), st.st_mode & 07777);
       }
       if (p == p.root_path()) break;
     }
@@ -429,7 +481,8 @@ Status PgServer::Stop() {
     socket_dir_.clear();
   }
   for (auto it = granted_.rbegin(); it != granted_.rend(); ++it) {
-    (void)::chmod(it->first.c_str(), it->second);
+    (void)::chmod(it->path.c_str(), it->mode);
+    ForgetGranted(it->slot);
   }
   granted_.clear();
   return s;
@@ -448,7 +501,7 @@ std::string PgServer::Describe() const {
     s += ", run as user postgres because the bench runs as root";
     if (!granted_.empty()) {
       s += " (o+x granted for the run on";
-      for (const auto& g : granted_) s += " " + g.first;
+      for (const auto& g : granted_) s += " " + g.path;
       s += ")";
     }
   }

@@ -136,8 +136,14 @@ class PgServer {
   std::string conninfo_;
   bool as_postgres_ = false;
   bool watching_ = false;  // WatchIo(pid_): its writes count as the bench's
-  // Ancestors given o+x for the postgres user, with their former modes.
-  std::vector<std::pair<std::string, mode_t>> granted_;
+  // Ancestors given o+x for the postgres user: path, former mode, and the
+  // signal handler's slot for it (-1: none).
+  struct Grant {
+    std::string path;
+    mode_t mode;
+    int slot;
+  };
+  std::vector<Grant> granted_;
 };
 
 }  // namespace mmdoc::bench
