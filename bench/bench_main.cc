@@ -69,13 +69,6 @@
 namespace mmdoc::bench {
 namespace {
 
-bool WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  return static_cast<bool>(f);
-}
-
 int Main(int argc, char** argv) {
   CLI::App app{
       "mmdoc-bench: the seed workload (GUID documents, unique index on key) on "
@@ -203,10 +196,7 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (!json_path.empty() && !csv_path.empty()) {
-    std::error_code ec1, ec2;
-    const auto json_abs = std::filesystem::weakly_canonical(json_path, ec1);
-    const auto csv_abs = std::filesystem::weakly_canonical(csv_path, ec2);
-    if (!ec1 && !ec2 && json_abs == csv_abs) {
+    if (SameFile(json_path, csv_path)) {
       std::fprintf(stderr, "mmdoc-bench: --json %s and --csv %s are the same file\n",
                    json_path.c_str(), csv_path.c_str());
       return 2;
@@ -461,14 +451,15 @@ int Main(int argc, char** argv) {
                   r.threads == 1 ? "" : "s");
     }
   }
-  if (!json_path.empty() && !WriteFile(json_path, ResultsToJson(machine, run, results))) {
-    std::fprintf(stderr, "mmdoc-bench: cannot write %s\n", json_path.c_str());
-    return 1;
-  }
-  if (!csv_path.empty() && !WriteFile(csv_path, ResultsToCsv(results))) {
-    std::fprintf(stderr, "mmdoc-bench: cannot write %s\n", csv_path.c_str());
-    return 1;
-  }
+  auto write = [](const std::string& path, const std::string& text) {
+    const std::string error = WriteWhole(path, text);
+    if (!error.empty()) {
+      std::fprintf(stderr, "mmdoc-bench: cannot write %s: %s\n", path.c_str(), error.c_str());
+    }
+    return error.empty();
+  };
+  if (!json_path.empty() && !write(json_path, ResultsToJson(machine, run, results))) return 1;
+  if (!csv_path.empty() && !write(csv_path, ResultsToCsv(results))) return 1;
   return failures == 0 ? 0 : 1;
 }
 
@@ -481,6 +472,7 @@ int main(int argc, char** argv) {
     return mmdoc::bench::Main(argc, argv);
   } catch (const std::bad_alloc&) {
     // A --docs too large for this machine's memory: a line, not an abort.
+    mmdoc::bench::CleanUpNow();  // Main's own cleanup was unwound past
     std::fprintf(stderr, "mmdoc-bench: out of memory (a smaller --docs?)\n");
     return 1;
   }

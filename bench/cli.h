@@ -11,6 +11,7 @@
 #define MMDOC_BENCH_CLI_H_
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -84,17 +86,54 @@ inline CLI::Validator UintText() {
 // Whether path can be written, checked before the run so a bad --json
 // fails in a second, not after the whole run: an existing file is opened
 // for append (not truncated), a new one is created and removed again.
+// O_NONBLOCK: a FIFO with no reader is an error here, not a hang.
 inline bool CheckWritable(const char* tool, const std::string& flag, const std::string& path) {
   const bool existed = ::access(path.c_str(), F_OK) == 0;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | (existed ? 0 : O_CREAT | O_EXCL), 0644);
+  const int fd = ::open(path.c_str(),
+                        O_WRONLY | O_APPEND | O_NONBLOCK | (existed ? 0 : O_CREAT | O_EXCL), 0644);
   if (fd < 0) {
+    const int err = errno;
     std::fprintf(stderr, "%s: cannot write %s %s: %s\n", tool, flag.c_str(), path.c_str(),
-                 std::strerror(errno));
+                 err == ENXIO ? "a FIFO with no reader" : std::strerror(err));
     return false;
   }
   ::close(fd);
   if (!existed) ::unlink(path.c_str());
   return true;
+}
+
+// Whether two paths name one file, whether or not it exists yet.
+inline bool SameFile(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const auto pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea);
+  const auto pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
+  return !ea && !eb && pa == pb;
+}
+
+// Writes text to path whole or not at all: a regular file (or a new one)
+// through a temporary file renamed over it, so that a full disk leaves the
+// old file, not half a new one; anything else (a pipe, /dev/stdout)
+// directly. "" or the reason it failed.
+inline std::string WriteWhole(const std::string& path, const std::string& text) {
+  struct stat st;
+  const bool regular = ::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode);
+  std::string tmp = path + ".tmp-XXXXXX";
+  const int fd = regular ? ::mkstemp(tmp.data()) : ::open(path.c_str(), O_WRONLY | O_TRUNC);
+  if (fd < 0) return std::strerror(errno);
+  std::string error;
+  for (size_t done = 0; done < text.size() && error.empty();) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) error = std::strerror(w < 0 ? errno : ENOSPC);
+    if (w > 0) done += static_cast<size_t>(w);
+  }
+  if (regular && error.empty() && ::fchmod(fd, 0644) != 0) error = std::strerror(errno);
+  if (::close(fd) != 0 && error.empty()) error = std::strerror(errno);
+  if (regular && error.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = std::strerror(errno);
+  }
+  if (regular && !error.empty()) ::unlink(tmp.c_str());
+  return error;
 }
 
 // app.parse: -1 when the run goes on, else the exit status: 0 after --help

@@ -134,8 +134,16 @@ int Main(int argc, char** argv) {
               machine.cores, machine.kernel.c_str(), machine.filesystem.c_str(),
               machine.mount_point.c_str(), machine.mount_options.c_str());
   std::vector<SyncResult> results;
-  for (const auto& c : cases) {
+  // Progress on a terminal: the cases take a second or more each.
+  const bool progress = ::isatty(STDERR_FILENO) != 0;
+  for (size_t i = 0; i < cases.size(); i++) {
+    const SyncCase& c = cases[i];
+    if (progress) {
+      std::fprintf(stderr, "\r\033[K[%zu/%zu] %s, %zu-byte blocks, %s file", i + 1, cases.size(),
+                   c.method.c_str(), c.block_size, c.preallocated ? "preallocated" : "appending");
+    }
     auto r = RunSyncCase(dir, c, limits);
+    if (progress) std::fprintf(stderr, "\r\033[K");
     if (!r.ok()) {
       std::fprintf(stderr, "mmdoc-syncbench: %s %zu: %s\n", c.method.c_str(), c.block_size,
                    r.status().ToString().c_str());
@@ -145,10 +153,10 @@ int Main(int argc, char** argv) {
   }
   PrintSyncTables(stdout, results);
   if (!json_path.empty()) {
-    std::ofstream f(json_path, std::ios::trunc);
-    f << SyncResultsToJson(machine, limits, results);
-    if (!f) {
-      std::fprintf(stderr, "mmdoc-syncbench: cannot write %s\n", json_path.c_str());
+    const std::string error = WriteWhole(json_path, SyncResultsToJson(machine, limits, results));
+    if (!error.empty()) {
+      std::fprintf(stderr, "mmdoc-syncbench: cannot write %s: %s\n", json_path.c_str(),
+                   error.c_str());
       return 1;
     }
   }
