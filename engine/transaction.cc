@@ -1077,10 +1077,14 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
   // The caller's document as given: a second _id must be refused, not
   // dropped with the first below.
   MMDOC_RETURN_IF_ERROR(engine::CheckFieldNames(doc.data(), doc.size()));
-  // The new document gets the same _id, first.
-  bson_value_t new_id;
+  // The new document gets the same _id, first. One it names must be the
+  // stored one, type included ({_id: 1.0} does not replace _id 1), as an
+  // update's must.
+  bson_value_t new_id, old_id;
   if (engine::LookupPath(doc.data(), doc.size(), "_id", &new_id) &&
-      engine::CompareValues(&new_id, id.get()) != 0)
+      (!engine::LookupPath(reinterpret_cast<const uint8_t*>(old.data()), old.size(), "_id",
+                           &old_id) ||
+       new_id.value_type != old_id.value_type || engine::CompareValues(&new_id, &old_id) != 0))
     return Status::InvalidArgument("replacement changes _id", id.ToJson());
   bson_t b;
   doc.View(&b);

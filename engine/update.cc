@@ -1873,8 +1873,10 @@ Status Update::Apply(const uint8_t* doc, size_t len, const UpdateContext& contex
   bool has_old = LookupPath(doc, len, "_id", &old_id);
   const auto* rep = reinterpret_cast<const uint8_t*>(impl_->replacement_doc.data());
   size_t rep_len = impl_->replacement_doc.size();
+  // Compared as bytes, type included, as IdUnchanged does for operators:
+  // {_id: 1.0} does not replace the document with _id 1.
   if (LookupPath(rep, rep_len, "_id", &new_id) &&
-      (!has_old || CompareValues(&old_id, &new_id) != 0)) {
+      (!has_old || IdElement(rep, rep_len) != IdElement(doc, len))) {
     s = Status::InvalidArgument("replacement changes _id");
   } else {
     if (has_old) Append(&result, "_id", &old_id);

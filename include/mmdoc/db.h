@@ -337,7 +337,8 @@ class Transaction {
   // or a document over 16 MiB once _id is added.
   Status Insert(std::string_view collection, const Document& doc, Value* id = nullptr);
   // Replaces the whole document with this _id; `doc`'s own _id, if it has
-  // one, must be the same. NotFound when there is none; otherwise as Insert.
+  // one, must be the stored one, type included (1.0 is not 1:
+  // InvalidArgument). NotFound when there is none; otherwise as Insert.
   Status Replace(std::string_view collection, const Value& id, const Document& doc);
   // Applies `update` to the first document matching `filter` / to every
   // one; with options.upsert, inserts one when none matches (UpdateOptions).

@@ -123,6 +123,25 @@ TEST_CASE("Update by _id: operators or a replacement, NotFound, errors change no
   CHECK(doc(R"("b")") == R"({ "_id" : "b", "k" : 20, "n" : 48, "s" : "v48" })");
 }
 
+TEST_CASE("a replacement may repeat _id but not change its type, as $set may not", "[engine]") {
+  TestDB db(Fast());
+  REQUIRE(db->Insert("c", J(R"({"_id": 1, "a": 1})")).ok());
+  const std::string before = db->Get("c", V("1")).value().ToJson();
+  // Found by an outside test: {_id: 1.0} replaced the document with _id 1
+  // (compared as numbers), where $set {_id: 1.0} is refused.
+  CHECK(db->Replace("c", V("1"), J(R"({"_id": 1.0, "k": 1})")).IsInvalidArgument());
+  CHECK(db->UpdateOne("c", J(R"({"_id": 1})"), J(R"({"_id": 1.0, "k": 1})"))
+            .status()
+            .IsInvalidArgument());
+  CHECK(db->Update("c", V("1"), J(R"({"_id": 1.0, "k": 1})")).IsInvalidArgument());
+  CHECK(db->Update("c", V("1"), J(R"({"$set": {"_id": 1.0}})")).IsInvalidArgument());
+  CHECK(db->Get("c", V("1")).value().ToJson() == before);
+  // The same _id, repeated, is fine.
+  REQUIRE(db->Replace("c", V("1"), J(R"({"_id": 1, "k": 2})")).ok());
+  REQUIRE(db->Update("c", V("1"), J(R"({"_id": 1, "k": 3})")).ok());
+  CHECK(db->Get("c", V("1")).value().ToJson() == R"({ "_id" : 1, "k" : 3 })");
+}
+
 TEST_CASE("_id: generated ObjectId, scalar types, duplicates", "[engine]") {
   TestDB db(Fast());
   Value id;
