@@ -124,12 +124,15 @@ void RegisterMap(void* addr, uint64_t len) {
   }
 }
 
+// Only the map's owner clears its slot, so the length goes first: a slot
+// freed before its length was cleared could be taken by another map, whose
+// length this would then clear.
 void UnregisterMap(void* addr) {
   for (size_t i = 0; i < kForkSlots; i++) {
     const size_t at = (MapSlot(addr) + i) % kForkSlots;
-    void* mine = addr;
-    if (fork_map_addr[at].compare_exchange_strong(mine, nullptr)) {
+    if (fork_map_addr[at].load() == addr) {
       fork_map_len[at].store(0);
+      fork_map_addr[at].store(nullptr);
       return;
     }
   }
