@@ -1,4 +1,6 @@
 // The commands that change documents: insert, update, delete.
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -18,29 +20,33 @@ namespace mmdoc::tool {
 
 namespace {
 
-// The lines of a stream, each at most JsonDocumentStream's limit on a
+// The lines of a descriptor, each at most JsonDocumentStream's limit on a
 // document's text: a longer one is an error, not memory without end
-// (`insert < /dev/zero` has no newline). C stdio, not std::cin: a read
-// error (EIO, a directory as stdin) is told from the end of the input.
+// (`insert < /dev/zero` has no newline). read(2), not fread: a line is
+// taken as soon as it arrives (a producer writing slowly, with --batch 1
+// and --echo), and a read error (EIO, a directory as stdin) is told from
+// the end of the input.
 class LineReader {
  public:
   static constexpr size_t kMaxLine = JsonDocumentStream::kMaxJsonDocumentText;
   enum class Next { kLine, kEnd, kTooLong, kError };
 
-  explicit LineReader(FILE* in) : in_(in), buf_(1 << 16, '\0') {}
+  explicit LineReader(int fd) : fd_(fd), buf_(1 << 16, '\0') {}
 
-  // The next line, without its '\n', into *line.
+  // The next line, without its '\n', into *line; errno after kError.
   Next Read(std::string* line) {
     line->clear();
     bool any = false;
     for (;;) {
       if (pos_ == len_) {
-        len_ = std::fread(buf_.data(), 1, buf_.size(), in_);
+        ssize_t n;
+        do {
+          n = ::read(fd_, buf_.data(), buf_.size());
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) return Next::kError;
+        len_ = static_cast<size_t>(n);
         pos_ = 0;
-        if (len_ == 0) {
-          if (std::ferror(in_)) return Next::kError;
-          return any ? Next::kLine : Next::kEnd;
-        }
+        if (len_ == 0) return any ? Next::kLine : Next::kEnd;
       }
       any = true;
       const char* start = buf_.data() + pos_;
@@ -57,7 +63,7 @@ class LineReader {
   }
 
  private:
-  FILE* const in_;
+  const int fd_;
   std::string buf_;
   size_t pos_ = 0, len_ = 0;
 };
@@ -73,7 +79,7 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
   std::unique_ptr<Loader> loader;
   std::string line;
   uint64_t line_no = 0;
-  LineReader in(stdin);
+  LineReader in(STDIN_FILENO);
   LineReader::Next next;
   while ((next = in.Read(&line)) == LineReader::Next::kLine) {
     ++line_no;
