@@ -1080,11 +1080,9 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
   // The new document gets the same _id, first. One it names must be the
   // stored one, type included ({_id: 1.0} does not replace _id 1), as an
   // update's must.
-  bson_value_t new_id, old_id;
-  if (engine::LookupPath(doc.data(), doc.size(), "_id", &new_id) &&
-      (!engine::LookupPath(reinterpret_cast<const uint8_t*>(old.data()), old.size(), "_id",
-                           &old_id) ||
-       new_id.value_type != old_id.value_type || engine::CompareValues(&new_id, &old_id) != 0))
+  const std::string_view new_id = engine::IdElement(doc.data(), doc.size());
+  if (!new_id.empty() &&
+      new_id != engine::IdElement(reinterpret_cast<const uint8_t*>(old.data()), old.size()))
     return Status::InvalidArgument("replacement changes _id", id.ToJson());
   bson_t b;
   doc.View(&b);

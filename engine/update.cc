@@ -516,13 +516,16 @@ Status WithIdFirst(const uint8_t* doc, size_t len, const bson_value_t* id, std::
   return s;
 }
 
-// The top-level _id element, type byte to end of value ("" without one).
+}  // namespace
+
 std::string_view IdElement(const uint8_t* doc, size_t len) {
   bson_iter_t it;
   if (!bson_iter_init_from_data(&it, doc, len) || !FindKey(&it, "_id")) return {};
   const char* start = bson_iter_key(&it) - 1;
   return std::string_view(start, reinterpret_cast<const char*>(it.raw) + it.next_off - start);
 }
+
+namespace {
 
 // MongoDB's immutable _id: an update may name it ($set to its own value,
 // $inc by 0, $setOnInsert on a match) but not change it, or the stored
@@ -1498,7 +1501,6 @@ Status Update::Impl::Parse(const bson_t* update) {
   std::string prefix;
   int op_count = 0;
   bool rebindable = true;
-  std::vector<PathTree*>& set_order = set_leaves;  // empty after Reset
   while (bson_iter_next(&it)) {
     op_count++;
     std::string_view op_name = Key(&it);
@@ -1578,7 +1580,7 @@ Status Update::Impl::Parse(const bson_t* update) {
       }
       if (op == PathTree::kSet && path.find('.') == std::string_view::npos && !IsIdPath(path) &&
           IsScalar(v->value_type)) {
-        set_order.push_back(leaf);
+        set_leaves.push_back(leaf);  // empty after Reset
       } else {
         rebindable = false;
       }

@@ -133,6 +133,11 @@ class Update {
   std::unique_ptr<Impl> impl_;
 };
 
+// A document's top-level _id element, type byte to the end of its value
+// ("" without one): two documents have the same _id, type included, when
+// these bytes are equal (MongoDB's immutable _id: 1.0 is not 1).
+std::string_view IdElement(const uint8_t* doc, size_t len);
+
 }  // namespace mmdoc::engine
 
 #endif  // MMDOC_ENGINE_UPDATE_H_
