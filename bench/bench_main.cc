@@ -190,6 +190,12 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "mmdoc-bench: %s '%s' has an empty item\n", flag, arg.c_str());
     return false;
   };
+  for (const char* flag : {"--json", "--csv", "--dir"}) {
+    if (app.count(flag) > 0 && app[flag]->as<std::string>().empty()) {
+      std::fprintf(stderr, "mmdoc-bench: %s needs a path, not an empty string\n", flag);
+      return 2;
+    }
+  }
   if (!json_path.empty() && json_path == csv_path) {
     std::fprintf(stderr, "mmdoc-bench: --json and --csv name the same file %s\n",
                  json_path.c_str());
@@ -267,7 +273,8 @@ int Main(int argc, char** argv) {
                    d.c_str(), UINT32_MAX);
       return 2;
     }
-    run.docs.push_back(n);
+    // A count given twice would run twice and print two identical columns.
+    if (std::find(run.docs.begin(), run.docs.end(), n) == run.docs.end()) run.docs.push_back(n);
   }
   // Ascending and distinct: the lowest count is the writers' (and the only
   // one, as before lists, when one is given).

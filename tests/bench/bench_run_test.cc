@@ -1193,6 +1193,8 @@ TEST_CASE("mmdoc-bench refuses bad input with one line and status 2", "[bench]")
            // Empty items, and empty lists.
            "--docs 2k,", "--docs ,100", "--phases ,", "--phases insert,,search_id", "--engines ,",
            "--clients local,", "--phases ''", "--engines ''",
+           // Empty paths: a run that would write nowhere, or in the current directory.
+           "--json ''", "--csv ''", "--dir ''",
            // CLI11's own errors (its exit codes 104..114 and two lines).
            "--no-such-option", "--batch", "--batch x", "--batch 0", "--mmdoc-page-kib 5", "stray",
            // Negative, out of range, or 0 where 0 means nothing.
@@ -1209,6 +1211,16 @@ TEST_CASE("mmdoc-bench refuses bad input with one line and status 2", "[bench]")
   }
   // --help is not an error.
   CHECK(Run(bench + "--help > /dev/null") == 0);
+}
+
+TEST_CASE("mmdoc-bench runs a document count given twice once", "[bench]") {
+  test::TempDir dir;
+  const std::string csv = dir.File("twice.csv");
+  REQUIRE(Run(AbsoluteBuildDir() + "/mmdoc-bench --engines lmdb --docs 100,100 --phases insert" +
+              " --quiet --dir " + dir.File("data") + " --csv " + csv + " 2>/dev/null") == 0);
+  const std::string text = ReadFile(csv);
+  INFO(text);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 2);  // the header and one insert row
 }
 
 TEST_CASE("mmdoc-bench records the seed it used", "[bench]") {
