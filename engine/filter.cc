@@ -4,7 +4,8 @@
 // Semantics (MongoDB's, as far as they go here):
 //   - a path reaches values through VisitPath (query_path.h): arrays before
 //     the last part fan out; a predicate holds when it holds for any value
-//     reached;
+//     reached; an array with no document in it reaches nothing ({"a.b":
+//     null} matches {a: 4} and {a: [{}]}, not {a: [1]} or {a: []});
 //   - at the end of the path, an array value matches when the whole array
 //     matches or any of its elements does (one level only); $size and
 //     $elemMatch look at the array itself only;
@@ -980,7 +981,7 @@ bool PathHolds(const Node& n, const bson_value_t* v) {
 
 bool AnyHolds(const uint8_t* doc, size_t len, const Node& n) {
   auto fn = [&n](const bson_value_t* v) { return PathHolds(n, v); };
-  return VisitPath(doc, len, n.path, fn);
+  return VisitPath<DeadEnd::kNothing>(doc, len, n.path, fn);
 }
 
 bool MatchNode(const Node& n, const uint8_t* doc, size_t len) {
@@ -1006,15 +1007,15 @@ bool MatchNode(const Node& n, const uint8_t* doc, size_t len) {
   switch (n.op) {
     case Node::kNe: {
       auto eq = [&n](const bson_value_t* v) { return Holds(v, Node::kEq, n.operand.get()); };
-      return !VisitPath(doc, len, n.path, eq);
+      return !VisitPath<DeadEnd::kNothing>(doc, len, n.path, eq);
     }
     case Node::kNin: {
       auto in = [&n](const bson_value_t* v) { return InPathHolds(n, v); };
-      return !VisitPath(doc, len, n.path, in);
+      return !VisitPath<DeadEnd::kNothing>(doc, len, n.path, in);
     }
     case Node::kExists: {
       auto present = [](const bson_value_t* v) { return v != nullptr; };
-      return VisitPath(doc, len, n.path, present) == n.exists;
+      return VisitPath<DeadEnd::kNothing>(doc, len, n.path, present) == n.exists;
     }
     default:
       return AnyHolds(doc, len, n);

@@ -2,8 +2,9 @@
 // canonical type ranks and the walk over the values a dotted path reaches.
 //
 // The same walk (VisitPath) serves Filter::Matches and IndexKeys, so that a
-// document's index keys and what a filter sees at a path always agree; that
-// agreement is what makes Filter::IndexBounds sound.
+// document's index keys hold every value a filter sees at a path; that is
+// what makes Filter::IndexBounds sound. The one difference (DeadEnd) adds a
+// null key the filter then refuses.
 #ifndef MMDOC_ENGINE_QUERY_PATH_H_
 #define MMDOC_ENGINE_QUERY_PATH_H_
 
@@ -64,23 +65,31 @@ inline bool FindKey(bson_iter_t* it, std::string_view key) {
   return false;
 }
 
+// What an array met before the path's last part gives when no element
+// leads on (no document in it, and no element at a numeric part): for index
+// keys, a missing value (keyed null, a superset the filter narrows); for
+// matching, nothing, as in MongoDB: {"a.b": null} does not match {a: [1]}
+// or {a: []}, and {"a.b": {$ne: null}} does.
+enum class DeadEnd { kMissing, kNothing };
+
 // Calls fn(const bson_value_t* v) for every value `path` reaches in the
 // document (data, len), and fn(nullptr) for every branch where it is
 // missing. Arrays met before the last path part fan out: each element that
 // is a document is searched for the rest of the path, and a numeric part
 // also indexes the array positionally ({"a": [{"b": 1}, {"b": 2}]} on "a.b"
-// reaches 1 and 2). A value reached at the end of the path is passed whole,
-// arrays included; callers decide how to treat elements. fn returns true to
-// stop the walk; VisitPath then returns true. No allocation.
-template <typename Fn>
+// reaches 1 and 2); an array where neither leads on is a DeadEnd. A value
+// reached at the end of the path is passed whole, arrays included; callers
+// decide how to treat elements. fn returns true to stop the walk; VisitPath
+// then returns true. No allocation.
+template <DeadEnd kDeadEnd = DeadEnd::kMissing, typename Fn>
 bool VisitPath(const uint8_t* data, size_t len, std::string_view path, Fn& fn);
 
 namespace internal {
 
-template <typename Fn>
+template <DeadEnd kDeadEnd, typename Fn>
 bool Descend(const bson_value_t* v, std::string_view rest, Fn& fn) {
   if (v->value_type == BSON_TYPE_DOCUMENT) {
-    return VisitPath(v->value.v_doc.data, v->value.v_doc.data_len, rest, fn);
+    return VisitPath<kDeadEnd>(v->value.v_doc.data, v->value.v_doc.data_len, rest, fn);
   }
   if (v->value_type != BSON_TYPE_ARRAY) return fn(nullptr);
   bool reached = false;
@@ -92,7 +101,7 @@ bool Descend(const bson_value_t* v, std::string_view rest, Fn& fn) {
       uint32_t sub_len = 0;
       const uint8_t* sub = nullptr;
       bson_iter_document(&it, &sub_len, &sub);
-      if (VisitPath(sub, sub_len, rest, fn)) return true;
+      if (VisitPath<kDeadEnd>(sub, sub_len, rest, fn)) return true;
     }
   }
   size_t dot = rest.find('.');
@@ -104,16 +113,17 @@ bool Descend(const bson_value_t* v, std::string_view rest, Fn& fn) {
     const bson_value_t* elem = bson_iter_value(&it);
     if (dot == std::string_view::npos) {
       if (fn(elem)) return true;
-    } else if (Descend(elem, rest.substr(dot + 1), fn)) {
+    } else if (Descend<kDeadEnd>(elem, rest.substr(dot + 1), fn)) {
       return true;
     }
   }
-  return reached ? false : fn(nullptr);
+  if (reached || kDeadEnd == DeadEnd::kNothing) return false;
+  return fn(nullptr);
 }
 
 }  // namespace internal
 
-template <typename Fn>
+template <DeadEnd kDeadEnd, typename Fn>
 bool VisitPath(const uint8_t* data, size_t len, std::string_view path, Fn& fn) {
   size_t dot = path.find('.');
   std::string_view head = path.substr(0, dot);
@@ -123,7 +133,7 @@ bool VisitPath(const uint8_t* data, size_t len, std::string_view path, Fn& fn) {
   }
   const bson_value_t* v = bson_iter_value(&it);
   if (dot == std::string_view::npos) return fn(v);
-  return internal::Descend(v, path.substr(dot + 1), fn);
+  return internal::Descend<kDeadEnd>(v, path.substr(dot + 1), fn);
 }
 
 }  // namespace mmdoc::engine

@@ -171,8 +171,11 @@ TEST_CASE("Filter: logical operators", "[filter]") {
   CHECK(Which(R"({"a": 5, "_id": 1})") == Ids{1});
   CHECK(M(R"({"a.b.c": 1, "a.b.d": 2})", R"({"a": {"b": {"c": 1, "d": 2}}})"));
   CHECK_FALSE(M(R"({"a.b.c": 1, "a.b.d": 3})", R"({"a": {"b": {"c": 1, "d": 2}}})"));
-  CHECK(M(R"({"a.b": null})",
-          R"({"a": [1, 2]})"));  // no document element: missing
+  // An array with no document in it gives "a.b" no value at all, not a
+  // missing one (MongoDB's null_query_semantics); a scalar gives a missing one.
+  CHECK_FALSE(M(R"({"a.b": null})", R"({"a": [1, 2]})"));
+  CHECK(M(R"({"a.b": {"$ne": null}})", R"({"a": [1, 2]})"));
+  CHECK(M(R"({"a.b": null})", R"({"a": 4})"));
   CHECK(M(R"({"a.b": 2})", R"({"a": [{"b": [1, 2]}]})"));
   CHECK(M(R"({"a.0.b": 2})", R"({"a": [{"b": 2}]})"));
   CHECK(Which(R"({"$and": [{"a": {"$gte": 5}}, {"a": {"$lt": 6}}]})") == Ids{0, 1, 7});
