@@ -84,7 +84,10 @@
 //   marker (a record with magic kLogWrapMagic and no payload, or nothing
 //   when fewer than 32 bytes are left) and goes at the start under the next
 //   epoch. A checkpoint that covers every record starts the log over at
-//   kLogRecordsOffset under a new epoch (which tells old records from new).
+//   kLogRecordsOffset under a new epoch (which tells old records from new):
+//   the next one when its pages are the meta's before it, else the one
+//   after, so that a scan from that older meta, which follows on into the
+//   next epoch, never takes these records for its own.
 //   LOG HEADER (version 3; a version 1 or 2 database's log has none and its
 //   records start at offset 0):
 //   offset size description

@@ -1620,6 +1620,8 @@ Status PagerImpl::CheckpointLocked(bool clean) {
     SetError(here);
     return here;
   }
+  // No commit since the durable meta: this one's pages are that one's.
+  const bool same_pages = writer_committed().txid <= checkpoint_txid_.load();
   uint64_t txid = std::max(writer_committed().txid, checkpoint_txid_.load());
   if (txid % 2 == checkpoint_txid_.load() % 2) {
     // Never overwrite the newest durable meta: advance by an empty txn.
@@ -1643,7 +1645,12 @@ Status PagerImpl::CheckpointLocked(bool clean) {
   if (covered) {
     meta.log_txid = std::max(pages_cover_txid_, log_.last_txid());
     meta.log_offset = log_.start();
-    meta.log_epoch = std::max(log_epoch_.load(), log_.head().epoch) + 1;
+    // The next epoch is what a scan from the meta before this one follows
+    // on to (a session after a crash appends under it): only right when
+    // this meta's pages are that one's. Otherwise one more, so that if
+    // this meta is damaged the records after it are not replayed onto the
+    // older pages, which lack the commits this checkpoint holds.
+    meta.log_epoch = std::max(log_epoch_.load(), log_.head().epoch) + (same_pages ? 1 : 2);
   } else {
     meta.log_txid = pages_cover_txid_;
     meta.log_offset = cover_next_.offset;

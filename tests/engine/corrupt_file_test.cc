@@ -410,6 +410,42 @@ TEST_CASE("corrupt file: a damaged newest meta does not hide the commits its ses
   CHECK(db.value()->Count("a").value() == 51);
 }
 
+TEST_CASE("corrupt file: a damaged newest checkpoint is refused, not replaced by an older one") {
+  // Found by an outside test: a session checkpointed once, went on and
+  // crashed; with its checkpoint's meta damaged, the open took the meta
+  // before it and replayed the log's newer records onto it, dropping every
+  // commit the checkpoint held, and said nothing.
+  TempDir dir;
+  const std::string path = dir.File("c.mmdb");
+  {
+    FaultFileSystem fs;
+    Options o;
+    o.file_system = &fs;
+    auto db = DB::Open(path, o).value();
+    REQUIRE(db->CreateIndex("a", "k").ok());
+    for (int i = 0; i < 40; i++) REQUIRE(db->Insert("a", Doc(i)).ok());
+    REQUIRE(db->Checkpoint().ok());
+    for (int i = 40; i < 60; i++) REQUIRE(db->Insert("a", Doc(i)).ok());
+    fs.FailAll(EIO);  // crash: no checkpoint at close
+    db.reset();
+  }
+  std::string f = ReadAll(path);
+  const uint64_t newest = U64(f, 8) > U64(f, kPage + 8) ? 0 : 1;
+  f[newest * kPage + 200] ^= 0x40;
+  WriteAll(path, f);
+  // Either every commit (the log still holds them all) or a refusal.
+  auto db = DB::Open(path, Options());
+  INFO(db.status().ToString());
+  if (!db.ok()) {
+    CHECK(db.status().IsCorruption());
+    RefusedThenAccepted(path, "newest meta page is damaged");
+    return;
+  }
+  CHECK(db.value()->Check().ok());
+  CHECK(db.value()->Count("a").value() == 60);
+  for (int i = 0; i < 60; i++) CHECK(db.value()->Get("a", Value::Int32(i)).value() == Doc(i));
+}
+
 TEST_CASE("corrupt file: a truncated log with accept_log_loss replays the records it still holds") {
   TempDir dir;
   const std::string path = dir.File("c.mmdb");
