@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,8 @@ const char* CodeName(int code) {
       return "FailedToParse";
     case 14:
       return "TypeMismatch";
+    case 20:
+      return "IllegalOperation";
     case 22:
       return "InvalidBSON";
     case 40:
@@ -285,6 +288,14 @@ size_t TooLargeSize(const bson_iter_t& it) {
   return data == nullptr ? 0 : server::TooLargeSize(data, n);
 }
 
+// Whether the document `it` holds is a TooDeepMarker.
+bool IsTooDeep(const bson_iter_t& it) {
+  uint32_t n = 0;
+  const uint8_t* data = nullptr;
+  bson_iter_document(&it, &n, &data);
+  return data != nullptr && server::IsTooDeep(data, n);
+}
+
 bool Lookup(const bson_t* cmd, const char* key, bson_iter_t* it) {
   return bson_iter_init_find(it, cmd, key);
 }
@@ -397,6 +408,35 @@ Status StatementQuery(const bson_t* statement, const char* command, Document* q)
   return Status::OK();
 }
 
+// Fields any command may carry that change nothing here: the driver's
+// session, cluster time, read preference and API version, and a comment or
+// time limit. (readConcern and writeConcern are checked where they apply.)
+bool GenericField(std::string_view key) {
+  for (std::string_view f :
+       {"$db", "lsid", "$clusterTime", "$readPreference", "comment", "maxTimeMS", "readConcern",
+        "writeConcern", "apiVersion", "apiStrict", "apiDeprecationErrors"}) {
+    if (key == f) return true;
+  }
+  return false;
+}
+
+// The first field of `doc` that neither `known` nor (for a command, whose
+// first field is its name) GenericField takes; "" when every one is known.
+// MongoDB's parsers refuse an unknown field, so that a typo ("upset") is
+// never a silent no-op.
+std::string UnknownField(const bson_t* doc, std::initializer_list<std::string_view> known,
+                         bool command) {
+  bson_iter_t it;
+  if (!bson_iter_init(&it, doc)) return "";
+  bool first = command;
+  while (bson_iter_next(&it)) {
+    const std::string_view key(bson_iter_key(&it), bson_iter_key_len(&it));
+    if (std::exchange(first, false) || (command && GenericField(key))) continue;
+    if (std::find(known.begin(), known.end(), key) == known.end()) return std::string(key);
+  }
+  return "";
+}
+
 // Why "db.coll" is not a namespace this server takes, or "".
 std::string NamespaceProblem(const std::string& db, const std::string& coll) {
   if (db.empty() || db.find_first_of(std::string_view("./\\ \"$\0", 7)) != std::string::npos) {
@@ -409,8 +449,10 @@ std::string NamespaceProblem(const std::string& db, const std::string& coll) {
 }
 
 // The collection a command names by its first value, as "db.coll"; an
-// error reply in *error otherwise.
-std::optional<std::string> Namespace(const std::string& db, const bson_t* cmd, std::string* error) {
+// error reply in *error otherwise. A command that writes may not name a
+// system collection ("system.*"), as in MongoDB.
+std::optional<std::string> Namespace(const std::string& db, const bson_t* cmd, std::string* error,
+                                     bool write = false) {
   bson_iter_t it;
   if (!bson_iter_init(&it, cmd) || !bson_iter_next(&it) || !BSON_ITER_HOLDS_UTF8(&it)) {
     *error = Error(73, "the command's first value must be a collection name (a string)");
@@ -418,6 +460,9 @@ std::optional<std::string> Namespace(const std::string& db, const bson_t* cmd, s
   }
   std::string coll = Utf8(&it);
   std::string problem = NamespaceProblem(db, coll);
+  if (problem.empty() && write && coll.compare(0, 7, "system.") == 0) {
+    problem = "cannot write to '" + db + "." + coll + "': a system collection";
+  }
   if (!problem.empty()) {
     *error = Error(73, problem);
     return std::nullopt;
@@ -572,6 +617,8 @@ struct Commands::ServerCursor {
   bool pending = false;  // the cursor is on a document no batch took yet
   bool in_use = false;   // a getMore is reading it
   std::chrono::steady_clock::time_point last_used;
+  int64_t connection = 0;  // the connection that opened it
+  bool orphaned = false;   // that connection is closed
 };
 
 Commands::Commands(DB* db, const CommandOptions& options)
@@ -628,7 +675,7 @@ std::string Commands::Dispatch(const std::string& name, const Request& request,
   if (name == "insert") return Insert(db, &cmd);
   if (name == "update") return Update(db, &cmd);
   if (name == "delete") return Delete(db, &cmd);
-  if (name == "find") return Find(db, &cmd);
+  if (name == "find") return Find(db, &cmd, connection_id);
   if (name == "getMore") return GetMore(db, &cmd);
   if (name == "killCursors") return KillCursors(db, &cmd);
   if (name == "findAndModify" || name == "findandmodify") return FindAndModify(db, &cmd);
@@ -787,18 +834,21 @@ std::string Commands::ListCollections(const std::string& db, const bson_t* cmd) 
 
 std::string Commands::Create(const std::string& db, const bson_t* cmd) {
   std::string error;
-  auto ns = Namespace(db, cmd, &error);
+  auto ns = Namespace(db, cmd, &error, /*write=*/true);
   if (!ns) return error;
   bson_iter_t it;
-  bool capped = false;
-  std::string bad = ReadFlag(cmd, "create", "capped", &capped);
-  if (!bad.empty()) return bad;
-  if (capped) return Error(72, "create: option capped is not supported");
   for (const char* opt : {"validator", "viewOn", "timeseries", "clusteredIndex"}) {
     if (Lookup(cmd, opt, &it)) {
       return Error(72, std::string("create: option ") + opt + " is not supported");
     }
   }
+  if (const std::string f = UnknownField(cmd, {"capped"}, true); !f.empty()) {
+    return Error(72, "create: option " + f + " is not supported");
+  }
+  bool capped = false;
+  std::string bad = ReadFlag(cmd, "create", "capped", &capped);
+  if (!bad.empty()) return bad;
+  if (capped) return Error(72, "create: option capped is not supported");
   Status s = db_->CreateCollection(*ns);
   if (s.IsAlreadyExists()) return Error(48, "Collection already exists. NS: " + *ns);
   if (!s.ok()) return ErrorFor(s);
@@ -917,12 +967,18 @@ class Commands::Reply {
 };
 
 std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, const char* command,
-                                      const char* field, const Statement& statement,
+                                      const char* field,
+                                      std::initializer_list<std::string_view> statement_fields,
+                                      const Statement& statement,
                                       const std::function<void()>& reset,
                                       const std::function<void(bson_t* reply)>& counts) {
   std::string error;
-  auto ns = Namespace(db, cmd, &error);
+  auto ns = Namespace(db, cmd, &error, /*write=*/true);
   if (!ns) return error;
+  if (const std::string f = UnknownField(cmd, {field, "ordered", "bypassDocumentValidation"}, true);
+      !f.empty()) {
+    return Error(2, std::string(command) + ": option " + f + " is not supported");
+  }
   auto wo = WriteConcern(cmd);
   if (!wo.ok()) return Error(CodeFor(wo.status()), wo.status().message());
   bson_iter_t it;
@@ -935,6 +991,22 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
   Document statements = Sub(&it);
   bson_t arr;
   statements.View(&arr);
+  // The whole command is refused for an unknown field in any statement,
+  // before any runs, as MongoDB parses it whole.
+  if (statement_fields.size() > 0 && bson_iter_init(&it, &arr)) {
+    for (size_t index = 0; bson_iter_next(&it); index++) {
+      bson_t one;
+      uint32_t len = 0;
+      const uint8_t* data = nullptr;
+      if (!BSON_ITER_HOLDS_DOCUMENT(&it)) continue;  // a write error of its own below
+      bson_iter_document(&it, &len, &data);
+      if (!bson_init_static(&one, data, len) || TooLargeSize(it) != 0 || IsTooDeep(it)) continue;
+      if (const std::string f = UnknownField(&one, statement_fields, false); !f.empty()) {
+        return Error(2, std::string(command) + ": option " + f + " of " + field + "[" +
+                            std::to_string(index) + "] is not supported");
+      }
+    }
+  }
   // Statements that failed after changing documents: a rerun fails them
   // without running them. Each rerun adds one, so the loop ends.
   std::map<size_t, Status> undone;
@@ -964,6 +1036,10 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
                                           : std::string(command) + " statement too large",
                                       "size in bytes: " + std::to_string(big) +
                                           ", max size: " + std::to_string(kMaxBsonObjectSize));
+        } else if (IsTooDeep(e)) {
+          s = Status::InvalidArgument(
+              std::string(command) == "insert" ? "document" : "statement",
+              "nested deeper than " + std::to_string(kMaxNestingDepth) + " levels");
         } else {
           bool left_changes = false;
           s = statement(txn->get(), *ns, index, Sub(&e), &left_changes);
@@ -997,7 +1073,7 @@ std::string Commands::WriteStatements(const std::string& db, const bson_t* cmd, 
 std::string Commands::Insert(const std::string& db, const bson_t* cmd) {
   int64_t n = 0;
   return WriteStatements(
-      db, cmd, "insert", "documents",
+      db, cmd, "insert", "documents", {},
       [&](Transaction* txn, const std::string& ns, size_t, const Document& doc, bool*) {
         Status s = txn->Insert(ns, doc);
         if (s.ok()) n++;
@@ -1076,13 +1152,16 @@ std::string Commands::Update(const std::string& db, const bson_t* cmd) {
     modified = 0;
     upserted.clear();
   };
-  return WriteStatements(db, cmd, "update", "updates", statement, reset, counts);
+  // hint: ignored, as find's.
+  return WriteStatements(db, cmd, "update", "updates",
+                         {"q", "u", "upsert", "multi", "arrayFilters", "collation", "hint"},
+                         statement, reset, counts);
 }
 
 std::string Commands::Delete(const std::string& db, const bson_t* cmd) {
   int64_t n = 0;
   return WriteStatements(
-      db, cmd, "delete", "deletes",
+      db, cmd, "delete", "deletes", {"q", "limit", "collation", "hint"},
       [&](Transaction* txn, const std::string& ns, size_t, const Document& stmt,
           bool* left_changes) {
         bson_t sv;
@@ -1141,10 +1220,23 @@ bool Commands::FillBatch(ServerCursor* c, int64_t batch_size, bson_t* arr, Statu
 }
 
 Result<int64_t> Commands::AddCursor(std::unique_ptr<ServerCursor> c) {
+  std::unique_ptr<ServerCursor> evicted;  // closed after the lock is let go
   std::lock_guard<std::mutex> lock(mu_);
   if (cursors_.size() >= options_.max_cursors) {
-    return Status::Busy("too many open cursors (" + std::to_string(options_.max_cursors) +
-                        "): exhaust or kill cursors, or raise --max-cursors");
+    auto oldest = cursors_.end();
+    for (auto it = cursors_.begin(); it != cursors_.end(); ++it) {
+      const ServerCursor& o = *it->second;
+      if (o.orphaned && !o.in_use &&
+          (oldest == cursors_.end() || o.last_used < oldest->second->last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest == cursors_.end()) {
+      return Status::Busy("too many open cursors (" + std::to_string(options_.max_cursors) +
+                          "): exhaust or kill cursors, or raise --max-cursors");
+    }
+    evicted = std::move(oldest->second);
+    cursors_.erase(oldest);
   }
   int64_t id;
   do {
@@ -1156,7 +1248,7 @@ Result<int64_t> Commands::AddCursor(std::unique_ptr<ServerCursor> c) {
   return id;
 }
 
-std::string Commands::Find(const std::string& db, const bson_t* cmd) {
+std::string Commands::Find(const std::string& db, const bson_t* cmd, int64_t connection_id) {
   std::string error;
   auto ns = Namespace(db, cmd, &error);
   if (!ns) return error;
@@ -1261,6 +1353,7 @@ std::string Commands::Find(const std::string& db, const bson_t* cmd) {
   }
   int64_t id = 0;
   if (!done && !single_batch) {
+    c->connection = connection_id;
     auto added = AddCursor(std::move(c));
     if (!added.ok()) {
       bson_destroy(&arr);
@@ -1395,6 +1488,11 @@ std::string Commands::Count(const std::string& db, const bson_t* cmd) {
   auto ns = Namespace(db, cmd, &error);
   if (!ns) return error;
   bson_iter_t it;
+  // hint: ignored, as find's (it picks an index, never the answer).
+  if (const std::string f = UnknownField(cmd, {"query", "skip", "limit", "hint"}, true);
+      !f.empty()) {
+    return Error(2, "count: option " + f + " is not supported");
+  }
   auto query = OptionalDoc(cmd, "count", "query", &error);
   if (!query) return error;
   int64_t skip = 0;
@@ -1423,7 +1521,7 @@ std::string Commands::Count(const std::string& db, const bson_t* cmd) {
 
 std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
   std::string error;
-  auto ns = Namespace(db, cmd, &error);
+  auto ns = Namespace(db, cmd, &error, /*write=*/true);
   if (!ns) return error;
   auto wo = WriteConcern(cmd);
   if (!wo.ok()) return Error(CodeFor(wo.status()), wo.status().message());
@@ -1457,6 +1555,13 @@ std::string Commands::FindAndModify(const std::string& db, const bson_t* cmd) {
   for (const char* opt : {"arrayFilters", "collation"}) {
     if (Lookup(cmd, opt, &it))
       return Error(2, std::string("findAndModify: ") + opt + " is not supported");
+  }
+  if (const std::string f = UnknownField(cmd,
+                                         {"query", "sort", "fields", "remove", "new", "upsert",
+                                          "update", "bypassDocumentValidation", "hint"},
+                                         true);
+      !f.empty()) {
+    return Error(2, "findAndModify: option " + f + " is not supported");
   }
   bool remove = false;
   for (const auto& [key, out] : {std::pair<const char*, bool*>{"remove", &remove},
@@ -1539,6 +1644,9 @@ std::string Commands::Distinct(const std::string& db, const bson_t* cmd) {
   auto ns = Namespace(db, cmd, &error);
   if (!ns) return error;
   bson_iter_t it;
+  if (const std::string f = UnknownField(cmd, {"key", "query"}, true); !f.empty()) {
+    return Error(2, "distinct: option " + f + " is not supported");
+  }
   if (!Lookup(cmd, "key", &it) || !BSON_ITER_HOLDS_UTF8(&it)) {
     return Error(14, "distinct: key must be a string");
   }
@@ -1664,7 +1772,7 @@ std::string Commands::Aggregate(const std::string& db, const bson_t* cmd) {
 
 std::string Commands::CreateIndexes(const std::string& db, const bson_t* cmd) {
   std::string error;
-  auto ns = Namespace(db, cmd, &error);
+  auto ns = Namespace(db, cmd, &error, /*write=*/true);
   if (!ns) return error;
   bson_iter_t it;
   if (!Lookup(cmd, "indexes", &it) || !BSON_ITER_HOLDS_ARRAY(&it)) {
@@ -1853,6 +1961,13 @@ size_t Commands::ReapIdleCursors() {
     }
   }
   return dead.size();
+}
+
+void Commands::ConnectionClosed(int64_t connection_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, c] : cursors_) {
+    if (c->connection == connection_id) c->orphaned = true;
+  }
 }
 
 void Commands::CloseAllCursors() {

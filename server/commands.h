@@ -16,7 +16,11 @@
 // when they return more than one batch): each holds a read snapshot and
 // streams from it, so a cursor's memory is one batch (at most 16 MiB); at
 // most Options::max_cursors are open at once, and one left idle for
-// Options::cursor_timeout is closed by ReapIdleCursors.
+// Options::cursor_timeout is closed by ReapIdleCursors. A cursor outlives
+// the connection that opened it (a driver's pool may getMore on another),
+// but at the limit the one idle longest among those whose connection is
+// closed makes room, so that clients that die mid-cursor cannot lock the
+// others out until the timeout.
 //
 // Thread safety: Run may be called from many threads at once.
 #ifndef MMDOC_SERVER_COMMANDS_H_
@@ -26,11 +30,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 
 #include "mmdoc/db.h"
 #include "mmdoc/durability.h"
@@ -68,6 +74,8 @@ class Commands {
 
   // Closes cursors idle longer than the timeout; returns how many.
   size_t ReapIdleCursors();
+  // Connection `connection_id` is closed: its cursors may make room.
+  void ConnectionClosed(int64_t connection_id);
   // Closes every cursor.
   void CloseAllCursors();
   size_t open_cursors();
@@ -88,7 +96,7 @@ class Commands {
   std::string Insert(const std::string& db, const bson_t* cmd);
   std::string Update(const std::string& db, const bson_t* cmd);
   std::string Delete(const std::string& db, const bson_t* cmd);
-  std::string Find(const std::string& db, const bson_t* cmd);
+  std::string Find(const std::string& db, const bson_t* cmd, int64_t connection_id);
   std::string GetMore(const std::string& db, const bson_t* cmd);
   std::string KillCursors(const std::string& db, const bson_t* cmd);
   std::string Count(const std::string& db, const bson_t* cmd);
@@ -113,13 +121,16 @@ class Commands {
   // messages ("insert: documents must be an array").
   using Statement = std::function<Status(Transaction* txn, const std::string& ns, size_t index,
                                          const Document& element, bool* left_changes)>;
+  // statement_fields: what a statement may hold (none checked when empty).
   std::string WriteStatements(const std::string& db, const bson_t* cmd, const char* command,
-                              const char* field, const Statement& statement,
-                              const std::function<void()>& reset,
+                              const char* field,
+                              std::initializer_list<std::string_view> statement_fields,
+                              const Statement& statement, const std::function<void()>& reset,
                               const std::function<void(bson_t* reply)>& counts);
   // The write options a command's writeConcern asks for.
   Result<WriteOptions> WriteConcern(const bson_t* cmd) const;
-  // Registers an open cursor; its id, or an error past max_cursors.
+  // Registers an open cursor; its id, or an error past max_cursors (when
+  // no cursor of a closed connection can make room).
   Result<int64_t> AddCursor(std::unique_ptr<ServerCursor> c);
   // Fills `arr` with up to `batch_size` documents (0: no count limit) and at
   // most 16 MiB from `c`; true when `c` is exhausted.

@@ -283,6 +283,7 @@ void Server::Serve(Connection* c) {
   // The client sees the end now; the fd is closed once the thread is joined,
   // so Run's shutdown() never hits a reused descriptor.
   shutdown(c->fd, SHUT_RDWR);
+  commands_->ConnectionClosed(c->id);
   c->done.store(true);
 }
 

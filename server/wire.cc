@@ -121,6 +121,11 @@ Result<Request> ParseOpMsg(const Header& h, std::string_view m) {
           continue;
         }
         auto doc = ParseDoc(m.data() + p, *len, "OP_MSG document sequence");
+        if (!doc.ok() && doc.status().message().find("nested deeper than") != std::string::npos) {
+          seq.docs.push_back(TooDeepMarker());  // refused alone, never stored
+          p += *len;
+          continue;
+        }
         if (!doc.ok()) return doc.status();
         seq.docs.push_back(std::move(doc).value());
         p += *len;
@@ -268,6 +273,26 @@ size_t TooLargeSize(const uint8_t* data, size_t size) {
     return 0;
   const int64_t held = bson_iter_int64(&it);
   return bson_iter_next(&it) || held <= 0 ? 0 : static_cast<size_t>(held);
+}
+
+constexpr char kTooDeepKey[] = "$mmdoc.tooDeep";
+
+Document TooDeepMarker() {
+  bson_t b;
+  bson_init(&b);
+  BSON_APPEND_BOOL(&b, kTooDeepKey, true);
+  Document d = Document::FromTrustedBytes(
+      std::string(reinterpret_cast<const char*>(bson_get_data(&b)), b.len));
+  bson_destroy(&b);
+  return d;
+}
+
+bool IsTooDeep(const uint8_t* data, size_t size) {
+  bson_t view;
+  bson_iter_t it;
+  return bson_init_static(&view, data, size) && bson_iter_init(&it, &view) && bson_iter_next(&it) &&
+         std::strcmp(bson_iter_key(&it), kTooDeepKey) == 0 && BSON_ITER_HOLDS_BOOL(&it) &&
+         !bson_iter_next(&it);
 }
 
 uint32_t Crc32c(std::string_view bytes) {

@@ -76,6 +76,12 @@ Document TooLargeMarker(size_t size);
 // document's bytes, read in place).
 size_t TooLargeSize(const uint8_t* data, size_t size);
 
+// What stands in the command for a kind 1 document nested deeper than
+// kMaxNestingDepth: {"$mmdoc.tooDeep": true}. As with TooLargeMarker, its
+// statement alone fails; MongoDB too refuses such a document by itself.
+Document TooDeepMarker();
+bool IsTooDeep(const uint8_t* data, size_t size);
+
 // A request, parsed from a whole message.
 struct Request {
   Header header;

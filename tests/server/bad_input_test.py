@@ -312,6 +312,84 @@ def test_find_refuses_options_it_does_not_know(srv):
     s.close()
 
 
+def test_write_and_read_commands_refuse_fields_they_do_not_know(srv):
+    """Found by an outside test: a typo such as upset: true in an update
+    statement was ignored, so nothing was inserted and nothing said why."""
+    s = connect(srv)
+    fill(s, "uf", [{"_id": 1, "x": 1}])
+    for cmd, field in [
+            ({"update": "uf", "updates": [{"q": {"_id": 2}, "u": {"$set": {"x": 2}},
+                                           "upset": True}]}, "upset"),
+            ({"update": "uf", "updates": [{"q": {"_id": 1}, "u": {"$set": {"x": 3}}}],
+              "let": {"v": 1}}, "let"),
+            ({"delete": "uf", "deletes": [{"q": {"_id": 1}, "limt": 1}]}, "limt"),
+            ({"insert": "uf", "documents": [{"_id": 3}], "bogus": 1}, "bogus"),
+            ({"findAndModify": "uf", "query": {"_id": 1}, "update": {"$set": {"x": 4}},
+              "returnNewDocument": True}, "returnNewDocument"),
+            ({"count": "uf", "bogus": 1}, "bogus"),
+            ({"distinct": "uf", "key": "x", "bogus": 1}, "bogus"),
+            ({"create": "uf2", "bogus": 1}, "bogus")]:
+        doc = command(s, dict(cmd, **{"$db": "bad"}))
+        assert doc["ok"] == 0 and field in doc["errmsg"], (cmd, doc)
+    # Nothing ran: the document is as it was, and no other appeared.
+    found = command(s, {"find": "uf", "$db": "bad"})["cursor"]["firstBatch"]
+    assert found == [{"_id": 1, "x": 1}], found
+    # What drivers send on every command is not refused.
+    lsid = {"id": bson.binary.Binary(b"0123456789abcdef", 4)}
+    doc = command(s, {"update": "uf", "updates": [{"q": {"_id": 1}, "u": {"$set": {"x": 5}},
+                                                   "upsert": False, "multi": False,
+                                                   "hint": {"_id": 1}}],
+                      "ordered": True, "lsid": lsid, "comment": "c",
+                      "writeConcern": {"w": 1}, "$db": "bad"})
+    assert doc["ok"] == 1 and doc["nModified"] == 1, doc
+    s.close()
+
+
+def test_system_collections_are_not_written(srv):
+    """Found by an outside test: an insert into system.js was taken, as
+    MongoDB refuses (73 InvalidNamespace)."""
+    s = connect(srv)
+    for cmd in [{"insert": "system.js", "documents": [{"_id": 1}]},
+                {"update": "system.x", "updates": [{"q": {}, "u": {"a": 1}, "upsert": True}]},
+                {"create": "system.y"},
+                {"createIndexes": "system.z", "indexes": [{"key": {"a": 1}, "name": "a_1"}]},
+                {"findAndModify": "system.w", "query": {}, "update": {"a": 1}, "upsert": True}]:
+        doc = command(s, dict(cmd, **{"$db": "bad"}))
+        assert doc["ok"] == 0 and doc["code"] == 73 and "system" in doc["errmsg"], (cmd, doc)
+    names = [c["name"] for c in command(s, {"listCollections": 1, "$db": "bad"})["cursor"]
+             ["firstBatch"]]
+    assert not [n for n in names if n.startswith("system.")], names
+    assert command(s, {"find": "system.js", "$db": "bad"})["ok"] == 1  # reads find nothing
+    s.close()
+
+
+def test_a_document_nested_too_deep_fails_alone(srv):
+    """Found by an outside test: one document nested deeper than 100 levels
+    in a kind 1 section failed the whole insert, as a command over 16 MiB
+    did before; it is that statement's write error now."""
+    s = connect(srv)
+    deep = {"v": 1}
+    for _ in range(120):
+        deep = {"n": deep}
+    for ordered, kept in ((False, [1, 3]), (True, [1])):
+        command(s, {"drop": "deep", "$db": "bad"})
+        seq = (b"documents\0" + bson.BSON.encode({"_id": 1}) +
+               bson.BSON.encode({"_id": 2, "d": deep}) + bson.BSON.encode({"_id": 3}))
+        body = bson.BSON.encode({"insert": "deep", "ordered": ordered, "$db": "bad"})
+        payload = (struct.pack("<I", 0) + b"\x00" + body + b"\x01" +
+                   struct.pack("<i", 4 + len(seq)) + seq)
+        s.sendall(frame(OP_MSG, payload, request_id=95))
+        op, to, doc = read_reply(s)
+        assert to == 95 and doc["ok"] == 1 and doc["n"] == len(kept), doc
+        errors = doc["writeErrors"]
+        assert len(errors) == 1 and errors[0]["index"] == 1, doc
+        assert "nested deeper than 100" in errors[0]["errmsg"], doc
+        found = command(s, {"find": "deep", "$db": "bad"})["cursor"]["firstBatch"]
+        assert [d["_id"] for d in found] == kept, found
+    command(s, {"drop": "deep", "$db": "bad"})
+    s.close()
+
+
 def test_a_failed_more_to_come_message_closes_the_connection(srv):
     """The client reads no reply to it: one would answer its next request."""
     s = connect(srv)
@@ -429,7 +507,7 @@ def test_transactions_and_read_concerns_it_cannot_keep_are_refused(srv):
     doc = command(s, {"insert": "txn", "documents": [{"_id": 1}], "lsid": lsid,
                       "txnNumber": bson.int64.Int64(1), "startTransaction": True,
                       "autocommit": False, "$db": "bad"})
-    assert doc["ok"] == 0 and doc["code"] == 20, doc
+    assert doc["ok"] == 0 and doc["code"] == 20 and doc["codeName"] == "IllegalOperation", doc
     assert command(s, {"count": "txn", "$db": "bad"})["n"] == 0
     for rc in [{"level": "snapshot"}, {"level": "linearizable"}, {"afterClusterTime": 5}, "local"]:
         doc = command(s, {"find": "txn", "readConcern": rc, "$db": "bad"})
@@ -512,6 +590,32 @@ def test_max_connections(mmdoc):
         srv.stop()
 
 
+def test_dead_clients_cursors_make_room(mmdoc):
+    """Found by an outside test: clients that died mid-cursor, without
+    killCursors, held --max-cursors for the whole cursor timeout and every
+    other client's second batch failed. A closed connection's cursors now
+    make room, the one idle longest first; a live connection's never do."""
+    with Server(mmdoc, ["--max-cursors", "2"]) as srv:
+        s = connect(srv)
+        fill(s, "cur", [{"_id": i} for i in range(10)])
+        find = {"find": "cur", "batchSize": 1, "$db": "bad"}
+        for _ in range(3):  # each dies with a cursor open
+            dead = connect(srv)
+            assert command(dead, find)["cursor"]["id"] != 0
+            dead.close()
+        time.sleep(0.3)  # the server sees the closes
+        kept = command(s, find)["cursor"]["id"]
+        other = command(s, find)["cursor"]["id"]
+        assert kept != 0 and other != 0
+        # Both cursors of the live connection hold the limit now.
+        doc = command(connect(srv), find)
+        assert doc["ok"] == 0 and "too many open cursors" in doc["errmsg"], doc
+        more = command(s, {"getMore": kept, "collection": "cur", "$db": "bad"})
+        assert more["ok"] == 1 and len(more["cursor"]["nextBatch"]) == 9, more
+        s.close()
+        srv.stop()
+
+
 def test_out_of_descriptors(mmdoc):
     """Found by an outside test: past ulimit -n, accept failed with EMFILE
     and the server spun on poll at a full core while clients hung. Now each
@@ -573,7 +677,8 @@ def test_a_port_in_use_makes_no_database(mmdoc):
     taken.close()
 
 
-OWN_SERVER = ("test_max_connections", "test_out_of_descriptors", "test_a_port_in_use_makes_no_database")
+OWN_SERVER = ("test_max_connections", "test_out_of_descriptors", "test_a_port_in_use_makes_no_database",
+              "test_dead_clients_cursors_make_room")
 
 
 def main():
