@@ -40,6 +40,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -1642,30 +1643,67 @@ Result<Update> Update::Parse(const Document& update) {
   return Parse(&b);
 }
 
+namespace {
+
+// Whether a $type operand names the array type ("array", 4, or a list
+// holding either): such a $type tests the array itself, not an element.
+bool NamesArrayType(const bson_iter_t* op) {
+  auto names = [](const bson_iter_t* v) {
+    if (BSON_ITER_HOLDS_UTF8(v)) return std::strcmp(bson_iter_utf8(v, nullptr), "array") == 0;
+    return BSON_ITER_HOLDS_NUMBER(v) && bson_iter_as_int64(v) == 4;
+  };
+  if (!BSON_ITER_HOLDS_ARRAY(op)) return names(op);
+  bson_iter_t e;
+  if (!bson_iter_recurse(op, &e)) return false;
+  while (bson_iter_next(&e)) {
+    if (names(&e)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Status Update::BindQuery(const Document& filter) {
   Impl& impl = *impl_;
   if (impl.positional_node == nullptr) return Status::OK();
   impl.positional_filter.reset();
   impl.positional_elem_match.reset();
   impl.positional_negated = false;
-  // The top-level predicates on the array, renamed onto {"x": element};
-  // an $elemMatch on the array itself (MongoDB's way to name one element by
+  // The top-level predicates on the array (those inside a top-level $and
+  // too, which MongoDB flattens), renamed onto {"x": element}; an
+  // $elemMatch on the array itself (MongoDB's way to name one element by
   // several fields) onto {"x": [element]}, where it holds for that element.
+  // A predicate that names no element is left out, as MongoDB leaves it:
+  // one on the array as a whole ($size, $exists, $type "array") or at a
+  // fixed place ("a.0.b").
   const std::string& prefix = impl.positional_prefix;
   bson_t f, em;
   bson_init(&f);
   bson_init(&em);
-  bson_iter_t it;
-  if (bson_iter_init_from_data(&it, filter.data(), filter.size())) {
-    while (bson_iter_next(&it)) {
-      std::string_view key = Key(&it);
+  std::function<void(bson_iter_t*, int)> collect = [&](bson_iter_t* it, int depth) {
+    while (bson_iter_next(it)) {
+      std::string_view key = Key(it);
+      bson_iter_t op;
+      if (key == "$and" && depth < kMaxNestingDepth && BSON_ITER_HOLDS_ARRAY(it) &&
+          bson_iter_recurse(it, &op)) {
+        bson_iter_t clause;
+        while (bson_iter_next(&op)) {
+          if (BSON_ITER_HOLDS_DOCUMENT(&op) && bson_iter_recurse(&op, &clause)) {
+            collect(&clause, depth + 1);
+          }
+        }
+        continue;
+      }
       if (key.substr(0, prefix.size()) != prefix ||
           (key.size() > prefix.size() && key[prefix.size()] != '.')) {
         continue;
       }
-      bson_iter_t op;
-      if (key.size() == prefix.size() && BSON_ITER_HOLDS_DOCUMENT(&it) &&
-          bson_iter_recurse(&it, &op) && bson_iter_find(&op, "$elemMatch")) {
+      if (key.size() > prefix.size()) {
+        const std::string_view rest = key.substr(prefix.size() + 1);
+        if (IsNumeric(rest.substr(0, rest.find('.')))) continue;  // a fixed place
+      }
+      if (key.size() == prefix.size() && BSON_ITER_HOLDS_DOCUMENT(it) &&
+          bson_iter_recurse(it, &op) && bson_iter_find(&op, "$elemMatch")) {
         bson_t cond;
         bson_append_document_begin(&em, "x", 1, &cond);
         bson_append_iter(&cond, "$elemMatch", -1, &op);
@@ -1673,9 +1711,9 @@ Status Update::BindQuery(const Document& filter) {
         continue;
       }
       std::string renamed = "x" + std::string(key.substr(prefix.size()));
-      const std::string_view first = FirstKey(bson_iter_value(&it));
+      const std::string_view first = FirstKey(bson_iter_value(it));
       if (first.empty() || first[0] != '$') {  // a value: an equality
-        bson_append_iter(&f, renamed.data(), static_cast<int>(renamed.size()), &it);
+        bson_append_iter(&f, renamed.data(), static_cast<int>(renamed.size()), it);
         continue;
       }
       // {a: {$ne: 5}} says no element is 5, so it names no element: taken
@@ -1683,12 +1721,16 @@ Status Update::BindQuery(const Document& filter) {
       // manual, $ (update), "Negations"). The other operators still do.
       bson_t kept;
       bson_init(&kept);
-      bson_iter_recurse(&it, &op);
+      bson_iter_recurse(it, &op);
       while (bson_iter_next(&op)) {
         const std::string_view name = Key(&op);
         if (name == "$ne" || name == "$nin" || name == "$not") {
           impl.positional_negated = true;
           continue;
+        }
+        if (key.size() == prefix.size() &&
+            (name == "$size" || name == "$exists" || (name == "$type" && NamesArrayType(&op)))) {
+          continue;  // the array as a whole
         }
         bson_append_iter(&kept, name.data(), static_cast<int>(name.size()), &op);
       }
@@ -1697,7 +1739,9 @@ Status Update::BindQuery(const Document& filter) {
       }
       bson_destroy(&kept);
     }
-  }
+  };
+  bson_iter_t it;
+  if (bson_iter_init_from_data(&it, filter.data(), filter.size())) collect(&it, 0);
   Status s;
   for (auto [b, out] :
        {std::pair{&f, &impl.positional_filter}, std::pair{&em, &impl.positional_elem_match}}) {

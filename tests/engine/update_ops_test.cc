@@ -429,6 +429,29 @@ TEST_CASE("Update: the positional $ names no element from a negation", "[update]
               R"({"b": {"$ne": 1}, "a": 3})") == J(R"({"_id": 1, "a": [1, 2, 0], "b": 0})"));
 }
 
+TEST_CASE("Update: the positional $ takes its element through $and, past whole-array predicates",
+          "[update]") {
+  // Found by an outside test: each was refused ("did not find the match
+  // needed from the query") where MongoDB sets the element.
+  CHECK(Apply(R"({"_id": 1, "a": [1, 2, 3]})", R"({"$set": {"a.$": 9}})",
+              R"({"$and": [{"a": 2}]})") == J(R"({"_id": 1, "a": [1, 9, 3]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [1, 2, 3], "c": 1})", R"({"$set": {"a.$": 9}})",
+              R"({"$and": [{"a": 2}, {"$and": [{"c": 1}]}]})") ==
+        J(R"({"_id": 1, "a": [1, 9, 3], "c": 1})"));
+  const char* two = R"({"_id": 1, "a": [{"b": 1}, {"b": 2}]})";
+  const char* second_set = R"({"_id": 1, "a": [{"b": 1}, {"b": 2, "c": 9}]})";
+  for (const char* filter :
+       {R"({"a.b": 2, "a": {"$size": 2}})", R"({"a.b": 2, "a": {"$type": "array"}})",
+        R"({"a.b": 2, "a": {"$exists": true}})", R"({"a.b": 2, "a.0.b": 1})",
+        R"({"a": {"$size": 2}, "$and": [{"a.b": {"$gt": 1}}]})"}) {
+    CAPTURE(filter);
+    CHECK(Apply(two, R"({"$set": {"a.$.c": 9}})", filter) == J(second_set));
+  }
+  // Alone, such a predicate names no element.
+  ExpectError(two, R"({"$set": {"a.$.c": 9}})", "positional", R"({"a": {"$size": 2}})");
+  ExpectError(two, R"({"$set": {"a.$.c": 9}})", "positional", R"({"a.1.b": 2})");
+}
+
 TEST_CASE("Update: operators on paths through arrays and non-documents", "[update]") {
   CHECK(Apply(R"({"_id": 1, "a": [[1], [2]]})", R"({"$push": {"a.1": 3}})") ==
         J(R"({"_id": 1, "a": [[1], [2, 3]]})"));
