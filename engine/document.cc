@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -424,6 +425,41 @@ Status CheckDateText(std::string_view s) {
   return Status::OK();
 }
 
+// An RFC 3339 $date that libbson's reader does not take, in the form it
+// does: a colon in the offset ("+01:00" -> "+0100"), as Python, JavaScript
+// and Go write it, and fractions finer than a millisecond, which a BSON date
+// cannot hold, cut to milliseconds (as mongoimport). nullopt when s needs
+// neither (or is no such date: libbson then says what is wrong).
+std::optional<std::string> NormalizedDate(std::string_view s) {
+  const size_t t = s.find('T');
+  if (t == std::string_view::npos) return std::nullopt;
+  std::string out(s.substr(0, t + 1));
+  size_t i = t + 1;
+  while (i < s.size() && (IsDigit(s[i]) || s[i] == ':')) out += s[i++];
+  bool changed = false;
+  if (i < s.size() && s[i] == '.') {
+    out += s[i++];
+    size_t digits = 0;
+    for (; i < s.size() && IsDigit(s[i]); i++) {
+      if (++digits <= 3) {
+        out += s[i];
+      } else {
+        changed = true;
+      }
+    }
+  }
+  std::string_view zone = s.substr(i);
+  if (zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && IsDigit(zone[1]) &&
+      IsDigit(zone[2]) && zone[3] == ':' && IsDigit(zone[4]) && IsDigit(zone[5])) {
+    out.append(zone.substr(0, 3)).append(zone.substr(4));
+    changed = true;
+  } else {
+    out.append(zone);
+  }
+  if (!changed) return std::nullopt;
+  return out;
+}
+
 // A bare word outside strings: JSON's true, false and null, and the NaN and
 // Infinity that libbson reads (in any case, as it does).
 Status CheckWord(std::string_view w) {
@@ -434,7 +470,14 @@ Status CheckWord(std::string_view w) {
   return Status::InvalidArgument("invalid JSON: unexpected word '" + std::string(w) + "'");
 }
 
-Status CheckJsonNumbers(std::string_view json) {
+// A span of JSON text to replace before libbson reads it.
+struct Rewrite {
+  size_t start, stop;
+  std::string text;
+};
+
+// *dates receives the $date strings to rewrite (NormalizedDate).
+Status CheckJsonNumbers(std::string_view json, std::vector<Rewrite>* dates) {
   const char* p = json.data();
   const char* const end = p + json.size();
   int depth = 0;
@@ -537,6 +580,10 @@ Status CheckJsonNumbers(std::string_view json) {
             MMDOC_RETURN_IF_ERROR(CheckSubTypeText(str));
             break;
           case kDate:
+            if (auto n = escaped ? std::nullopt : NormalizedDate(str)) {
+              dates->push_back({static_cast<size_t>(text - json.data()),
+                                static_cast<size_t>(close - json.data()), *n});
+            }
             MMDOC_RETURN_IF_ERROR(CheckDateText(str));
             break;
           default:
@@ -715,18 +762,24 @@ Status ParseJsonObject(std::string_view json, bson_t* out) {
   }
   // Before libbson, whose error for some wrapped integers names the
   // wrapped value.
-  MMDOC_RETURN_IF_ERROR(CheckJsonNumbers(json));
+  std::vector<Rewrite> rewrites;
+  MMDOC_RETURN_IF_ERROR(CheckJsonNumbers(json, &rewrites));
   // Only inputs with a "$type" key (or "\u0024type") are scanned; one that
   // holds the marker itself is left as it is.
-  std::string renamed;
   const bool scan = json.find("type\"") != json.npos && json.find(kTypeMarker) == json.npos;
   const auto types = scan ? TypeOperatorKeys(json) : std::vector<std::pair<size_t, size_t>>();
-  if (!types.empty()) {
+  for (const auto& [start, stop] : types) {
+    rewrites.push_back({start, stop, "\"" + std::string(kTypeMarker) + "\""});
+  }
+  std::string renamed;
+  if (!rewrites.empty()) {  // keys and date values: never overlapping
+    std::sort(rewrites.begin(), rewrites.end(),
+              [](const Rewrite& a, const Rewrite& b) { return a.start < b.start; });
     size_t from = 0;
-    for (const auto& [start, stop] : types) {
-      renamed.append(json.data() + from, start - from);
-      renamed.append("\"").append(kTypeMarker).append("\"");
-      from = stop;
+    for (const Rewrite& r : rewrites) {
+      renamed.append(json.data() + from, r.start - from);
+      renamed.append(r.text);
+      from = r.stop;
     }
     renamed.append(json.data() + from, json.size() - from);
     json = renamed;

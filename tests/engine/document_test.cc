@@ -278,6 +278,33 @@ TEST_CASE("Document: wrapper strings libbson reads too kindly are refused, namin
   }
 }
 
+TEST_CASE("Document: RFC 3339 dates with a colon in the offset or a finer fraction", "[document]") {
+  // Found by an outside test: what Python's isoformat(), JavaScript and Go
+  // write was refused. A BSON date holds milliseconds: a finer fraction is
+  // cut, as mongoimport does.
+  auto ms = [](const char* date) {
+    auto d = Document::FromJson(std::string(R"({"d": {"$date": ")") + date + "\"}}");
+    INFO(date << ": " << d.status().ToString());
+    REQUIRE(d.ok());
+    return d.value().Get("d").value().get()->value.v_datetime;
+  };
+  CHECK(ms("2020-01-01T10:00:00+01:00") == ms("2020-01-01T09:00:00Z"));
+  CHECK(ms("2020-01-01T10:00:00+01:00") == ms("2020-01-01T10:00:00+0100"));
+  CHECK(ms("2020-01-01T10:00:00.1234-05:30") == ms("2020-01-01T15:30:00.123Z"));
+  CHECK(ms("2020-01-01T10:00:00.123456789Z") == ms("2020-01-01T10:00:00.123Z"));
+  CHECK(ms("1969-12-31T23:59:59.9999+00:00") == -1);
+  // With a $type key beside it, both rewrites apply.
+  CHECK(
+      Document::FromJson(R"({"t": {"$type": "date"}, "d": {"$date": "2020-01-01T00:00:00+00:00"}})")
+          .ok());
+  // What is still no date stays refused, by libbson or by the calendar.
+  for (const char* bad : {"2020-01-01T10:00:00+01:0", "2020-01-01T10:00:00+1:00",
+                          "2020-02-30T00:00:00+01:00", "2020-01-01T10:00:00.12.3Z"}) {
+    INFO(bad);
+    CHECK_FALSE(Document::FromJson(std::string(R"({"d": {"$date": ")") + bad + "\"}}").ok());
+  }
+}
+
 TEST_CASE("Document: '$' keys are allowed (filters and updates need them)", "[document]") {
   CHECK(Parse(R"({"a": {"$gt": 1}})").ToJson() == R"({ "a" : { "$gt" : 1 } })");
   CHECK(Parse(R"({"$set": {"a": 1}})").size() > 5);
