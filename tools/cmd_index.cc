@@ -1,11 +1,13 @@
 // The index commands: index create, index drop, index list.
 #include <bson/bson.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "mmdoc/db.h"
+#include "mmdoc/document.h"
 #include "mmdoc/options.h"
 #include "mmdoc/status.h"
 #include "tools/commands.h"
@@ -83,6 +85,26 @@ int RunIndexCreate(const CommonArgs& c, const IndexCreateArgs& a) {
   int code = kExitOk;
   auto db = OpenDb(c, Access::kCreate, &code);
   if (!db) return code;
+  // The same index again is done already (as MongoDB's createIndex), so a
+  // setup script may run this every time; one on the same keys with other
+  // options is an error.
+  if (auto have = db->ListIndexes(c.collection); have.ok()) {
+    for (const IndexInfo& i : *have) {
+      const bool same_keys = std::equal(i.keys.begin(), i.keys.end(), keys.begin(), keys.end(),
+                                        [](const IndexKey& x, const IndexKey& y) {
+                                          return x.field == y.field && x.direction == y.direction;
+                                        });
+      if (!same_keys) continue;
+      auto had = Document::FromJson(i.partial_filter.empty() ? "{}" : i.partial_filter);
+      if (i.unique == options.unique && i.sparse == options.sparse && had.ok() &&
+          had->ToJson() == options.partial_filter.ToJson()) {
+        return CloseDb(db.get());
+      }
+      return Fail(kExitBadInput, what,
+                  "an index on these keys exists with other options (unique, sparse or "
+                  "partial); drop it first");
+    }
+  }
   Status s = db->CreateIndex(c.collection, keys, options);
   if (!s.ok()) return FailStatus(what, s);
   return CloseDb(db.get());

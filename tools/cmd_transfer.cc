@@ -29,6 +29,7 @@ class Output {
  public:
   ~Output() {
     if (file_ != nullptr && file_ != stdout) std::fclose(file_);
+    if (!temp_.empty()) (void)unlink(temp_.c_str());
   }
   bool Open(const std::string& path, std::string* error) {
     if (path.empty() || path == "-") {
@@ -39,28 +40,51 @@ class Output {
       *error = "is a directory";
       return false;
     }
-    file_ = std::fopen(path.c_str(), "wb");
-    if (file_ == nullptr) *error = std::strerror(errno);
     path_ = path;
+    struct stat st;
+    const bool exists = lstat(path.c_str(), &st) == 0;
+    if (exists && !S_ISREG(st.st_mode)) {  // a device, a FIFO, a link: written in place
+      file_ = std::fopen(path.c_str(), "wb");
+      if (file_ == nullptr) *error = std::strerror(errno);
+      return file_ != nullptr;
+    }
+    // A regular file is written whole or not at all: into a new file beside
+    // it, renamed over it by Close, so that a failed export (a full disk, a
+    // damaged page) leaves an older file as it was.
+    existed_ = exists;
+    temp_ = path + ".mmdoc-XXXXXX";
+    const int fd = mkstemp(temp_.data());
+    if (fd < 0) {
+      *error = std::strerror(errno);
+      temp_.clear();
+      return false;
+    }
+    const mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask));
+    file_ = fdopen(fd, "wb");
+    if (file_ == nullptr) {
+      *error = std::strerror(errno);
+      close(fd);
+    }
     return file_ != nullptr;
   }
   // Where the output goes, for a message.
   std::string name() const { return path_.empty() ? "standard output" : path_; }
-  // After a failed write: closes the output and removes a regular file cut
-  // short, which would pass for a whole export. What the message adds.
+  // After a failure: drops what was written, and says what became of the
+  // output (the message's tail).
   std::string Abandon() {
-    if (path_.empty()) return " (the output is incomplete)";
-    if (file_ != nullptr) std::fclose(file_);
+    if (file_ != nullptr && file_ != stdout) std::fclose(file_);
     file_ = nullptr;
-    struct stat st;
-    if (stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode) && unlink(path_.c_str()) == 0) {
-      return " (the incomplete file was removed)";
-    }
-    return " (the output is incomplete)";
+    if (temp_.empty()) return " (the output is incomplete)";
+    (void)unlink(temp_.c_str());
+    temp_.clear();
+    return " (" + path_ + (existed_ ? " was left as it was)" : " was not written)");
   }
   FILE* get() const { return file_; }
   bool is_terminal() const { return file_ == stdout && isatty(STDOUT_FILENO); }
-  // Flushes and closes; false (with *error) when anything failed.
+  // Flushes and closes, then puts the file in place; false (with *error)
+  // when anything failed.
   bool Close(std::string* error) {
     bool ok = std::fflush(file_) == 0 && !std::ferror(file_);
     if (!ok) *error = std::strerror(errno);
@@ -71,12 +95,22 @@ class Output {
       }
     }
     file_ = nullptr;
+    if (ok && !temp_.empty()) {
+      if (std::rename(temp_.c_str(), path_.c_str()) != 0) {
+        ok = false;
+        *error = std::strerror(errno);
+      } else {
+        temp_.clear();
+      }
+    }
     return ok;
   }
 
  private:
   FILE* file_ = nullptr;
   std::string path_;
+  std::string temp_;  // the new file, until Close renames it to path_
+  bool existed_ = false;
 };
 
 enum class InputFormat { kEmpty, kJson, kJsonArray, kBson, kUnknown };
@@ -408,7 +442,7 @@ int RunExport(const CommonArgs& c, const ExportArgs& a) {
   if (!(*cursor)->status().ok()) {
     return Fail(kExitBadInput, "export",
                 Describe((*cursor)->status()) + " (after " + std::to_string(n) +
-                    " documents; try export --salvage)");
+                    " documents; try export --salvage)" + out.Abandon());
   }
   const std::string name = out.name();
   if (!out.Close(&error))

@@ -36,7 +36,9 @@ database, and with -c they first require that collection to exist.
 Exit status: 0 success; 1 not found (get, index drop, or export, stats,
 check or compact -c of a missing collection), a failed check, or a salvage
 that could not read everything; 2 bad input, bad usage, or any other error.
-Errors are one line on stderr: "mmdoc: <what>: <detail>".
+Errors are one line on stderr: "mmdoc: <what>: <detail>". A write that
+committed but whose database could not close after it (a full disk) exits
+0: the change is made; "mmdoc: warning: close: ..." says what failed.
 
 Examples:
   echo '{"_id": 1, "name": "ada"}' | mmdoc insert app.mmdb --echo

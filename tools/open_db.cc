@@ -90,8 +90,14 @@ Result<std::unique_ptr<DB>> OpenWith(const CommonArgs& c, Access access) {
   options.read_only = access == Access::kRead;
   auto db = DB::Open(c.db, options);
   if (!db.ok() && db.status().IsNotSupported() && options.read_only) {
+    // A log to replay first: that takes a writable open.
+    const Status read_only = db.status();
     options.read_only = false;
     db = DB::Open(c.db, options);
+    if (!db.ok() && db.status().IsIOError()) {
+      return Status::IOError(read_only.message() + ", and opening it for writing failed",
+                             db.status().message());
+    }
   }
   return db;
 }
@@ -102,7 +108,8 @@ std::string OpenError(const CommonArgs& c, const Status& s, Access access) {
   for (size_t at; (at = why.find("accept_log_loss")) != std::string::npos;)
     why.replace(at, std::strlen("accept_log_loss"), "--accept-log-loss");
   if (s.IsBusy() && c.wait_seconds == 0) why += " (--wait SECONDS waits for it)";
-  if (why.find("Permission denied") != std::string::npos)
+  if (why.find("Permission denied") != std::string::npos &&
+      why.find("to replay") == std::string::npos)
     why += access == Access::kRead ? " (a read needs to read the database and its log)"
                                    : " (a write opens the database and its log for writing)";
   return why;
@@ -134,8 +141,15 @@ void RemoveMadeIfEmpty() {
   c.wait_seconds = 0;
   auto db = OpenWith(c, Access::kWrite);
   if (!db.ok()) return;
+  // What this command made it hold (import makes its collection before
+  // its first document) goes with it when no document got in.
   auto collections = (*db)->ListCollections();
-  if (!collections.ok() || !collections->empty()) return;
+  if (!collections.ok()) return;
+  for (const std::string& name : *collections) {
+    auto n = (*db)->Count(name);
+    auto indexes = (*db)->ListIndexes(name);
+    if (!n.ok() || *n != 0 || !indexes.ok() || !indexes->empty()) return;
+  }
   // Removed while this handle holds the lock: a process waiting for it
   // finds the path gone and opens it anew.
   (void)std::remove(c.db.c_str());
@@ -146,17 +160,17 @@ void RemoveMadeIfEmpty() {
 int CloseDb(DB* db) {
   Status s = db->Close();
   if (s.ok()) return kExitOk;
-  // The commands' commits succeeded: a full disk only kept them out of the
-  // pages, so the user must not do them again.
-  if (s.IsFull())
-    return Fail(kExitBadInput, "close",
-                Describe(s) +
-                    " (the changes are committed: the log holds them, and the next "
-                    "open replays them)");
-  // Called after every commit succeeded: whatever failed at the close, they
-  // were made (a caller must not do them again).
-  return Fail(ExitCodeFor(s), "close",
-              Describe(s) + " (the changes were committed before the close failed)");
+  // Called after every commit succeeded: whatever failed at the close, the
+  // changes were made, and a script that retried on an error status would
+  // make them twice. So the status is 0 and a warning says what failed.
+  if (s.IsFull()) {
+    Warn("close", Describe(s) +
+                      " (the changes are committed: the log holds them, and the next open "
+                      "replays them)");
+  } else {
+    Warn("close", Describe(s) + " (the changes were committed before the close failed)");
+  }
+  return kExitOk;
 }
 
 }  // namespace mmdoc::tool

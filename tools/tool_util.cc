@@ -53,8 +53,10 @@ bool StdinClosed() { return stdin_closed; }
 void NoteCommitted() { committed = true; }
 bool Committed() { return committed; }
 
-int Fail(int code, std::string_view what, std::string_view detail) {
-  std::string line = "mmdoc: ";
+namespace {
+
+void PrintLine(std::string_view prefix, std::string_view what, std::string_view detail) {
+  std::string line(prefix);
   line.append(what.data(), what.size());
   if (!detail.empty()) {
     line += ": ";
@@ -67,7 +69,17 @@ int Fail(int code, std::string_view what, std::string_view detail) {
   if (active_progress != nullptr) active_progress->Finish();
   std::fflush(stdout);
   std::fputs(line.c_str(), stderr);
+}
+
+}  // namespace
+
+int Fail(int code, std::string_view what, std::string_view detail) {
+  PrintLine("mmdoc: ", what, detail);
   return code;
+}
+
+void Warn(std::string_view what, std::string_view detail) {
+  PrintLine("mmdoc: warning: ", what, detail);
 }
 
 int ExitCodeFor(const Status& s) { return s.IsNotFound() ? kExitNotFound : kExitBadInput; }

@@ -47,6 +47,9 @@ std::string Printable(std::string_view text);
 // Prints "mmdoc: <what>: <detail>" as one line on stderr (newlines in
 // detail become spaces) and returns `code`.
 int Fail(int code, std::string_view what, std::string_view detail);
+// As Fail, for a problem that did not undo what the command did: one line
+// "mmdoc: warning: <what>: <detail>" on stderr; the exit status stays.
+void Warn(std::string_view what, std::string_view detail);
 
 // The exit status for a failed Status: NotFound -> 1, everything else -> 2.
 int ExitCodeFor(const Status& s);
