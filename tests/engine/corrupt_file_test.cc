@@ -374,6 +374,15 @@ std::unique_ptr<DB> RefusedThenAccepted(const std::string& path, const std::stri
   return std::move(db.value());
 }
 
+// Flips a bit inside the checksummed part of the meta page with the larger
+// txid.
+void DamageNewestMeta(const std::string& path) {
+  std::string f = ReadAll(path);
+  const uint64_t newest = U64(f, 8) > U64(f, kPage + 8) ? 0 : 1;
+  f[newest * kPage + 200] ^= 0x40;
+  WriteAll(path, f);
+}
+
 TEST_CASE("corrupt file: a damaged newest meta does not hide the commits its session logged") {
   // Found by an independent test: the session's first checkpoint (the meta
   // that starts its log) was damaged, the older clean meta was taken, and
@@ -381,10 +390,7 @@ TEST_CASE("corrupt file: a damaged newest meta does not hide the commits its ses
   TempDir dir;
   const std::string path = dir.File("c.mmdb");
   CleanThenCrashedSession(path, 0, 30, 20);
-  std::string f = ReadAll(path);
-  const uint64_t newest = U64(f, 8) > U64(f, kPage + 8) ? 0 : 1;
-  f[newest * kPage + 200] ^= 0x40;
-  WriteAll(path, f);
+  DamageNewestMeta(path);
   {
     auto db = DB::Open(path, Options());
     INFO(db.status().ToString());
@@ -429,10 +435,7 @@ TEST_CASE("corrupt file: a damaged newest checkpoint is refused, not replaced by
     fs.FailAll(EIO);  // crash: no checkpoint at close
     db.reset();
   }
-  std::string f = ReadAll(path);
-  const uint64_t newest = U64(f, 8) > U64(f, kPage + 8) ? 0 : 1;
-  f[newest * kPage + 200] ^= 0x40;
-  WriteAll(path, f);
+  DamageNewestMeta(path);
   // Either every commit (the log still holds them all) or a refusal.
   auto db = DB::Open(path, Options());
   INFO(db.status().ToString());

@@ -373,14 +373,9 @@ def test_a_document_nested_too_deep_fails_alone(srv):
         deep = {"n": deep}
     for ordered, kept in ((False, [1, 3]), (True, [1])):
         command(s, {"drop": "deep", "$db": "bad"})
-        seq = (b"documents\0" + bson.BSON.encode({"_id": 1}) +
-               bson.BSON.encode({"_id": 2, "d": deep}) + bson.BSON.encode({"_id": 3}))
-        body = bson.BSON.encode({"insert": "deep", "ordered": ordered, "$db": "bad"})
-        payload = (struct.pack("<I", 0) + b"\x00" + body + b"\x01" +
-                   struct.pack("<i", 4 + len(seq)) + seq)
-        s.sendall(frame(OP_MSG, payload, request_id=95))
-        op, to, doc = read_reply(s)
-        assert to == 95 and doc["ok"] == 1 and doc["n"] == len(kept), doc
+        doc = insert_sequence(s, "deep", ordered, [bson.BSON.encode(d) for d in (
+            {"_id": 1}, {"_id": 2, "d": deep}, {"_id": 3})])
+        assert doc["ok"] == 1 and doc["n"] == len(kept), doc
         errors = doc["writeErrors"]
         assert len(errors) == 1 and errors[0]["index"] == 1, doc
         assert "nested deeper than 100" in errors[0]["errmsg"], doc
@@ -417,6 +412,18 @@ def test_a_batch_over_16_mib_in_a_sequence(srv):
     s.close()
 
 
+def insert_sequence(s, coll, ordered, encoded_docs, request_id=93):
+    """An insert whose documents (BSON bytes) go in a kind 1 section; its reply."""
+    seq = b"documents\0" + b"".join(encoded_docs)
+    body = bson.BSON.encode({"insert": coll, "ordered": ordered, "$db": "bad"})
+    payload = (struct.pack("<I", 0) + b"\x00" + body + b"\x01" +
+               struct.pack("<i", 4 + len(seq)) + seq)
+    s.sendall(frame(OP_MSG, payload, request_id=request_id))
+    op, to, doc = read_reply(s)
+    assert to == request_id, (to, doc)
+    return doc
+
+
 def test_a_document_over_16_mib_fails_alone(srv):
     """Found by an outside test: one document over 16 MiB in a kind 1
     section failed the whole insert. As MongoDB (which takes sequence
@@ -427,13 +434,9 @@ def test_a_document_over_16_mib_fails_alone(srv):
     assert 16 * 1024 * 1024 < len(big) <= 16 * 1024 * 1024 + 16 * 1024
     for ordered, kept in ((False, [1, 3]), (True, [1])):
         command(s, {"drop": "huge", "$db": "bad"})
-        seq = b"documents\0" + bson.BSON.encode({"_id": 1}) + big + bson.BSON.encode({"_id": 3})
-        body = bson.BSON.encode({"insert": "huge", "ordered": ordered, "$db": "bad"})
-        payload = (struct.pack("<I", 0) + b"\x00" + body + b"\x01" +
-                   struct.pack("<i", 4 + len(seq)) + seq)
-        s.sendall(frame(OP_MSG, payload, request_id=93))
-        op, to, doc = read_reply(s)
-        assert to == 93 and doc["ok"] == 1 and doc["n"] == len(kept), doc
+        doc = insert_sequence(s, "huge", ordered, [bson.BSON.encode({"_id": 1}), big,
+                                                   bson.BSON.encode({"_id": 3})])
+        assert doc["ok"] == 1 and doc["n"] == len(kept), doc
         errors = doc["writeErrors"]
         assert len(errors) == 1 and errors[0]["index"] == 1 and errors[0]["code"] == 2, doc
         assert "too large" in errors[0]["errmsg"], doc
