@@ -1087,8 +1087,16 @@ Status TransactionImpl::Replace(std::string_view coll, const Value& id, const Do
   bson_t b;
   doc.View(&b);
   bson_t* with_id = bson_new();
-  bson_append_value(with_id, "_id", 3, id.get());
+  // The stored _id, not `id`: 1.0 finds the document with _id 1, whose _id
+  // stays 1 (found by an outside test: it became 1.0).
+  bson_t stored;
   bson_iter_t it;
+  if (bson_init_static(&stored, reinterpret_cast<const uint8_t*>(old.data()), old.size()) &&
+      bson_iter_init_find(&it, &stored, "_id")) {
+    bson_append_iter(with_id, "_id", 3, &it);
+  } else {
+    bson_append_value(with_id, "_id", 3, id.get());
+  }
   bson_iter_init(&it, &b);
   while (bson_iter_next(&it)) {
     if (std::strcmp(bson_iter_key(&it), "_id") == 0) continue;

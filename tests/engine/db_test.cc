@@ -140,6 +140,15 @@ TEST_CASE("a replacement may repeat _id but not change its type, as $set may not
   REQUIRE(db->Replace("c", V("1"), J(R"({"_id": 1, "k": 2})")).ok());
   REQUIRE(db->Update("c", V("1"), J(R"({"_id": 1, "k": 3})")).ok());
   CHECK(db->Get("c", V("1")).value().ToJson() == R"({ "_id" : 1, "k" : 3 })");
+  // Found by an outside test: a replacement without _id, by an _id of
+  // another number type (which finds the same document), gave the document
+  // that type's _id. It keeps the stored one.
+  REQUIRE(db->Replace("c", Value::Double(1.0), J(R"({"k": 4})")).ok());
+  REQUIRE(db->Replace("c", Value::Int64(1), J(R"({"k": 5})")).ok());
+  auto kept = db->Get("c", V("1"));
+  REQUIRE(kept.ok());
+  CHECK(kept.value().ToJson(JsonMode::kCanonical) ==
+        R"({ "_id" : { "$numberInt" : "1" }, "k" : { "$numberInt" : "5" } })");
 }
 
 TEST_CASE("_id: generated ObjectId, scalar types, duplicates", "[engine]") {
