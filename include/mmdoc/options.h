@@ -181,8 +181,9 @@ struct IndexKey {
 struct IndexOptions {
   // Reject two indexed documents with the same key (AlreadyExists): the
   // same value at the field, or for a compound index the same values at
-  // all its fields (a missing field counts as null). With sparse or
-  // partial_filter, documents left out of the index are not compared.
+  // all its fields (a missing field and an empty array count as null, where
+  // MongoDB keys [] apart). With sparse or partial_filter, documents left
+  // out of the index are not compared.
   // Default: false.
   bool unique = false;
   // Leave out documents that have none of the index's fields (a field that
