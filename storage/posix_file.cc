@@ -445,7 +445,8 @@ class PosixFileSystem final : public FileSystem {
     int fd = AboveStdio(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
     if (fd < 0) {
       if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
-        return ErrnoStatus(dir, errno, "open unnamed file");
+        return ErrnoStatus(path, errno,
+                           errno == ENOENT ? "create (its directory does not exist)" : "create");
       }
       std::random_device rd;
       tmp = path + ".creating-" + std::to_string(::getpid()) + "-" + std::to_string(rd());

@@ -83,6 +83,8 @@ int RunInsert(const CommonArgs& c, const InsertArgs& a) {
   LineReader::Next next;
   while ((next = in.Read(&line)) == LineReader::Next::kLine) {
     ++line_no;
+    // A UTF-8 byte order mark before the first line, as import skips it.
+    if (line_no == 1 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
     if (IsBlank(line)) continue;
     const std::string where = "line " + std::to_string(line_no);
     auto doc = Document::FromJson(line);

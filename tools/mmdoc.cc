@@ -416,6 +416,14 @@ int Main(int argc, char** argv) {
   if (c.collection_given && c.collection.empty()) {
     return Fail(kExitBadInput, "-c", "collection name must not be empty");
   }
+  // The library's other rules for a name, said of -c before any input is
+  // read (insert blamed its first line).
+  if (c.collection.size() > 200) {
+    return Fail(kExitBadInput, "-c", "collection name longer than 200 bytes");
+  }
+  if (!bson_utf8_validate(c.collection.data(), c.collection.size(), false)) {
+    return Fail(kExitBadInput, "-c", "collection name is not valid UTF-8");
+  }
   import_args.progress = !no_progress;
   export_args.progress = !no_progress;
   if (insert->parsed()) return RunInsert(c, insert_args);

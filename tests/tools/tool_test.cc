@@ -1833,6 +1833,21 @@ TEST_CASE("tool: an export that cannot be written names its output and says it i
               {"export: writing /dev/full", "No space left", "incomplete"});
 }
 
+TEST_CASE("tool: insert skips a byte order mark, and a bad -c or a missing directory is named",
+          "[tools]") {
+  // Found by an outside test: insert refused the mark import skips; a long
+  // -c was blamed on "line 1"; a missing directory was "open unnamed file".
+  TempDir dir;
+  const std::string db = dir.File("b.mmdb");
+  MustRun({"insert", db}, "\xEF\xBB\xBF{\"_id\": 1}\n{\"_id\": 2}\n");
+  CHECK(CountOf(db) == 2);
+  ExpectError(RunTool({"insert", db, "-c", std::string(201, 'c')}, "{\"_id\": 3}\n"), 2,
+              {"mmdoc: -c: collection name longer than 200 bytes"});
+  ExpectError(RunTool({"insert", dir.File("none/b.mmdb")}, "{\"_id\": 1}\n"), 2,
+              {"none/b.mmdb", "its directory does not exist"});
+  CHECK(CountOf(db) == 2);
+}
+
 TEST_CASE("tool: bad input leaves no new database behind, and an old one as it was", "[tools]") {
   TempDir dir;
   const std::string one = dir.File("one.json"), bad = dir.File("bad.json");
