@@ -656,8 +656,11 @@ bool PullMatches(const PathTree& n, const bson_value_t* e) {
 }
 
 // $push's $sort of the elements: whole values (sort = 1 / -1) or documents
-// by fields, each compared as a find's sort would (non-documents sort as if
-// every field were null). Stable, so equal elements keep their order.
+// by fields. A field's value is the one its path names through documents
+// and array positions, compared whole (an array as an array, after every
+// number), null when missing: MongoDB's rule here, not a find's sort (which
+// takes an array's smallest or largest element). Non-documents sort as if
+// every field were null. Stable, so equal elements keep their order.
 void SortElements(const PathTree& n, std::vector<View>* elems) {
   if (n.sort != 0) {
     std::stable_sort(elems->begin(), elems->end(), [&](const View& a, const View& b) {
@@ -671,10 +674,8 @@ void SortElements(const PathTree& n, std::vector<View>* elems) {
     const bson_value_t& e = (*elems)[i].v;
     for (size_t f = 0; f < nf; f++) {
       bson_value_t& k = keys[i * nf + f].v;
-      if (e.value_type == BSON_TYPE_DOCUMENT) {
-        SortKey(e.value.v_doc.data, e.value.v_doc.data_len, n.sort_fields[f].first,
-                n.sort_fields[f].second, &k);
-      } else {
+      if (e.value_type != BSON_TYPE_DOCUMENT ||
+          !LookupPath(e.value.v_doc.data, e.value.v_doc.data_len, n.sort_fields[f].first, &k)) {
         k.value_type = BSON_TYPE_NULL;
       }
     }
@@ -2020,6 +2021,9 @@ Status Update::UpsertDocument(const Document& filter, const UpdateContext& conte
     return Status::InvalidArgument("filter is not a BSON document");
   }
   MMDOC_RETURN_IF_ERROR(CollectEqualities(&it, &equalities));
+  // In the order of their paths, as MongoDB builds an upserted document
+  // (not the filter's): {b: 1, a: 1} upserts {a: 1, b: 1}.
+  SortChildren(&equalities);
   ApplyState inserting;
   inserting.inserting = true;
   std::string base;

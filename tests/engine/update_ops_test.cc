@@ -216,6 +216,25 @@ TEST_CASE("Update: $setOnInsert applies only when inserting", "[update]") {
   CHECK(Apply(R"({"_id": 1})", R"({"$setOnInsert": {"_id": 2}})") == J(R"({"_id": 1})"));
 }
 
+TEST_CASE("Update: $push $sort by a field compares its value whole", "[update]") {
+  // Found by an outside test: the field's value was taken as a find's sort
+  // takes it (an array by its smallest element, paths through arrays), so
+  // $slice then kept the wrong elements. MongoDB's $push compares the value
+  // whole (an array after every number), through documents and positions.
+  CHECK(Apply(R"({"_id": 1, "a": [{"x": [5, 1]}, {"x": 3}, {"x": [2, 4]}]})",
+              R"({"$push": {"a": {"$each": [], "$sort": {"x": 1}}}})") ==
+        J(R"({"_id": 1, "a": [{"x": 3}, {"x": [2, 4]}, {"x": [5, 1]}]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [{"x": [{"z": 3}]}, {"x": [{"z": 1}]}]})",
+              R"({"$push": {"a": {"$each": [], "$sort": {"x.z": 1}}}})") ==
+        J(R"({"_id": 1, "a": [{"x": [{"z": 3}]}, {"x": [{"z": 1}]}]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [{"x": [1, 9]}, {"x": 5}]})",
+              R"({"$push": {"a": {"$each": [{"x": 2}], "$sort": {"x": 1}, "$slice": 2}}})") ==
+        J(R"({"_id": 1, "a": [{"x": 2}, {"x": 5}]})"));
+  CHECK(Apply(R"({"_id": 1, "a": [{"x": [{"z": 3}]}, {"x": [{"z": 1}]}]})",
+              R"({"$push": {"a": {"$each": [], "$sort": {"x.0.z": 1}}}})") ==
+        J(R"({"_id": 1, "a": [{"x": [{"z": 1}]}, {"x": [{"z": 3}]}]})"));
+}
+
 TEST_CASE("Update: $push, $each, $position, $slice, $sort", "[update]") {
   CHECK(Apply(R"({"_id": 1, "a": [1, 2]})", R"({"$push": {"a": 3}})") ==
         J(R"({"_id": 1, "a": [1, 2, 3]})"));

@@ -64,6 +64,20 @@ TEST_CASE("upsert: inserts the filter's equalities with the update applied", "[u
         Json(J(R"({"_id": 5, "a": 1, "c": {"d": "x"}, "e": 2, "f": 3, "n": 2})")));
 }
 
+TEST_CASE("upsert: the filter's equalities go in by path, not in the filter's order",
+          "[update][upsert]") {
+  // Found by an outside test: {b: 1, a: 1, "c.z": 1, "c.a": 2} upserted
+  // {b, a, c: {z, a}}, so a later {c: {a: 2, z: 1}} (field order is part of
+  // a document's value) did not find it. MongoDB sorts them by path.
+  TestDB db(Fast());
+  REQUIRE(db->UpdateOne("c", J(R"({"b": 1, "a": 1, "c.z": 1, "c.a": 2})"),
+                        J(R"({"$set": {"m": 1}})"), Upsert())
+              .ok());
+  const std::string d = Json(Only(db));
+  CHECK(d.substr(d.find(", ") + 2) == R"("a" : 1, "b" : 1, "c" : { "a" : 2, "z" : 1 }, "m" : 1 })");
+  CHECK(db->Count("c", J(R"({"c": {"a": 2, "z": 1}})")).value() == 1);
+}
+
 TEST_CASE("upsert and update: _id from the update, or left as it is", "[update][upsert]") {
   // Found by an outside test: every update naming _id was refused. MongoDB
   // refuses only a change of an existing _id, or an upsert's _id other
