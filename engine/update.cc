@@ -1948,8 +1948,12 @@ Status NotInferable(std::string_view path) {
 }
 
 // Adds the filter's equalities at this level to *base as $set leaves.
-Status CollectEqualities(bson_iter_t* it, PathTree* base) {
+// `only`: the one top-level field to collect (a replacement takes only
+// _id from its filter, and conflicts elsewhere do not concern it); all when
+// empty.
+Status CollectEqualities(bson_iter_t* it, PathTree* base, std::string_view only = {}) {
   auto add = [&](std::string_view path, const bson_value_t* v) -> Status {
+    if (!only.empty() && path.substr(0, path.find('.')) != only) return Status::OK();
     std::string prefix;
     if (!CheckUpdatePath(path, &prefix).ok() || !prefix.empty()) return Status::OK();
     if (static_cast<int>(PathParts(path)) + ValueDepth(v) >= kMaxNestingDepth) {
@@ -1973,7 +1977,7 @@ Status CollectEqualities(bson_iter_t* it, PathTree* base) {
       }
       while (bson_iter_next(&clauses)) {
         if (BSON_ITER_HOLDS_DOCUMENT(&clauses) && bson_iter_recurse(&clauses, &clause)) {
-          MMDOC_RETURN_IF_ERROR(CollectEqualities(&clause, base));
+          MMDOC_RETURN_IF_ERROR(CollectEqualities(&clause, base, only));
         }
       }
       continue;
@@ -1994,13 +1998,16 @@ Status CollectEqualities(bson_iter_t* it, PathTree* base) {
       if (op == "$eq") {
         MMDOC_RETURN_IF_ERROR(add(key, bson_iter_value(&ops)));
       } else if ((op == "$in" || op == "$all") && BSON_ITER_HOLDS_ARRAY(&ops)) {
-        // One value: an equality (MongoDB rewrites a one-element $all so too).
+        // One value: an equality. MongoDB rewrites $all as an $and of
+        // equalities, so two or more name the path twice (refused); a longer
+        // $in is none.
         bson_value_t in = *bson_iter_value(&ops);
         std::vector<View> elems;
         Elements(&in, &elems);
-        if (elems.size() == 1 && elems[0].v.value_type != BSON_TYPE_REGEX &&
-            FirstKey(&elems[0].v) != "$elemMatch") {
-          MMDOC_RETURN_IF_ERROR(add(key, &elems[0].v));
+        if (op == "$in" && elems.size() != 1) continue;
+        for (const View& e : elems) {
+          if (e.v.value_type == BSON_TYPE_REGEX || FirstKey(&e.v) == "$elemMatch") continue;
+          MMDOC_RETURN_IF_ERROR(add(key, &e.v));
         }
       }
     }
@@ -2020,7 +2027,18 @@ Status Update::UpsertDocument(const Document& filter, const UpdateContext& conte
   if (!bson_iter_init_from_data(&it, filter.data(), filter.size())) {
     return Status::InvalidArgument("filter is not a BSON document");
   }
-  MMDOC_RETURN_IF_ERROR(CollectEqualities(&it, &equalities));
+  MMDOC_RETURN_IF_ERROR(
+      CollectEqualities(&it, &equalities, impl_->replacement ? "_id" : std::string_view()));
+  if (impl_->replacement) {
+    // A replacement takes the filter's _id whole, not built from its parts.
+    for (const auto& [name, child] : equalities.children) {
+      if (name == "_id" && !child->children.empty())
+        return Status::InvalidArgument(
+            "cannot build the upserted document: a replacement takes the filter's _id whole, "
+            "not by its parts",
+            "_id");
+    }
+  }
   // In the order of their paths, as MongoDB builds an upserted document
   // (not the filter's): {b: 1, a: 1} upserts {a: 1, b: 1}.
   SortChildren(&equalities);

@@ -606,9 +606,15 @@ def test_dead_clients_cursors_make_room(mmdoc):
             dead = connect(srv)
             assert command(dead, find)["cursor"]["id"] != 0
             dead.close()
-        time.sleep(0.3)  # the server sees the closes
-        kept = command(s, find)["cursor"]["id"]
-        other = command(s, find)["cursor"]["id"]
+        def opened():  # once the server has seen the closes (a loaded machine is slow)
+            for _ in range(100):
+                doc = command(s, find)
+                if doc["ok"] == 1:
+                    return doc["cursor"]["id"]
+                time.sleep(0.1)
+            raise AssertionError("no room made: %r" % (doc,))
+        kept = opened()
+        other = opened()
         assert kept != 0 and other != 0
         # Both cursors of the live connection hold the limit now.
         doc = command(connect(srv), find)
