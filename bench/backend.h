@@ -261,6 +261,10 @@ class Backend {
   virtual std::string settings() const = 0;
   // A session for one thread (connections, reader slots, statements).
   virtual Result<std::unique_ptr<Session>> NewSession() = 0;
+  // Whether the store lives in this process, so that the bench's peak
+  // memory is the engine's; false for a server the bench talks to (its
+  // peak is then not measured, and shown as unknown).
+  virtual bool InProcess() const { return true; }
   // Whether the engine has a typed mapping layer (structs <-> documents)
   // that Session::Mapped* measure against its raw API. Only mmdoc has one.
   virtual bool HasMapping() const { return false; }

@@ -108,8 +108,8 @@ int Main(int argc, char** argv) {
   app.add_option("--durability", durability_arg, "none|periodic|msync|fsync|group|all")
       ->capture_default_str();
   app.add_option("--threads", threads_arg,
-                 "threads for the read phases, and writer threads for durable inserts (group: at "
-                 "least 4; none: 1; the tables and rows say how many); a list "
+                 "threads for the read phases, and writer threads for durable inserts (group: 4 "
+                 "when this is 1; none: 1; the tables and rows say how many); a list "
                  "(1,2,4,8) times each read phase once per count, a row each, and the write "
                  "phases once with the lowest")
       ->capture_default_str();
@@ -190,12 +190,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "mmdoc-bench: %s '%s' has an empty item\n", flag, arg.c_str());
     return false;
   };
-  for (const char* flag : {"--json", "--csv", "--dir"}) {
-    if (app.count(flag) > 0 && app[flag]->as<std::string>().empty()) {
-      std::fprintf(stderr, "mmdoc-bench: %s needs a path, not an empty string\n", flag);
-      return 2;
-    }
-  }
+  if (int rc = RefuseEmptyPaths("mmdoc-bench", app, {"--json", "--csv", "--dir"}); rc >= 0)
+    return rc;
   if (!json_path.empty() && json_path == csv_path) {
     std::fprintf(stderr, "mmdoc-bench: --json and --csv name the same file %s\n",
                  json_path.c_str());
@@ -425,12 +421,14 @@ int Main(int argc, char** argv) {
         config.flush_before_writes = flush_before_writes;
         config.progress = progress;
         config.phase_lines = !quiet;  // under the bars on a terminal
-        auto r = RunWorkload(engine, data, config);
-        if (!r.ok()) {
-          std::fprintf(stderr, "mmdoc-bench: %s\n", r.status().ToString().c_str());
+        Status failed;
+        auto r = RunWorkload(engine, data, config, &failed);
+        if (!r.ok() || !failed.ok()) {
+          std::fprintf(stderr, "mmdoc-bench: %s\n",
+                       (r.ok() ? failed : r.status()).ToString().c_str());
           ++failures;
-          continue;
         }
+        if (!r.ok()) continue;
         for (auto& row : r.value()) results.push_back(std::move(row));
       }
     }
@@ -474,7 +472,7 @@ int Main(int argc, char** argv) {
 }  // namespace mmdoc::bench
 
 int main(int argc, char** argv) {
-  mmdoc::bench::InstallSignalCleanup();
+  mmdoc::bench::InstallSignalCleanup(argv);
   try {
     return mmdoc::bench::Main(argc, argv);
   } catch (const std::bad_alloc&) {

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -83,22 +84,41 @@ inline CLI::Validator UintText() {
       "UINT");
 }
 
-// Whether path can be written, checked before the run so a bad --json
-// fails in a second, not after the whole run: an existing file is opened
-// for append (not truncated), a new one is created and removed again.
-// O_NONBLOCK: a FIFO with no reader is an error here, not a hang.
+// The file an output path names: a symbolic link's target, which the
+// output replaces (not the link).
+inline std::string WriteTarget(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+  std::error_code ec;
+  const auto target = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : target.string();
+}
+
+// Whether path can be written as WriteWhole writes it, checked before the
+// run so a bad --json fails in a second, not after the whole run: an
+// existing file must be writable (opened for append, not truncated), and a
+// regular one (or a new one) needs a temporary file beside it. O_NONBLOCK:
+// a FIFO with no reader is an error here, not a hang.
 inline bool CheckWritable(const char* tool, const std::string& flag, const std::string& path) {
-  const bool existed = ::access(path.c_str(), F_OK) == 0;
-  const int fd = ::open(path.c_str(),
-                        O_WRONLY | O_APPEND | O_NONBLOCK | (existed ? 0 : O_CREAT | O_EXCL), 0644);
-  if (fd < 0) {
-    const int err = errno;
+  auto fail = [&](int err) {
     std::fprintf(stderr, "%s: cannot write %s %s: %s\n", tool, flag.c_str(), path.c_str(),
                  err == ENXIO ? "a FIFO with no reader" : std::strerror(err));
     return false;
+  };
+  const std::string target = WriteTarget(path);
+  struct stat st;
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  if (exists) {
+    const int fd = ::open(target.c_str(), O_WRONLY | O_APPEND | O_NONBLOCK);
+    if (fd < 0) return fail(errno);
+    ::close(fd);
+    if (!S_ISREG(st.st_mode)) return true;  // a pipe, a device: written in place
   }
+  std::string tmp = target + ".tmp-XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) return fail(errno);
   ::close(fd);
-  if (!existed) ::unlink(path.c_str());
+  ::unlink(tmp.c_str());
   return true;
 }
 
@@ -113,10 +133,19 @@ inline bool SameFile(const std::string& a, const std::string& b) {
 // Writes text to path whole or not at all: a regular file (or a new one)
 // through a temporary file renamed over it, so that a full disk leaves the
 // old file, not half a new one; anything else (a pipe, /dev/stdout)
-// directly. "" or the reason it failed.
-inline std::string WriteWhole(const std::string& path, const std::string& text) {
+// directly. Through a symbolic link, its target; the mode of a file it
+// replaces stays, a new one gets the umask's. "" or the reason it failed.
+inline std::string WriteWhole(const std::string& output, const std::string& text) {
+  const std::string path = WriteTarget(output);
   struct stat st;
-  const bool regular = ::stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode);
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  const bool regular = !exists || S_ISREG(st.st_mode);
+  mode_t mode = exists ? (st.st_mode & 07777) : 0;
+  if (!exists) {
+    mode = ::umask(0);
+    ::umask(mode);
+    mode = 0666 & ~mode;
+  }
   std::string tmp = path + ".tmp-XXXXXX";
   const int fd = regular ? ::mkstemp(tmp.data()) : ::open(path.c_str(), O_WRONLY | O_TRUNC);
   if (fd < 0) return std::strerror(errno);
@@ -127,13 +156,26 @@ inline std::string WriteWhole(const std::string& path, const std::string& text) 
     if (w <= 0) error = std::strerror(w < 0 ? errno : ENOSPC);
     if (w > 0) done += static_cast<size_t>(w);
   }
-  if (regular && error.empty() && ::fchmod(fd, 0644) != 0) error = std::strerror(errno);
+  if (regular && error.empty() && ::fchmod(fd, mode) != 0) error = std::strerror(errno);
   if (::close(fd) != 0 && error.empty()) error = std::strerror(errno);
   if (regular && error.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) {
     error = std::strerror(errno);
   }
   if (regular && !error.empty()) ::unlink(tmp.c_str());
   return error;
+}
+
+// 2, after one line on stderr, when a path option was given as "" (a run
+// that would write nowhere, or in the current directory); else -1.
+inline int RefuseEmptyPaths(const char* tool, const CLI::App& app,
+                            std::initializer_list<const char*> flags) {
+  for (const char* flag : flags) {
+    if (app.count(flag) > 0 && app[flag]->as<std::string>().empty()) {
+      std::fprintf(stderr, "%s: %s needs a path, not an empty string\n", tool, flag);
+      return 2;
+    }
+  }
+  return -1;
 }
 
 // app.parse: -1 when the run goes on, else the exit status: 0 after --help

@@ -501,6 +501,7 @@ class PgBackend : public Backend {
     return transport_ == PgTransport::kTcp ? "postgres-tcp" : "postgres";
   }
 
+  bool InProcess() const override { return false; }  // the server's processes
   bool Supports(Durability d) const override {
     return d == Durability::kNone || d == Durability::kFsync || d == Durability::kGroup;
   }

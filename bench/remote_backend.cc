@@ -376,6 +376,7 @@ class RemoteBackend : public Backend {
 
   std::string name() const override { return w0_ ? "mmdoc-remote-w0" : "mmdoc-remote"; }
   bool Supports(Durability) const override { return true; }
+  bool InProcess() const override { return false; }  // mmdoc serve
 
   Status Open(const std::string& dir, const BackendConfig& config) override {
     static std::once_flag init;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -34,12 +35,14 @@ std::mutex g_mu;  // registration, outside handlers
 // program loads) keeps its counters in /dev/shm/mongoc-PID and removes the
 // file at exit, which a signal skips. A later process given the same PID
 // then fails to make its own and prints a warning before main, a second
-// line on stderr; so the handler removes it too.
+// line on stderr; so the handler removes it too, for a run where
+// InstallSignalCleanup could not turn the file off.
 char g_mongoc_shm[64];
 
 // SIGBUS too: a store through a memory map on a full disk (LMDB's map,
 // syncbench's msync file) ends the process by it, and its files must go.
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGBUS};
+// SIGPIPE: output piped into `head` that exits early.
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGBUS};
 constexpr int kNumSignals = sizeof kSignals / sizeof kSignals[0];
 struct sigaction g_previous[kNumSignals];
 bool g_installed[kNumSignals] = {};
@@ -123,7 +126,12 @@ void RemoveTreeFromHandler(const char* path) {
   }
 }
 
-void InstallSignalCleanup() { InstallHandlersOnce(); }
+void InstallSignalCleanup(char** argv) {
+  if (std::getenv("MONGOC_DISABLE_SHM") == nullptr && setenv("MONGOC_DISABLE_SHM", "1", 1) == 0) {
+    execv("/proc/self/exe", argv);  // returns only on failure: then as before
+  }
+  InstallHandlersOnce();
+}
 
 void CleanUpNow() { CleanUp(); }
 

@@ -1,4 +1,5 @@
-// What the bench leaves behind when SIGINT, SIGTERM, SIGHUP or SIGBUS ends it: one
+// What the bench leaves behind when SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE or
+// SIGBUS ends it: one
 // handler for every tool of the test bed (mmdoc-bench's data directory,
 // mmdoc-syncbench's test file, a PostgreSQL server and its cluster).
 //
@@ -27,7 +28,11 @@ namespace mmdoc::bench {
 // Installs the handler now (registration also does): a tool calls it first
 // thing, so that a signal before its first registration, or in a run that
 // keeps its files, still cleans up after libmongoc (signal_cleanup.cc).
-void InstallSignalCleanup();
+// First, once, it runs the program again with MONGOC_DISABLE_SHM=1 (argv
+// as given): libmongoc, initialised as the program loads, then keeps its
+// counters in memory, not in a /dev/shm/mongoc-PID file that a run ended
+// by SIGKILL leaves for a later process with its PID to stumble on.
+void InstallSignalCleanup(char** argv);
 
 // What a signal would do, without the signal: the hooks run and every
 // registered path is removed. For a tool ending on an error its own

@@ -307,6 +307,9 @@ class Runner {
       : engine_(engine), data_(data), config_(config) {}
 
   Result<std::vector<PhaseResult>> Run();
+  // After Run returned an error: the rows of the phases that ran, and an
+  // n/a row naming the failure for each wanted phase that did not.
+  std::vector<PhaseResult> RowsAfterFailure(const Status& failure);
 
  private:
   bool Wanted(const std::string& phase) const {
@@ -569,6 +572,20 @@ Result<std::vector<PhaseResult>> Runner::Run() {
     ForgetOnSignal(cleanup_slot);
   }
   if (!s.ok()) return s;
+  return results_;
+}
+
+std::vector<PhaseResult> Runner::RowsAfterFailure(const Status& failure) {
+  for (const auto& phase : AllPhases()) {
+    if (!Wanted(phase)) continue;
+    const bool ran = std::any_of(results_.begin(), results_.end(),
+                                 [&](const PhaseResult& r) { return r.phase == phase; });
+    if (ran) continue;
+    PhaseResult r = Row(phase);
+    r.available = false;
+    r.notes = "n/a: the run failed: " + failure.ToString();
+    Push(std::move(r));
+  }
   return results_;
 }
 
@@ -1320,15 +1337,21 @@ Status Runner::Mapping() {
 }  // namespace
 
 Result<std::vector<PhaseResult>> RunWorkload(const std::string& engine, const Dataset& data,
-                                             const WorkloadConfig& config) {
+                                             const WorkloadConfig& config, Status* failed) {
   if (data.size() < 10) return Status::InvalidArgument("the workload needs at least 10 docs");
   // Heap the previous engine freed goes back to the OS first, so this
   // engine's peak is measured from what the process holds for the dataset.
   malloc_trim(0);
-  const bool peak_known = ResetPeakResident();
+  // A server's memory is not this process's: its peak is left unknown (0).
+  auto probe = NewBackend(engine);
+  const bool peak_known = probe.ok() && probe.value()->InProcess() && ResetPeakResident();
   const uint64_t base = ResidentBytes();
   Runner runner(engine, data, config);
   auto rows = runner.Run();
+  if (!rows.ok() && failed != nullptr) {
+    *failed = rows.status();
+    rows = runner.RowsAfterFailure(rows.status());
+  }
   if (rows.ok() && peak_known) {
     const uint64_t peak = PeakResidentBytes();
     for (PhaseResult& r : rows.value()) r.peak_rss_bytes = peak > base ? peak - base : 0;

@@ -118,8 +118,9 @@ const std::vector<std::string>& DefaultPhases();
 bool WritePhase(const std::string& phase);
 // The writer threads of the insert phases (insert, insert_noindex) in a
 // durability mode at WorkloadConfig::threads: one in none mode (nothing to
-// wait for), else `threads`, and at least 4 in group mode (group commit
-// needs concurrent commits to group). The other write phases run on one.
+// wait for), else `threads`, and 4 in group mode when `threads` is 1
+// (group commit needs concurrent commits to group). The other write phases
+// run on one.
 int InsertWriters(Durability durability, int threads);
 // Whether a phase runs on WorkloadConfig::threads workers (search_id,
 // search_key, search_value, search_prefix, sort_limit): the phases timed
@@ -131,7 +132,7 @@ struct WorkloadConfig {
   // Documents per write transaction.
   int batch = 1000;
   // Threads for the read phases, and writer threads for durable inserts
-  // (InsertWriters: group mode uses at least 4 writers).
+  // (InsertWriters: group mode uses 4 writers when this is 1).
   int threads = 1;
   // When not empty: the thread counts each read phase (ThreadedPhase) is
   // timed at, a row per count, in this order (the seed's threads
@@ -242,9 +243,12 @@ struct PhaseResult {
 // Runs the workload on one engine with fresh stores. Results for the
 // phases in config.phases, in order; n/a rows when the engine lacks the
 // durability mode (or, for mapping, a typed mapping layer). An error (a failed
-// call, a wrong answer) is returned as a Status naming the engine and phase.
+// call, a wrong answer) is returned as a Status naming the engine and phase;
+// or, with `failed`, put there, with the rows of the phases that ran and an
+// n/a row saying so for each that did not, so that a run's tables keep them.
 Result<std::vector<PhaseResult>> RunWorkload(const std::string& engine, const Dataset& data,
-                                             const WorkloadConfig& config);
+                                             const WorkloadConfig& config,
+                                             Status* failed = nullptr);
 
 // Disk space used by the files under dir (st_blocks), in bytes.
 uint64_t DiskUsage(const std::string& dir);

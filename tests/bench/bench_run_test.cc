@@ -39,6 +39,7 @@
 #include "bench/machine.h"
 #include "bench/report.h"
 #include "bench/workload.h"
+#include "tests/support/small_disk.h"
 #include "tests/support/test_env.h"
 
 namespace mmdoc::bench {
@@ -1223,6 +1224,56 @@ TEST_CASE("mmdoc-bench runs a document count given twice once", "[bench]") {
   CHECK(std::count(text.begin(), text.end(), '\n') == 2);  // the header and one insert row
 }
 
+TEST_CASE("mmdoc-bench keeps an engine that failed in its tables, JSON and CSV", "[bench]") {
+  // Found by an outside test: an engine whose run failed (SQLite on a full
+  // disk) left no row at all; only stderr said so.
+  test::SmallDisk disk(6 << 20);
+  MMDOC_NEED_DISK(disk);
+  test::TempDir dir;
+  const std::string json = dir.File("f.json"), csv = dir.File("f.csv"), out = dir.File("f.txt");
+  const int rc = Run("cd " + disk.path() + " && " + AbsoluteBuildDir() +
+                     "/mmdoc-bench --engines sqlite,mmdoc --docs 20k --phases insert,search_id"
+                     " --json " +
+                     json + " --csv " + csv + " > " + out + " 2>/dev/null");
+  CHECK(rc == 1);
+  const std::string text = ReadFile(json);
+  // Each of sqlite's phases is there, n/a, saying why.
+  CHECK(text.find(R"("engine" : "sqlite", "phase" : "insert")") != std::string::npos);
+  CHECK(text.find(R"("engine" : "sqlite", "phase" : "search_id")") != std::string::npos);
+  CHECK(text.find("n/a: the run failed") != std::string::npos);
+  CHECK(ReadFile(csv).find("sqlite,search_id") != std::string::npos);
+  CHECK(ReadFile(out).find("n/a") != std::string::npos);
+}
+
+TEST_CASE(
+    "mmdoc-bench and mmdoc-syncbench write JSON through a link, keep its mode, and check "
+    "the directory first",
+    "[bench]") {
+  // Found by an outside test: --json through a symbolic link replaced the
+  // link, a 0600 file came back 0644, and an output whose directory the run
+  // could not write in failed only after the whole run.
+  test::TempDir dir;
+  const std::string target = dir.File("run.json"), link = dir.File("latest.json");
+  std::ofstream(target) << "old";
+  REQUIRE(chmod(target.c_str(), 0600) == 0);
+  REQUIRE(symlink(target.c_str(), link.c_str()) == 0);
+  REQUIRE(Run(AbsoluteBuildDir() +
+              "/mmdoc-bench --engines lmdb --docs 100 --phases insert --quiet"
+              " --dir " +
+              dir.File("data") + " --json " + link) == 0);
+  struct stat st;
+  REQUIRE(lstat(link.c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  REQUIRE(stat(target.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  CHECK(ReadFile(target).find("\"results\"") != std::string::npos);
+  // A file in a directory no temporary file can be made in: refused first.
+  CHECK(Run(AbsoluteBuildDir() + "/mmdoc-bench --engines lmdb --docs 100 --phases insert"
+                                 " --quiet --csv /proc/version 2>/dev/null") == 2);
+  CHECK(Run(AbsoluteBuildDir() + "/mmdoc-syncbench --json '' 2>/dev/null") == 2);
+  CHECK(Run(AbsoluteBuildDir() + "/mmdoc-syncbench --dir '' 2>/dev/null") == 2);
+}
+
 TEST_CASE("mmdoc-bench records the seed it used", "[bench]") {
   test::TempDir dir;
   const std::string json = dir.File("seed.json");
@@ -1327,7 +1378,9 @@ TEST_CASE("mmdoc-bench and mmdoc-syncbench remove their files on a signal", "[be
   const std::string bench = AbsoluteBuildDir() +
                             "/mmdoc-bench --engines lmdb --docs 300k --phases insert,search_value "
                             "--quiet";
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  // SIGPIPE and SIGQUIT: found by an outside test (`mmdoc-bench | head`
+  // left the data directory behind).
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE, SIGQUIT}) {
     INFO(sig);
     {
       // Its own data directory, in the current one.
