@@ -55,8 +55,14 @@ class Output {
     temp_ = path + ".mmdoc-XXXXXX";
     const int fd = mkstemp(temp_.data());
     if (fd < 0) {
-      *error = std::strerror(errno);
+      const int err = errno;
       temp_.clear();
+      // A file that may be written in a directory that may not: in place.
+      if (exists && (err == EACCES || err == EROFS)) {
+        file_ = std::fopen(path.c_str(), "wb");
+        if (file_ != nullptr) return true;
+      }
+      *error = std::strerror(err);
       return false;
     }
     const mode_t mask = umask(0);
