@@ -128,6 +128,12 @@ void RemoveTreeFromHandler(const char* path) {
 
 void InstallSignalCleanup(char** argv) {
   if (std::getenv("MONGOC_DISABLE_SHM") == nullptr && setenv("MONGOC_DISABLE_SHM", "1", 1) == 0) {
+    // This image's libmongoc made its file as the program loaded; exec
+    // would leave it (its exit handler never runs), and the next image,
+    // with the same PID, makes none.
+    char shm[64];
+    std::snprintf(shm, sizeof shm, "/dev/shm/mongoc-%u", static_cast<unsigned>(getpid()));
+    unlink(shm);
     execv("/proc/self/exe", argv);  // returns only on failure: then as before
   }
   InstallHandlersOnce();

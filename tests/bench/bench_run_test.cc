@@ -1274,6 +1274,27 @@ TEST_CASE(
   CHECK(Run(AbsoluteBuildDir() + "/mmdoc-syncbench --dir '' 2>/dev/null") == 2);
 }
 
+TEST_CASE("mmdoc-bench and mmdoc-syncbench leave no libmongoc file in /dev/shm", "[bench]") {
+  // libmongoc's counters file, made as the program loads, was left behind
+  // by a run killed outright; a later process given its PID then printed a
+  // second error line. The tools run with the file turned off.
+  test::TempDir dir;
+  auto ours = [&dir](const std::string& tool) {
+    const std::string out = dir.File("pid");
+    // The shell's PID is the tool's: exec.
+    Run("sh -c 'echo $$ > " + out + "; exec " + AbsoluteBuildDir() + "/" + tool +
+        " --help > /dev/null'");
+    std::ifstream in(out);
+    std::string pid;
+    in >> pid;
+    return "/dev/shm/mongoc-" + pid;
+  };
+  for (const char* tool : {"mmdoc-bench", "mmdoc-syncbench"}) {
+    INFO(tool);
+    CHECK_FALSE(std::filesystem::exists(ours(tool)));
+  }
+}
+
 TEST_CASE("mmdoc-bench records the seed it used", "[bench]") {
   test::TempDir dir;
   const std::string json = dir.File("seed.json");
